@@ -1,0 +1,222 @@
+//! The `bench` flags, spelled exactly like LevelDB db_bench's (`--value_size=100`,
+//! `--use_existing_db=1`), and their conversion to engine options.
+
+use std::path::PathBuf;
+
+use clap::{ArgAction, Args};
+use wisckey::{Compression, Options};
+
+/// The suite run when `--benchmarks` is not given.
+pub const DEFAULT_BENCHMARKS: &str =
+    "fillseq,fillrandom,overwrite,readrandom,readseq,readreverse,seekrandom,fillsync,stats";
+
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Comma-separated benchmarks, run in order: fillseq, fillbatch, fillrandom, overwrite,
+    /// fillsync, fill100K, readrandom, readseq, readreverse, readmissing, readhot, seekrandom,
+    /// seekordered, readwhilewriting, deleteseq, deleterandom, compact, stats.
+    #[arg(long = "benchmarks", value_delimiter = ',', default_value = DEFAULT_BENCHMARKS)]
+    pub benchmarks: Vec<String>,
+
+    /// Number of key/value pairs to place in the database (and ops per thread for writes).
+    #[arg(long = "num", default_value_t = 1_000_000)]
+    pub num: u64,
+
+    /// Read operations per thread; negative means --num.
+    #[arg(long = "reads", default_value_t = -1, allow_negative_numbers = true)]
+    pub reads: i64,
+
+    /// Concurrent threads running each benchmark.
+    #[arg(long = "threads", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: u32,
+
+    /// Size of each value in bytes.
+    #[arg(long = "value_size", default_value_t = 100)]
+    pub value_size: usize,
+
+    /// Size of each key in bytes (a zero-padded decimal number, db_bench's %016d at 16).
+    #[arg(long = "key_size", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub key_size: u32,
+
+    /// Values compress to about this fraction of their size.
+    #[arg(long = "compression_ratio", default_value_t = 0.5)]
+    pub compression_ratio: f64,
+
+    /// Database directory (default: a fresh temporary directory, removed at the end).
+    #[arg(long = "db")]
+    pub db: Option<PathBuf>,
+
+    /// Keep and use the existing database: fill benchmarks are skipped.
+    #[arg(long = "use_existing_db", default_value = "false", num_args = 0..=1,
+          default_missing_value = "true", action = ArgAction::Set, value_parser = parse_bool)]
+    pub use_existing_db: bool,
+
+    /// Block cache capacity in bytes.
+    #[arg(long = "cache_size", default_value_t = 8 << 20)]
+    pub cache_size: usize,
+
+    /// Memtable size in bytes.
+    #[arg(long = "write_buffer_size", default_value_t = 4 << 20)]
+    pub write_buffer_size: usize,
+
+    /// Target SSTable size in bytes (default: the engine's).
+    #[arg(long = "max_file_size")]
+    pub max_file_size: Option<u64>,
+
+    /// SSTable data block size in bytes (default: the engine's).
+    #[arg(long = "block_size")]
+    pub block_size: Option<usize>,
+
+    /// Table files kept open (default: the engine's).
+    #[arg(long = "open_files")]
+    pub open_files: Option<usize>,
+
+    /// Block compression: none, lz4, zstd or zstd:LEVEL.
+    #[arg(long = "compression", default_value = "none", value_parser = parse_compression)]
+    pub compression: Compression,
+
+    /// Bloom filter bits per key; 0 or negative disables filters.
+    #[arg(
+        long = "bloom_bits",
+        default_value_t = 10.0,
+        allow_negative_numbers = true
+    )]
+    pub bloom_bits: f64,
+
+    /// Print a latency histogram after each benchmark.
+    #[arg(long = "histogram", default_value = "false", num_args = 0..=1,
+          default_missing_value = "true", action = ArgAction::Set, value_parser = parse_bool)]
+    pub histogram: bool,
+
+    /// Base seed of the per-thread generators (1000 draws LevelDB db_bench's key sequence).
+    #[arg(long = "seed", default_value_t = 1000)]
+    pub seed: u32,
+
+    /// Also print one JSON line per benchmark.
+    #[arg(long = "json", default_value = "false", num_args = 0..=1,
+          default_missing_value = "true", action = ArgAction::Set, value_parser = parse_bool)]
+    pub json: bool,
+}
+
+/// db_bench booleans: `1/0`, `true/false` (also `yes/no`, `on/off`).
+pub fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(format!("expected 0, 1, true or false, got {s:?}")),
+    }
+}
+
+fn parse_compression(s: &str) -> Result<Compression, String> {
+    Compression::parse(s)
+        .ok_or_else(|| format!("expected none, lz4, zstd or zstd:LEVEL, got {s:?}"))
+}
+
+impl BenchArgs {
+    /// The benchmark names, empty entries (a trailing comma) dropped as db_bench does.
+    pub fn benchmark_names(&self) -> impl Iterator<Item = &str> {
+        self.benchmarks
+            .iter()
+            .map(|s| s.trim())
+            .filter(|s| !s.is_empty())
+    }
+
+    /// Reads per thread (`--reads`, or `--num` when negative).
+    pub fn reads_per_thread(&self) -> u64 {
+        u64::try_from(self.reads).unwrap_or(self.num)
+    }
+
+    /// Engine options for these flags; `create` is false when reusing an existing database.
+    pub fn options(&self) -> Options {
+        let mut o = Options::default()
+            .create_if_missing(!self.use_existing_db)
+            .block_cache_bytes(self.cache_size)
+            .write_buffer_bytes(self.write_buffer_size)
+            .compression(self.compression)
+            .bloom_bits_per_key(vec![self.bloom_bits.max(0.0)]);
+        if let Some(v) = self.max_file_size {
+            o = o.target_file_size_bytes(v);
+        }
+        if let Some(v) = self.block_size {
+            o = o.block_size_bytes(v);
+        }
+        if let Some(v) = self.open_files {
+            o = o.max_open_files(v);
+        }
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        b: BenchArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<BenchArgs, clap::Error> {
+        T::try_parse_from(std::iter::once("t").chain(args.iter().copied())).map(|t| t.b)
+    }
+
+    #[test]
+    fn benchmarks_flag_is_a_comma_list() {
+        let b = parse(&["--benchmarks=fillseq,readrandom,"]).unwrap();
+        assert_eq!(
+            b.benchmark_names().collect::<Vec<_>>(),
+            ["fillseq", "readrandom"]
+        );
+        let d = parse(&[]).unwrap();
+        assert_eq!(
+            d.benchmark_names().collect::<Vec<_>>().join(","),
+            DEFAULT_BENCHMARKS
+        );
+    }
+
+    #[test]
+    fn booleans_take_db_bench_spellings() {
+        assert!(parse(&["--use_existing_db=1"]).unwrap().use_existing_db);
+        assert!(!parse(&["--use_existing_db=0"]).unwrap().use_existing_db);
+        assert!(parse(&["--use_existing_db=true"]).unwrap().use_existing_db);
+        assert!(parse(&["--use_existing_db"]).unwrap().use_existing_db);
+        assert!(!parse(&[]).unwrap().use_existing_db);
+        assert!(parse(&["--histogram=1", "--json"]).unwrap().histogram);
+        assert!(parse(&["--use_existing_db=maybe"]).is_err());
+    }
+
+    #[test]
+    fn numeric_flags_use_underscores_and_db_bench_defaults() {
+        let b = parse(&[
+            "--num=500",
+            "--value_size=1000",
+            "--key_size=20",
+            "--reads=7",
+        ])
+        .unwrap();
+        assert_eq!(
+            (b.num, b.value_size, b.key_size, b.reads_per_thread()),
+            (500, 1000, 20, 7)
+        );
+        let d = parse(&[]).unwrap();
+        assert_eq!(
+            (d.num, d.value_size, d.key_size, d.threads),
+            (1_000_000, 100, 16, 1)
+        );
+        assert_eq!(d.reads_per_thread(), 1_000_000);
+        assert_eq!((d.cache_size, d.write_buffer_size), (8 << 20, 4 << 20));
+        assert!(parse(&["--value-size=10"]).is_err());
+        assert!(parse(&["--threads=0"]).is_err());
+    }
+
+    #[test]
+    fn compression_and_bloom_flags_map_to_options() {
+        let b = parse(&["--compression=zstd:7", "--bloom_bits=-1"]).unwrap();
+        let o = b.options();
+        assert_eq!(o.compression, Compression::Zstd(7));
+        assert_eq!(o.bloom_bits_for_level(0), 0.0);
+        assert!(parse(&["--compression=brotli"]).is_err());
+    }
+}

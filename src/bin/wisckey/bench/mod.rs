@@ -1,0 +1,489 @@
+//! `wisckey bench`: a port of LevelDB 1.23's db_bench (same flags, benchmarks, key sequence
+//! and output lines), so our figures sit beside LevelDB's and RocksDB's own db_bench runs.
+
+mod flags;
+mod histogram;
+mod keys;
+mod live;
+mod report;
+mod values;
+mod workloads;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Barrier;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use wisckey::{Db, ReadOptions, WriteOptions};
+
+pub use flags::BenchArgs;
+pub use report::{db_stats_json, render_db_stats};
+
+use keys::{KeyFormat, Random};
+use live::LiveKeys;
+use report::Stats;
+use workloads::{Ctx, Method, ThreadState};
+
+/// Result of CLI work: any error, printed with its Display by `main`.
+pub type CliResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// How one named benchmark runs (db_bench's per-name parameter overrides).
+struct Spec {
+    method: Method,
+    /// Destroy and re-create the database first.
+    fresh_db: bool,
+    num: u64,
+    reads: u64,
+    value_size: usize,
+    entries_per_batch: u64,
+    sync: bool,
+    /// readwhilewriting adds a writer thread.
+    extra_threads: usize,
+}
+
+/// What a benchmark name asks for.
+enum Step {
+    Run(Spec),
+    Stats,
+}
+
+const NAMES: &[&str] = &[
+    "fillseq",
+    "fillbatch",
+    "fillrandom",
+    "overwrite",
+    "fillsync",
+    "fill100K",
+    "readseq",
+    "readreverse",
+    "readrandom",
+    "readmissing",
+    "readhot",
+    "readrandomsmall",
+    "seekrandom",
+    "seekordered",
+    "readwhilewriting",
+    "deleteseq",
+    "deleterandom",
+    "compact",
+    "stats",
+];
+
+fn step_for(name: &str, args: &BenchArgs) -> Option<Step> {
+    let mut s = Spec {
+        method: workloads::write_seq,
+        fresh_db: false,
+        num: args.num,
+        reads: args.reads_per_thread(),
+        value_size: args.value_size,
+        entries_per_batch: 1,
+        sync: false,
+        extra_threads: 0,
+    };
+    match name {
+        "fillseq" => s.fresh_db = true,
+        "fillbatch" => (s.fresh_db, s.entries_per_batch) = (true, 1000),
+        "fillrandom" => (s.fresh_db, s.method) = (true, workloads::write_random),
+        "overwrite" => s.method = workloads::write_random,
+        "fillsync" => {
+            (s.fresh_db, s.method, s.sync) = (true, workloads::write_random, true);
+            s.num /= 1000;
+        }
+        "fill100K" => {
+            (s.fresh_db, s.method, s.value_size) = (true, workloads::write_random, 100_000);
+            s.num /= 1000;
+        }
+        "readseq" => s.method = workloads::read_seq,
+        "readreverse" => s.method = workloads::read_reverse,
+        "readrandom" => s.method = workloads::read_random,
+        "readrandomsmall" => (s.method, s.reads) = (workloads::read_random, s.reads / 1000),
+        "readmissing" => s.method = workloads::read_missing,
+        "readhot" => s.method = workloads::read_hot,
+        "seekrandom" => s.method = workloads::seek_random,
+        "seekordered" => s.method = workloads::seek_ordered,
+        "readwhilewriting" => (s.method, s.extra_threads) = (workloads::read_while_writing, 1),
+        "deleteseq" => s.method = workloads::delete_seq,
+        "deleterandom" => s.method = workloads::delete_random,
+        "compact" => s.method = workloads::compact,
+        "stats" => return Some(Step::Stats),
+        _ => return None,
+    }
+    Some(Step::Run(s))
+}
+
+/// Run `wisckey bench`.
+pub fn run(args: BenchArgs) -> CliResult {
+    validate(&args)?;
+    let mut bench = Bench::new(args)?;
+    bench.print_header();
+    let names: Vec<String> = bench.args.benchmark_names().map(str::to_string).collect();
+    for name in &names {
+        match step_for(name, &bench.args) {
+            Some(Step::Run(spec)) => bench.run_one(name, spec)?,
+            Some(Step::Stats) => bench.print_stats()?,
+            None => unreachable!("names are validated"),
+        }
+    }
+    bench.finish()
+}
+
+fn validate(args: &BenchArgs) -> CliResult {
+    if let Some(bad) = args.benchmark_names().find(|n| step_for(n, args).is_none()) {
+        return Err(format!("unknown benchmark '{bad}' (known: {})", NAMES.join(", ")).into());
+    }
+    if args.num == 0 {
+        return Err("--num must be at least 1".into());
+    }
+    let key_size = args.key_size as usize;
+    if args.num > KeyFormat::capacity(key_size) {
+        return Err(format!(
+            "--num={} keys do not fit in --key_size={key_size} digits",
+            args.num
+        )
+        .into());
+    }
+    if args.value_size > wisckey::MAX_VALUE_BYTES {
+        return Err(format!("--value_size must be at most {}", wisckey::MAX_VALUE_BYTES).into());
+    }
+    if args.use_existing_db && args.db.is_none() {
+        return Err("--use_existing_db needs --db=DIR".into());
+    }
+    Ok(())
+}
+
+/// The benchmark driver: the open database and what the benchmarks know about its contents.
+struct Bench {
+    // Field order matters: the database closes before the temporary directory is removed.
+    db: Option<Db>,
+    args: BenchArgs,
+    path: PathBuf,
+    live: LiveKeys,
+    /// False when the database held data this run did not write (--use_existing_db).
+    live_known: bool,
+    /// Threads started so far: seeds are `seed + count`, as in db_bench.
+    thread_count: u32,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Bench {
+    fn new(args: BenchArgs) -> CliResult<Bench> {
+        let (path, tmp) = match &args.db {
+            Some(p) => (p.clone(), None),
+            None => {
+                let tmp = tempfile::Builder::new()
+                    .prefix("wisckey-bench-")
+                    .tempdir()?;
+                (tmp.path().join("db"), Some(tmp))
+            }
+        };
+        if !args.use_existing_db {
+            wisckey::destroy(&path, &args.options())?;
+        }
+        let db = Db::open(&path, args.options())?;
+        Ok(Bench {
+            db: Some(db),
+            live: LiveKeys::new(args.num, args.key_size as usize),
+            live_known: !args.use_existing_db,
+            args,
+            path,
+            thread_count: 0,
+            _tmp: tmp,
+        })
+    }
+
+    fn db(&self) -> CliResult<&Db> {
+        self.db
+            .as_ref()
+            .ok_or_else(|| "database is not open".into())
+    }
+
+    fn print_header(&self) {
+        let a = &self.args;
+        eprintln!("wisckey:    version {}", env!("CARGO_PKG_VERSION"));
+        print_cpu_info();
+        eprintln!(
+            "Options:    db={} compression={:?} write_buffer_size={} cache_size={} bloom_bits={} threads={}",
+            self.path.display(),
+            a.compression,
+            a.write_buffer_size,
+            a.cache_size,
+            a.bloom_bits,
+            a.threads
+        );
+        let key = a.key_size as f64;
+        let value = a.value_size as f64;
+        let num = a.num as f64;
+        println!("Keys:       {} bytes each", a.key_size);
+        println!(
+            "Values:     {} bytes each ({} bytes after compression)",
+            a.value_size,
+            (value * a.compression_ratio + 0.5) as i64
+        );
+        println!("Entries:    {}", a.num);
+        println!(
+            "RawSize:    {:.1} MB (estimated)",
+            (key + value) * num / 1048576.0
+        );
+        println!(
+            "FileSize:   {:.1} MB (estimated)",
+            (key + value * a.compression_ratio) * num / 1048576.0
+        );
+        if cfg!(debug_assertions) {
+            println!("WARNING: Optimization is disabled: benchmarks unnecessarily slow");
+        }
+        println!("------------------------------------------------");
+    }
+
+    fn run_one(&mut self, name: &str, spec: Spec) -> CliResult {
+        if spec.fresh_db {
+            if self.args.use_existing_db {
+                println!("{name:<12} : skipped (--use_existing_db is true)");
+                return Ok(());
+            }
+            self.reopen_fresh()?;
+        }
+        let value_class = self.live.class_for(spec.value_size);
+        let threads = self.args.threads as usize + spec.extra_threads;
+        let ctx = Ctx {
+            db: self.db()?,
+            args: &self.args,
+            num: spec.num,
+            reads: spec.reads,
+            value_size: spec.value_size,
+            entries_per_batch: spec.entries_per_batch,
+            write_options: WriteOptions { sync: spec.sync },
+            live: &self.live,
+            value_class,
+            threads_done: AtomicUsize::new(0),
+            threads,
+        };
+        let total_ops = expected_ops(name, &spec, self.args.threads as u64);
+        let progress = progress_bar(name, total_ops);
+        let seeds: Vec<u32> = (1..=threads as u32)
+            .map(|i| self.args.seed.wrapping_add(self.thread_count + i))
+            .collect();
+        let stats = run_threads(&ctx, spec.method, &seeds, progress.as_ref())?;
+        if let Some(pb) = progress {
+            pb.finish_and_clear();
+        }
+        self.thread_count += threads as u32;
+        self.report(&stats.summary(name, threads));
+        Ok(())
+    }
+
+    fn report(&self, summary: &report::Summary) {
+        println!("{}", summary.line());
+        if let Some(h) = &summary.hist {
+            println!("Microseconds per op:\n{}", h.render());
+        }
+        if self.args.json {
+            println!("{}", summary.json());
+        }
+    }
+
+    /// Close, destroy and re-create the database (db_bench's `fresh_db`).
+    fn reopen_fresh(&mut self) -> CliResult {
+        if let Some(db) = self.db.take() {
+            db.close()?;
+        }
+        let options = self.args.options();
+        wisckey::destroy(&self.path, &options)?;
+        self.db = Some(Db::open(&self.path, options)?);
+        self.live.clear();
+        self.live_known = true;
+        Ok(())
+    }
+
+    fn print_stats(&self) -> CliResult {
+        let db = self.db()?;
+        let live = if self.live_known {
+            self.live.bytes()
+        } else {
+            live_bytes_by_scan(db)?
+        };
+        let stats = db.stats();
+        println!("\n{}", render_db_stats(&stats, Some(live)));
+        if self.args.json {
+            println!("{}", db_stats_json(&stats, Some(live)));
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> CliResult {
+        if let Some(db) = self.db.take() {
+            db.close()?;
+        }
+        Ok(())
+    }
+}
+
+/// Key + value bytes of every entry, read without filling the block cache.
+pub fn live_bytes_by_scan(db: &Db) -> CliResult<u64> {
+    let ro = ReadOptions {
+        fill_cache: Some(false),
+        ..ReadOptions::default()
+    };
+    let mut it = db.iter(&ro)?;
+    it.seek_to_first()?;
+    let mut bytes = 0u64;
+    while it.valid() {
+        bytes += (it.key().len() + it.value().len()) as u64;
+        it.next()?;
+    }
+    Ok(bytes)
+}
+
+/// Ops the progress bar counts to (readwhilewriting's writer is not counted).
+fn expected_ops(name: &str, spec: &Spec, threads: u64) -> u64 {
+    let per_thread =
+        if name.starts_with("fill") || name == "overwrite" || name.starts_with("delete") {
+            spec.num
+        } else if name == "compact" {
+            0
+        } else {
+            spec.reads
+        };
+    per_thread * threads
+}
+
+/// A bar on stderr, only when stderr is a terminal (logs and pipes stay clean).
+fn progress_bar(name: &str, total: u64) -> Option<ProgressBar> {
+    if total == 0 || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = ProgressBar::new(total);
+    if let Ok(style) =
+        ProgressStyle::with_template("{msg:12} [{bar:30}] {human_pos}/{human_len} ops, eta {eta}")
+    {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb.set_message(name.to_string());
+    Some(pb)
+}
+
+/// Run `method` in one thread per seed, started together; returns the merged stats.
+fn run_threads(
+    ctx: &Ctx,
+    method: Method,
+    seeds: &[u32],
+    progress: Option<&ProgressBar>,
+) -> CliResult<Stats> {
+    let barrier = Barrier::new(seeds.len());
+    let results: Vec<CliResult<Stats>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = seeds
+            .iter()
+            .enumerate()
+            .map(|(tid, &seed)| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    let mut t = ThreadState {
+                        tid,
+                        rand: Random::new(seed),
+                        stats: Stats::new(ctx.args.histogram, progress.cloned()),
+                    };
+                    barrier.wait();
+                    t.stats.start();
+                    let r = method(ctx, &mut t);
+                    t.stats.stop();
+                    ctx.threads_done.fetch_add(1, Ordering::Release);
+                    r.map(|()| t.stats)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a benchmark thread panicked".into()))
+            })
+            .collect()
+    });
+    let mut merged: Option<Stats> = None;
+    for r in results {
+        let s = r?;
+        match &mut merged {
+            Some(m) => m.merge(&s),
+            None => merged = Some(s),
+        }
+    }
+    merged.ok_or_else(|| "no benchmark threads ran".into())
+}
+
+/// db_bench's environment lines (stderr): CPU count, model and cache size.
+fn print_cpu_info() {
+    let Ok(info) = std::fs::read_to_string(Path::new("/proc/cpuinfo")) else {
+        return;
+    };
+    let field = |line: &str, name: &str| {
+        let (k, v) = line.split_once(':')?;
+        (k.trim() == name).then(|| v.trim().to_string())
+    };
+    let models: Vec<String> = info
+        .lines()
+        .filter_map(|l| field(l, "model name"))
+        .collect();
+    let cache = info
+        .lines()
+        .find_map(|l| field(l, "cache size"))
+        .unwrap_or_default();
+    if let Some(model) = models.first() {
+        eprintln!("CPU:        {} * {model}", models.len());
+        eprintln!("CPUCache:   {cache}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        b: BenchArgs,
+    }
+
+    fn args(a: &[&str]) -> BenchArgs {
+        T::try_parse_from(std::iter::once("t").chain(a.iter().copied()))
+            .unwrap()
+            .b
+    }
+
+    #[test]
+    fn db_bench_overrides_apply_per_benchmark() {
+        let a = args(&["--num=10000"]);
+        let Some(Step::Run(sync)) = step_for("fillsync", &a) else {
+            panic!()
+        };
+        assert_eq!((sync.num, sync.sync, sync.fresh_db), (10, true, true));
+        let Some(Step::Run(big)) = step_for("fill100K", &a) else {
+            panic!()
+        };
+        assert_eq!((big.num, big.value_size), (10, 100_000));
+        let Some(Step::Run(batch)) = step_for("fillbatch", &a) else {
+            panic!()
+        };
+        assert_eq!(batch.entries_per_batch, 1000);
+        let Some(Step::Run(over)) = step_for("overwrite", &a) else {
+            panic!()
+        };
+        assert!(!over.fresh_db);
+        assert!(matches!(step_for("stats", &a), Some(Step::Stats)));
+    }
+
+    #[test]
+    fn every_listed_name_is_known() {
+        let a = args(&[]);
+        assert!(NAMES.iter().all(|n| step_for(n, &a).is_some()));
+    }
+
+    #[test]
+    fn bad_flag_combinations_are_errors_not_panics() {
+        assert!(validate(&args(&["--benchmarks=fillseq,nope"])).is_err());
+        assert!(validate(&args(&["--use_existing_db=1"])).is_err());
+        assert!(validate(&args(&["--num=0"])).is_err());
+        assert!(validate(&args(&["--num=100000", "--key_size=4"])).is_err());
+        assert!(validate(&args(&["--num=10000", "--key_size=4"])).is_ok());
+    }
+}

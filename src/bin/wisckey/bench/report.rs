@@ -1,0 +1,432 @@
+//! Per-thread benchmark counters and the output: db_bench's report line, an optional JSON
+//! line, and the engine's `DbStats` rendered for the `stats` benchmark and subcommand.
+
+use std::fmt::Write;
+use std::time::Instant;
+
+use indicatif::ProgressBar;
+use wisckey::DbStats;
+
+use super::histogram::Histogram;
+
+/// Ops between progress-bar updates (keeps the bar off the hot path).
+const PROGRESS_STEP: u64 = 1000;
+
+/// Counters of one benchmark thread (db_bench's `Stats`), merged across threads at the end.
+pub struct Stats {
+    start: Instant,
+    finish: Instant,
+    /// Sum of the threads' elapsed seconds (micros/op divides this by the ops done).
+    seconds: f64,
+    done: u64,
+    bytes: u64,
+    last_op_finish: Instant,
+    hist: Option<Histogram>,
+    message: String,
+    progress: Option<ProgressBar>,
+}
+
+impl Stats {
+    pub fn new(histogram: bool, progress: Option<ProgressBar>) -> Self {
+        let now = Instant::now();
+        Stats {
+            start: now,
+            finish: now,
+            seconds: 0.0,
+            done: 0,
+            bytes: 0,
+            last_op_finish: now,
+            hist: histogram.then(Histogram::default),
+            message: String::new(),
+            progress,
+        }
+    }
+
+    /// Reset the clock (threads call this once all of them are ready).
+    pub fn start(&mut self) {
+        self.start = Instant::now();
+        self.finish = self.start;
+        self.last_op_finish = self.start;
+    }
+
+    pub fn stop(&mut self) {
+        self.finish = Instant::now();
+        self.seconds = (self.finish - self.start).as_secs_f64();
+        if let Some(pb) = &self.progress {
+            pb.inc(self.done % PROGRESS_STEP);
+        }
+    }
+
+    #[inline]
+    pub fn finished_single_op(&mut self) {
+        if let Some(hist) = &mut self.hist {
+            let now = Instant::now();
+            hist.add((now - self.last_op_finish).as_secs_f64() * 1e6);
+            self.last_op_finish = now;
+        }
+        self.done += 1;
+        if self.done % PROGRESS_STEP == 0 {
+            if let Some(pb) = &self.progress {
+                pb.inc(PROGRESS_STEP);
+            }
+        }
+    }
+
+    pub fn add_bytes(&mut self, n: u64) {
+        self.bytes += n;
+    }
+
+    pub fn add_message(&mut self, msg: &str) {
+        append_with_space(&mut self.message, msg);
+    }
+
+    pub fn merge(&mut self, other: &Stats) {
+        if let (Some(a), Some(b)) = (&mut self.hist, &other.hist) {
+            a.merge(b);
+        }
+        self.done += other.done;
+        self.bytes += other.bytes;
+        self.seconds += other.seconds;
+        self.start = self.start.min(other.start);
+        self.finish = self.finish.max(other.finish);
+        // Like db_bench, keep the message of one thread only.
+        if self.message.is_empty() {
+            self.message.clone_from(&other.message);
+        }
+    }
+
+    /// The figures of a finished (merged) benchmark.
+    pub fn summary(&self, name: &str, threads: usize) -> Summary {
+        // Pretend one op was done for benchmarks that count none (compact).
+        let done = self.done.max(1);
+        let elapsed = (self.finish - self.start).as_secs_f64();
+        let mb_per_s = (self.bytes > 0).then(|| self.bytes as f64 / 1048576.0 / elapsed.max(1e-9));
+        Summary {
+            name: name.to_string(),
+            threads,
+            ops: self.done,
+            micros_per_op: self.seconds * 1e6 / done as f64,
+            elapsed_secs: elapsed,
+            mb_per_s,
+            message: self.message.clone(),
+            hist: self.hist.clone(),
+        }
+    }
+}
+
+fn append_with_space(s: &mut String, msg: &str) {
+    if msg.is_empty() {
+        return;
+    }
+    if !s.is_empty() {
+        s.push(' ');
+    }
+    s.push_str(msg);
+}
+
+/// The result of one benchmark, ready to print.
+pub struct Summary {
+    pub name: String,
+    pub threads: usize,
+    pub ops: u64,
+    pub micros_per_op: f64,
+    pub elapsed_secs: f64,
+    pub mb_per_s: Option<f64>,
+    pub message: String,
+    pub hist: Option<Histogram>,
+}
+
+impl Summary {
+    /// `fillseq      :       2.345 micros/op;   47.2 MB/s (extra)`, exactly db_bench's layout.
+    pub fn line(&self) -> String {
+        let mut extra = self
+            .mb_per_s
+            .map_or(String::new(), |r| format!("{r:6.1} MB/s"));
+        append_with_space(&mut extra, &self.message);
+        let sep = if extra.is_empty() { "" } else { " " };
+        format!(
+            "{:<12} : {:11.3} micros/op;{sep}{extra}",
+            self.name, self.micros_per_op
+        )
+    }
+
+    /// One JSON object on one line, for scripts.
+    pub fn json(&self) -> String {
+        let mut j = JsonObject::default();
+        j.str("benchmark", &self.name)
+            .num("micros_per_op", self.micros_per_op)
+            .int("ops", self.ops)
+            .int("threads", self.threads as u64)
+            .num("elapsed_secs", self.elapsed_secs);
+        match self.mb_per_s {
+            Some(r) => j.num("mb_per_s", r),
+            None => j.raw("mb_per_s", "null"),
+        };
+        j.str("message", &self.message);
+        if let Some(h) = &self.hist {
+            j.num("p50_micros", h.percentile(50.0))
+                .num("p99_micros", h.percentile(99.0))
+                .num("p999_micros", h.percentile(99.9))
+                .num("max_micros", h.max());
+        }
+        j.finish()
+    }
+}
+
+/// A flat JSON object built field by field (the CLI needs no serde for this).
+#[derive(Default)]
+pub struct JsonObject {
+    body: String,
+}
+
+impl JsonObject {
+    pub fn raw(&mut self, key: &str, value: &str) -> &mut Self {
+        if !self.body.is_empty() {
+            self.body.push(',');
+        }
+        let _ = write!(self.body, "{}:{value}", json_string(key));
+        self
+    }
+
+    pub fn str(&mut self, key: &str, value: &str) -> &mut Self {
+        self.raw(key, &json_string(value))
+    }
+
+    pub fn int(&mut self, key: &str, value: u64) -> &mut Self {
+        self.raw(key, &value.to_string())
+    }
+
+    /// Non-finite numbers become `null` (JSON has no NaN).
+    pub fn num(&mut self, key: &str, value: f64) -> &mut Self {
+        if value.is_finite() {
+            self.raw(key, &format!("{value:.4}"))
+        } else {
+            self.raw(key, "null")
+        }
+    }
+
+    pub fn finish(&self) -> String {
+        format!("{{{}}}", self.body)
+    }
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Bytes in binary units (db_bench's "MB" is MiB too).
+fn mb(bytes: u64) -> String {
+    let b = bytes as f64;
+    match bytes {
+        0..=0x3ff => format!("{bytes} B"),
+        0x400..=0xf_ffff => format!("{:.1} KB", b / 1024.0),
+        0x10_0000..=0x3fff_ffff => format!("{:.1} MB", b / 1048576.0),
+        _ => format!("{:.2} GB", b / 1073741824.0),
+    }
+}
+
+/// `L0=a L1=b ...` up to the deepest non-empty level.
+fn per_level<T: Copy>(
+    values: &[T],
+    show: impl Fn(T) -> String,
+    nonzero: impl Fn(T) -> bool,
+) -> String {
+    let deepest = values.iter().rposition(|&v| nonzero(v)).unwrap_or(0);
+    let shown: Vec<String> = values
+        .iter()
+        .take(deepest + 1)
+        .enumerate()
+        .map(|(i, &v)| format!("L{i}={}", show(v)))
+        .collect();
+    if shown.is_empty() {
+        "-".to_string()
+    } else {
+        shown.join(" ")
+    }
+}
+
+/// The engine's counters, one topic a line; `live_bytes` (user bytes of the keys present)
+/// gives the space amplification when known.
+pub fn render_db_stats(s: &DbStats, live_bytes: Option<u64>) -> String {
+    let mut r = String::new();
+    let _ = writeln!(r, "write_amp:        {:.2}", s.write_amp());
+    match live_bytes {
+        Some(live) => {
+            let amp = s.disk_bytes as f64 / live.max(1) as f64;
+            let _ = writeln!(
+                r,
+                "space_amp:        {amp:.2} ({} on disk / {} live)",
+                mb(s.disk_bytes),
+                mb(live)
+            );
+        }
+        None => {
+            let _ = writeln!(r, "space_amp:        n/a ({} on disk)", mb(s.disk_bytes));
+        }
+    }
+    let _ = writeln!(
+        r,
+        "level_files:      {}",
+        per_level(&s.level_files, |v| v.to_string(), |v| v > 0)
+    );
+    let _ = writeln!(
+        r,
+        "level_runs:       {}",
+        per_level(&s.level_runs, |v| v.to_string(), |v| v > 0)
+    );
+    let _ = writeln!(
+        r,
+        "level_bytes:      {}",
+        per_level(&s.level_bytes, mb, |v| v > 0)
+    );
+    let _ = writeln!(r, "user_written:     {}", mb(s.user_bytes_written));
+    let _ = writeln!(r, "log_written:      {}", mb(s.log_bytes_written));
+    let _ = writeln!(
+        r,
+        "flush_written:    {} in {} flushes",
+        mb(s.flush_bytes_written),
+        s.num_flushes
+    );
+    let _ = writeln!(
+        r,
+        "compaction:       {} read, {} written in {} compactions",
+        mb(s.compaction_bytes_read),
+        mb(s.compaction_bytes_written),
+        s.num_compactions
+    );
+    let _ = writeln!(r, "stall:            {:.3} s", s.stall_micros as f64 / 1e6);
+    let _ = writeln!(r, "memtable:         {}", mb(s.memtable_bytes));
+    r
+}
+
+/// The same counters as one JSON line.
+pub fn db_stats_json(s: &DbStats, live_bytes: Option<u64>) -> String {
+    let mut j = JsonObject::default();
+    j.str("benchmark", "stats").num("write_amp", s.write_amp());
+    match live_bytes {
+        Some(live) => j
+            .num("space_amp", s.disk_bytes as f64 / live.max(1) as f64)
+            .int("live_bytes", live),
+        None => j.raw("space_amp", "null"),
+    };
+    let list = |v: Vec<String>| format!("[{}]", v.join(","));
+    j.int("disk_bytes", s.disk_bytes)
+        .raw(
+            "level_files",
+            &list(s.level_files.iter().map(|v| v.to_string()).collect()),
+        )
+        .raw(
+            "level_runs",
+            &list(s.level_runs.iter().map(|v| v.to_string()).collect()),
+        )
+        .raw(
+            "level_bytes",
+            &list(s.level_bytes.iter().map(|v| v.to_string()).collect()),
+        )
+        .int("user_bytes_written", s.user_bytes_written)
+        .int("log_bytes_written", s.log_bytes_written)
+        .int("flush_bytes_written", s.flush_bytes_written)
+        .int("compaction_bytes_read", s.compaction_bytes_read)
+        .int("compaction_bytes_written", s.compaction_bytes_written)
+        .int("num_flushes", s.num_flushes)
+        .int("num_compactions", s.num_compactions)
+        .int("stall_micros", s.stall_micros)
+        .int("memtable_bytes", s.memtable_bytes);
+    j.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(mb_per_s: Option<f64>, message: &str) -> Summary {
+        Summary {
+            name: "fillseq".into(),
+            threads: 1,
+            ops: 1000,
+            micros_per_op: 2.3454,
+            elapsed_secs: 0.002,
+            mb_per_s,
+            message: message.into(),
+            hist: None,
+        }
+    }
+
+    #[test]
+    fn report_line_has_db_bench_layout() {
+        assert_eq!(
+            summary(Some(47.2), "").line(),
+            "fillseq      :       2.345 micros/op;   47.2 MB/s"
+        );
+        assert_eq!(
+            summary(None, "(999 of 1000 found)").line(),
+            "fillseq      :       2.345 micros/op; (999 of 1000 found)"
+        );
+        assert_eq!(
+            summary(None, "").line(),
+            "fillseq      :       2.345 micros/op;"
+        );
+    }
+
+    #[test]
+    fn json_line_escapes_and_nulls() {
+        let j = summary(None, "say \"hi\"\n").json();
+        assert!(
+            j.starts_with("{\"benchmark\":\"fillseq\",\"micros_per_op\":2.3454,"),
+            "{j}"
+        );
+        assert!(j.contains("\"mb_per_s\":null"));
+        assert!(j.contains("\"message\":\"say \\\"hi\\\"\\u000a\""));
+    }
+
+    #[test]
+    fn merged_stats_sum_ops_and_keep_one_message() {
+        let mut a = Stats::new(false, None);
+        let mut b = Stats::new(false, None);
+        a.finished_single_op();
+        b.finished_single_op();
+        b.add_bytes(10);
+        b.add_message("(x)");
+        a.stop();
+        b.stop();
+        a.merge(&b);
+        let s = a.summary("t", 2);
+        assert_eq!(s.ops, 2);
+        assert_eq!(s.message, "(x)");
+        assert!(s.mb_per_s.is_some());
+    }
+
+    #[test]
+    fn db_stats_show_levels_up_to_the_deepest_non_empty_one() {
+        let mut s = DbStats::default();
+        s.level_files = vec![2, 0, 5, 0, 0];
+        s.level_bytes = vec![0, 0];
+        s.user_bytes_written = 100;
+        s.flush_bytes_written = 250;
+        s.disk_bytes = 300;
+        let r = render_db_stats(&s, Some(200));
+        assert!(r.contains("write_amp:        2.50\n"), "{r}");
+        assert!(r.contains("space_amp:        1.50 "), "{r}");
+        assert!(r.contains("level_files:      L0=2 L1=0 L2=5\n"), "{r}");
+        assert!(r.contains("level_bytes:      L0=0 B\n"), "{r}");
+        assert!(r.contains("level_runs:       -\n"), "{r}");
+        assert_eq!(
+            (mb(2048), mb(3 << 20), mb(5 << 30)),
+            ("2.0 KB".into(), "3.0 MB".into(), "5.00 GB".into())
+        );
+        assert!(db_stats_json(&s, None).contains("\"space_amp\":null"));
+    }
+}

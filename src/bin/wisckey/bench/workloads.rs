@@ -1,0 +1,232 @@
+//! The benchmarks themselves, one function per db_bench method, each run by every thread.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use wisckey::{Db, ReadOptions, WriteBatch, WriteOptions};
+
+use super::flags::BenchArgs;
+use super::keys::{KeyFormat, Random};
+use super::live::LiveKeys;
+use super::report::Stats;
+use super::values::ValueGenerator;
+use super::CliResult;
+
+/// What one benchmark's threads share.
+pub struct Ctx<'a> {
+    pub db: &'a Db,
+    pub args: &'a BenchArgs,
+    /// Ops per thread for writes and deletes (db_bench's `num_`).
+    pub num: u64,
+    /// Ops per thread for reads (db_bench's `reads_`).
+    pub reads: u64,
+    pub value_size: usize,
+    pub entries_per_batch: u64,
+    pub write_options: WriteOptions,
+    pub live: &'a LiveKeys,
+    /// `LiveKeys` class of `value_size`.
+    pub value_class: u8,
+    /// Threads whose method has returned (readwhilewriting's writer stops on it).
+    pub threads_done: AtomicUsize,
+    pub threads: usize,
+}
+
+/// One thread's generator and counters.
+pub struct ThreadState {
+    pub tid: usize,
+    pub rand: Random,
+    pub stats: Stats,
+}
+
+pub type Method = fn(&Ctx, &mut ThreadState) -> CliResult;
+
+pub fn write_seq(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    do_write(ctx, t, true)
+}
+
+pub fn write_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    do_write(ctx, t, false)
+}
+
+fn do_write(ctx: &Ctx, t: &mut ThreadState, seq: bool) -> CliResult {
+    if ctx.num != ctx.args.num {
+        t.stats.add_message(&format!("({} ops)", ctx.num));
+    }
+    let mut gen = ValueGenerator::new(ctx.args.compression_ratio, ctx.value_size);
+    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut batch = WriteBatch::new();
+    let mut bytes = 0u64;
+    let mut i = 0;
+    while i < ctx.num {
+        let n = ctx.entries_per_batch.min(ctx.num - i);
+        batch.clear();
+        for j in 0..n {
+            let k = if seq {
+                i + j
+            } else {
+                t.rand.uniform(ctx.args.num)
+            };
+            let (kb, vb) = (key.key(k), gen.generate(ctx.value_size));
+            bytes += (kb.len() + vb.len()) as u64;
+            if n == 1 {
+                ctx.db.put_opt(&ctx.write_options, kb, vb)?;
+            } else {
+                batch.put(kb, vb);
+            }
+            ctx.live.put(k, ctx.value_class);
+            t.stats.finished_single_op();
+        }
+        if n > 1 {
+            ctx.db.write(&ctx.write_options, &batch)?;
+        }
+        i += n;
+    }
+    t.stats.add_bytes(bytes);
+    Ok(())
+}
+
+pub fn read_seq(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    read_scan(ctx, t, false)
+}
+
+pub fn read_reverse(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    read_scan(ctx, t, true)
+}
+
+fn read_scan(ctx: &Ctx, t: &mut ThreadState, reverse: bool) -> CliResult {
+    let mut it = ctx.db.iter(&ReadOptions::default())?;
+    if reverse {
+        it.seek_to_last()?;
+    } else {
+        it.seek_to_first()?;
+    }
+    let (mut i, mut bytes) = (0, 0u64);
+    while i < ctx.reads && it.valid() {
+        bytes += (it.key().len() + it.value().len()) as u64;
+        t.stats.finished_single_op();
+        i += 1;
+        if reverse {
+            it.prev()?;
+        } else {
+            it.next()?;
+        }
+    }
+    t.stats.add_bytes(bytes);
+    Ok(())
+}
+
+pub fn read_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut found = 0u64;
+    for _ in 0..ctx.reads {
+        let k = t.rand.uniform(ctx.args.num);
+        if ctx.db.get(key.key(k))?.is_some() {
+            found += 1;
+        }
+        t.stats.finished_single_op();
+    }
+    t.stats
+        .add_message(&format!("({found} of {} found)", ctx.num));
+    Ok(())
+}
+
+/// Looks up keys one byte shorter than the stored ones: never present.
+pub fn read_missing(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    for _ in 0..ctx.reads {
+        let k = key.key(t.rand.uniform(ctx.args.num));
+        ctx.db.get(&k[..k.len() - 1])?;
+        t.stats.finished_single_op();
+    }
+    Ok(())
+}
+
+/// Random reads confined to the first 1% of the key space.
+pub fn read_hot(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let range = ctx.args.num.div_ceil(100);
+    for _ in 0..ctx.reads {
+        ctx.db.get(key.key(t.rand.uniform(range)))?;
+        t.stats.finished_single_op();
+    }
+    Ok(())
+}
+
+/// A new iterator per op, seeking to a random key.
+pub fn seek_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut found = 0u64;
+    for _ in 0..ctx.reads {
+        let mut it = ctx.db.iter(&ReadOptions::default())?;
+        let k = key.key(t.rand.uniform(ctx.args.num));
+        it.seek(k)?;
+        if it.valid() && it.key() == k {
+            found += 1;
+        }
+        t.stats.finished_single_op();
+    }
+    t.stats
+        .add_message(&format!("({found} of {} found)", ctx.num));
+    Ok(())
+}
+
+/// One iterator seeking forward by random small steps.
+pub fn seek_ordered(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut it = ctx.db.iter(&ReadOptions::default())?;
+    let (mut found, mut k) = (0u64, 0u64);
+    for _ in 0..ctx.reads {
+        k = (k + t.rand.uniform(100)) % ctx.args.num;
+        let kb = key.key(k);
+        it.seek(kb)?;
+        if it.valid() && it.key() == kb {
+            found += 1;
+        }
+        t.stats.finished_single_op();
+    }
+    t.stats
+        .add_message(&format!("({found} of {} found)", ctx.num));
+    Ok(())
+}
+
+pub fn delete_seq(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    do_delete(ctx, t, true)
+}
+
+pub fn delete_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    do_delete(ctx, t, false)
+}
+
+fn do_delete(ctx: &Ctx, t: &mut ThreadState, seq: bool) -> CliResult {
+    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    for i in 0..ctx.num {
+        let k = if seq { i } else { t.rand.uniform(ctx.args.num) };
+        ctx.db.delete_opt(&ctx.write_options, key.key(k))?;
+        ctx.live.delete(k);
+        t.stats.finished_single_op();
+    }
+    Ok(())
+}
+
+/// Thread 0 overwrites random keys until the other threads (doing readrandom) finish; only
+/// the readers are measured.
+pub fn read_while_writing(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    if t.tid > 0 {
+        return read_random(ctx, t);
+    }
+    let mut gen = ValueGenerator::new(ctx.args.compression_ratio, ctx.value_size);
+    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    while ctx.threads_done.load(Ordering::Acquire) + 1 < ctx.threads {
+        let k = t.rand.uniform(ctx.args.num);
+        ctx.db
+            .put_opt(&ctx.write_options, key.key(k), gen.generate(ctx.value_size))?;
+        ctx.live.put(k, ctx.value_class);
+    }
+    // Do not count the writer's work in the stats.
+    t.stats.start();
+    Ok(())
+}
+
+pub fn compact(ctx: &Ctx, _t: &mut ThreadState) -> CliResult {
+    ctx.db.compact_range(None, None)?;
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! The `wisckey` command line: `bench` (LevelDB db_bench-compatible) and small admin
+//! commands on an existing database (stats, compact, get, put, scan, destroy).
+
+mod admin;
+mod bench;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "wisckey",
+    version,
+    about = "wisckey key-value store: benchmark and admin tool"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run db_bench-style benchmarks (flags spelled like LevelDB's db_bench).
+    Bench(bench::BenchArgs),
+    /// Print the database's counters and shape.
+    Stats(admin::StatsArgs),
+    /// Compact the whole key range down the tree.
+    Compact(admin::DbArg),
+    /// Print the value of KEY.
+    Get(admin::GetArgs),
+    /// Set KEY to VALUE (creates the database if missing).
+    Put(admin::PutArgs),
+    /// Print `key<TAB>value` lines in key order.
+    Scan(admin::ScanArgs),
+    /// Delete the database's files.
+    Destroy(admin::DbArg),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and --version go to stdout with success; usage errors exit 1.
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    init_logging();
+    let result = match cli.command {
+        Command::Bench(a) => bench::run(a),
+        Command::Stats(a) => admin::stats(a),
+        Command::Compact(a) => admin::compact(a),
+        Command::Get(a) => admin::get(a),
+        Command::Put(a) => admin::put(a),
+        Command::Scan(a) => admin::scan(a),
+        Command::Destroy(a) => admin::destroy(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("wisckey: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Engine logs (tracing) on stderr; `RUST_LOG` selects, warnings and errors by default.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

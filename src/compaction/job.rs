@@ -1,0 +1,198 @@
+//! Runs one compaction (or memtable flush): merges the inputs, drops versions no reader can
+//! see, and writes the survivors into new table files cut at the target size.
+
+use std::cmp::Ordering;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::compaction::CompactionTask;
+use crate::error::{Error, Result};
+use crate::fs::Vfs;
+use crate::iter::run::RunIterator;
+use crate::iter::{InternalIterator, MergingIterator};
+use crate::key::{self, compare_internal, ValueKind, MAX_SEQ};
+use crate::sst::{TableBuilder, TableOptions};
+use crate::table_cache::TableCache;
+use crate::version::{table_file_name, FileMeta, Version};
+
+/// What a job needs from the database.
+pub struct JobContext<'a> {
+    pub vfs: &'a Arc<dyn Vfs>,
+    pub dir: &'a Path,
+    pub table_cache: &'a Arc<TableCache>,
+    pub table_options: TableOptions,
+    pub target_file_bytes: u64,
+    /// Versions at or below this sequence number are visible to no snapshot but the newest.
+    pub smallest_snapshot: u64,
+    /// Allocates a file number (and protects it from obsolete-file deletion).
+    pub new_file_number: &'a dyn Fn() -> u64,
+}
+
+/// Result of a compaction job.
+#[derive(Debug, Default)]
+pub struct JobOutput {
+    pub files: Vec<FileMeta>,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+}
+
+/// Writes a stream of entries into table files of about `target_file_bytes` each.
+struct OutputWriter<'a> {
+    ctx: &'a JobContext<'a>,
+    run: u64,
+    builder: Option<(u64, TableBuilder)>,
+    out: JobOutput,
+}
+
+impl<'a> OutputWriter<'a> {
+    fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        if self.builder.is_none() {
+            let number = (self.ctx.new_file_number)();
+            let path = table_file_name(self.ctx.dir, number);
+            let file = self.ctx.vfs.create(&path)?;
+            self.builder = Some((number, TableBuilder::new(file, path, self.ctx.table_options.clone())));
+        }
+        if let Some((_, b)) = &mut self.builder {
+            b.add(ikey, value)?;
+            if b.estimated_file_size() >= self.ctx.target_file_bytes {
+                self.finish()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        let Some((number, b)) = self.builder.take() else {
+            return Ok(());
+        };
+        let s = b.finish()?;
+        self.out.bytes_written += s.file_size;
+        self.out.files.push(FileMeta {
+            number,
+            size: s.file_size,
+            smallest: s.smallest,
+            largest: s.largest,
+            run: self.run,
+            num_entries: s.num_entries,
+            num_deletions: s.num_deletions,
+            raw_value_bytes: s.raw_value_bytes,
+        });
+        Ok(())
+    }
+
+    fn is_open(&self) -> bool {
+        self.builder.is_some()
+    }
+}
+
+/// Flush one memtable (or any iterator) into table files; nothing is dropped.
+pub fn write_all(ctx: &JobContext<'_>, it: &mut dyn InternalIterator, run: u64) -> Result<JobOutput> {
+    let mut w = OutputWriter { ctx, run, builder: None, out: JobOutput::default() };
+    it.seek_to_first()?;
+    while it.valid() {
+        w.out.bytes_read += (it.key().len() + it.value().len()) as u64;
+        w.add(it.key(), it.value())?;
+        it.next()?;
+    }
+    w.finish()?;
+    Ok(w.out)
+}
+
+/// Cuts outputs where they would overlap too many grandparent bytes (LevelDB's
+/// ShouldStopBefore), so that compacting an output later stays cheap.
+struct GrandparentCutter<'a> {
+    files: &'a [Arc<FileMeta>],
+    idx: usize,
+    overlap: u64,
+    seen_key: bool,
+    limit: u64,
+}
+
+impl GrandparentCutter<'_> {
+    fn should_stop_before(&mut self, ikey: &[u8]) -> bool {
+        while self.idx < self.files.len() && compare_internal(ikey, &self.files[self.idx].largest) == Ordering::Greater {
+            if self.seen_key {
+                self.overlap += self.files[self.idx].size;
+            }
+            self.idx += 1;
+        }
+        self.seen_key = true;
+        if self.overlap > self.limit {
+            self.overlap = 0;
+            return true;
+        }
+        false
+    }
+}
+
+/// True when no level below `output_level` may hold `user_key`, so a tombstone for it can go.
+fn is_base_level_for_key(v: &Version, output_level: usize, user_key: &[u8]) -> bool {
+    (output_level + 1..v.num_levels()).all(|l| v.overlapping_files(l, Some(user_key), Some(user_key)).is_empty())
+}
+
+/// One child iterator per sorted run among the inputs (each L0 file is its own run).
+fn input_iterators(ctx: &JobContext<'_>, task: &CompactionTask) -> Vec<Box<dyn InternalIterator>> {
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    for input in &task.inputs {
+        let mut runs: Vec<(u64, Vec<Arc<FileMeta>>)> = Vec::new();
+        for f in &input.files {
+            match runs.iter_mut().find(|(r, _)| *r == f.run) {
+                Some((_, files)) => files.push(f.clone()),
+                None => runs.push((f.run, vec![f.clone()])),
+            }
+        }
+        // Newest run first, so equal internal keys (never expected) resolve to the newest.
+        runs.sort_by(|a, b| b.0.cmp(&a.0));
+        for (_, mut files) in runs {
+            files.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
+            children.push(Box::new(RunIterator::new(ctx.table_cache.clone(), files, false)));
+        }
+    }
+    children
+}
+
+/// Merge the task's inputs into new files at the output level.
+pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Version) -> Result<JobOutput> {
+    let run = task.output_run.unwrap_or_else(|| (ctx.new_file_number)());
+    let mut it = MergingIterator::new(input_iterators(ctx, task));
+    let mut w = OutputWriter { ctx, run, builder: None, out: JobOutput::default() };
+    w.out.bytes_read = task.input_bytes();
+    let mut cutter = GrandparentCutter {
+        files: &task.grandparents,
+        idx: 0,
+        overlap: 0,
+        seen_key: false,
+        limit: 10 * ctx.target_file_bytes,
+    };
+    let mut current_user_key: Option<Vec<u8>> = None;
+    let mut last_seq_for_key = MAX_SEQ;
+    it.seek_to_first()?;
+    while it.valid() {
+        let ikey = it.key();
+        if cutter.should_stop_before(ikey) && w.is_open() {
+            w.finish()?;
+        }
+        let p = key::parse_internal_key(ikey).ok_or_else(|| {
+            Error::corruption(ctx.dir, 0, format!("compaction input holds a malformed internal key ({} bytes)", ikey.len()))
+        })?;
+        if current_user_key.as_deref() != Some(p.user_key) {
+            current_user_key = Some(p.user_key.to_vec());
+            last_seq_for_key = MAX_SEQ;
+        }
+        let drop = if last_seq_for_key <= ctx.smallest_snapshot {
+            // A newer version of this key is visible to every reader: this one is shadowed.
+            true
+        } else {
+            p.kind == ValueKind::Deletion as u8
+                && p.seq <= ctx.smallest_snapshot
+                && is_base_level_for_key(version, task.output_level, p.user_key)
+        };
+        last_seq_for_key = p.seq;
+        if !drop {
+            w.add(ikey, it.value())?;
+        }
+        it.next()?;
+    }
+    w.finish()?;
+    Ok(w.out)
+}

@@ -1,0 +1,67 @@
+//! Compaction: which runs to merge next (a `CompactionPolicy`) and the job that merges them.
+//! The leveled policy (LevelDB's) is the first implementation; the Wacky continuum and
+//! light-weight compaction plug in behind the same trait.
+
+pub mod job;
+pub mod policy;
+
+use std::sync::Arc;
+
+use crate::version::{FileMeta, Version};
+
+/// The files one compaction reads from one level.
+#[derive(Debug, Clone)]
+pub struct CompactionInput {
+    pub level: usize,
+    pub files: Vec<Arc<FileMeta>>,
+}
+
+/// A unit of compaction work chosen by a policy.
+#[derive(Debug, Clone)]
+pub struct CompactionTask {
+    /// Inputs, upper (newer) level first.
+    pub inputs: Vec<CompactionInput>,
+    pub output_level: usize,
+    /// Sorted run the outputs join (`None`: a new run).
+    pub output_run: Option<u64>,
+    /// Move the single input file down without rewriting it.
+    pub trivial_move: bool,
+    /// Files of the level below the output, used to cut outputs so later compactions stay small.
+    pub grandparents: Vec<Arc<FileMeta>>,
+    /// The largest key of the inputs at the upper level (the next round-robin start point).
+    pub compact_pointer: Option<(usize, Vec<u8>)>,
+    pub reason: &'static str,
+}
+
+impl CompactionTask {
+    /// Every input file.
+    pub fn input_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMeta>)> {
+        self.inputs
+            .iter()
+            .flat_map(|i| i.files.iter().map(move |f| (i.level, f)))
+    }
+
+    /// Total bytes of the inputs.
+    pub fn input_bytes(&self) -> u64 {
+        self.input_files().map(|(_, f)| f.size).sum()
+    }
+}
+
+/// State a policy reads to decide.
+pub struct PickContext<'a> {
+    pub version: &'a Version,
+    /// Per level: where the last compaction of that level stopped.
+    pub compact_pointers: &'a [Option<Vec<u8>>],
+}
+
+/// Chooses what to compact. Implementations must be cheap: `pick` runs after every flush and
+/// compaction under the DB's state lock.
+pub trait CompactionPolicy: Send + Sync {
+    /// Name and knobs, stored in the manifest so a DB reopened with another policy is noticed.
+    fn name(&self) -> String;
+    /// The next compaction worth doing, if any.
+    fn pick(&self, ctx: &PickContext<'_>) -> Option<CompactionTask>;
+    /// The compaction merging every file of `level` overlapping `[begin, end]` into the level
+    /// below (for `Db::compact_range`).
+    fn pick_range(&self, version: &Version, level: usize, begin: Option<&[u8]>, end: Option<&[u8]>) -> Option<CompactionTask>;
+}

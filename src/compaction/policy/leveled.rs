@@ -1,0 +1,138 @@
+//! LevelDB's leveled compaction: one sorted run per level below L0, level i+1 holds
+//! `size_ratio` times more bytes than level i, L0 compacted once it has `l0_trigger` files.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use crate::compaction::{CompactionInput, CompactionPolicy, CompactionTask, PickContext};
+use crate::key::{self, compare_internal};
+use crate::options::Options;
+use crate::version::{FileMeta, Version};
+
+/// Leveling with LevelDB's defaults.
+#[derive(Debug, Clone)]
+pub struct LeveledPolicy {
+    pub l0_trigger: usize,
+    pub level1_bytes: u64,
+    pub size_ratio: u64,
+    pub target_file_bytes: u64,
+    pub num_levels: usize,
+}
+
+impl LeveledPolicy {
+    pub fn from_options(o: &Options) -> Self {
+        LeveledPolicy {
+            l0_trigger: o.l0_compaction_trigger.max(1),
+            level1_bytes: o.max_bytes_for_level_base.max(1),
+            size_ratio: o.level_size_ratio.max(2),
+            target_file_bytes: o.target_file_size_bytes.max(1),
+            num_levels: o.num_levels.max(2),
+        }
+    }
+
+    /// Byte budget of `level` (>= 1).
+    pub fn max_bytes(&self, level: usize) -> f64 {
+        self.level1_bytes as f64 * (self.size_ratio as f64).powi(level.saturating_sub(1) as i32)
+    }
+
+    /// Compaction score of each level but the last: >= 1 means it needs compaction.
+    pub fn scores(&self, v: &Version) -> Vec<f64> {
+        (0..self.num_levels - 1)
+            .map(|l| match l {
+                0 => v.level_files(0) as f64 / self.l0_trigger as f64,
+                _ => v.level_bytes(l) as f64 / self.max_bytes(l),
+            })
+            .collect()
+    }
+
+    fn task_for(&self, v: &Version, level: usize, upper: Vec<Arc<FileMeta>>, reason: &'static str) -> CompactionTask {
+        let upper = if level == 0 { expand_overlapping_l0(v, upper) } else { upper };
+        let (lo, hi) = user_range(&upper);
+        let lower = v.overlapping_files(level + 1, Some(&lo), Some(&hi));
+        let (all_lo, all_hi) = user_range(&upper.iter().chain(lower.iter()).cloned().collect::<Vec<_>>());
+        let grandparents = if level + 2 < self.num_levels {
+            v.overlapping_files(level + 2, Some(&all_lo), Some(&all_hi))
+        } else {
+            Vec::new()
+        };
+        let gp_bytes: u64 = grandparents.iter().map(|f| f.size).sum();
+        let trivial_move = upper.len() == 1 && lower.is_empty() && gp_bytes <= 20 * self.target_file_bytes;
+        let largest = upper
+            .iter()
+            .map(|f| f.largest.clone())
+            .max_by(|a, b| compare_internal(a, b));
+        let output_run = v.levels.get(level + 1).and_then(|l| l.runs.first()).map(|r| r.id);
+        let mut inputs = vec![CompactionInput { level, files: upper }];
+        if !lower.is_empty() {
+            inputs.push(CompactionInput { level: level + 1, files: lower });
+        }
+        CompactionTask {
+            inputs,
+            output_level: level + 1,
+            output_run,
+            trivial_move,
+            grandparents,
+            compact_pointer: largest.map(|k| (level, k)),
+            reason,
+        }
+    }
+}
+
+/// Smallest and largest user key over `files`.
+fn user_range(files: &[Arc<FileMeta>]) -> (Vec<u8>, Vec<u8>) {
+    let lo = files.iter().map(|f| key::user_key(&f.smallest)).min().unwrap_or_default();
+    let hi = files.iter().map(|f| key::user_key(&f.largest)).max().unwrap_or_default();
+    (lo.to_vec(), hi.to_vec())
+}
+
+/// L0 files overlap each other: a compaction must take every L0 file overlapping the chosen
+/// ones, or an older version of a key could end up below a newer one.
+fn expand_overlapping_l0(v: &Version, files: Vec<Arc<FileMeta>>) -> Vec<Arc<FileMeta>> {
+    let (lo, hi) = user_range(&files);
+    let expanded = v.overlapping_files(0, Some(&lo), Some(&hi));
+    if expanded.is_empty() {
+        files
+    } else {
+        expanded
+    }
+}
+
+impl CompactionPolicy for LeveledPolicy {
+    fn name(&self) -> String {
+        format!("leveled(T={})", self.size_ratio)
+    }
+
+    fn pick(&self, ctx: &PickContext<'_>) -> Option<CompactionTask> {
+        let v = ctx.version;
+        let scores = self.scores(v);
+        let (level, score) = scores
+            .iter()
+            .copied()
+            .enumerate()
+            .max_by(|a, b| a.1.partial_cmp(&b.1).unwrap_or(Ordering::Equal))?;
+        if score < 1.0 {
+            return None;
+        }
+        let files: Vec<Arc<FileMeta>> = v.levels[level].runs.iter().flat_map(|r| r.files.iter().cloned()).collect();
+        // Round robin: the first file after where the last compaction of this level stopped.
+        let pointer = ctx.compact_pointers.get(level).and_then(|p| p.as_deref());
+        let chosen = pointer
+            .and_then(|p| files.iter().find(|f| compare_internal(&f.largest, p) == Ordering::Greater))
+            .or_else(|| files.first())?
+            .clone();
+        Some(self.task_for(v, level, vec![chosen], if level == 0 { "l0-files" } else { "level-size" }))
+    }
+
+    fn pick_range(&self, v: &Version, level: usize, begin: Option<&[u8]>, end: Option<&[u8]>) -> Option<CompactionTask> {
+        if level + 1 >= self.num_levels {
+            return None;
+        }
+        let files = v.overlapping_files(level, begin, end);
+        if files.is_empty() {
+            return None;
+        }
+        let mut t = self.task_for(v, level, files, "manual");
+        t.trivial_move = false;
+        Some(t)
+    }
+}

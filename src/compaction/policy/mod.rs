@@ -1,0 +1,5 @@
+//! Merge policies.
+
+pub mod leveled;
+
+pub use leveled::LeveledPolicy;

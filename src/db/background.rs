@@ -1,0 +1,322 @@
+//! Background work: one thread flushes immutable memtables to level-0 tables, another runs the
+//! compactions the policy picks; both install their results through the manifest and then
+//! delete files no Version needs any more.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::MutexGuard;
+
+use super::{add, DbInner, State};
+use crate::compaction::job::{self, JobContext};
+use crate::compaction::{CompactionTask, PickContext};
+use crate::error::{Error, Result};
+use crate::fs::Vfs;
+use crate::iter::InternalIterator;
+use crate::key;
+use crate::memtable::Memtable;
+use crate::sst::{TableBuilder, TableOptions};
+use crate::version::{table_file_name, FileKind, FileMeta, Version, VersionEdit};
+
+/// Start the flush and compaction threads.
+pub(super) fn spawn(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
+    let spawn_one = |name: &str, f: fn(&DbInner)| {
+        let me = inner.clone();
+        std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || f(&me))
+            .map_err(|e| Error::io("spawn background thread", &inner.dir, e))
+    };
+    Ok(vec![
+        spawn_one("wisckey-flush", DbInner::flush_loop)?,
+        spawn_one("wisckey-compact", DbInner::compaction_loop)?,
+    ])
+}
+
+/// Write a memtable into table file `number`; `None` if the memtable is empty.
+pub(super) fn write_level0_table(
+    vfs: &Arc<dyn Vfs>,
+    dir: &Path,
+    opts: TableOptions,
+    mem: &Arc<Memtable>,
+    number: u64,
+) -> Result<Option<FileMeta>> {
+    if mem.is_empty() {
+        return Ok(None);
+    }
+    let path = table_file_name(dir, number);
+    let mut builder = TableBuilder::new(vfs.create(&path)?, path, opts);
+    let mut it = mem.iter();
+    it.seek_to_first()?;
+    while it.valid() {
+        builder.add(it.key(), it.value())?;
+        it.next()?;
+    }
+    let s = builder.finish()?;
+    Ok(Some(FileMeta {
+        number,
+        size: s.file_size,
+        smallest: s.smallest,
+        largest: s.largest,
+        run: number,
+        num_entries: s.num_entries,
+        num_deletions: s.num_deletions,
+        raw_value_bytes: s.raw_value_bytes,
+    }))
+}
+
+/// LevelDB's PickLevelForMemTableOutput: a flushed table that overlaps nothing may go straight
+/// to level 1 or 2, saving the compactions that would only move it there.
+fn level_for_flush(v: &Version, meta: &FileMeta, target_file_bytes: u64) -> usize {
+    let (lo, hi) = (key::user_key(&meta.smallest), key::user_key(&meta.largest));
+    let overlaps = |l: usize| !v.overlapping_files(l, Some(lo), Some(hi)).is_empty();
+    let mut level = 0;
+    if overlaps(0) {
+        return 0;
+    }
+    while level < 2 && level + 1 < v.num_levels() {
+        if overlaps(level + 1) {
+            break;
+        }
+        if level + 2 < v.num_levels() {
+            let gp: u64 = v.overlapping_files(level + 2, Some(lo), Some(hi)).iter().map(|f| f.size).sum();
+            if gp > 10 * target_file_bytes {
+                break;
+            }
+        }
+        level += 1;
+    }
+    level
+}
+
+/// The run a file added to `level` joins: a level-0 file is a run of its own; deeper levels
+/// hold one run under leveling.
+fn run_for_level(v: &Version, level: usize, fallback: u64) -> u64 {
+    if level == 0 {
+        return fallback;
+    }
+    v.levels.get(level).and_then(|l| l.runs.first()).map_or(fallback, |r| r.id)
+}
+
+impl DbInner {
+    fn flush_loop(&self) {
+        let mut st = self.state.lock();
+        loop {
+            if st.shutting_down {
+                return;
+            }
+            if st.imms.is_empty() || st.bg_error.is_some() {
+                self.flush_cv.wait(&mut st);
+                continue;
+            }
+            let imm = st.imms[0].clone();
+            let number = st.versions.new_file_number();
+            st.pending_outputs.insert(number);
+            let level0_opts = self.table_options(0);
+            let built = MutexGuard::unlocked(&mut st, || {
+                // The manifest will say the log up to `imm`'s end is redundant: make sure that
+                // part of the log is durable first, or a crash could leave the log shorter than
+                // the recorded head and later appends would be skipped at recovery.
+                self.log.lock().sync()?;
+                write_level0_table(&self.vfs, &self.dir, level0_opts, &imm, number)
+            });
+            let r = built.and_then(|meta| self.install_flush(&mut st, &imm, meta));
+            st.pending_outputs.remove(&number);
+            match r {
+                Ok(()) => {
+                    st.imms.pop_front();
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "memtable flush failed; the database is read-only until resume()");
+                    st.bg_error = Some(e);
+                }
+            }
+            self.bg_cv.notify_all();
+            self.compact_cv.notify_one();
+            self.delete_obsolete_files(&mut st);
+        }
+    }
+
+    fn install_flush(&self, st: &mut MutexGuard<'_, State>, imm: &Memtable, meta: Option<FileMeta>) -> Result<()> {
+        let mut edit = VersionEdit::default();
+        if let Some(mut meta) = meta {
+            let v = st.versions.current();
+            // While a compaction runs, its outputs are not yet visible: placing a table below
+            // L0 could then overlap them, so flushes go to L0.
+            let level = if st.compacting { 0 } else { level_for_flush(&v, &meta, self.opts.target_file_size_bytes) };
+            meta.run = run_for_level(&v, level, meta.number);
+            add(&self.counters.flush_bytes, meta.size);
+            edit.added_files.push((level as u32, meta));
+        }
+        if let Some(end) = imm.log_end() {
+            edit.log_head = Some(crate::version::LogPosition {
+                file: end.file,
+                offset: end.offset,
+            });
+        }
+        let last = st.versions.last_sequence().max(self.visible_seq.load(Ordering::Acquire));
+        st.versions.set_last_sequence(last);
+        st.versions.log_and_apply(edit)?;
+        add(&self.counters.flushes, 1);
+        Ok(())
+    }
+
+    /// The compaction the policy wants now, if any.
+    pub(super) fn pick_compaction(&self, st: &State) -> Option<CompactionTask> {
+        let version = st.versions.current();
+        let pointers: Vec<Option<Vec<u8>>> = (0..version.num_levels())
+            .map(|l| st.versions.compact_pointer(l).map(|p| p.to_vec()))
+            .collect();
+        self.policy.pick(&PickContext {
+            version: &version,
+            compact_pointers: &pointers,
+        })
+    }
+
+    fn compaction_loop(&self) {
+        let mut st = self.state.lock();
+        loop {
+            if st.shutting_down {
+                return;
+            }
+            let task = if st.bg_error.is_none() && !st.compacting { self.pick_compaction(&st) } else { None };
+            match task {
+                Some(task) => {
+                    if let Err(e) = self.run_task(&mut st, task) {
+                        tracing::error!(error = %e, "compaction failed; the database is read-only until resume()");
+                        st.bg_error = Some(e);
+                    }
+                }
+                None => self.compact_cv.wait(&mut st),
+            }
+        }
+    }
+
+    /// Run one compaction with the state lock released during I/O, then install it.
+    fn run_task(&self, st: &mut MutexGuard<'_, State>, task: CompactionTask) -> Result<()> {
+        st.compacting = true;
+        let r = self.run_task_inner(st, &task);
+        st.compacting = false;
+        self.bg_cv.notify_all();
+        self.compact_cv.notify_one();
+        self.delete_obsolete_files(st);
+        r
+    }
+
+    fn run_task_inner(&self, st: &mut MutexGuard<'_, State>, task: &CompactionTask) -> Result<()> {
+        let mut edit = VersionEdit::default();
+        for (level, f) in task.input_files() {
+            edit.deleted_files.push((level as u32, f.number));
+        }
+        if let Some((level, k)) = &task.compact_pointer {
+            edit.compact_pointers.push((*level as u32, k.clone()));
+        }
+        let version = st.versions.current();
+        if task.trivial_move {
+            let run = run_for_level(&version, task.output_level, st.versions.new_file_number());
+            for (_, f) in task.input_files() {
+                let mut moved = FileMeta::clone(f);
+                moved.run = run;
+                edit.added_files.push((task.output_level as u32, moved));
+            }
+            st.versions.log_and_apply(edit)?;
+            add(&self.counters.trivial_moves, 1);
+            return Ok(());
+        }
+        let smallest_snapshot = self.snapshots.smallest(self.visible_seq.load(Ordering::Acquire));
+        let allocated = parking_lot::Mutex::new(Vec::new());
+        let out = MutexGuard::unlocked(st, || {
+            let alloc = || {
+                let mut s = self.state.lock();
+                let n = s.versions.new_file_number();
+                s.pending_outputs.insert(n);
+                allocated.lock().push(n);
+                n
+            };
+            let ctx = JobContext {
+                vfs: &self.vfs,
+                dir: &self.dir,
+                table_cache: &self.table_cache,
+                table_options: self.table_options(task.output_level),
+                target_file_bytes: self.opts.target_file_size_bytes,
+                smallest_snapshot,
+                new_file_number: &alloc,
+            };
+            job::run_compaction(&ctx, task, &version)
+        });
+        let r = out.and_then(|out| {
+            for f in &out.files {
+                edit.added_files.push((task.output_level as u32, f.clone()));
+            }
+            st.versions.log_and_apply(edit).map(|_| out)
+        });
+        for n in allocated.into_inner() {
+            st.pending_outputs.remove(&n);
+        }
+        let out = r?;
+        add(&self.counters.compaction_written, out.bytes_written);
+        add(&self.counters.compaction_read, out.bytes_read);
+        add(&self.counters.compactions, 1);
+        Ok(())
+    }
+
+    /// Flush, then merge everything overlapping `[begin, end]` down to the deepest level
+    /// holding such data.
+    pub(crate) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.flush()?;
+        let mut st = self.state.lock();
+        let v = st.versions.current();
+        let max_level = (0..v.num_levels())
+            .rev()
+            .find(|&l| !v.overlapping_files(l, begin, end).is_empty())
+            .unwrap_or(0);
+        for level in 0..max_level {
+            while st.compacting {
+                self.bg_cv.wait(&mut st);
+            }
+            self.background_error(&st)?;
+            let v = st.versions.current();
+            if let Some(task) = self.policy.pick_range(&v, level, begin, end) {
+                if let Err(e) = self.run_task(&mut st, task) {
+                    st.bg_error = Some(e.duplicate());
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Delete table files no live Version references, log files wholly before the log head,
+    /// and old manifests. Files numbered at or above the next file number at the time of the
+    /// check are left alone: a job may have just created them.
+    pub(super) fn delete_obsolete_files(&self, st: &mut MutexGuard<'_, State>) {
+        let mut live = st.versions.live_files();
+        live.extend(st.pending_outputs.iter().copied());
+        let head_file = st.versions.log_head().file;
+        let manifest = st.versions.manifest_file_number();
+        let bound = st.versions.next_file_number();
+        MutexGuard::unlocked(st, || {
+            let Ok(names) = self.vfs.list(&self.dir) else { return };
+            for name in names {
+                let Some((kind, number)) = crate::version::parse_file_name(&name) else { continue };
+                let obsolete = match kind {
+                    FileKind::Table => number < bound && !live.contains(&number),
+                    FileKind::Log => number < head_file,
+                    FileKind::Manifest => number < manifest,
+                    FileKind::Temp => number < bound,
+                    _ => false,
+                };
+                if obsolete {
+                    if kind == FileKind::Table {
+                        self.table_cache.evict(number);
+                    }
+                    if let Err(e) = self.vfs.remove(&self.dir.join(&name)) {
+                        tracing::warn!(file = %name, error = %e, "could not delete an obsolete file");
+                    }
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,472 @@
+//! The database handle: opening (with recovery), the public API, and the shared state that the
+//! write path (`write.rs`), the read path (`read.rs`) and the background threads
+//! (`background.rs`) work on.
+
+mod background;
+mod read;
+mod recovery;
+mod snapshot;
+mod write;
+
+use std::collections::{HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
+
+pub use crate::iter::db_iter::{DbIterator, Entries};
+pub use snapshot::Snapshot;
+
+use crate::compaction::policy::LeveledPolicy;
+use crate::compaction::CompactionPolicy;
+use crate::error::{Error, Result};
+use crate::fs::{FileLock, Vfs};
+use crate::log::LogWriter;
+use crate::memtable::Memtable;
+use crate::options::{Options, ReadOptions, WriteOptions};
+use crate::sst::TableOptions;
+use crate::table_cache::TableCache;
+use crate::version::{self, FileKind, VersionSet};
+use crate::write_batch::WriteBatch;
+use snapshot::SnapshotList;
+use write::WriterSlot;
+
+/// Counters and shape of the database, for `wisckey bench ... stats` and monitoring.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct DbStats {
+    /// Key + value bytes handed to put/delete/write by the user.
+    pub user_bytes_written: u64,
+    /// Bytes appended to the log (value log).
+    pub log_bytes_written: u64,
+    /// Bytes of SSTables written by memtable flushes.
+    pub flush_bytes_written: u64,
+    /// Bytes of SSTables written by compactions.
+    pub compaction_bytes_written: u64,
+    /// Bytes of SSTables read by compactions.
+    pub compaction_bytes_read: u64,
+    pub num_flushes: u64,
+    pub num_compactions: u64,
+    /// Compactions done by moving a file down a level without rewriting it.
+    pub num_trivial_moves: u64,
+    /// Microseconds writers spent stalled waiting for flush/compaction.
+    pub stall_micros: u64,
+    /// Table files per level.
+    pub level_files: Vec<usize>,
+    /// Sorted runs per level.
+    pub level_runs: Vec<usize>,
+    /// Table bytes per level.
+    pub level_bytes: Vec<u64>,
+    /// Bytes all the database's files occupy on the device (`st_blocks`), i.e. what `du` shows.
+    pub disk_bytes: u64,
+    /// Bytes in memtables (active + immutable).
+    pub memtable_bytes: u64,
+    /// Sequence number of the newest visible write.
+    pub last_sequence: u64,
+}
+
+impl DbStats {
+    /// Bytes the engine wrote to files per user byte written.
+    pub fn write_amp(&self) -> f64 {
+        let written = self.log_bytes_written + self.flush_bytes_written + self.compaction_bytes_written;
+        written as f64 / self.user_bytes_written.max(1) as f64
+    }
+}
+
+/// Monotonic counters updated by the write path and background jobs.
+#[derive(Default)]
+pub(crate) struct Counters {
+    user_bytes: AtomicU64,
+    flush_bytes: AtomicU64,
+    compaction_written: AtomicU64,
+    compaction_read: AtomicU64,
+    flushes: AtomicU64,
+    compactions: AtomicU64,
+    trivial_moves: AtomicU64,
+    stall_micros: AtomicU64,
+}
+
+fn add(c: &AtomicU64, v: u64) {
+    c.fetch_add(v, Ordering::Relaxed);
+}
+
+/// State guarded by the DB mutex.
+pub(crate) struct State {
+    mem: Arc<Memtable>,
+    /// Memtables waiting to be flushed, oldest first.
+    imms: VecDeque<Arc<Memtable>>,
+    versions: VersionSet,
+    /// Highest sequence number handed out to a write group.
+    last_seq: u64,
+    /// Set when a background job or the log failed; writes fail until `resume`.
+    bg_error: Option<Error>,
+    shutting_down: bool,
+    /// Writers waiting to commit, the leader at the front.
+    writers: VecDeque<Arc<WriterSlot>>,
+    /// Table numbers being written by running jobs (not yet in any Version).
+    pending_outputs: HashSet<u64>,
+    /// A compaction (automatic or manual) is running.
+    compacting: bool,
+}
+
+/// Everything the handle and the background threads share.
+pub(crate) struct DbInner {
+    dir: PathBuf,
+    opts: Options,
+    vfs: Arc<dyn Vfs>,
+    state: Mutex<State>,
+    /// Signalled whenever background work finishes (stalled writers and waiters re-check).
+    bg_cv: Condvar,
+    flush_cv: Condvar,
+    compact_cv: Condvar,
+    /// The log appender; taken by the write leader and by flushes (lock order: state, then log).
+    log: Mutex<LogWriter>,
+    table_cache: Arc<TableCache>,
+    snapshots: Arc<SnapshotList>,
+    /// Every write with a sequence number <= this is fully applied and readable.
+    visible_seq: AtomicU64,
+    policy: Box<dyn CompactionPolicy>,
+    counters: Counters,
+    _lock: Box<dyn FileLock>,
+}
+
+impl DbInner {
+    fn table_options(&self, level: usize) -> TableOptions {
+        TableOptions {
+            block_size_bytes: self.opts.block_size_bytes,
+            restart_interval: self.opts.block_restart_interval,
+            compression: self.opts.compression,
+            bloom_bits_per_key: self.opts.bloom_bits_for_level(level),
+        }
+    }
+
+    fn background_error(&self, st: &State) -> Result<()> {
+        match &st.bg_error {
+            Some(e) => Err(Error::Background { reason: e.to_string() }),
+            None if st.shutting_down => Err(Error::Closed),
+            None => Ok(()),
+        }
+    }
+}
+
+/// An open database. `Send + Sync`: share it between threads with `Arc<Db>` or by reference.
+pub struct Db {
+    inner: Arc<DbInner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Db {
+    /// Open (or create, with `create_if_missing`) the database in directory `path`.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        validate_options(&options)?;
+        let dir = path.as_ref().to_path_buf();
+        let vfs = options.vfs.clone();
+        let lock = prepare_dir(&*vfs, &dir, &options)?;
+        let policy: Box<dyn CompactionPolicy> = Box::new(LeveledPolicy::from_options(&options));
+        let block_cache = (options.block_cache_bytes > 0).then(|| crate::cache::new_block_cache(options.block_cache_bytes));
+        let table_cache = Arc::new(TableCache::new(vfs.clone(), dir.clone(), options.max_open_files, block_cache));
+        let recovered = recovery::recover(&vfs, &dir, &options, &policy.name())?;
+        let inner = Arc::new(DbInner {
+            state: Mutex::new(State {
+                mem: recovered.mem,
+                imms: VecDeque::new(),
+                versions: recovered.versions,
+                last_seq: recovered.last_seq,
+                bg_error: None,
+                shutting_down: false,
+                writers: VecDeque::new(),
+                pending_outputs: HashSet::new(),
+                compacting: false,
+            }),
+            visible_seq: AtomicU64::new(recovered.last_seq),
+            log: Mutex::new(recovered.log),
+            dir,
+            opts: options,
+            vfs,
+            bg_cv: Condvar::new(),
+            flush_cv: Condvar::new(),
+            compact_cv: Condvar::new(),
+            table_cache,
+            snapshots: Arc::new(SnapshotList::default()),
+            policy,
+            counters: Counters::default(),
+            _lock: lock,
+        });
+        let threads = background::spawn(&inner)?;
+        inner.delete_obsolete_files(&mut inner.state.lock());
+        Ok(Db {
+            inner,
+            threads: Mutex::new(threads),
+        })
+    }
+
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.put_opt(&WriteOptions::default(), key, value)
+    }
+
+    pub fn put_opt(&self, wo: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(key, value);
+        self.inner.write(wo.sync, b)
+    }
+
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        self.delete_opt(&WriteOptions::default(), key)
+    }
+
+    pub fn delete_opt(&self, wo: &WriteOptions, key: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(key);
+        self.inner.write(wo.sync, b)
+    }
+
+    /// Apply a batch atomically: after a crash either all of it or none of it is there.
+    pub fn write(&self, wo: &WriteOptions, batch: &WriteBatch) -> Result<()> {
+        self.inner.write(wo.sync, batch.clone())
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_opt(&ReadOptions::default(), key)
+    }
+
+    pub fn get_opt(&self, ro: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.get(ro, key)
+    }
+
+    /// A cursor; call a seek method before reading from it.
+    pub fn iter(&self, ro: &ReadOptions) -> Result<DbIterator> {
+        self.inner.iter(ro)
+    }
+
+    /// All entries in `[ro.lower_bound, ro.upper_bound)` in ascending key order.
+    pub fn scan(&self, ro: &ReadOptions) -> Result<Entries> {
+        Ok(Entries::new(self.iter(ro)?, true))
+    }
+
+    /// All entries in `[ro.lower_bound, ro.upper_bound)` in descending key order.
+    pub fn scan_rev(&self, ro: &ReadOptions) -> Result<Entries> {
+        Ok(Entries::new(self.iter(ro)?, false))
+    }
+
+    /// A consistent view of the database as of now.
+    pub fn snapshot(&self) -> Snapshot {
+        self.inner.snapshots.acquire(self.inner.visible_seq.load(Ordering::Acquire))
+    }
+
+    /// Flush the memtable to an SSTable and wait for it.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    /// Compact every file overlapping `[begin, end]` (user keys; None = unbounded) down to
+    /// the deepest level holding data in that range.
+    pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.inner.compact_range(begin, end)
+    }
+
+    /// Block until no flush or automatic compaction is pending.
+    pub fn wait_for_background_work(&self) -> Result<()> {
+        self.inner.wait_for_background_work()
+    }
+
+    pub fn stats(&self) -> DbStats {
+        self.inner.stats()
+    }
+
+    /// Leave the read-only state entered after a background I/O error (e.g. once space is freed).
+    pub fn resume(&self) -> Result<()> {
+        self.inner.resume()
+    }
+
+    /// Write the log buffer out, stop background work and release the lock.
+    pub fn close(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        {
+            let mut st = self.inner.state.lock();
+            if st.shutting_down {
+                return Ok(());
+            }
+            // Let queued writers finish before the log is closed.
+            while !st.writers.is_empty() {
+                self.inner.bg_cv.wait_for(&mut st, std::time::Duration::from_millis(10));
+            }
+            st.shutting_down = true;
+            self.inner.flush_cv.notify_all();
+            self.inner.compact_cv.notify_all();
+            self.inner.bg_cv.notify_all();
+        }
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        self.inner.log.lock().sync()
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::error!(dir = ?self.inner.dir, error = %e, "closing the database failed");
+        }
+    }
+}
+
+/// Reject option values that cannot work.
+fn validate_options(o: &Options) -> Result<()> {
+    let bad = |what: &str| Err(Error::invalid(what.to_string()));
+    if o.write_buffer_bytes < 1024 {
+        return bad("write_buffer_bytes must be at least 1 KiB");
+    }
+    if o.num_levels < 2 || o.num_levels > 64 {
+        return bad("num_levels must be between 2 and 64");
+    }
+    if o.block_size_bytes < 64 || o.block_restart_interval == 0 {
+        return bad("block_size_bytes must be >= 64 and block_restart_interval >= 1");
+    }
+    if o.l0_slowdown_trigger < o.l0_compaction_trigger || o.l0_stop_trigger < o.l0_slowdown_trigger {
+        return bad("l0 triggers must satisfy compaction <= slowdown <= stop");
+    }
+    if o.max_immutable_memtables == 0 {
+        return bad("max_immutable_memtables must be at least 1");
+    }
+    Ok(())
+}
+
+/// Check the directory, create it if allowed, and take the lock.
+fn prepare_dir(vfs: &dyn Vfs, dir: &Path, o: &Options) -> Result<Box<dyn FileLock>> {
+    let not_db = |reason: &str| Error::NotADatabase {
+        path: dir.to_path_buf(),
+        reason: reason.to_string(),
+    };
+    if vfs.exists(dir) && !vfs.is_dir(dir) {
+        return Err(not_db("the path exists and is not a directory"));
+    }
+    if !vfs.exists(dir) {
+        if !o.create_if_missing {
+            return Err(not_db("the directory does not exist (create_if_missing is off)"));
+        }
+        vfs.create_dir_all(dir)?;
+    }
+    let lock = vfs.lock(&version::lock_file_name(dir))?;
+    let current = vfs.exists(&version::current_file_name(dir));
+    if current && o.error_if_exists {
+        return Err(Error::AlreadyExists { path: dir.to_path_buf() });
+    }
+    if !current {
+        if !o.create_if_missing {
+            return Err(not_db("no CURRENT file (create_if_missing is off)"));
+        }
+        let has_data = vfs.list(dir)?.iter().any(|n| {
+            matches!(
+                version::parse_file_name(n),
+                Some((FileKind::Table, _)) | Some((FileKind::Manifest, _))
+            )
+        });
+        if has_data {
+            return Err(not_db("table or manifest files exist but CURRENT is missing"));
+        }
+    }
+    Ok(lock)
+}
+
+/// Delete a database directory's files (LevelDB's DestroyDB). Fails if the database is open.
+pub fn destroy(path: impl AsRef<Path>, options: &Options) -> Result<()> {
+    let dir = path.as_ref();
+    let vfs = &options.vfs;
+    if !vfs.exists(dir) {
+        return Ok(());
+    }
+    let lock_path = version::lock_file_name(dir);
+    let lock = vfs.lock(&lock_path)?;
+    for name in vfs.list(dir)? {
+        if let Some((kind, _)) = version::parse_file_name(&name) {
+            if kind != FileKind::Lock {
+                vfs.remove(&dir.join(&name))?;
+            }
+        }
+    }
+    drop(lock);
+    let _ = vfs.remove(&lock_path);
+    let _ = vfs.remove_dir(dir);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::MemFs;
+    use std::collections::BTreeMap;
+
+    fn small_opts(fs: &Arc<MemFs>) -> Options {
+        Options::default()
+            .vfs(fs.clone())
+            .write_buffer_bytes(4 << 10)
+            .target_file_size_bytes(8 << 10)
+            .max_bytes_for_level_base(32 << 10)
+    }
+
+    fn check_all(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
+        for (k, v) in model {
+            assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "key {k:?}");
+        }
+        let got: Vec<_> = db.scan(&ReadOptions::default()).unwrap().map(|r| r.unwrap()).collect();
+        let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "forward scan differs from the model");
+        let mut back: Vec<_> = db.scan_rev(&ReadOptions::default()).unwrap().map(|r| r.unwrap()).collect();
+        back.reverse();
+        assert!(back == want, "backward scan differs from the model");
+    }
+
+    #[test]
+    fn writes_survive_flushes_compactions_and_reopen() {
+        let fs = Arc::new(MemFs::new());
+        let mut model = BTreeMap::new();
+        let db = Db::open("/db", small_opts(&fs)).unwrap();
+        for i in 0..3000u32 {
+            let k = format!("key{:05}", (i * 7919) % 2000).into_bytes();
+            if i % 5 == 4 {
+                db.delete(&k).unwrap();
+                model.remove(&k);
+            } else {
+                let v = format!("value-{i}-{}", "x".repeat((i % 50) as usize)).into_bytes();
+                db.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+        }
+        db.wait_for_background_work().unwrap();
+        check_all(&db, &model);
+        let s = db.stats();
+        assert!(s.num_flushes > 0, "{s:?}");
+        assert!(s.level_files.iter().skip(1).sum::<usize>() > 0, "{s:?}");
+        drop(db);
+        let db = Db::open("/db", small_opts(&fs)).unwrap();
+        check_all(&db, &model);
+        db.compact_range(None, None).unwrap();
+        check_all(&db, &model);
+        assert_eq!(db.get(b"missing").unwrap(), None);
+    }
+
+    #[test]
+    fn snapshot_sees_the_past() {
+        let fs = Arc::new(MemFs::new());
+        let db = Db::open("/db", small_opts(&fs)).unwrap();
+        db.put(b"a", b"1").unwrap();
+        let snap = db.snapshot();
+        db.put(b"a", b"2").unwrap();
+        db.delete(b"a").unwrap();
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        let ro = ReadOptions { snapshot: Some(snap), ..Default::default() };
+        assert_eq!(db.get_opt(&ro, b"a").unwrap(), Some(b"1".to_vec()));
+        assert_eq!(db.get(b"a").unwrap(), None);
+    }
+}

@@ -1,0 +1,139 @@
+//! The read path: point lookups (memtables, then tables newest first), iterators over a pinned
+//! view, and statistics.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{DbInner, DbStats};
+use crate::error::{Error, Result};
+use crate::iter::db_iter::DbIterator;
+use crate::iter::run::RunIterator;
+use crate::iter::{InternalIterator, MergingIterator};
+use crate::key::{self, ValueKind, KIND_FOR_SEEK};
+use crate::memtable::{Lookup, Memtable};
+use crate::options::ReadOptions;
+use crate::version::Version;
+
+/// What one read works on: memtables (newest first) and a Version, all pinned.
+struct View {
+    mems: Vec<Arc<Memtable>>,
+    version: Arc<Version>,
+    seq: u64,
+}
+
+impl DbInner {
+    fn view(&self, ro: &ReadOptions) -> View {
+        let st = self.state.lock();
+        let mut mems = Vec::with_capacity(1 + st.imms.len());
+        mems.push(st.mem.clone());
+        mems.extend(st.imms.iter().rev().cloned());
+        let version = st.versions.current();
+        drop(st);
+        let seq = match &ro.snapshot {
+            Some(s) => s.sequence(),
+            None => self.visible_seq.load(Ordering::Acquire),
+        };
+        View { mems, version, seq }
+    }
+
+    fn fill_cache(&self, ro: &ReadOptions) -> bool {
+        ro.fill_cache.unwrap_or(true)
+    }
+
+    pub(crate) fn get(&self, ro: &ReadOptions, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let view = self.view(ro);
+        for m in &view.mems {
+            match m.get(user_key, view.seq) {
+                Lookup::Found(kind, v) => return self.resolve(kind, v),
+                Lookup::Deleted => return Ok(None),
+                Lookup::Absent => {}
+            }
+        }
+        let seek = key::make_internal_key(user_key, view.seq, KIND_FOR_SEEK);
+        for (_, file) in view.version.files_for_key(user_key) {
+            let table = self.table_cache.get(&file)?;
+            if let Some((ikey, value)) = table.get(&seek, self.fill_cache(ro))? {
+                let p = key::parse_internal_key(&ikey)
+                    .ok_or_else(|| Error::corruption(self.dir.join(format!("{:06}.sst", file.number)), 0, "malformed internal key"))?;
+                return match ValueKind::from_u8(p.kind) {
+                    Some(ValueKind::Deletion) => Ok(None),
+                    Some(kind) => self.resolve(kind, value),
+                    None => Err(Error::corruption(
+                        self.dir.join(format!("{:06}.sst", file.number)),
+                        0,
+                        format!("unknown entry kind {}", p.kind),
+                    )),
+                };
+            }
+        }
+        Ok(None)
+    }
+
+    /// Turn a stored entry into the user's value.
+    fn resolve(&self, kind: ValueKind, v: Vec<u8>) -> Result<Option<Vec<u8>>> {
+        match kind {
+            ValueKind::Value => Ok(Some(v)),
+            ValueKind::Deletion => Ok(None),
+            ValueKind::Pointer => Err(Error::corruption(
+                &self.dir,
+                0,
+                "value pointer found but this database has no value log",
+            )),
+        }
+    }
+
+    pub(crate) fn iter(&self, ro: &ReadOptions) -> Result<DbIterator> {
+        let view = self.view(ro);
+        let fill = self.fill_cache(ro);
+        let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+        for m in &view.mems {
+            children.push(Box::new(m.iter()));
+        }
+        for level in &view.version.levels {
+            for run in &level.runs {
+                children.push(Box::new(RunIterator::new(self.table_cache.clone(), run.files.clone(), fill)));
+            }
+        }
+        let pins = (view.mems, view.version.clone(), ro.snapshot.clone());
+        Ok(DbIterator::new(
+            Box::new(MergingIterator::new(children)),
+            view.seq,
+            ro.lower_bound.clone(),
+            ro.upper_bound.clone(),
+            Box::new(pins),
+        ))
+    }
+
+    pub(crate) fn stats(&self) -> DbStats {
+        let st = self.state.lock();
+        let v = st.versions.current();
+        let memtable_bytes = st.mem.approximate_bytes() + st.imms.iter().map(|m| m.approximate_bytes()).sum::<u64>();
+        drop(st);
+        let c = &self.counters;
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let disk_bytes = self
+            .vfs
+            .list(&self.dir)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|n| self.vfs.disk_usage(&self.dir.join(n)).ok())
+            .sum();
+        DbStats {
+            user_bytes_written: load(&c.user_bytes),
+            log_bytes_written: self.log.lock().bytes_appended,
+            flush_bytes_written: load(&c.flush_bytes),
+            compaction_bytes_written: load(&c.compaction_written),
+            compaction_bytes_read: load(&c.compaction_read),
+            num_flushes: load(&c.flushes),
+            num_compactions: load(&c.compactions),
+            num_trivial_moves: load(&c.trivial_moves),
+            stall_micros: load(&c.stall_micros),
+            level_files: (0..v.num_levels()).map(|l| v.level_files(l)).collect(),
+            level_runs: (0..v.num_levels()).map(|l| v.num_runs(l)).collect(),
+            level_bytes: (0..v.num_levels()).map(|l| v.level_bytes(l)).collect(),
+            disk_bytes,
+            memtable_bytes,
+            last_sequence: self.visible_seq.load(Ordering::Acquire),
+        }
+    }
+}

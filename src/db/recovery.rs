@@ -1,0 +1,187 @@
+//! Opening an existing database: read the manifest, replay the log from the recorded head into
+//! a memtable (flushing when it fills, so memory stays bounded), cut a torn tail, and reopen
+//! the last log file for appending.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::background::write_level0_table;
+use crate::error::{Error, Result};
+use crate::fs::Vfs;
+use crate::key::ValueKind;
+use crate::log::{LogReader, LogRecord, LogWriter, ReadOutcome};
+use crate::memtable::Memtable;
+use crate::options::{Options, RecoveryMode};
+use crate::sst::TableOptions;
+use crate::version::{self, log_file_name, FileKind, LogPosition, VersionEdit, VersionSet};
+use crate::write_batch::{BatchIter, BatchOp};
+
+/// What recovery hands to the new DB.
+pub(super) struct Recovered {
+    pub mem: Arc<Memtable>,
+    pub versions: VersionSet,
+    pub last_seq: u64,
+    pub log: LogWriter,
+}
+
+pub(super) fn recover(vfs: &Arc<dyn Vfs>, dir: &Path, opts: &Options, policy: &str) -> Result<Recovered> {
+    let mut versions = if vfs.exists(&version::current_file_name(dir)) {
+        VersionSet::recover(vfs.clone(), dir, opts.num_levels)?
+    } else {
+        VersionSet::create(vfs.clone(), dir, opts.num_levels, policy)?
+    };
+    if versions.policy() != policy {
+        tracing::info!(was = versions.policy(), now = policy, "compaction policy changed since the last open");
+    }
+    let head = versions.log_head();
+    let logs = log_files_from(&**vfs, dir, head.file)?;
+    if head.offset > 0 && !logs.contains(&head.file) {
+        return Err(Error::corruption(
+            log_file_name(dir, head.file),
+            head.offset,
+            "the log file holding the manifest's log head is missing",
+        ));
+    }
+    let mut replay = Replay {
+        vfs,
+        dir,
+        opts,
+        versions: &mut versions,
+        mem: Arc::new(Memtable::new(0)),
+        last_seq: 0,
+    };
+    replay.last_seq = replay.versions.last_sequence();
+    let mut tail = None;
+    for (i, &n) in logs.iter().enumerate() {
+        let start = if n == head.file { head.offset } else { 0 };
+        let end = replay.file(n, start, i + 1 == logs.len())?;
+        tail = Some((n, end));
+    }
+    let (mem, last_seq) = (replay.mem, replay.last_seq);
+    if let Some(&max) = logs.last() {
+        versions.mark_file_number_used(max);
+    }
+    versions.set_last_sequence(last_seq);
+    let log = open_log_writer(vfs, dir, opts, &mut versions, tail)?;
+    Ok(Recovered { mem, versions, last_seq, log })
+}
+
+/// Numbers of the log files at or after `first`, ascending.
+fn log_files_from(vfs: &dyn Vfs, dir: &Path, first: u64) -> Result<Vec<u64>> {
+    let mut logs: Vec<u64> = vfs
+        .list(dir)?
+        .iter()
+        .filter_map(|n| version::parse_file_name(n))
+        .filter(|(k, n)| *k == FileKind::Log && *n >= first)
+        .map(|(_, n)| n)
+        .collect();
+    logs.sort_unstable();
+    Ok(logs)
+}
+
+/// Continue the last log file where its valid part ends, or start a new one.
+fn open_log_writer(
+    vfs: &Arc<dyn Vfs>,
+    dir: &Path,
+    opts: &Options,
+    versions: &mut VersionSet,
+    tail: Option<(u64, u64)>,
+) -> Result<LogWriter> {
+    let (number, file, len) = match tail {
+        Some((n, len)) => {
+            let mut f = vfs.open_append(&log_file_name(dir, n))?;
+            if f.len() != len {
+                f.truncate(len)?;
+                f.sync()?;
+            }
+            (n, f, len)
+        }
+        None => {
+            let n = versions.new_file_number();
+            let f = vfs.create(&log_file_name(dir, n))?;
+            vfs.sync_dir(dir)?;
+            (n, f, 0)
+        }
+    };
+    Ok(LogWriter::new(
+        vfs.clone(),
+        dir,
+        number,
+        file,
+        len,
+        opts.log_buffer_bytes,
+        opts.log_file_bytes,
+    ))
+}
+
+struct Replay<'a> {
+    vfs: &'a Arc<dyn Vfs>,
+    dir: &'a Path,
+    opts: &'a Options,
+    versions: &'a mut VersionSet,
+    mem: Arc<Memtable>,
+    last_seq: u64,
+}
+
+impl Replay<'_> {
+    /// Replay log file `n` from `start`; returns the offset where its valid part ends.
+    fn file(&mut self, n: u64, start: u64, is_last: bool) -> Result<u64> {
+        let path = log_file_name(self.dir, n);
+        let mut reader = LogReader::new(self.vfs.open_read(&path)?, n, start)?;
+        loop {
+            match reader.next_record()? {
+                Ok(rec) => {
+                    self.apply(&rec);
+                    if self.mem.approximate_bytes() as usize >= self.opts.write_buffer_bytes {
+                        self.flush(LogPosition { file: n, offset: reader.offset() })?;
+                    }
+                }
+                Err(ReadOutcome::Clean) => return Ok(reader.offset()),
+                Err(ReadOutcome::Damaged { offset, reason }) => {
+                    let tolerate = self.opts.recovery_mode == RecoveryMode::TolerateCorruptTail && is_last;
+                    if !tolerate {
+                        return Err(Error::corruption(path, offset, reason));
+                    }
+                    let size = self.vfs.file_size(&path)?;
+                    tracing::warn!(file = ?path, offset, dropped_bytes = size - offset, %reason,
+                        "log tail is torn or damaged; keeping everything before it");
+                    return Ok(offset);
+                }
+            }
+        }
+    }
+
+    fn apply(&mut self, rec: &LogRecord) {
+        let mut seq = rec.first_seq;
+        for op in BatchIter::over(&rec.ops).flatten() {
+            match op {
+                BatchOp::Put { key, value } => self.mem.add(seq, ValueKind::Value, key, value),
+                BatchOp::Delete { key } => self.mem.add(seq, ValueKind::Deletion, key, &[]),
+            }
+            seq += 1;
+        }
+        if rec.count > 0 {
+            self.last_seq = self.last_seq.max(rec.first_seq + rec.count as u64 - 1);
+        }
+    }
+
+    /// Write the replayed memtable to level 0 and move the log head past it.
+    fn flush(&mut self, head: LogPosition) -> Result<()> {
+        let number = self.versions.new_file_number();
+        let opts = TableOptions {
+            block_size_bytes: self.opts.block_size_bytes,
+            restart_interval: self.opts.block_restart_interval,
+            compression: self.opts.compression,
+            bloom_bits_per_key: self.opts.bloom_bits_for_level(0),
+        };
+        let mut edit = VersionEdit::default();
+        if let Some(meta) = write_level0_table(self.vfs, self.dir, opts, &self.mem, number)? {
+            edit.added_files.push((0, meta));
+        }
+        edit.log_head = Some(head);
+        self.versions.set_last_sequence(self.last_seq);
+        self.versions.log_and_apply(edit)?;
+        self.mem = Arc::new(Memtable::new(head.file));
+        Ok(())
+    }
+}

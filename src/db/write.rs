@@ -1,0 +1,272 @@
+//! The write path: writers queue up; the one at the front leads a group, appends it to the log
+//! as one record group with one `fdatasync` for every sync writer in it (group commit), inserts
+//! it into the memtable, and hands the result to the followers.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use super::{add, DbInner, State};
+use crate::error::{Error, Result};
+use crate::key::ValueKind;
+use crate::memtable::Memtable;
+use crate::write_batch::{BatchOp, WriteBatch};
+
+/// A queued write.
+pub(crate) struct WriterSlot {
+    batch: WriteBatch,
+    sync: bool,
+    /// A flush request: switch the memtable instead of writing.
+    force_switch: bool,
+    result: Mutex<Option<Result<()>>>,
+    cv: Condvar,
+}
+
+/// Group size limits (LevelDB's): a small leader does not wait behind a huge group.
+const MAX_GROUP_BYTES: usize = 1 << 20;
+const SMALL_LEADER_BYTES: usize = 128 << 10;
+
+impl DbInner {
+    /// Commit `batch` (or, with an empty batch and `force_switch`, switch the memtable).
+    pub(crate) fn write(&self, sync: bool, batch: WriteBatch) -> Result<()> {
+        batch.check()?;
+        self.enqueue(WriterSlot {
+            batch,
+            sync,
+            force_switch: false,
+            result: Mutex::new(None),
+            cv: Condvar::new(),
+        })
+    }
+
+    /// Make the active memtable immutable (if it holds anything) through the write queue.
+    pub(crate) fn force_switch(&self) -> Result<()> {
+        self.enqueue(WriterSlot {
+            batch: WriteBatch::new(),
+            sync: false,
+            force_switch: true,
+            result: Mutex::new(None),
+            cv: Condvar::new(),
+        })
+    }
+
+    fn enqueue(&self, slot: WriterSlot) -> Result<()> {
+        let slot = Arc::new(slot);
+        let mut st = self.state.lock();
+        st.writers.push_back(slot.clone());
+        loop {
+            if let Some(r) = slot.result.lock().take() {
+                return r;
+            }
+            if st.writers.front().is_some_and(|f| Arc::ptr_eq(f, &slot)) {
+                break;
+            }
+            slot.cv.wait(&mut st);
+        }
+        let (n, result) = self.lead_group(&mut st);
+        for _ in 0..n {
+            let Some(w) = st.writers.pop_front() else { break };
+            if !Arc::ptr_eq(&w, &slot) {
+                *w.result.lock() = Some(match &result {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(e.duplicate()),
+                });
+                w.cv.notify_one();
+            }
+        }
+        if let Some(next) = st.writers.front() {
+            next.cv.notify_one();
+        }
+        if st.writers.is_empty() {
+            self.bg_cv.notify_all();
+        }
+        result
+    }
+
+    /// Run the group led by the front writer; returns how many writers it covered.
+    fn lead_group(&self, st: &mut MutexGuard<'_, State>) -> (usize, Result<()>) {
+        let leader = st.writers[0].clone();
+        if let Err(e) = self.make_room_for_write(st, leader.force_switch) {
+            return (1, Err(e));
+        }
+        if leader.force_switch {
+            return (1, Ok(()));
+        }
+        let n = group_size(st, &leader);
+        let group: Vec<Arc<WriterSlot>> = st.writers.iter().take(n).cloned().collect();
+        let count: u64 = group.iter().map(|w| w.batch.len() as u64).sum();
+        if count == 0 {
+            return (n, Ok(()));
+        }
+        let first_seq = st.last_seq + 1;
+        st.last_seq += count;
+        let mem = st.mem.clone();
+        let r = MutexGuard::unlocked(st, || self.append_and_apply(&group, first_seq, count as u32, &mem));
+        match &r {
+            Ok(()) => {
+                self.visible_seq.store(first_seq + count - 1, Ordering::Release);
+                add(&self.counters.user_bytes, group.iter().map(|w| w.batch.user_bytes).sum());
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "log write failed; the database is read-only until resume()");
+                st.bg_error = Some(e.duplicate());
+            }
+        }
+        (n, r)
+    }
+
+    /// Append the group to the log (syncing if any writer asked), then apply it to `mem`.
+    fn append_and_apply(&self, group: &[Arc<WriterSlot>], first_seq: u64, count: u32, mem: &Memtable) -> Result<()> {
+        let sync = group.iter().any(|w| w.sync);
+        {
+            let mut log = self.log.lock();
+            let pos = if group.len() == 1 {
+                log.append(first_seq, count, &group[0].batch.rep)?
+            } else {
+                let mut ops = Vec::with_capacity(group.iter().map(|w| w.batch.rep.len()).sum());
+                for w in group {
+                    ops.extend_from_slice(&w.batch.rep);
+                }
+                log.append(first_seq, count, &ops)?
+            };
+            if sync {
+                if let Err(e) = log.sync() {
+                    log.discard_from(pos);
+                    return Err(e);
+                }
+            }
+        }
+        let mut seq = first_seq;
+        for w in group {
+            for op in w.batch.iter().flatten() {
+                match op {
+                    BatchOp::Put { key, value } => mem.add(seq, ValueKind::Value, key, value),
+                    BatchOp::Delete { key } => mem.add(seq, ValueKind::Deletion, key, &[]),
+                }
+                seq += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait (bounded) until the memtable has room, switching it when full; slows writers down
+    /// a little when L0 is crowded and stops them when it is full (LevelDB's MakeRoomForWrite).
+    fn make_room_for_write(&self, st: &mut MutexGuard<'_, State>, mut force: bool) -> Result<()> {
+        let mut allow_delay = !force;
+        loop {
+            self.background_error(st)?;
+            let l0 = st.versions.current().level_files(0);
+            if allow_delay && l0 >= self.opts.l0_slowdown_trigger {
+                let t = Instant::now();
+                MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
+                add(&self.counters.stall_micros, t.elapsed().as_micros() as u64);
+                allow_delay = false;
+            } else if !force && (st.mem.approximate_bytes() as usize) < self.opts.write_buffer_bytes {
+                return Ok(());
+            } else if force && st.mem.is_empty() {
+                return Ok(());
+            } else if st.imms.len() >= self.opts.max_immutable_memtables || l0 >= self.opts.l0_stop_trigger {
+                let t = Instant::now();
+                self.flush_cv.notify_one();
+                self.compact_cv.notify_one();
+                self.bg_cv.wait_for(st, Duration::from_millis(100));
+                add(&self.counters.stall_micros, t.elapsed().as_micros() as u64);
+            } else {
+                self.switch_memtable(st)?;
+                force = false;
+            }
+        }
+    }
+
+    /// Make the active memtable immutable and start a new one (rolling the log file if due).
+    fn switch_memtable(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        let end = {
+            let mut log = self.log.lock();
+            if log.should_roll() {
+                let n = st.versions.new_file_number();
+                if let Err(e) = log.roll(n) {
+                    st.bg_error = Some(e.duplicate());
+                    return Err(e);
+                }
+            }
+            log.end()
+        };
+        st.mem.set_log_end(end);
+        let fresh = Arc::new(Memtable::new(end.file));
+        let full = std::mem::replace(&mut st.mem, fresh);
+        st.imms.push_back(full);
+        self.flush_cv.notify_one();
+        Ok(())
+    }
+}
+
+/// How many queued writers (from the front) the leader takes into its group.
+fn group_size(st: &State, leader: &WriterSlot) -> usize {
+    let mut size = leader.batch.rep.len();
+    let max = if size <= SMALL_LEADER_BYTES { size + SMALL_LEADER_BYTES } else { MAX_GROUP_BYTES };
+    let mut n = 1;
+    for w in st.writers.iter().skip(1) {
+        // A non-sync leader must not make a sync writer's data durable-late; a flush request
+        // ends the group.
+        if w.force_switch || (w.sync && !leader.sync) || size + w.batch.rep.len() > max {
+            break;
+        }
+        size += w.batch.rep.len();
+        n += 1;
+    }
+    n
+}
+
+impl DbInner {
+    /// Flush the active memtable and wait until every immutable memtable is on disk.
+    pub(crate) fn flush(&self) -> Result<()> {
+        self.force_switch()?;
+        let mut st = self.state.lock();
+        while !st.imms.is_empty() {
+            self.background_error(&st)?;
+            self.flush_cv.notify_one();
+            self.bg_cv.wait_for(&mut st, Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// Leave the read-only state after a background error.
+    pub(crate) fn resume(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        if st.bg_error.is_none() {
+            return Ok(());
+        }
+        if let Err(e) = self.log.lock().sync() {
+            st.bg_error = Some(e.duplicate());
+            return Err(e);
+        }
+        st.bg_error = None;
+        self.flush_cv.notify_all();
+        self.compact_cv.notify_all();
+        self.bg_cv.notify_all();
+        Ok(())
+    }
+
+    /// Wait until nothing is left to flush and the policy wants no compaction.
+    pub(crate) fn wait_for_background_work(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        loop {
+            self.background_error(&st)?;
+            if st.imms.is_empty() && !st.compacting && self.pick_compaction(&st).is_none() {
+                return Ok(());
+            }
+            self.flush_cv.notify_one();
+            self.compact_cv.notify_one();
+            self.bg_cv.wait_for(&mut st, Duration::from_millis(100));
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn is<T: Send + Sync>() {}
+    is::<super::Db>();
+    let _ = Error::Closed;
+}

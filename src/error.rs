@@ -1,0 +1,130 @@
+//! The one error type of the engine: every failure names what went wrong and where.
+
+use std::path::PathBuf;
+
+/// Result alias used across the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Every error the engine reports. Variants carry named fields so a caller (or a log line)
+/// can tell *what* failed and *where* (file and offset) without parsing a message.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An operating-system call failed.
+    #[error("I/O error during {op} on {path:?}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Stored bytes do not match their checksum or their format.
+    #[error("corruption in {file:?} at offset {offset}: {reason}")]
+    Corruption {
+        file: PathBuf,
+        offset: u64,
+        reason: String,
+    },
+    /// The caller passed something the engine cannot accept (oversized key, bad option...).
+    #[error("invalid argument: {reason}")]
+    InvalidArgument { reason: String },
+    /// Another process or handle holds the database lock.
+    #[error("database {path:?} is locked by another process or handle")]
+    Locked { path: PathBuf },
+    /// The path exists but is not a wisckey database (or is missing and `create_if_missing` is off).
+    #[error("{path:?} is not a wisckey database: {reason}")]
+    NotADatabase { path: PathBuf, reason: String },
+    /// `error_if_exists` was set and the database exists.
+    #[error("database {path:?} already exists")]
+    AlreadyExists { path: PathBuf },
+    /// The options given contradict what the existing database was created with.
+    #[error("option {option} = {given} contradicts the existing database ({existing})")]
+    IncompatibleOptions {
+        option: &'static str,
+        existing: String,
+        given: String,
+    },
+    /// A background job (flush, compaction) failed; the database is read-only until `resume`.
+    #[error("database is read-only after a background error: {reason}")]
+    Background { reason: String },
+    /// The database was closed.
+    #[error("database is closed")]
+    Closed,
+}
+
+impl Error {
+    /// Build an `Io` error from the operation name and the path it touched.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Build a `Corruption` error.
+    pub fn corruption(file: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Self {
+        Error::Corruption {
+            file: file.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    /// Build an `InvalidArgument` error.
+    pub fn invalid(reason: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            reason: reason.into(),
+        }
+    }
+
+    /// A copy of this error for a second recipient (a group-commit follower, a later caller
+    /// after a background failure). I/O errors keep their OS error code.
+    pub fn duplicate(&self) -> Error {
+        match self {
+            Error::Io { op, path, source } => Error::Io {
+                op,
+                path: path.clone(),
+                source: match source.raw_os_error() {
+                    Some(code) => std::io::Error::from_raw_os_error(code),
+                    None => std::io::Error::new(source.kind(), source.to_string()),
+                },
+            },
+            Error::Corruption {
+                file,
+                offset,
+                reason,
+            } => Error::corruption(file.clone(), *offset, reason.clone()),
+            Error::InvalidArgument { reason } => Error::invalid(reason.clone()),
+            Error::Locked { path } => Error::Locked { path: path.clone() },
+            Error::NotADatabase { path, reason } => Error::NotADatabase {
+                path: path.clone(),
+                reason: reason.clone(),
+            },
+            Error::AlreadyExists { path } => Error::AlreadyExists { path: path.clone() },
+            Error::IncompatibleOptions {
+                option,
+                existing,
+                given,
+            } => Error::IncompatibleOptions {
+                option,
+                existing: existing.clone(),
+                given: given.clone(),
+            },
+            Error::Background { reason } => Error::Background {
+                reason: reason.clone(),
+            },
+            Error::Closed => Error::Closed,
+        }
+    }
+
+    /// True when this is a `Corruption` error.
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption { .. })
+    }
+
+    /// True when the underlying OS error is "no space left on device".
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if source.raw_os_error() == Some(libc::ENOSPC))
+    }
+}

@@ -1,0 +1,1198 @@
+//! `FaultFs`: a fault-injecting wrapper around another `Vfs` (normally `MemFs`) for crash
+//! and error-handling tests.
+//!
+//! # Crash model (LevelDB `fault_injection_test` semantics, plus undone renames/removes)
+//!
+//! * **File data.** For every file written through this wrapper, `FaultFs` remembers how many
+//!   bytes are durable: `sync_data`/`sync` on a handle make everything appended so far
+//!   durable. Files this wrapper never wrote (they existed before, or survived a crash) are
+//!   fully durable. `truncate` lowers the durable length to the new size.
+//! * **Directory entries.** Creating a new file, renaming and removing are *pending* until
+//!   `sync_dir` of the directory holding the (destination) name. A crash undoes pending
+//!   operations in reverse order: new files vanish, renames move back (restoring what they
+//!   replaced), removed files reappear with their durable contents. Directories themselves
+//!   (`create_dir_all`, `remove_dir`) and punched holes are durable at once.
+//! * **`crash(mode)`** simulates power loss: it undoes pending directory operations, then
+//!   treats the unsynced suffix of every file according to [`CrashMode`], invalidates every
+//!   handle opened before it (their calls fail with `EIO`; held locks are released), clears
+//!   all injected faults, and leaves the filesystem usable for a fresh open.
+//! * **The process dying.** `halt()` (or the countdown of `set_crash_after_ops`) makes every
+//!   further call fail with `EIO`, like a process killed at that instant: the dead engine
+//!   can neither write nor delete anything while the test drops it. Typical test:
+//!
+//! ```
+//! # use std::sync::Arc;
+//! # use wisckey::fs::{fault::{CrashMode, FaultFs}, Vfs};
+//! # use std::path::Path;
+//! let fs = Arc::new(FaultFs::in_memory(42));
+//! fs.create_dir_all(Path::new("/db"))?;
+//! let mut f = fs.create(Path::new("/db/a.log"))?;
+//! f.append(b"durable")?;
+//! f.sync_data()?;
+//! fs.sync_dir(Path::new("/db"))?;
+//! f.append(b" lost")?;
+//! fs.halt(); // the process dies: `f` and `fs` fail from now on
+//! drop(f);
+//! fs.crash(CrashMode::DropUnsynced)?; // power loss; the fs is usable again
+//! assert_eq!(fs.file_size(Path::new("/db/a.log"))?, 7);
+//! # Ok::<(), wisckey::Error>(())
+//! ```
+//!
+//! Everything random (torn lengths, corrupted bytes, read bit flips) derives from the seed
+//! given to [`FaultFs::new`], so a failing seed reproduces.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::{Advice, FileLock, MemFs, RandomAccessFile, Vfs, WritableFile};
+use crate::error::{Error, Result};
+
+/// What happens to data appended but not synced when `crash` simulates power loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashMode {
+    /// The unsynced suffix of every file is lost.
+    DropUnsynced,
+    /// A random prefix of every unsynced suffix survives (a torn write).
+    TearUnsynced,
+    /// The unsynced suffix survives but 1 to 4 random bytes in it are corrupted.
+    CorruptUnsynced,
+    /// Only the process died (the OS kept its page cache): data and pending directory
+    /// operations all survive; handles are still invalidated.
+    KeepUnsynced,
+}
+
+/// The kinds of calls that error rules can target (and that `halt` stops).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultOp {
+    /// `Vfs::create`.
+    Create,
+    /// `Vfs::open_append`.
+    OpenAppend,
+    /// `Vfs::open_read`.
+    OpenRead,
+    /// `WritableFile::append`.
+    Append,
+    /// `WritableFile::sync_data` and `WritableFile::sync`.
+    Sync,
+    /// `WritableFile::truncate`.
+    Truncate,
+    /// `Vfs::rename` (the rule's path filter matches either name).
+    Rename,
+    /// `Vfs::remove`.
+    Remove,
+    /// `Vfs::sync_dir`.
+    SyncDir,
+    /// `RandomAccessFile::read_at` (and `len`, `advise`).
+    Read,
+    /// `Vfs::punch_hole`.
+    PunchHole,
+    /// Everything else: `list`, `create_dir_all`, `remove_dir`, `file_size`, `disk_usage`, `lock`.
+    Meta,
+    /// Matches every call (only meaningful as a rule target).
+    Any,
+}
+
+impl FaultOp {
+    /// Calls that change the filesystem: these are counted by `ops_count` and consume
+    /// the `set_crash_after_ops` countdown.
+    pub fn is_mutating(self) -> bool {
+        matches!(
+            self,
+            FaultOp::Create
+                | FaultOp::Append
+                | FaultOp::Sync
+                | FaultOp::Truncate
+                | FaultOp::Rename
+                | FaultOp::Remove
+                | FaultOp::SyncDir
+                | FaultOp::PunchHole
+        )
+    }
+
+    fn matches(self, op: FaultOp) -> bool {
+        self == FaultOp::Any || self == op
+    }
+}
+
+/// The error an injected fault returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// `EIO`: a failing device.
+    Io,
+    /// `ENOSPC`: a full disk (`Error::is_no_space()` is true).
+    NoSpace,
+}
+
+impl FaultKind {
+    fn errno(self) -> i32 {
+        match self {
+            FaultKind::Io => libc::EIO,
+            FaultKind::NoSpace => libc::ENOSPC,
+        }
+    }
+}
+
+/// One error-injection rule: calls matching `op` (and `path_contains`, if set) fail with
+/// `kind`, after letting `skip` matching calls through, `times` times (`None`: until
+/// `clear_faults`). A matching call that fails has no effect on the files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FaultRule {
+    pub op: FaultOp,
+    pub kind: FaultKind,
+    pub path_contains: Option<String>,
+    pub skip: u64,
+    pub times: Option<u64>,
+}
+
+impl FaultRule {
+    /// Fail the next matching call once.
+    pub fn once(op: FaultOp, kind: FaultKind) -> Self {
+        FaultRule {
+            op,
+            kind,
+            path_contains: None,
+            skip: 0,
+            times: Some(1),
+        }
+    }
+
+    /// Fail every matching call until `clear_faults`.
+    pub fn always(op: FaultOp, kind: FaultKind) -> Self {
+        FaultRule {
+            times: None,
+            ..Self::once(op, kind)
+        }
+    }
+
+    /// Only match calls whose path contains `s` (e.g. `".log"`, `"MANIFEST"`).
+    pub fn on_path(mut self, s: &str) -> Self {
+        self.path_contains = Some(s.to_string());
+        self
+    }
+
+    /// Let the first `n` matching calls succeed before failing.
+    pub fn after(mut self, n: u64) -> Self {
+        self.skip = n;
+        self
+    }
+
+    /// Fail `n` matching calls, then disarm.
+    pub fn times(mut self, n: u64) -> Self {
+        self.times = Some(n);
+        self
+    }
+
+    fn matches(&self, op: FaultOp, paths: &[&Path]) -> bool {
+        self.op.matches(op)
+            && self.path_contains.as_deref().map_or(true, |s| {
+                paths.iter().any(|p| p.to_string_lossy().contains(s))
+            })
+    }
+}
+
+/// A directory operation not yet made durable by `sync_dir`; undone by a crash.
+enum Pending {
+    Create {
+        dir: PathBuf,
+        path: PathBuf,
+    },
+    Rename {
+        dir: PathBuf,
+        from: PathBuf,
+        to: PathBuf,
+        /// Durable contents of the file `to` replaced, if any.
+        replaced: Option<Vec<u8>>,
+    },
+    Remove {
+        dir: PathBuf,
+        path: PathBuf,
+        durable: Vec<u8>,
+    },
+}
+
+impl Pending {
+    fn dir(&self) -> &Path {
+        match self {
+            Pending::Create { dir, .. }
+            | Pending::Rename { dir, .. }
+            | Pending::Remove { dir, .. } => dir,
+        }
+    }
+}
+
+/// Read-corruption setting: flip one bit with `probability` per read of a matching path.
+#[derive(Debug, Clone)]
+struct ReadCorruption {
+    probability: f64,
+    path_contains: Option<String>,
+}
+
+type LockSlot = Mutex<Option<Box<dyn FileLock>>>;
+
+/// Everything the wrapper tracks; one mutex so a crash is atomic w.r.t. every call.
+struct State {
+    /// Bumped by `crash`; handles from an older epoch fail.
+    epoch: u64,
+    halted: bool,
+    /// Mutating calls still allowed before the simulated process death.
+    crash_after: Option<u64>,
+    ops: u64,
+    rules: Vec<FaultRule>,
+    read_corruption: Option<ReadCorruption>,
+    rng: StdRng,
+    next_id: u64,
+    /// Files written through this wrapper (path -> file id); absent files are fully durable.
+    ids: BTreeMap<PathBuf, u64>,
+    /// Durable length per file id.
+    synced: HashMap<u64, u64>,
+    pending: Vec<Pending>,
+    locks: Vec<Weak<LockSlot>>,
+}
+
+struct Shared {
+    inner: Arc<dyn Vfs>,
+    seed: u64,
+    state: Mutex<State>,
+}
+
+/// The fault-injecting filesystem wrapper. Clones share the same state.
+#[derive(Clone)]
+pub struct FaultFs {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for FaultFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.shared.state.lock();
+        f.debug_struct("FaultFs")
+            .field("seed", &self.shared.seed)
+            .field("epoch", &st.epoch)
+            .field("halted", &st.halted)
+            .field("ops", &st.ops)
+            .field("pending_dir_ops", &st.pending.len())
+            .finish()
+    }
+}
+
+fn os_err(code: i32) -> io::Error {
+    io::Error::from_raw_os_error(code)
+}
+
+fn eio(op: &'static str, path: &Path) -> Error {
+    Error::io(op, path, os_err(libc::EIO))
+}
+
+/// Same normalization as `MemFs`, so `a/./b` and `a/b` are the same tracked file.
+fn norm(path: &Path) -> PathBuf {
+    path.components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect()
+}
+
+fn parent(path: &Path) -> PathBuf {
+    path.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// SplitMix64: a tiny, good-enough hash for deterministic per-read decisions.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+fn hash_path(path: &Path) -> u64 {
+    path.to_string_lossy()
+        .bytes()
+        .fold(0xCBF2_9CE4_8422_2325, |h, b| mix(h ^ u64::from(b)))
+}
+
+impl State {
+    /// Admit or refuse a call: stale handle, halted process, countdown, error rules.
+    fn gate(
+        &mut self,
+        op: FaultOp,
+        name: &'static str,
+        paths: &[&Path],
+        epoch: Option<u64>,
+    ) -> Result<()> {
+        let path = paths.first().copied().unwrap_or(Path::new(""));
+        if self.halted || epoch.is_some_and(|e| e != self.epoch) {
+            return Err(eio(name, path));
+        }
+        if op.is_mutating() {
+            match self.crash_after {
+                Some(0) => {
+                    self.halted = true;
+                    return Err(eio(name, path));
+                }
+                Some(n) => self.crash_after = Some(n - 1),
+                None => {}
+            }
+            self.ops += 1;
+        }
+        self.apply_rules(op, name, paths)
+    }
+
+    fn apply_rules(&mut self, op: FaultOp, name: &'static str, paths: &[&Path]) -> Result<()> {
+        let path = paths.first().copied().unwrap_or(Path::new(""));
+        let Some(i) = self
+            .rules
+            .iter()
+            .position(|r| r.matches(op, paths) && (r.skip > 0 || r.times != Some(0)))
+        else {
+            return Ok(());
+        };
+        let rule = &mut self.rules[i];
+        if rule.skip > 0 {
+            rule.skip -= 1;
+            return Ok(());
+        }
+        let kind = rule.kind;
+        if let Some(t) = rule.times.as_mut() {
+            *t -= 1;
+            if *t == 0 {
+                self.rules.remove(i);
+            }
+        }
+        Err(Error::io(name, path, os_err(kind.errno())))
+    }
+
+    /// Start tracking `path` (if not yet) with `durable` bytes durable; returns its id.
+    fn track(&mut self, path: &Path, durable: u64) -> u64 {
+        if let Some(&id) = self.ids.get(path) {
+            return id;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.ids.insert(path.to_path_buf(), id);
+        self.synced.insert(id, durable);
+        id
+    }
+
+    fn untrack(&mut self, path: &Path) {
+        if let Some(id) = self.ids.remove(path) {
+            self.synced.remove(&id);
+        }
+    }
+}
+
+impl Shared {
+    /// The contents of `path` that would survive a crash (`None` if it does not exist).
+    fn durable_contents(&self, st: &State, path: &Path) -> Result<Option<Vec<u8>>> {
+        if !self.inner.exists(path) || self.inner.is_dir(path) {
+            return Ok(None);
+        }
+        let size = self.inner.file_size(path)?;
+        let keep = match st.ids.get(path) {
+            Some(id) => st.synced.get(id).copied().unwrap_or(0).min(size),
+            None => size,
+        };
+        let mut buf =
+            vec![0u8; usize::try_from(keep).map_err(|_| Error::invalid("file too large"))?];
+        self.inner.open_read(path)?.read_exact_at(0, &mut buf)?;
+        Ok(Some(buf))
+    }
+
+    /// Replace `path` with `data` as a fully durable file.
+    fn write_whole(&self, st: &mut State, path: &Path, data: &[u8]) -> Result<()> {
+        let mut f = self.inner.create(path)?;
+        f.append(data)?;
+        f.sync()?;
+        st.untrack(path);
+        Ok(())
+    }
+
+    /// Undo pending directory operations, newest first. Errors are ignored where the
+    /// name was since moved by an operation that was made durable (then nothing to undo).
+    fn undo_pending(&self, st: &mut State) -> Result<()> {
+        while let Some(op) = st.pending.pop() {
+            match op {
+                Pending::Create { path, .. } => {
+                    let _ = self.inner.remove(&path);
+                    st.untrack(&path);
+                }
+                Pending::Rename {
+                    from, to, replaced, ..
+                } => {
+                    if self.inner.rename(&to, &from).is_ok() {
+                        st.untrack(&from);
+                        if let Some(id) = st.ids.remove(&to) {
+                            st.ids.insert(from, id);
+                        }
+                    }
+                    if let Some(data) = replaced {
+                        self.write_whole(st, &to, &data)?;
+                    }
+                }
+                Pending::Remove { path, durable, .. } => self.write_whole(st, &path, &durable)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Apply `mode` to the unsynced suffix of every tracked file (sorted: deterministic).
+    fn lose_unsynced(&self, st: &mut State, mode: CrashMode) -> Result<()> {
+        let files: Vec<(PathBuf, u64)> = st.ids.iter().map(|(p, &id)| (p.clone(), id)).collect();
+        for (path, id) in files {
+            if !self.inner.exists(&path) {
+                continue;
+            }
+            let size = self.inner.file_size(&path)?;
+            let synced = st.synced.get(&id).copied().unwrap_or(0).min(size);
+            if synced == size {
+                continue;
+            }
+            match mode {
+                CrashMode::DropUnsynced => self.inner.open_append(&path)?.truncate(synced)?,
+                CrashMode::TearUnsynced => {
+                    let keep = st.rng.gen_range(synced..=size);
+                    self.inner.open_append(&path)?.truncate(keep)?;
+                }
+                CrashMode::CorruptUnsynced => self.corrupt_range(st, &path, synced, size)?,
+                CrashMode::KeepUnsynced => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Overwrite 1 to 4 random bytes of `[from, to)` with different values.
+    fn corrupt_range(&self, st: &mut State, path: &Path, from: u64, to: u64) -> Result<()> {
+        let mut data =
+            vec![0u8; usize::try_from(to).map_err(|_| Error::invalid("file too large"))?];
+        self.inner.open_read(path)?.read_exact_at(0, &mut data)?;
+        for _ in 0..st.rng.gen_range(1..=4) {
+            // `from < to <= data.len()`, so the index fits usize.
+            let at = st.rng.gen_range(from..to) as usize;
+            data[at] ^= st.rng.gen_range(1..=255u8);
+        }
+        self.write_whole(st, path, &data)
+    }
+
+    /// Flip one bit of `buf` if read corruption is on and the dice (hashed from the seed,
+    /// path and offset, so the same read is corrupted the same way) say so.
+    fn maybe_corrupt(&self, path: &Path, offset: u64, buf: &mut [u8]) {
+        let Some(rc) = self.state.lock().read_corruption.clone() else {
+            return;
+        };
+        if buf.is_empty()
+            || rc
+                .path_contains
+                .as_deref()
+                .is_some_and(|s| !path.to_string_lossy().contains(s))
+        {
+            return;
+        }
+        let h = mix(self.seed ^ hash_path(path) ^ mix(offset) ^ mix(buf.len() as u64));
+        // Top 53 bits as a uniform float in [0, 1).
+        let dice = (h >> 11) as f64 / (1u64 << 53) as f64;
+        if dice < rc.probability {
+            let bit = mix(h) % (buf.len() as u64 * 8);
+            buf[(bit / 8) as usize] ^= 1 << (bit % 8);
+        }
+    }
+}
+
+impl FaultFs {
+    /// Wrap `inner`; `seed` makes every random choice reproducible.
+    pub fn new(inner: Arc<dyn Vfs>, seed: u64) -> Self {
+        let state = State {
+            epoch: 0,
+            halted: false,
+            crash_after: None,
+            ops: 0,
+            rules: Vec::new(),
+            read_corruption: None,
+            rng: StdRng::seed_from_u64(seed),
+            next_id: 0,
+            ids: BTreeMap::new(),
+            synced: HashMap::new(),
+            pending: Vec::new(),
+            locks: Vec::new(),
+        };
+        FaultFs {
+            shared: Arc::new(Shared {
+                inner,
+                seed,
+                state: Mutex::new(state),
+            }),
+        }
+    }
+
+    /// A `FaultFs` over a fresh `MemFs`.
+    pub fn in_memory(seed: u64) -> Self {
+        Self::new(Arc::new(MemFs::new()), seed)
+    }
+
+    /// The wrapped filesystem (bypasses all fault injection and tracking).
+    pub fn inner(&self) -> &Arc<dyn Vfs> {
+        &self.shared.inner
+    }
+
+    /// Simulate power loss (see the module docs): undo pending directory operations, treat
+    /// unsynced data per `mode`, invalidate all earlier handles and locks, clear the halt,
+    /// the countdown, error rules and read corruption. Errors only if the inner fs fails.
+    pub fn crash(&self, mode: CrashMode) -> Result<()> {
+        let mut st = self.shared.state.lock();
+        if mode != CrashMode::KeepUnsynced {
+            self.shared.undo_pending(&mut st)?;
+        }
+        self.shared.lose_unsynced(&mut st, mode)?;
+        st.pending.clear();
+        st.ids.clear();
+        st.synced.clear();
+        st.epoch += 1;
+        st.halted = false;
+        st.crash_after = None;
+        st.rules.clear();
+        st.read_corruption = None;
+        for slot in st.locks.drain(..).filter_map(|w| w.upgrade()) {
+            slot.lock().take();
+        }
+        Ok(())
+    }
+
+    /// The process dies now: every further call (through this fs or any handle) fails with
+    /// `EIO` until `crash`.
+    pub fn halt(&self) {
+        self.shared.state.lock().halted = true;
+    }
+
+    /// Whether the simulated process is dead (`halt` or the countdown ran out).
+    pub fn is_halted(&self) -> bool {
+        self.shared.state.lock().halted
+    }
+
+    /// Let `n` more mutating calls (see [`FaultOp::is_mutating`]) succeed, then halt: the
+    /// `n+1`-th and every later call fail with `EIO`. For crash-point enumeration.
+    pub fn set_crash_after_ops(&self, n: u64) {
+        self.shared.state.lock().crash_after = Some(n);
+    }
+
+    /// Cancel a `set_crash_after_ops` countdown (does not revive a halted fs).
+    pub fn clear_crash_after_ops(&self) {
+        self.shared.state.lock().crash_after = None;
+    }
+
+    /// Mutating calls admitted so far (since creation or `reset_ops_count`).
+    pub fn ops_count(&self) -> u64 {
+        self.shared.state.lock().ops
+    }
+
+    /// Restart the `ops_count` counter at zero.
+    pub fn reset_ops_count(&self) {
+        self.shared.state.lock().ops = 0;
+    }
+
+    /// Make the next call of kind `op` fail with `kind`, once.
+    pub fn fail_next(&self, op: FaultOp, kind: FaultKind) {
+        self.inject(FaultRule::once(op, kind));
+    }
+
+    /// Make every call of kind `op` fail with `kind` until `clear_faults`.
+    pub fn fail_always(&self, op: FaultOp, kind: FaultKind) {
+        self.inject(FaultRule::always(op, kind));
+    }
+
+    /// Add an error rule (path filter, skip count, repetitions). The first armed rule that
+    /// matches a call decides it.
+    pub fn inject(&self, rule: FaultRule) {
+        self.shared.state.lock().rules.push(rule);
+    }
+
+    /// Remove every error rule.
+    pub fn clear_faults(&self) {
+        self.shared.state.lock().rules.clear();
+    }
+
+    /// Flip one bit in the data returned by `read_at` with `probability` (0.0 to 1.0) per
+    /// call, only for paths containing `path_contains` if given. The decision is a hash of
+    /// the seed, path, offset and length: re-reading the same range gives the same bytes.
+    pub fn set_read_corruption(&self, probability: f64, path_contains: Option<&str>) {
+        self.shared.state.lock().read_corruption = Some(ReadCorruption {
+            probability,
+            path_contains: path_contains.map(str::to_string),
+        });
+    }
+
+    /// Stop corrupting reads.
+    pub fn clear_read_corruption(&self) {
+        self.shared.state.lock().read_corruption = None;
+    }
+
+    /// Bytes of `path` that a crash would treat as unsynced (0 for untracked files).
+    pub fn unsynced_bytes(&self, path: &Path) -> Result<u64> {
+        let path = norm(path);
+        let st = self.shared.state.lock();
+        let Some(id) = st.ids.get(&path) else {
+            return Ok(0);
+        };
+        let size = self.shared.inner.file_size(&path)?;
+        Ok(size.saturating_sub(st.synced.get(id).copied().unwrap_or(0)))
+    }
+
+    /// Number of directory operations a crash would currently undo.
+    pub fn pending_dir_ops(&self) -> usize {
+        self.shared.state.lock().pending.len()
+    }
+
+    fn writable(
+        &self,
+        inner: Box<dyn WritableFile>,
+        path: PathBuf,
+        id: u64,
+        epoch: u64,
+    ) -> Box<dyn WritableFile> {
+        Box::new(FaultWritable {
+            inner,
+            shared: self.shared.clone(),
+            path,
+            id,
+            epoch,
+        })
+    }
+}
+
+/// A writable handle that tracks durability and dies at a crash.
+struct FaultWritable {
+    inner: Box<dyn WritableFile>,
+    shared: Arc<Shared>,
+    path: PathBuf,
+    id: u64,
+    epoch: u64,
+}
+
+impl FaultWritable {
+    fn sync_with(&mut self, name: &'static str, full: bool) -> Result<()> {
+        let mut st = self.shared.state.lock();
+        st.gate(FaultOp::Sync, name, &[&self.path], Some(self.epoch))?;
+        if full {
+            self.inner.sync()?;
+        } else {
+            self.inner.sync_data()?;
+        }
+        let len = self.inner.len();
+        if let Some(s) = st.synced.get_mut(&self.id) {
+            *s = len;
+        }
+        Ok(())
+    }
+}
+
+impl WritableFile for FaultWritable {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        let mut st = self.shared.state.lock();
+        st.gate(FaultOp::Append, "append", &[&self.path], Some(self.epoch))?;
+        self.inner.append(data)
+    }
+
+    fn sync_data(&mut self) -> Result<()> {
+        self.sync_with("fdatasync", false)
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.sync_with("fsync", true)
+    }
+
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    fn truncate(&mut self, len: u64) -> Result<()> {
+        let mut st = self.shared.state.lock();
+        st.gate(
+            FaultOp::Truncate,
+            "truncate",
+            &[&self.path],
+            Some(self.epoch),
+        )?;
+        self.inner.truncate(len)?;
+        if let Some(s) = st.synced.get_mut(&self.id) {
+            *s = (*s).min(len);
+        }
+        Ok(())
+    }
+}
+
+/// A read handle that can corrupt reads and dies at a crash.
+struct FaultReadable {
+    inner: Arc<dyn RandomAccessFile>,
+    shared: Arc<Shared>,
+    epoch: u64,
+}
+
+impl FaultReadable {
+    fn check(&self, name: &'static str) -> Result<()> {
+        let path = self.inner.path();
+        self.shared
+            .state
+            .lock()
+            .gate(FaultOp::Read, name, &[path], Some(self.epoch))
+    }
+}
+
+impl RandomAccessFile for FaultReadable {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.check("pread")?;
+        let n = self.inner.read_at(offset, buf)?;
+        self.shared
+            .maybe_corrupt(self.inner.path(), offset, &mut buf[..n]);
+        Ok(n)
+    }
+
+    fn len(&self) -> Result<u64> {
+        self.check("fstat")?;
+        self.inner.len()
+    }
+
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+
+    fn advise(&self, offset: u64, len: u64, advice: Advice) -> Result<()> {
+        self.check("fadvise")?;
+        self.inner.advise(offset, len, advice)
+    }
+}
+
+/// A lock whose inner lock is released by a crash (the dead process lets go of it).
+struct FaultLock {
+    _slot: Arc<LockSlot>,
+}
+
+impl FileLock for FaultLock {}
+
+impl Vfs for FaultFs {
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let path = norm(path);
+        let mut st = self.shared.state.lock();
+        st.gate(FaultOp::Create, "create", &[&path], None)?;
+        let existed = self.shared.inner.exists(&path);
+        let file = self.shared.inner.create(&path)?;
+        if !existed {
+            st.pending.push(Pending::Create {
+                dir: parent(&path),
+                path: path.clone(),
+            });
+        }
+        let id = st.track(&path, 0);
+        st.synced.insert(id, 0);
+        let epoch = st.epoch;
+        Ok(self.writable(file, path, id, epoch))
+    }
+
+    fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let path = norm(path);
+        let mut st = self.shared.state.lock();
+        st.gate(FaultOp::OpenAppend, "open_append", &[&path], None)?;
+        let file = self.shared.inner.open_append(&path)?;
+        let id = st.track(&path, file.len());
+        let epoch = st.epoch;
+        Ok(self.writable(file, path, id, epoch))
+    }
+
+    fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let mut st = self.shared.state.lock();
+        st.gate(FaultOp::OpenRead, "open_read", &[path], None)?;
+        let inner = self.shared.inner.open_read(path)?;
+        Ok(Arc::new(FaultReadable {
+            inner,
+            shared: self.shared.clone(),
+            epoch: st.epoch,
+        }))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        let (from, to) = (norm(from), norm(to));
+        let mut st = self.shared.state.lock();
+        st.gate(FaultOp::Rename, "rename", &[&from, &to], None)?;
+        let replaced = self.shared.durable_contents(&st, &to)?;
+        self.shared.inner.rename(&from, &to)?;
+        st.untrack(&to);
+        if let Some(id) = st.ids.remove(&from) {
+            st.ids.insert(to.clone(), id);
+        }
+        st.pending.push(Pending::Rename {
+            dir: parent(&to),
+            from,
+            to,
+            replaced,
+        });
+        Ok(())
+    }
+
+    fn remove(&self, path: &Path) -> Result<()> {
+        let path = norm(path);
+        let mut st = self.shared.state.lock();
+        st.gate(FaultOp::Remove, "remove", &[&path], None)?;
+        let durable = self.shared.durable_contents(&st, &path)?;
+        self.shared.inner.remove(&path)?;
+        st.untrack(&path);
+        if let Some(durable) = durable {
+            st.pending.push(Pending::Remove {
+                dir: parent(&path),
+                path,
+                durable,
+            });
+        }
+        Ok(())
+    }
+
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        self.shared
+            .state
+            .lock()
+            .gate(FaultOp::Meta, "list", &[dir], None)?;
+        self.shared.inner.list(dir)
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        self.shared
+            .state
+            .lock()
+            .gate(FaultOp::Meta, "create_dir_all", &[dir], None)?;
+        self.shared.inner.create_dir_all(dir)
+    }
+
+    fn remove_dir(&self, dir: &Path) -> Result<()> {
+        self.shared
+            .state
+            .lock()
+            .gate(FaultOp::Meta, "remove_dir", &[dir], None)?;
+        self.shared.inner.remove_dir(dir)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        let dir = norm(dir);
+        let mut st = self.shared.state.lock();
+        st.gate(FaultOp::SyncDir, "sync_dir", &[&dir], None)?;
+        self.shared.inner.sync_dir(&dir)?;
+        st.pending.retain(|p| p.dir() != dir);
+        Ok(())
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        self.shared.inner.exists(path)
+    }
+
+    fn is_dir(&self, path: &Path) -> bool {
+        self.shared.inner.is_dir(path)
+    }
+
+    fn file_size(&self, path: &Path) -> Result<u64> {
+        self.shared
+            .state
+            .lock()
+            .gate(FaultOp::Meta, "stat", &[path], None)?;
+        self.shared.inner.file_size(path)
+    }
+
+    fn disk_usage(&self, path: &Path) -> Result<u64> {
+        self.shared
+            .state
+            .lock()
+            .gate(FaultOp::Meta, "stat", &[path], None)?;
+        self.shared.inner.disk_usage(path)
+    }
+
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let mut st = self.shared.state.lock();
+        st.gate(FaultOp::Meta, "lock", &[path], None)?;
+        let slot: Arc<LockSlot> = Arc::new(Mutex::new(Some(self.shared.inner.lock(path)?)));
+        st.locks.retain(|w| w.strong_count() > 0);
+        st.locks.push(Arc::downgrade(&slot));
+        Ok(Box::new(FaultLock { _slot: slot }))
+    }
+
+    fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> Result<bool> {
+        self.shared
+            .state
+            .lock()
+            .gate(FaultOp::PunchHole, "punch_hole", &[path], None)?;
+        self.shared.inner.punch_hole(path, offset, len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DIR: &str = "/db";
+
+    fn p(name: &str) -> PathBuf {
+        Path::new(DIR).join(name)
+    }
+
+    fn new_fs(seed: u64) -> Result<FaultFs> {
+        let fs = FaultFs::in_memory(seed);
+        fs.create_dir_all(Path::new(DIR))?;
+        Ok(fs)
+    }
+
+    fn read_all(fs: &dyn Vfs, path: &Path) -> Result<Vec<u8>> {
+        let f = fs.open_read(path)?;
+        let mut buf = vec![0u8; f.len()? as usize];
+        f.read_exact_at(0, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// A file with `synced` durable bytes (and a durable name) plus `unsynced` bytes.
+    fn half_synced(
+        fs: &FaultFs,
+        name: &str,
+        synced: &[u8],
+        unsynced: &[u8],
+    ) -> Result<Box<dyn WritableFile>> {
+        let mut f = fs.create(&p(name))?;
+        f.append(synced)?;
+        f.sync_data()?;
+        fs.sync_dir(Path::new(DIR))?;
+        f.append(unsynced)?;
+        Ok(f)
+    }
+
+    fn is_eio(e: &Error) -> bool {
+        matches!(e, Error::Io { source, .. } if source.raw_os_error() == Some(libc::EIO))
+    }
+
+    #[test]
+    fn crash_drops_unsynced_suffix_and_keeps_synced_prefix() -> Result<()> {
+        let fs = new_fs(1)?;
+        let _f = half_synced(&fs, "1.log", b"synced", b"-lost")?;
+        assert_eq!(fs.unsynced_bytes(&p("1.log"))?, 5);
+        fs.crash(CrashMode::DropUnsynced)?;
+        assert_eq!(read_all(&fs, &p("1.log"))?, b"synced");
+        Ok(())
+    }
+
+    #[test]
+    fn file_created_without_dir_sync_is_lost_even_if_data_synced() -> Result<()> {
+        let fs = new_fs(2)?;
+        let mut f = fs.create(&p("2.sst"))?;
+        f.append(b"table")?;
+        f.sync()?;
+        assert_eq!(fs.pending_dir_ops(), 1);
+        fs.crash(CrashMode::DropUnsynced)?;
+        assert!(!fs.exists(&p("2.sst")));
+        Ok(())
+    }
+
+    #[test]
+    fn unsynced_rename_is_undone_and_replaced_file_restored() -> Result<()> {
+        let fs = new_fs(3)?;
+        drop(half_synced(&fs, "CURRENT", b"MANIFEST-1", b"")?);
+        let mut t = fs.create(&p("CURRENT.tmp"))?;
+        t.append(b"MANIFEST-2")?;
+        t.sync()?;
+        fs.rename(&p("CURRENT.tmp"), &p("CURRENT"))?;
+        assert_eq!(read_all(&fs, &p("CURRENT"))?, b"MANIFEST-2");
+        fs.crash(CrashMode::DropUnsynced)?;
+        assert_eq!(read_all(&fs, &p("CURRENT"))?, b"MANIFEST-1");
+        assert!(
+            !fs.exists(&p("CURRENT.tmp")),
+            "its creation was never made durable"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn synced_rename_survives_crash() -> Result<()> {
+        let fs = new_fs(4)?;
+        drop(half_synced(&fs, "CURRENT", b"MANIFEST-1", b"")?);
+        let mut t = fs.create(&p("CURRENT.tmp"))?;
+        t.append(b"MANIFEST-2")?;
+        t.sync()?;
+        fs.rename(&p("CURRENT.tmp"), &p("CURRENT"))?;
+        fs.sync_dir(Path::new(DIR))?;
+        assert_eq!(fs.pending_dir_ops(), 0);
+        fs.crash(CrashMode::DropUnsynced)?;
+        assert_eq!(read_all(&fs, &p("CURRENT"))?, b"MANIFEST-2");
+        Ok(())
+    }
+
+    #[test]
+    fn unsynced_remove_is_undone_with_durable_contents() -> Result<()> {
+        let fs = new_fs(5)?;
+        drop(half_synced(&fs, "3.log", b"keep", b"drop")?);
+        fs.remove(&p("3.log"))?;
+        assert!(!fs.exists(&p("3.log")));
+        fs.crash(CrashMode::DropUnsynced)?;
+        assert_eq!(read_all(&fs, &p("3.log"))?, b"keep");
+        Ok(())
+    }
+
+    #[test]
+    fn handles_and_locks_from_before_crash_are_dead() -> Result<()> {
+        let fs = new_fs(6)?;
+        let lock = fs.lock(&p("LOCK"))?;
+        let mut w = half_synced(&fs, "4.log", b"a", b"b")?;
+        let r = fs.open_read(&p("4.log"))?;
+        fs.crash(CrashMode::DropUnsynced)?;
+        assert!(is_eio(&w.append(b"x").unwrap_err()));
+        assert!(is_eio(&w.sync().unwrap_err()));
+        let mut buf = [0u8; 1];
+        assert!(is_eio(&r.read_at(0, &mut buf).unwrap_err()));
+        // The dead process's lock is gone; a fresh open can lock and write.
+        let _lock2 = fs.lock(&p("LOCK"))?;
+        drop(lock);
+        let mut w2 = fs.open_append(&p("4.log"))?;
+        w2.append(b"c")?;
+        assert_eq!(read_all(&fs, &p("4.log"))?, b"ac");
+        Ok(())
+    }
+
+    #[test]
+    fn countdown_fails_every_call_after_n_mutating_ops() -> Result<()> {
+        let fs = new_fs(7)?;
+        fs.reset_ops_count();
+        fs.set_crash_after_ops(3);
+        let mut f = fs.create(&p("5.log"))?; // 1
+        f.append(b"x")?; // 2
+        f.sync_data()?; // 3
+        assert_eq!(fs.ops_count(), 3);
+        assert!(is_eio(&f.append(b"y").unwrap_err()));
+        assert!(fs.is_halted());
+        assert!(
+            is_eio(&fs.list(Path::new(DIR)).unwrap_err()),
+            "reads fail too"
+        );
+        assert!(is_eio(&fs.remove(&p("5.log")).unwrap_err()));
+        assert_eq!(fs.ops_count(), 3, "refused calls are not counted");
+        drop(f);
+        fs.crash(CrashMode::DropUnsynced)?;
+        assert!(!fs.is_halted());
+        assert!(!fs.exists(&p("5.log")), "created after the last dir sync");
+        fs.create(&p("6.log"))?;
+        Ok(())
+    }
+
+    #[test]
+    fn enospc_injection_is_reported_as_no_space_once() -> Result<()> {
+        let fs = new_fs(8)?;
+        let mut f = fs.create(&p("7.log"))?;
+        fs.fail_next(FaultOp::Append, FaultKind::NoSpace);
+        let err = f.append(b"x").unwrap_err();
+        assert!(err.is_no_space(), "{err}");
+        assert_eq!(f.len(), 0, "a failed append has no effect");
+        f.append(b"x")?;
+        fs.fail_always(FaultOp::Sync, FaultKind::Io);
+        assert!(is_eio(&f.sync_data().unwrap_err()));
+        assert!(is_eio(&f.sync().unwrap_err()));
+        fs.clear_faults();
+        f.sync()?;
+        Ok(())
+    }
+
+    #[test]
+    fn rules_honour_path_filter_and_skip_count() -> Result<()> {
+        let fs = new_fs(9)?;
+        fs.inject(
+            FaultRule::once(FaultOp::Create, FaultKind::Io)
+                .on_path("MANIFEST")
+                .after(1),
+        );
+        fs.create(&p("8.log"))?;
+        fs.create(&p("MANIFEST-1"))?; // skipped
+        assert!(fs.create(&p("MANIFEST-2")).is_err());
+        fs.create(&p("MANIFEST-3"))?; // the rule fired once and is gone
+        fs.inject(
+            FaultRule::always(FaultOp::Any, FaultKind::Io)
+                .on_path("x.sst")
+                .times(2),
+        );
+        assert!(fs.create(&p("x.sst")).is_err());
+        assert!(fs.file_size(&p("x.sst")).is_err());
+        fs.create(&p("x.sst"))?;
+        Ok(())
+    }
+
+    #[test]
+    fn halt_stops_the_dead_process_from_deleting_files() -> Result<()> {
+        let fs = new_fs(10)?;
+        drop(half_synced(&fs, "9.sst", b"data", b"")?);
+        fs.halt();
+        assert!(fs.remove(&p("9.sst")).is_err());
+        assert!(fs.create(&p("10.sst")).is_err());
+        fs.crash(CrashMode::DropUnsynced)?;
+        assert_eq!(read_all(&fs, &p("9.sst"))?, b"data");
+        Ok(())
+    }
+
+    fn torn_len(seed: u64) -> Result<u64> {
+        let fs = new_fs(seed)?;
+        let _f = half_synced(&fs, "t.log", &[1u8; 100], &[2u8; 1000])?;
+        fs.crash(CrashMode::TearUnsynced)?;
+        let data = read_all(&fs, &p("t.log"))?;
+        assert!(data.len() >= 100 && data.len() <= 1100);
+        assert!(data[..100].iter().all(|&b| b == 1) && data[100..].iter().all(|&b| b == 2));
+        Ok(data.len() as u64)
+    }
+
+    #[test]
+    fn torn_crash_keeps_a_seeded_prefix_of_unsynced_data() -> Result<()> {
+        assert_eq!(torn_len(11)?, torn_len(11)?, "same seed, same tear");
+        let lens: Vec<u64> = (0..8).map(torn_len).collect::<Result<_>>()?;
+        assert!(
+            lens.iter().any(|&l| l != lens[0]),
+            "seeds vary the tear: {lens:?}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn corrupting_crash_only_touches_unsynced_bytes() -> Result<()> {
+        let fs = new_fs(12)?;
+        let _f = half_synced(&fs, "c.log", &[1u8; 100], &[2u8; 100])?;
+        fs.crash(CrashMode::CorruptUnsynced)?;
+        let data = read_all(&fs, &p("c.log"))?;
+        assert_eq!(data.len(), 200);
+        assert!(data[..100].iter().all(|&b| b == 1));
+        let bad = data[100..].iter().filter(|&&b| b != 2).count();
+        assert!((1..=4).contains(&bad), "{bad} corrupted bytes");
+        Ok(())
+    }
+
+    #[test]
+    fn keep_unsynced_crash_only_kills_handles() -> Result<()> {
+        let fs = new_fs(13)?;
+        let mut f = fs.create(&p("k.log"))?;
+        f.append(b"all")?;
+        fs.crash(CrashMode::KeepUnsynced)?;
+        assert_eq!(read_all(&fs, &p("k.log"))?, b"all");
+        assert!(f.append(b"!").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn read_corruption_flips_exactly_one_bit_deterministically() -> Result<()> {
+        let fs = new_fs(14)?;
+        drop(half_synced(&fs, "r.sst", &[0u8; 64], b"")?);
+        drop(half_synced(&fs, "r.log", &[0u8; 64], b"")?);
+        fs.set_read_corruption(1.0, Some(".sst"));
+        let a = read_all(&fs, &p("r.sst"))?;
+        let b = read_all(&fs, &p("r.sst"))?;
+        assert_eq!(a.iter().map(|b| b.count_ones()).sum::<u32>(), 1);
+        assert_eq!(a, b, "same read, same flip");
+        assert_eq!(read_all(&fs, &p("r.log"))?, [0u8; 64], "path filter");
+        fs.clear_read_corruption();
+        assert_eq!(read_all(&fs, &p("r.sst"))?, [0u8; 64]);
+        Ok(())
+    }
+
+    #[test]
+    fn truncate_lowers_durable_length() -> Result<()> {
+        let fs = new_fs(15)?;
+        let mut f = half_synced(&fs, "w.log", b"abcdef", b"")?;
+        f.truncate(2)?;
+        f.append(b"XYZ")?;
+        fs.crash(CrashMode::DropUnsynced)?;
+        assert_eq!(read_all(&fs, &p("w.log"))?, b"ab");
+        Ok(())
+    }
+}

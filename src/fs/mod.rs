@@ -1,0 +1,120 @@
+//! The filesystem layer: every file operation of the engine goes through `Vfs`, so tests can
+//! swap in an in-memory or fault-injecting implementation without touching the engine.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::Result;
+
+pub mod fault;
+pub mod mem;
+pub mod posix;
+
+pub use fault::{CrashMode, FaultFs, FaultKind, FaultOp, FaultRule};
+pub use mem::MemFs;
+pub use posix::PosixFs;
+
+/// Access pattern hints passed to `posix_fadvise` (no-ops where unsupported).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advice {
+    Normal,
+    Random,
+    Sequential,
+    WillNeed,
+    DontNeed,
+}
+
+/// A file opened for appending (logs, tables being built, the manifest).
+pub trait WritableFile: Send + Sync {
+    /// Append bytes at the end of the file.
+    fn append(&mut self, data: &[u8]) -> Result<()>;
+    /// Make appended data durable (`fdatasync`).
+    fn sync_data(&mut self) -> Result<()>;
+    /// Make data and metadata durable (`fsync`).
+    fn sync(&mut self) -> Result<()>;
+    /// Bytes in the file (including unsynced appends).
+    fn len(&self) -> u64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Shrink the file to `len` bytes (used to cut a torn log tail before appending).
+    fn truncate(&mut self, len: u64) -> Result<()>;
+}
+
+/// A file opened for positioned reads; shared between threads.
+#[allow(clippy::len_without_is_empty)]
+pub trait RandomAccessFile: Send + Sync {
+    /// Read up to `buf.len()` bytes at `offset`; returns how many were read (0 at EOF).
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize>;
+    /// Read exactly `buf.len()` bytes at `offset` or fail with `Corruption` (short file).
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let mut done = 0;
+        while done < buf.len() {
+            let n = self.read_at(offset + done as u64, &mut buf[done..])?;
+            if n == 0 {
+                return Err(crate::Error::corruption(
+                    self.path(),
+                    offset + done as u64,
+                    format!(
+                        "file ends before {} bytes could be read at offset {offset}",
+                        buf.len()
+                    ),
+                ));
+            }
+            done += n;
+        }
+        Ok(())
+    }
+    /// Current size of the file in bytes.
+    fn len(&self) -> Result<u64>;
+    /// Path the file was opened at (for error messages).
+    fn path(&self) -> &Path;
+    /// Hint the kernel about the access pattern of a range (`len == 0`: to the end).
+    fn advise(&self, _offset: u64, _len: u64, _advice: Advice) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A held database lock; dropping it releases the lock.
+pub trait FileLock: Send + Sync {}
+
+/// The filesystem interface of the engine.
+pub trait Vfs: Send + Sync + 'static {
+    /// Create (or truncate) a file for appending.
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Open an existing file for appending at its end (a log reopened after recovery).
+    fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Open an existing file for positioned reads.
+    fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Atomically replace `to` with `from`.
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Delete a file.
+    fn remove(&self, path: &Path) -> Result<()>;
+    /// Names (not paths) of the entries in a directory.
+    fn list(&self, dir: &Path) -> Result<Vec<String>>;
+    /// Create a directory and its parents.
+    fn create_dir_all(&self, dir: &Path) -> Result<()>;
+    /// Remove an empty directory.
+    fn remove_dir(&self, dir: &Path) -> Result<()>;
+    /// Make a directory's entries (creations, renames, removals) durable.
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Whether a path exists (file or directory).
+    fn exists(&self, path: &Path) -> bool;
+    /// Whether a path is a directory.
+    fn is_dir(&self, path: &Path) -> bool;
+    /// Size of a file in bytes.
+    fn file_size(&self, path: &Path) -> Result<u64>;
+    /// Bytes the file occupies on the device (`st_blocks * 512`): what `du` shows.
+    fn disk_usage(&self, path: &Path) -> Result<u64>;
+    /// Take an exclusive lock on `path` (created if missing). Fails with `Error::Locked`
+    /// if another process or another handle in this process holds it.
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+    /// Free the byte range of a file without changing its size (`fallocate` PUNCH_HOLE |
+    /// KEEP_SIZE). Returns `Ok(false)` when the filesystem cannot punch holes.
+    fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> Result<bool>;
+}
+
+/// Join a directory and a file name (helper used by the engine's file naming).
+pub fn join(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}

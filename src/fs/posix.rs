@@ -1,0 +1,495 @@
+//! `PosixFs`: the real filesystem (std::fs + libc for fdatasync, flock, fallocate, fadvise).
+//! Writes go straight to the kernel (no userspace buffering: the engine buffers itself).
+
+use std::collections::BTreeSet;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::{Advice, FileLock, RandomAccessFile, Vfs, WritableFile};
+use crate::error::{Error, Result};
+
+/// Paths (canonicalized) locked by this process. `flock` locks belong to an open file
+/// description, so a second `open` + `flock` in the same process would conflict too — but
+/// only if it uses a separate description; this set makes the rule explicit and portable.
+static LOCKED_PATHS: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+
+/// The real filesystem.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PosixFs;
+
+impl PosixFs {
+    /// A handle to the real filesystem (stateless; cheap to create).
+    pub fn new() -> Self {
+        PosixFs
+    }
+}
+
+/// Turn a libc return value (`-1` + errno) into an `io::Result`.
+fn check(ret: libc::c_int) -> io::Result<()> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Offsets and lengths handed to libc must fit `off_t`.
+fn to_off(v: u64, path: &Path, op: &'static str) -> Result<libc::off_t> {
+    libc::off_t::try_from(v).map_err(|_| {
+        Error::io(
+            op,
+            path,
+            io::Error::new(io::ErrorKind::InvalidInput, format!("offset {v} too large")),
+        )
+    })
+}
+
+/// A write-through append-only file.
+struct PosixWritable {
+    file: File,
+    path: PathBuf,
+    len: u64,
+}
+
+impl WritableFile for PosixWritable {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.file
+            .write_all(data)
+            .map_err(|e| Error::io("append", &self.path, e))?;
+        self.len += data.len() as u64;
+        Ok(())
+    }
+
+    fn sync_data(&mut self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io("fdatasync", &self.path, e))
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.file
+            .sync_all()
+            .map_err(|e| Error::io("fsync", &self.path, e))
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn truncate(&mut self, len: u64) -> Result<()> {
+        self.file
+            .set_len(len)
+            .map_err(|e| Error::io("truncate", &self.path, e))?;
+        self.len = len;
+        Ok(())
+    }
+}
+
+/// A file read with `pread`; shareable between threads.
+struct PosixReadable {
+    file: File,
+    path: PathBuf,
+}
+
+impl RandomAccessFile for PosixReadable {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        loop {
+            match self.file.read_at(buf, offset) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::io("pread", &self.path, e)),
+            }
+        }
+    }
+
+    fn len(&self) -> Result<u64> {
+        self.file
+            .metadata()
+            .map(|m| m.len())
+            .map_err(|e| Error::io("fstat", &self.path, e))
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn advise(&self, offset: u64, len: u64, advice: Advice) -> Result<()> {
+        let advice = match advice {
+            Advice::Normal => libc::POSIX_FADV_NORMAL,
+            Advice::Random => libc::POSIX_FADV_RANDOM,
+            Advice::Sequential => libc::POSIX_FADV_SEQUENTIAL,
+            Advice::WillNeed => libc::POSIX_FADV_WILLNEED,
+            Advice::DontNeed => libc::POSIX_FADV_DONTNEED,
+        };
+        let off = to_off(offset, &self.path, "fadvise")?;
+        let len = to_off(len, &self.path, "fadvise")?;
+        // SAFETY: the fd is owned by `self.file` and stays open for the call; fadvise only
+        // reads its integer arguments.
+        let ret = unsafe { libc::posix_fadvise(self.file.as_raw_fd(), off, len, advice) };
+        // posix_fadvise returns the error number instead of setting errno; it is a hint, so
+        // "unsupported" is not an error.
+        match ret {
+            0 | libc::ENOSYS | libc::EOPNOTSUPP => Ok(()),
+            e => Err(Error::io(
+                "fadvise",
+                &self.path,
+                io::Error::from_raw_os_error(e),
+            )),
+        }
+    }
+}
+
+/// The database lock: an `flock`ed file plus an entry in `LOCKED_PATHS`.
+struct PosixLock {
+    // Closing the file releases the flock.
+    _file: File,
+    key: PathBuf,
+}
+
+impl FileLock for PosixLock {}
+
+impl Drop for PosixLock {
+    fn drop(&mut self) {
+        LOCKED_PATHS.lock().remove(&self.key);
+    }
+}
+
+impl Vfs for PosixFs {
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| Error::io("create", path, e))?;
+        Ok(Box::new(PosixWritable {
+            file,
+            path: path.to_path_buf(),
+            len: 0,
+        }))
+    }
+
+    fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| Error::io("open_append", path, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io("fstat", path, e))?
+            .len();
+        Ok(Box::new(PosixWritable {
+            file,
+            path: path.to_path_buf(),
+            len,
+        }))
+    }
+
+    fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let file = File::open(path).map_err(|e| Error::io("open_read", path, e))?;
+        Ok(Arc::new(PosixReadable {
+            file,
+            path: path.to_path_buf(),
+        }))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::rename(from, to).map_err(|e| Error::io("rename", from, e))
+    }
+
+    fn remove(&self, path: &Path) -> Result<()> {
+        std::fs::remove_file(path).map_err(|e| Error::io("remove", path, e))
+    }
+
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))? {
+            let entry = entry.map_err(|e| Error::io("list", dir, e))?;
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        Ok(names)
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create_dir_all", dir, e))
+    }
+
+    fn remove_dir(&self, dir: &Path) -> Result<()> {
+        std::fs::remove_dir(dir).map_err(|e| Error::io("remove_dir", dir, e))
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        let d = File::open(dir).map_err(|e| Error::io("open_dir", dir, e))?;
+        d.sync_all().map_err(|e| Error::io("sync_dir", dir, e))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn is_dir(&self, path: &Path) -> bool {
+        path.is_dir()
+    }
+
+    fn file_size(&self, path: &Path) -> Result<u64> {
+        std::fs::metadata(path)
+            .map(|m| m.len())
+            .map_err(|e| Error::io("stat", path, e))
+    }
+
+    fn disk_usage(&self, path: &Path) -> Result<u64> {
+        std::fs::metadata(path)
+            .map(|m| m.blocks() * 512)
+            .map_err(|e| Error::io("stat", path, e))
+    }
+
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::io("lock", path, e))?;
+        let key = std::fs::canonicalize(path).map_err(|e| Error::io("lock", path, e))?;
+        // Reserve the path in-process first, so two handles of this process conflict even
+        // though each would get its own open file description.
+        if !LOCKED_PATHS.lock().insert(key.clone()) {
+            return Err(Error::Locked {
+                path: path.to_path_buf(),
+            });
+        }
+        // SAFETY: the fd is owned by `file`, open for the duration of the call.
+        let ret = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if let Err(e) = check(ret) {
+            LOCKED_PATHS.lock().remove(&key);
+            return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                Error::Locked {
+                    path: path.to_path_buf(),
+                }
+            } else {
+                Error::io("flock", path, e)
+            });
+        }
+        Ok(Box::new(PosixLock { _file: file, key }))
+    }
+
+    fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> Result<bool> {
+        if len == 0 {
+            return Ok(true);
+        }
+        let file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io("punch_hole", path, e))?;
+        let off = to_off(offset, path, "punch_hole")?;
+        let len = to_off(len, path, "punch_hole")?;
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        // SAFETY: the fd is owned by `file`, open for the duration of the call; fallocate
+        // only reads its integer arguments.
+        let ret = unsafe { libc::fallocate(file.as_raw_fd(), mode, off, len) };
+        match check(ret) {
+            Ok(()) => Ok(true),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(Error::io("punch_hole", path, e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(fs: &PosixFs, path: &Path, data: &[u8]) -> Result<()> {
+        let mut f = fs.create(path)?;
+        f.append(data)?;
+        f.sync_data()
+    }
+
+    fn read_all(fs: &PosixFs, path: &Path) -> Result<Vec<u8>> {
+        let f = fs.open_read(path)?;
+        let mut buf = vec![0u8; f.len()? as usize];
+        f.read_exact_at(0, &mut buf)?;
+        Ok(buf)
+    }
+
+    #[test]
+    fn appended_bytes_read_back_at_offsets() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", "/tmp", e))?;
+        let fs = PosixFs::new();
+        let p = dir.path().join("a.log");
+        let mut f = fs.create(&p)?;
+        f.append(b"hello ")?;
+        f.append(b"world")?;
+        assert_eq!(f.len(), 11);
+        f.sync()?;
+        let r = fs.open_read(&p)?;
+        let mut buf = [0u8; 5];
+        r.read_exact_at(6, &mut buf)?;
+        assert_eq!(&buf, b"world");
+        assert_eq!(r.read_at(11, &mut buf)?, 0, "read at EOF returns 0");
+        assert!(r.read_exact_at(8, &mut buf).unwrap_err().is_corruption());
+        r.advise(0, 0, Advice::Sequential)?;
+        assert_eq!(fs.file_size(&p)?, 11);
+        Ok(())
+    }
+
+    #[test]
+    fn reopened_for_append_continues_at_end_and_truncate_cuts() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", "/tmp", e))?;
+        let fs = PosixFs::new();
+        let p = dir.path().join("x");
+        write(&fs, &p, b"abcdef")?;
+        let mut f = fs.open_append(&p)?;
+        assert_eq!(f.len(), 6);
+        f.truncate(3)?;
+        f.append(b"XY")?;
+        assert_eq!(read_all(&fs, &p)?, b"abcXY");
+        // create truncates an existing file.
+        let f = fs.create(&p)?;
+        assert!(f.is_empty());
+        assert_eq!(fs.file_size(&p)?, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn rename_replaces_and_remove_deletes() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", "/tmp", e))?;
+        let fs = PosixFs::new();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        write(&fs, &a, b"new")?;
+        write(&fs, &b, b"old contents")?;
+        fs.rename(&a, &b)?;
+        fs.sync_dir(dir.path())?;
+        assert!(!fs.exists(&a));
+        assert_eq!(read_all(&fs, &b)?, b"new");
+        fs.remove(&b)?;
+        assert!(!fs.exists(&b));
+        let err = fs.remove(&b).unwrap_err();
+        assert!(matches!(err, Error::Io { op: "remove", .. }), "{err}");
+        assert!(fs.open_read(&b).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn dirs_are_created_listed_and_removed() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", "/tmp", e))?;
+        let fs = PosixFs::new();
+        let sub = dir.path().join("x/y");
+        fs.create_dir_all(&sub)?;
+        assert!(fs.is_dir(&sub));
+        write(&fs, &sub.join("f1"), b"1")?;
+        write(&fs, &sub.join("f2"), b"2")?;
+        let mut names = fs.list(&sub)?;
+        names.sort();
+        assert_eq!(names, ["f1", "f2"]);
+        assert!(
+            fs.remove_dir(&sub).is_err(),
+            "non-empty dir must not be removed"
+        );
+        fs.remove(&sub.join("f1"))?;
+        fs.remove(&sub.join("f2"))?;
+        fs.remove_dir(&sub)?;
+        assert!(!fs.exists(&sub));
+        assert!(fs.list(&sub).is_err());
+        Ok(())
+    }
+
+    /// A second lock from this process fails via `LOCKED_PATHS`; a second *process* fails
+    /// because `flock(LOCK_EX|LOCK_NB)` is held on the file for as long as the lock lives.
+    #[test]
+    fn second_lock_of_same_path_fails_until_first_is_dropped() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", "/tmp", e))?;
+        let fs = PosixFs::new();
+        let p = dir.path().join("LOCK");
+        let first = fs.lock(&p)?;
+        // A different spelling of the same path is the same lock.
+        let alias = dir.path().join(".").join("LOCK");
+        assert!(matches!(fs.lock(&alias), Err(Error::Locked { .. })));
+        // The flock itself is held: a fresh open file description cannot take it.
+        let f = File::open(&p).map_err(|e| Error::io("open", &p, e))?;
+        // SAFETY: fd owned by `f`, open for the call.
+        let ret = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        assert_eq!(ret, -1, "flock must be held by the first lock");
+        drop(first);
+        let again = fs.lock(&p)?;
+        drop(again);
+        Ok(())
+    }
+
+    /// Cross-process exclusion, checked with util-linux `flock(1)` (skipped if absent).
+    #[test]
+    fn lock_held_here_blocks_another_process() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", "/tmp", e))?;
+        let fs = PosixFs::new();
+        let p = dir.path().join("LOCK");
+        let other = |p: &Path| {
+            std::process::Command::new("flock")
+                .arg("-n")
+                .arg(p)
+                .arg("true")
+                .status()
+        };
+        let lock = fs.lock(&p)?;
+        let Ok(status) = other(&p) else {
+            eprintln!("flock(1) not available; skipping");
+            return Ok(());
+        };
+        assert!(!status.success(), "another process took a held lock");
+        drop(lock);
+        let status = other(&p).map_err(|e| Error::io("spawn", "flock", e))?;
+        assert!(status.success(), "lock not released on drop");
+        Ok(())
+    }
+
+    #[test]
+    fn punch_hole_reduces_disk_usage_but_not_size() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", "/tmp", e))?;
+        let fs = PosixFs::new();
+        let p = dir.path().join("vlog");
+        write(&fs, &p, &vec![7u8; 1 << 20])?;
+        let before = fs.disk_usage(&p)?;
+        assert!(before >= 1 << 20, "usage {before}");
+        if !fs.punch_hole(&p, 0, 512 << 10)? {
+            eprintln!("filesystem cannot punch holes; skipping");
+            return Ok(());
+        }
+        let after = fs.disk_usage(&p)?;
+        assert!(
+            after <= before - (500 << 10),
+            "before {before}, after {after}"
+        );
+        assert_eq!(fs.file_size(&p)?, 1 << 20);
+        let data = read_all(&fs, &p)?;
+        assert!(data[..512 << 10].iter().all(|&b| b == 0));
+        assert!(data[512 << 10..].iter().all(|&b| b == 7));
+        Ok(())
+    }
+
+    #[test]
+    fn errors_name_the_operation_and_path() {
+        let fs = PosixFs::new();
+        let p = Path::new("/nonexistent-wisckey-dir/file");
+        match fs.open_read(p) {
+            Err(Error::Io { op, path, .. }) => {
+                assert_eq!(op, "open_read");
+                assert_eq!(path, p);
+            }
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(_) => panic!("opened a missing file"),
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! Internal iterators over internal keys (memtable, blocks, tables, levels, merges) and the
+//! user-facing `DbIterator` built on top of them.
+
+use crate::error::Result;
+
+/// A positioned cursor over `(internal key, value)` pairs in internal-key order.
+///
+/// Movement methods return errors (I/O, corruption) directly; after an error the iterator
+/// is invalid. `key`/`value` may only be called while `valid()`.
+pub trait InternalIterator: Send {
+    fn valid(&self) -> bool;
+    fn seek_to_first(&mut self) -> Result<()>;
+    fn seek_to_last(&mut self) -> Result<()>;
+    /// Position at the first entry with key >= `target` (an internal key).
+    fn seek(&mut self, target: &[u8]) -> Result<()>;
+    fn next(&mut self) -> Result<()>;
+    fn prev(&mut self) -> Result<()>;
+    fn key(&self) -> &[u8];
+    fn value(&self) -> &[u8];
+}
+
+/// An iterator over nothing.
+pub struct EmptyIterator;
+
+impl InternalIterator for EmptyIterator {
+    fn valid(&self) -> bool {
+        false
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn seek(&mut self, _: &[u8]) -> Result<()> {
+        Ok(())
+    }
+    fn next(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn prev(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn key(&self) -> &[u8] {
+        &[]
+    }
+    fn value(&self) -> &[u8] {
+        &[]
+    }
+}
+
+pub mod db_iter;
+pub mod merge;
+pub mod run;
+
+pub use merge::MergingIterator;

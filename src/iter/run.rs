@@ -1,0 +1,124 @@
+//! Iterates one sorted run (disjoint, sorted table files) as a single stream, opening each
+//! table only when the iteration reaches it.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use super::InternalIterator;
+use crate::error::Result;
+use crate::key::compare_internal;
+use crate::sst::TableIterator;
+use crate::table_cache::TableCache;
+use crate::version::FileMeta;
+
+/// Concatenation of a run's files.
+pub struct RunIterator {
+    cache: Arc<TableCache>,
+    files: Vec<Arc<FileMeta>>,
+    fill_cache: bool,
+    idx: usize,
+    cur: Option<TableIterator>,
+}
+
+impl RunIterator {
+    pub fn new(cache: Arc<TableCache>, files: Vec<Arc<FileMeta>>, fill_cache: bool) -> Self {
+        RunIterator {
+            cache,
+            files,
+            fill_cache,
+            idx: 0,
+            cur: None,
+        }
+    }
+
+    fn open(&mut self, idx: usize) -> Result<()> {
+        self.idx = idx;
+        self.cur = match self.files.get(idx) {
+            Some(f) => Some(self.cache.get(f)?.iter(self.fill_cache)),
+            None => None,
+        };
+        Ok(())
+    }
+
+    /// Move to following files while the current one is exhausted.
+    fn skip_forward(&mut self) -> Result<()> {
+        while self.cur.as_ref().is_some_and(|c| !c.valid()) {
+            if self.idx + 1 >= self.files.len() {
+                self.cur = None;
+                break;
+            }
+            self.open(self.idx + 1)?;
+            if let Some(c) = &mut self.cur {
+                c.seek_to_first()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Move to preceding files while the current one is exhausted.
+    fn skip_backward(&mut self) -> Result<()> {
+        while self.cur.as_ref().is_some_and(|c| !c.valid()) {
+            if self.idx == 0 {
+                self.cur = None;
+                break;
+            }
+            self.open(self.idx - 1)?;
+            if let Some(c) = &mut self.cur {
+                c.seek_to_last()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn cur(&self) -> &TableIterator {
+        self.cur.as_ref().expect("key/value called on an invalid RunIterator")
+    }
+}
+
+impl InternalIterator for RunIterator {
+    fn valid(&self) -> bool {
+        self.cur.as_ref().is_some_and(|c| c.valid())
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.open(0)?;
+        if let Some(c) = &mut self.cur {
+            c.seek_to_first()?;
+        }
+        self.skip_forward()
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.open(self.files.len().saturating_sub(1))?;
+        if let Some(c) = &mut self.cur {
+            c.seek_to_last()?;
+        }
+        self.skip_backward()
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let idx = self
+            .files
+            .partition_point(|f| compare_internal(&f.largest, target) == Ordering::Less);
+        self.open(idx)?;
+        if let Some(c) = &mut self.cur {
+            c.seek(target)?;
+        }
+        self.skip_forward()
+    }
+    fn next(&mut self) -> Result<()> {
+        if let Some(c) = &mut self.cur {
+            c.next()?;
+        }
+        self.skip_forward()
+    }
+    fn prev(&mut self) -> Result<()> {
+        if let Some(c) = &mut self.cur {
+            c.prev()?;
+        }
+        self.skip_backward()
+    }
+    fn key(&self) -> &[u8] {
+        self.cur().key()
+    }
+    fn value(&self) -> &[u8] {
+        self.cur().value()
+    }
+}

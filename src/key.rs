@@ -1,0 +1,183 @@
+//! Internal keys: a user key followed by an 8-byte trailer `(seq << 8) | kind`, and their order.
+//!
+//! Internal keys sort by user key ascending, then by trailer *descending*, so the newest
+//! version of a key comes first. This is LevelDB's format; `docs/format/sst.md` shows it.
+
+use std::cmp::Ordering;
+
+/// Sequence numbers are 56 bits; the low byte of the trailer is the kind.
+pub type SeqNo = u64;
+
+/// The largest sequence number that fits in a trailer.
+pub const MAX_SEQ: SeqNo = (1 << 56) - 1;
+
+/// Size of the trailer appended to every user key.
+pub const TRAILER_LEN: usize = 8;
+
+/// What an entry in the LSM-tree says about its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ValueKind {
+    /// The key was deleted at this sequence number.
+    Deletion = 0,
+    /// The value is stored inline, right here.
+    Value = 1,
+    /// The value lives in the value log; the entry holds an encoded `ValuePointer`.
+    Pointer = 2,
+}
+
+/// The kind used when building a seek key: sorts before every real kind at the same seq.
+pub const KIND_FOR_SEEK: u8 = 0xff;
+
+impl ValueKind {
+    pub fn from_u8(b: u8) -> Option<Self> {
+        match b {
+            0 => Some(ValueKind::Deletion),
+            1 => Some(ValueKind::Value),
+            2 => Some(ValueKind::Pointer),
+            _ => None,
+        }
+    }
+}
+
+/// Pack a sequence number and kind byte into a trailer.
+#[inline]
+pub fn pack_trailer(seq: SeqNo, kind: u8) -> u64 {
+    (seq << 8) | kind as u64
+}
+
+/// Build an internal key in a fresh buffer.
+pub fn make_internal_key(user_key: &[u8], seq: SeqNo, kind: u8) -> Vec<u8> {
+    let mut k = Vec::with_capacity(user_key.len() + TRAILER_LEN);
+    append_internal_key(&mut k, user_key, seq, kind);
+    k
+}
+
+/// Append an internal key to `dst`.
+pub fn append_internal_key(dst: &mut Vec<u8>, user_key: &[u8], seq: SeqNo, kind: u8) {
+    dst.extend_from_slice(user_key);
+    dst.extend_from_slice(&pack_trailer(seq, kind).to_le_bytes());
+}
+
+/// A decoded view of an internal key. Callers must pass keys at least 8 bytes long
+/// (every decoder checks that before building one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParsedKey<'a> {
+    pub user_key: &'a [u8],
+    pub seq: SeqNo,
+    pub kind: u8,
+}
+
+/// Split an internal key; `None` if it is shorter than the trailer.
+#[inline]
+pub fn parse_internal_key(ikey: &[u8]) -> Option<ParsedKey<'_>> {
+    if ikey.len() < TRAILER_LEN {
+        return None;
+    }
+    let (user_key, t) = ikey.split_at(ikey.len() - TRAILER_LEN);
+    let trailer = u64::from_le_bytes(t.try_into().ok()?);
+    Some(ParsedKey {
+        user_key,
+        seq: trailer >> 8,
+        kind: trailer as u8,
+    })
+}
+
+/// The user-key part of an internal key (the whole slice if it is too short to have a trailer).
+#[inline]
+pub fn user_key(ikey: &[u8]) -> &[u8] {
+    &ikey[..ikey.len().saturating_sub(TRAILER_LEN)]
+}
+
+#[inline]
+fn trailer(ikey: &[u8]) -> u64 {
+    if ikey.len() < TRAILER_LEN {
+        return 0;
+    }
+    let t = &ikey[ikey.len() - TRAILER_LEN..];
+    u64::from_le_bytes([t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]])
+}
+
+/// Total order on internal keys: user key ascending, trailer descending.
+#[inline]
+pub fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
+    match user_key(a).cmp(user_key(b)) {
+        Ordering::Equal => trailer(b).cmp(&trailer(a)),
+        o => o,
+    }
+}
+
+/// A short internal key `k` with `start <= k < limit` (LevelDB's FindShortestSeparator),
+/// used for index-block separators so index blocks stay small.
+pub fn shortest_separator(start: &[u8], limit: &[u8]) -> Vec<u8> {
+    let (us, ul) = (user_key(start), user_key(limit));
+    let common = us.iter().zip(ul).take_while(|(a, b)| a == b).count();
+    if common < us.len().min(ul.len()) {
+        let b = us[common];
+        if b < 0xff && b + 1 < ul[common] {
+            let mut short = us[..=common].to_vec();
+            short[common] += 1;
+            append_internal_key(&mut short, &[], 0, 0);
+            // Replace the empty-key trailer with the max trailer so it sorts before any
+            // real entry of the shortened user key.
+            let n = short.len();
+            short[n - TRAILER_LEN..].copy_from_slice(&pack_trailer(MAX_SEQ, KIND_FOR_SEEK).to_le_bytes());
+            debug_assert!(compare_internal(start, &short) == Ordering::Less);
+            debug_assert!(compare_internal(&short, limit) == Ordering::Less);
+            return short;
+        }
+    }
+    start.to_vec()
+}
+
+/// A short internal key `k >= key` (LevelDB's FindShortSuccessor) for the last index entry.
+pub fn short_successor(key: &[u8]) -> Vec<u8> {
+    let uk = user_key(key);
+    for (i, &b) in uk.iter().enumerate() {
+        if b != 0xff {
+            let mut short = uk[..=i].to_vec();
+            short[i] += 1;
+            append_internal_key(&mut short, &[], MAX_SEQ, KIND_FOR_SEEK);
+            return short;
+        }
+    }
+    key.to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newer_versions_sort_first() {
+        let a = make_internal_key(b"k", 5, 1);
+        let b = make_internal_key(b"k", 3, 1);
+        let c = make_internal_key(b"ka", 9, 1);
+        assert_eq!(compare_internal(&a, &b), Ordering::Less);
+        assert_eq!(compare_internal(&b, &c), Ordering::Less);
+        let seek = make_internal_key(b"k", 5, KIND_FOR_SEEK);
+        assert_eq!(compare_internal(&seek, &a), Ordering::Less);
+    }
+
+    #[test]
+    fn separators_lie_between_their_bounds() {
+        let cases: &[(&[u8], &[u8])] = &[(b"abc", b"abz"), (b"abc", b"abd"), (b"a", b"b"), (b"ab", b"abc"), (b"\xff\xff", b"\xff\xff\x01")];
+        for (s, l) in cases {
+            let s = make_internal_key(s, 10, 1);
+            let l = make_internal_key(l, 3, 1);
+            let sep = shortest_separator(&s, &l);
+            assert_ne!(compare_internal(&s, &sep), Ordering::Greater);
+            assert_eq!(compare_internal(&sep, &l), Ordering::Less);
+        }
+        let k = make_internal_key(b"abc", 1, 1);
+        assert_ne!(compare_internal(&short_successor(&k), &k), Ordering::Less);
+    }
+
+    #[test]
+    fn parse_round_trips() {
+        let k = make_internal_key(b"user", 42, 2);
+        let p = parse_internal_key(&k).unwrap();
+        assert_eq!((p.user_key, p.seq, p.kind), (&b"user"[..], 42, 2));
+        assert!(parse_internal_key(b"short").is_none());
+    }
+}

@@ -1,0 +1,149 @@
+//! Appends record groups to the current log file through a userspace buffer, rolls to a new
+//! file past `log_file_bytes`, and makes the log durable on request.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{encode_group, LogPos};
+use crate::error::Result;
+use crate::fs::{Vfs, WritableFile};
+use crate::version::log_file_name;
+
+/// The single appender of the log. Callers serialize access (the DB's write leader owns it).
+pub struct LogWriter {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    file: Box<dyn WritableFile>,
+    number: u64,
+    /// Bytes already handed to the file (the buffer starts here).
+    written: u64,
+    /// Bytes known durable (fdatasync'ed) in the current file.
+    synced: u64,
+    buf: Vec<u8>,
+    buf_bytes: usize,
+    roll_bytes: u64,
+    /// A failed append may have left part of the buffer in the file: cut the file back to
+    /// `written` before the next append, so no torn bytes sit between valid groups.
+    needs_truncate: bool,
+    /// Total bytes appended to log files since open (for write-amp accounting).
+    pub bytes_appended: u64,
+}
+
+impl LogWriter {
+    /// Start writing to `file` (number `number`), which already holds `len` valid bytes.
+    pub fn new(
+        vfs: Arc<dyn Vfs>,
+        dir: &Path,
+        number: u64,
+        file: Box<dyn WritableFile>,
+        len: u64,
+        buf_bytes: usize,
+        roll_bytes: u64,
+    ) -> Self {
+        LogWriter {
+            vfs,
+            dir: dir.to_path_buf(),
+            file,
+            number,
+            written: len,
+            synced: len,
+            buf: Vec::with_capacity(buf_bytes.min(4 << 20)),
+            buf_bytes,
+            roll_bytes,
+            needs_truncate: false,
+            bytes_appended: 0,
+        }
+    }
+
+    /// The position the next record group will be written at.
+    pub fn end(&self) -> LogPos {
+        LogPos {
+            file: self.number,
+            offset: self.written + self.buf.len() as u64,
+        }
+    }
+
+    /// Number of the file being appended to.
+    pub fn file_number(&self) -> u64 {
+        self.number
+    }
+
+    /// Append one record group; returns where it starts. The group is in the buffer (or the
+    /// OS) afterwards; call `sync` to make it durable.
+    pub fn append(&mut self, first_seq: u64, count: u32, ops: &[u8]) -> Result<LogPos> {
+        let pos = self.end();
+        let before = self.buf.len();
+        encode_group(&mut self.buf, first_seq, count, ops);
+        self.bytes_appended += (self.buf.len() - before) as u64;
+        if self.buf.len() >= self.buf_bytes {
+            if let Err(e) = self.flush_buffer() {
+                // The caller reports this group as failed: it must not reach the file later.
+                self.buf.truncate(before);
+                return Err(e);
+            }
+        }
+        Ok(pos)
+    }
+
+    /// Hand buffered bytes to the file (no durability).
+    pub fn flush_buffer(&mut self) -> Result<()> {
+        if self.needs_truncate {
+            self.file.truncate(self.written)?;
+            self.needs_truncate = false;
+        }
+        if !self.buf.is_empty() {
+            if let Err(e) = self.file.append(&self.buf) {
+                self.needs_truncate = true;
+                return Err(e);
+            }
+            self.written += self.buf.len() as u64;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Write the buffer and fdatasync: every group appended so far survives a crash.
+    pub fn sync(&mut self) -> Result<()> {
+        self.flush_buffer()?;
+        if self.synced < self.written {
+            self.file.sync_data()?;
+            self.synced = self.written;
+        }
+        Ok(())
+    }
+
+    /// Forget everything from `pos` on (a group whose sync failed is reported as failed, so
+    /// it must not survive in the buffer or the file).
+    pub fn discard_from(&mut self, pos: LogPos) {
+        if pos.file != self.number {
+            return;
+        }
+        if pos.offset >= self.written {
+            self.buf.truncate((pos.offset - self.written) as usize);
+        } else {
+            self.buf.clear();
+            self.written = pos.offset;
+            self.synced = self.synced.min(pos.offset);
+            self.needs_truncate = true;
+        }
+    }
+
+    /// True when the current file has grown past the roll size.
+    pub fn should_roll(&self) -> bool {
+        self.written + self.buf.len() as u64 >= self.roll_bytes
+    }
+
+    /// Finish the current file (durably) and continue in a new file numbered `number`.
+    /// The old file is synced first, so damage can only ever be at the tail of the last file.
+    pub fn roll(&mut self, number: u64) -> Result<()> {
+        self.sync()?;
+        let path = log_file_name(&self.dir, number);
+        let file = self.vfs.create(&path)?;
+        self.vfs.sync_dir(&self.dir)?;
+        self.file = file;
+        self.number = number;
+        self.written = 0;
+        self.synced = 0;
+        Ok(())
+    }
+}

@@ -1,0 +1,258 @@
+//! The memtable: a concurrent skiplist of internal keys holding the newest writes until they
+//! are flushed to an SSTable. Size-bounded by the DB (it switches to a new one when full).
+
+use std::cmp::Ordering;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::Arc;
+
+use crossbeam_skiplist::SkipMap;
+
+use crate::error::Result;
+use crate::iter::InternalIterator;
+use crate::key::{self, compare_internal, ValueKind, KIND_FOR_SEEK};
+use crate::log::LogPos;
+
+/// An internal key ordered by `key::compare_internal`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IKey(pub Box<[u8]>);
+
+impl Ord for IKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        compare_internal(&self.0, &other.0)
+    }
+}
+
+impl PartialOrd for IKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// What a point lookup found in a memtable or table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// The newest visible entry holds this value (kind tells inline vs pointer).
+    Found(ValueKind, Vec<u8>),
+    /// The newest visible entry is a deletion.
+    Deleted,
+    /// No entry for the key here.
+    Absent,
+}
+
+/// Per-entry bookkeeping overhead counted toward the memtable size (skiplist node, boxes).
+const ENTRY_OVERHEAD: u64 = 48;
+
+/// A memtable. Inserts come from the single write leader; reads from any thread.
+pub struct Memtable {
+    map: SkipMap<IKey, Box<[u8]>>,
+    bytes: AtomicU64,
+    /// Log position just past the last record whose ops are in this memtable; set when the
+    /// memtable becomes immutable. Once it is flushed, the log before this point is redundant.
+    log_end: parking_lot::Mutex<Option<LogPos>>,
+    /// A number for this memtable (the first log file it received writes from), for tracing.
+    pub id: u64,
+}
+
+impl Memtable {
+    pub fn new(id: u64) -> Self {
+        Memtable {
+            map: SkipMap::new(),
+            bytes: AtomicU64::new(0),
+            log_end: parking_lot::Mutex::new(None),
+            id,
+        }
+    }
+
+    /// Insert one entry.
+    pub fn add(&self, seq: u64, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        let ikey = key::make_internal_key(user_key, seq, kind as u8);
+        let size = ikey.len() as u64 + value.len() as u64 + ENTRY_OVERHEAD;
+        self.map.insert(IKey(ikey.into_boxed_slice()), value.into());
+        self.bytes.fetch_add(size, AtomicOrdering::Relaxed);
+    }
+
+    /// Approximate memory used.
+    pub fn approximate_bytes(&self) -> u64 {
+        self.bytes.load(AtomicOrdering::Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn set_log_end(&self, pos: LogPos) {
+        *self.log_end.lock() = Some(pos);
+    }
+
+    pub fn log_end(&self) -> Option<LogPos> {
+        *self.log_end.lock()
+    }
+
+    /// Newest entry for `user_key` with seq <= `seq`.
+    pub fn get(&self, user_key: &[u8], seq: u64) -> Lookup {
+        let seek = IKey(key::make_internal_key(user_key, seq, KIND_FOR_SEEK).into_boxed_slice());
+        let Some(e) = self.map.lower_bound(Bound::Included(&seek)) else {
+            return Lookup::Absent;
+        };
+        let Some(p) = key::parse_internal_key(&e.key().0) else {
+            return Lookup::Absent;
+        };
+        if p.user_key != user_key {
+            return Lookup::Absent;
+        }
+        match ValueKind::from_u8(p.kind) {
+            Some(ValueKind::Deletion) | None => Lookup::Deleted,
+            Some(kind) => Lookup::Found(kind, e.value().to_vec()),
+        }
+    }
+
+    /// An iterator over the whole memtable (it keeps the memtable alive).
+    pub fn iter(self: &Arc<Self>) -> MemIter {
+        MemIter {
+            mem: Arc::clone(self),
+            buf: Vec::new(),
+            idx: 0,
+            forward: true,
+        }
+    }
+}
+
+/// Entries are copied out of the skiplist in small batches, so the iterator owns its data
+/// and needs no lifetime tie to the skiplist (and no unsafe code).
+const BATCH: usize = 64;
+
+/// Iterator over a memtable, in internal-key order.
+pub struct MemIter {
+    mem: Arc<Memtable>,
+    /// Buffered entries: ascending when `forward`, descending otherwise.
+    buf: Vec<(Box<[u8]>, Box<[u8]>)>,
+    idx: usize,
+    forward: bool,
+}
+
+impl MemIter {
+    fn fill_forward(&mut self, from: Bound<&IKey>) {
+        let range = self.mem.map.range((from, Bound::Unbounded));
+        self.buf = range.take(BATCH).map(|e| (e.key().0.clone(), e.value().clone())).collect();
+        self.idx = 0;
+        self.forward = true;
+    }
+
+    fn fill_backward(&mut self, to: Bound<&IKey>) {
+        let range = self.mem.map.range((Bound::Unbounded, to));
+        self.buf = range.rev().take(BATCH).map(|e| (e.key().0.clone(), e.value().clone())).collect();
+        self.idx = 0;
+        self.forward = false;
+    }
+
+    fn current_key(&self) -> IKey {
+        IKey(self.buf[self.idx].0.clone())
+    }
+}
+
+impl InternalIterator for MemIter {
+    fn valid(&self) -> bool {
+        self.idx < self.buf.len()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.fill_forward(Bound::Unbounded);
+        Ok(())
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.fill_backward(Bound::Unbounded);
+        Ok(())
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let t = IKey(target.into());
+        self.fill_forward(Bound::Included(&t));
+        Ok(())
+    }
+    fn next(&mut self) -> Result<()> {
+        if !self.forward {
+            let cur = self.current_key();
+            self.fill_forward(Bound::Excluded(&cur));
+            return Ok(());
+        }
+        self.idx += 1;
+        if self.idx == self.buf.len() && self.buf.len() == BATCH {
+            let last = IKey(self.buf[BATCH - 1].0.clone());
+            self.fill_forward(Bound::Excluded(&last));
+        }
+        Ok(())
+    }
+    fn prev(&mut self) -> Result<()> {
+        if self.forward {
+            let cur = self.current_key();
+            self.fill_backward(Bound::Excluded(&cur));
+            return Ok(());
+        }
+        self.idx += 1;
+        if self.idx == self.buf.len() && self.buf.len() == BATCH {
+            let last = IKey(self.buf[BATCH - 1].0.clone());
+            self.fill_backward(Bound::Excluded(&last));
+        }
+        Ok(())
+    }
+    fn key(&self) -> &[u8] {
+        &self.buf[self.idx].0
+    }
+    fn value(&self) -> &[u8] {
+        &self.buf[self.idx].1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn get_sees_newest_visible_version() {
+        let m = Memtable::new(1);
+        m.add(1, ValueKind::Value, b"k", b"v1");
+        m.add(2, ValueKind::Value, b"k", b"v2");
+        m.add(3, ValueKind::Deletion, b"k", b"");
+        assert_eq!(m.get(b"k", 1), Lookup::Found(ValueKind::Value, b"v1".to_vec()));
+        assert_eq!(m.get(b"k", 2), Lookup::Found(ValueKind::Value, b"v2".to_vec()));
+        assert_eq!(m.get(b"k", 9), Lookup::Deleted);
+        assert_eq!(m.get(b"j", 9), Lookup::Absent);
+        assert_eq!(m.get(b"k", 0), Lookup::Absent);
+    }
+
+    #[test]
+    fn iterator_walks_both_ways_across_batches() {
+        let m = Arc::new(Memtable::new(1));
+        for i in 0..300u32 {
+            m.add(i as u64 + 1, ValueKind::Value, format!("{i:05}").as_bytes(), b"v");
+        }
+        let mut it = m.iter();
+        it.seek_to_first().unwrap();
+        let mut fwd = Vec::new();
+        while it.valid() {
+            fwd.push(key::user_key(it.key()).to_vec());
+            it.next().unwrap();
+        }
+        assert_eq!(fwd.len(), 300);
+        it.seek_to_last().unwrap();
+        let mut back = Vec::new();
+        while it.valid() {
+            back.push(key::user_key(it.key()).to_vec());
+            it.prev().unwrap();
+        }
+        back.reverse();
+        assert_eq!(fwd, back);
+        // Direction changes in the middle.
+        it.seek(&key::make_internal_key(b"00100", u64::MAX >> 8, KIND_FOR_SEEK)).unwrap();
+        assert_eq!(key::user_key(it.key()), b"00100");
+        it.prev().unwrap();
+        assert_eq!(key::user_key(it.key()), b"00099");
+        it.next().unwrap();
+        assert_eq!(key::user_key(it.key()), b"00100");
+        it.next().unwrap();
+        assert_eq!(key::user_key(it.key()), b"00101");
+    }
+}

@@ -1,0 +1,177 @@
+//! Options for opening a database, reading and writing. Sizes carry their unit in the name.
+
+use std::sync::Arc;
+
+use crate::fs::{PosixFs, Vfs};
+pub use crate::sst::compression::Compression;
+
+/// What to do with a damaged log tail at recovery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum RecoveryMode {
+    /// Cut the log at the first torn or bad record group, keep everything before it, log a note.
+    #[default]
+    TolerateCorruptTail,
+    /// Refuse to open if any log record is damaged.
+    AbsoluteConsistency,
+}
+
+/// Options for `Db::open`. Build with `Options::default()` and the `#[must_use]` setters.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct Options {
+    pub create_if_missing: bool,
+    pub error_if_exists: bool,
+    /// Check every block checksum on read (always on for the log and the manifest).
+    pub paranoid_checks: bool,
+    /// Size at which the active memtable becomes immutable and is flushed.
+    pub write_buffer_bytes: usize,
+    /// Immutable memtables allowed to wait for flush before writers stall.
+    pub max_immutable_memtables: usize,
+    /// Capacity of the block cache.
+    pub block_cache_bytes: usize,
+    /// Table files kept open at once.
+    pub max_open_files: usize,
+    /// Uncompressed size of an SSTable data block.
+    pub block_size_bytes: usize,
+    /// Entries between restart points in a data block.
+    pub block_restart_interval: usize,
+    /// Target size of one SSTable written by compaction.
+    pub target_file_size_bytes: u64,
+    pub compression: Compression,
+    /// Bloom filter bits per key for each level (index = level; the last entry repeats for
+    /// deeper levels). `0.0` disables the filter at that level.
+    pub bloom_bits_per_key: Vec<f64>,
+    /// L0 file count that triggers a compaction.
+    pub l0_compaction_trigger: usize,
+    /// L0 file count at which each write is delayed by 1 ms.
+    pub l0_slowdown_trigger: usize,
+    /// L0 file count at which writes stop until compaction catches up.
+    pub l0_stop_trigger: usize,
+    /// Total bytes of level 1 (each deeper level is `level_size_ratio` times larger).
+    pub max_bytes_for_level_base: u64,
+    pub level_size_ratio: u64,
+    pub num_levels: usize,
+    /// Size of one log file before the writer rolls over to a new one.
+    pub log_file_bytes: u64,
+    /// Userspace buffer of the log writer: unsynced writes are handed to the OS when it fills
+    /// (or on a sync write / flush). A process crash loses at most this much unsynced data.
+    pub log_buffer_bytes: usize,
+    pub recovery_mode: RecoveryMode,
+    /// The filesystem to use (real files by default; in-memory or fault-injecting in tests).
+    pub vfs: Arc<dyn Vfs>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("create_if_missing", &self.create_if_missing)
+            .field("write_buffer_bytes", &self.write_buffer_bytes)
+            .field("block_cache_bytes", &self.block_cache_bytes)
+            .field("compression", &self.compression)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            paranoid_checks: true,
+            write_buffer_bytes: 4 << 20,
+            max_immutable_memtables: 2,
+            block_cache_bytes: 8 << 20,
+            max_open_files: 1000,
+            block_size_bytes: 4096,
+            block_restart_interval: 16,
+            target_file_size_bytes: 2 << 20,
+            compression: Compression::None,
+            bloom_bits_per_key: vec![10.0],
+            l0_compaction_trigger: 4,
+            l0_slowdown_trigger: 8,
+            l0_stop_trigger: 12,
+            max_bytes_for_level_base: 10 << 20,
+            level_size_ratio: 10,
+            num_levels: 7,
+            log_file_bytes: 64 << 20,
+            log_buffer_bytes: 1 << 20,
+            recovery_mode: RecoveryMode::TolerateCorruptTail,
+            vfs: Arc::new(PosixFs::new()),
+        }
+    }
+}
+
+macro_rules! setter {
+    ($(#[$m:meta])* $name:ident: $ty:ty) => {
+        $(#[$m])*
+        #[must_use]
+        pub fn $name(mut self, v: $ty) -> Self {
+            self.$name = v;
+            self
+        }
+    };
+}
+
+impl Options {
+    setter!(create_if_missing: bool);
+    setter!(error_if_exists: bool);
+    setter!(paranoid_checks: bool);
+    setter!(write_buffer_bytes: usize);
+    setter!(max_immutable_memtables: usize);
+    setter!(block_cache_bytes: usize);
+    setter!(max_open_files: usize);
+    setter!(block_size_bytes: usize);
+    setter!(block_restart_interval: usize);
+    setter!(target_file_size_bytes: u64);
+    setter!(compression: Compression);
+    setter!(bloom_bits_per_key: Vec<f64>);
+    setter!(l0_compaction_trigger: usize);
+    setter!(l0_slowdown_trigger: usize);
+    setter!(l0_stop_trigger: usize);
+    setter!(max_bytes_for_level_base: u64);
+    setter!(level_size_ratio: u64);
+    setter!(num_levels: usize);
+    setter!(log_file_bytes: u64);
+    setter!(log_buffer_bytes: usize);
+    setter!(recovery_mode: RecoveryMode);
+    setter!(vfs: Arc<dyn Vfs>);
+
+    /// Bloom bits per key used at `level`.
+    pub fn bloom_bits_for_level(&self, level: usize) -> f64 {
+        self.bloom_bits_per_key
+            .get(level)
+            .or(self.bloom_bits_per_key.last())
+            .copied()
+            .unwrap_or(0.0)
+    }
+}
+
+/// Options for one write.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOptions {
+    /// `fdatasync` the log before the write returns; the write then survives any crash.
+    pub sync: bool,
+}
+
+impl WriteOptions {
+    /// A write that is durable when it returns.
+    pub fn synced() -> Self {
+        WriteOptions { sync: true }
+    }
+}
+
+/// Options for reads and iterators.
+#[derive(Clone, Default)]
+pub struct ReadOptions {
+    /// Read as of this snapshot (default: the latest state).
+    pub snapshot: Option<crate::Snapshot>,
+    /// Keep blocks read by this call in the block cache (turn off for big scans).
+    pub fill_cache: Option<bool>,
+    /// Verify block checksums even when `paranoid_checks` is off.
+    pub verify_checksums: bool,
+    /// Iterator lower bound (inclusive), user key.
+    pub lower_bound: Option<Vec<u8>>,
+    /// Iterator upper bound (exclusive), user key.
+    pub upper_bound: Option<Vec<u8>>,
+}

@@ -1,0 +1,492 @@
+//! A decoded block (data or index) and its iterator: binary search over restart points for
+//! `seek`, forward decoding for `next`, re-scan from the previous restart point for `prev`
+//! (LevelDB's `block.cc`). Every offset read from the block is checked, so damaged bytes
+//! surface as `Error::Corruption` from the iterator, never as a panic.
+
+use std::cmp::Ordering;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::compare_internal;
+use crate::util::coding::{decode_fixed32, get_varint32};
+
+/// The contents of one block, shared (through `Arc`) by the cache and every iterator on it.
+pub struct Block {
+    data: Vec<u8>,
+    /// Offset of the restart array = end of the entries.
+    restart_offset: usize,
+    num_restarts: usize,
+    /// The file and offset the block was read from, for error messages.
+    file: Arc<Path>,
+    file_offset: u64,
+}
+
+impl std::fmt::Debug for Block {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Block")
+            .field("file", &self.file)
+            .field("file_offset", &self.file_offset)
+            .field("len", &self.data.len())
+            .field("num_restarts", &self.num_restarts)
+            .finish()
+    }
+}
+
+impl Block {
+    /// Wrap decoded block bytes, validating the restart array: a count that fits, a first
+    /// restart at 0, strictly increasing restart offsets inside the entry area.
+    pub fn new(data: Vec<u8>, file: Arc<Path>, file_offset: u64) -> Result<Block> {
+        let corrupt = |why: String| Error::corruption(&*file, file_offset, why);
+        let len = data.len();
+        if len < 4 {
+            return Err(corrupt(format!(
+                "block of {len} bytes has no restart count"
+            )));
+        }
+        let num_restarts = decode_fixed32(&data[len - 4..]) as usize;
+        let max_restarts = (len - 4) / 4;
+        if num_restarts == 0 || num_restarts > max_restarts {
+            return Err(corrupt(format!(
+                "bad restart count {num_restarts} in a {len}-byte block"
+            )));
+        }
+        let restart_offset = len - 4 - 4 * num_restarts;
+        let block = Block {
+            data,
+            restart_offset,
+            num_restarts,
+            file,
+            file_offset,
+        };
+        block.check_restarts()?;
+        Ok(block)
+    }
+
+    fn check_restarts(&self) -> Result<()> {
+        let mut prev = None;
+        for i in 0..self.num_restarts {
+            let r = self.restart_point(i);
+            let ordered = match prev {
+                None => r == 0,
+                Some(p) => r > p,
+            };
+            // An empty block has one restart at 0 == restart_offset.
+            let inside = r < self.restart_offset || (r == 0 && self.num_restarts == 1);
+            if !ordered || !inside {
+                return Err(self.corruption(format!("restart point {i} at bad offset {r}")));
+            }
+            prev = Some(r);
+        }
+        Ok(())
+    }
+
+    /// Bytes this block holds in memory (the block cache's weight).
+    pub fn charge(&self) -> usize {
+        self.data.capacity() + std::mem::size_of::<Block>()
+    }
+
+    /// Size of the decoded block contents.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.restart_offset == 0
+    }
+
+    /// An iterator over the block's entries (initially not positioned).
+    pub fn iter(self: &Arc<Self>) -> BlockIter {
+        BlockIter::new(Arc::clone(self))
+    }
+
+    #[inline]
+    fn restart_point(&self, i: usize) -> usize {
+        // In bounds: `new` checked that 4 * num_restarts bytes follow restart_offset.
+        decode_fixed32(&self.data[self.restart_offset + 4 * i..]) as usize
+    }
+
+    fn corruption(&self, why: String) -> Error {
+        Error::corruption(&*self.file, self.file_offset, why)
+    }
+
+    /// Decode the header of the entry at `p`: `(shared, unshared, value_len, key_start)`,
+    /// with the key delta and value checked to end inside the entry area.
+    #[inline]
+    fn decode_entry(&self, p: usize) -> Option<(usize, usize, usize, usize)> {
+        let limit = self.restart_offset;
+        let s = self.data.get(p..limit)?;
+        let (shared, unshared, vlen, hdr) = if s.len() >= 3 && (s[0] | s[1] | s[2]) < 0x80 {
+            // Fast path: all three lengths fit in one byte each.
+            (s[0] as usize, s[1] as usize, s[2] as usize, 3)
+        } else {
+            let (a, n1) = get_varint32(s)?;
+            let (b, n2) = get_varint32(s.get(n1..)?)?;
+            let (c, n3) = get_varint32(s.get(n1 + n2..)?)?;
+            (a as usize, b as usize, c as usize, n1 + n2 + n3)
+        };
+        let key_start = p + hdr;
+        let end = key_start.checked_add(unshared)?.checked_add(vlen)?;
+        (end <= limit).then_some((shared, unshared, vlen, key_start))
+    }
+
+    /// The whole key stored at restart point `i` (restart entries share nothing).
+    fn restart_key(&self, i: usize) -> Result<&[u8]> {
+        let p = self.restart_point(i);
+        match self.decode_entry(p) {
+            Some((0, unshared, _, ks)) => Ok(&self.data[ks..ks + unshared]),
+            _ => Err(self.corruption(format!("bad entry at restart point {i} (offset {p})"))),
+        }
+    }
+}
+
+/// Cursor over one block. Reuses its key buffer across entries and across blocks
+/// (`reset`), so iteration allocates nothing per entry.
+pub struct BlockIter {
+    block: Arc<Block>,
+    /// Offset of the current entry; `>= restart_offset` means not valid.
+    current: usize,
+    /// Offset of the entry after the current one.
+    next_entry: usize,
+    /// Restart interval holding `current`.
+    restart_index: usize,
+    key: Vec<u8>,
+    value_start: usize,
+    value_end: usize,
+}
+
+impl BlockIter {
+    pub fn new(block: Arc<Block>) -> BlockIter {
+        let end = block.restart_offset;
+        BlockIter {
+            block,
+            current: end,
+            next_entry: end,
+            restart_index: 0,
+            key: Vec::new(),
+            value_start: 0,
+            value_end: 0,
+        }
+    }
+
+    /// Point this iterator at another block, keeping the key buffer's allocation.
+    pub fn reset(&mut self, block: Arc<Block>) {
+        self.block = block;
+        self.invalidate();
+    }
+
+    /// The block being iterated.
+    pub fn block(&self) -> &Arc<Block> {
+        &self.block
+    }
+
+    fn invalidate(&mut self) {
+        self.current = self.block.restart_offset;
+        self.next_entry = self.current;
+        self.restart_index = 0;
+        self.key.clear();
+    }
+
+    fn fail(&mut self, why: String) -> Error {
+        self.invalidate();
+        self.block.corruption(why)
+    }
+
+    fn seek_to_restart(&mut self, i: usize) {
+        self.key.clear();
+        self.restart_index = i;
+        self.next_entry = self.block.restart_point(i);
+    }
+
+    /// Decode the entry at `next_entry`; `Ok(false)` at the end of the block.
+    #[inline]
+    fn parse_next_key(&mut self) -> Result<bool> {
+        let p = self.next_entry;
+        self.current = p;
+        if p >= self.block.restart_offset {
+            self.invalidate();
+            return Ok(false);
+        }
+        let Some((shared, unshared, vlen, ks)) = self.block.decode_entry(p) else {
+            return Err(self.fail(format!("truncated or malformed entry at block offset {p}")));
+        };
+        if shared > self.key.len() {
+            let why = format!("entry at block offset {p} shares {shared} bytes of a shorter key");
+            return Err(self.fail(why));
+        }
+        self.key.truncate(shared);
+        self.key
+            .extend_from_slice(&self.block.data[ks..ks + unshared]);
+        self.value_start = ks + unshared;
+        self.value_end = self.value_start + vlen;
+        self.next_entry = self.value_end;
+        while self.restart_index + 1 < self.block.num_restarts
+            && self.block.restart_point(self.restart_index + 1) < p
+        {
+            self.restart_index += 1;
+        }
+        Ok(true)
+    }
+
+    /// Binary search for the last restart point whose key is < `target`, starting from the
+    /// current position when it already narrows the range.
+    fn find_restart(&mut self, target: &[u8]) -> Result<usize> {
+        let mut left = 0;
+        let mut right = self.block.num_restarts - 1;
+        if self.valid() {
+            match compare_internal(&self.key, target) {
+                Ordering::Less => left = self.restart_index,
+                Ordering::Greater => right = self.restart_index,
+                Ordering::Equal => return Ok(self.restart_index),
+            }
+        }
+        while left < right {
+            let mid = left + (right - left).div_ceil(2);
+            let less = match self.block.restart_key(mid) {
+                Ok(k) => compare_internal(k, target) == Ordering::Less,
+                Err(e) => {
+                    self.invalidate();
+                    return Err(e);
+                }
+            };
+            if less {
+                left = mid;
+            } else {
+                right = mid - 1;
+            }
+        }
+        Ok(left)
+    }
+}
+
+impl InternalIterator for BlockIter {
+    #[inline]
+    fn valid(&self) -> bool {
+        self.current < self.block.restart_offset
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.seek_to_restart(0);
+        self.parse_next_key()?;
+        Ok(())
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.seek_to_restart(self.block.num_restarts - 1);
+        while self.parse_next_key()? && self.next_entry < self.block.restart_offset {}
+        Ok(())
+    }
+
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        if self.valid() && compare_internal(&self.key, target) == Ordering::Equal {
+            return Ok(());
+        }
+        let left = self.find_restart(target)?;
+        // Keep scanning from here when already inside the right interval before target.
+        let ahead = self.valid()
+            && left == self.restart_index
+            && compare_internal(&self.key, target) == Ordering::Less;
+        if !ahead {
+            self.seek_to_restart(left);
+        }
+        while self.parse_next_key()? {
+            if compare_internal(&self.key, target) != Ordering::Less {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn next(&mut self) -> Result<()> {
+        if self.valid() {
+            self.parse_next_key()?;
+        }
+        Ok(())
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        if !self.valid() {
+            return Ok(());
+        }
+        let original = self.current;
+        while self.block.restart_point(self.restart_index) >= original {
+            if self.restart_index == 0 {
+                self.invalidate();
+                return Ok(());
+            }
+            self.restart_index -= 1;
+        }
+        self.seek_to_restart(self.restart_index);
+        while self.parse_next_key()? && self.next_entry < original {}
+        Ok(())
+    }
+
+    #[inline]
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    #[inline]
+    fn value(&self) -> &[u8] {
+        &self.block.data[self.value_start..self.value_end]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::block_builder::BlockBuilder;
+    use super::*;
+    use crate::key::make_internal_key;
+
+    fn entries(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        (0..n)
+            .map(|i| {
+                let k = make_internal_key(format!("key{:05}", i * 2).as_bytes(), 7, 1);
+                (k, format!("value-{i}").into_bytes())
+            })
+            .collect()
+    }
+
+    fn build(es: &[(Vec<u8>, Vec<u8>)], interval: usize) -> Arc<Block> {
+        let mut b = BlockBuilder::new(interval);
+        for (k, v) in es {
+            b.add(k, v);
+        }
+        let data = b.finish().to_vec();
+        Arc::new(Block::new(data, Arc::from(Path::new("blk")), 0).unwrap())
+    }
+
+    fn collect_forward(it: &mut BlockIter) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        it.seek_to_first().unwrap();
+        while it.valid() {
+            out.push((it.key().to_vec(), it.value().to_vec()));
+            it.next().unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn iterates_forward_and_backward_at_every_restart_interval() {
+        let es = entries(200);
+        for interval in [1, 2, 16, 1000] {
+            let block = build(&es, interval);
+            let mut it = block.iter();
+            assert_eq!(collect_forward(&mut it), es, "interval {interval}");
+            let mut back = Vec::new();
+            it.seek_to_last().unwrap();
+            while it.valid() {
+                back.push((it.key().to_vec(), it.value().to_vec()));
+                it.prev().unwrap();
+            }
+            back.reverse();
+            assert_eq!(back, es, "interval {interval}");
+        }
+    }
+
+    #[test]
+    fn seek_finds_first_key_at_or_after_target() {
+        let es = entries(100);
+        let block = build(&es, 16);
+        let mut it = block.iter();
+        for i in 0..=200 {
+            let target = make_internal_key(format!("key{i:05}").as_bytes(), 7, 1);
+            it.seek(&target).unwrap();
+            match es
+                .iter()
+                .find(|(k, _)| compare_internal(k, &target) != Ordering::Less)
+            {
+                Some((k, _)) => assert_eq!(it.key(), &k[..], "target {i}"),
+                None => assert!(!it.valid()),
+            }
+        }
+        // Backwards targets after forward positions exercise the "scan ahead" shortcut.
+        for i in (0..=200).rev() {
+            let target = make_internal_key(format!("key{i:05}").as_bytes(), 7, 1);
+            it.seek(&target).unwrap();
+            let want = es
+                .iter()
+                .find(|(k, _)| compare_internal(k, &target) != Ordering::Less);
+            assert_eq!(want.map(|(k, _)| &k[..]), it.valid().then(|| it.key()));
+        }
+    }
+
+    #[test]
+    fn empty_block_is_never_valid() {
+        let block = build(&[], 16);
+        let mut it = block.iter();
+        it.seek_to_first().unwrap();
+        assert!(!it.valid());
+        it.seek_to_last().unwrap();
+        assert!(!it.valid());
+        it.seek(b"anything").unwrap();
+        assert!(!it.valid());
+    }
+
+    #[test]
+    fn bad_restart_count_is_corruption() {
+        let mut data = build(&entries(10), 4).data.clone();
+        let n = data.len();
+        data[n - 4..].copy_from_slice(&1000u32.to_le_bytes());
+        assert!(Block::new(data.clone(), Arc::from(Path::new("b")), 0)
+            .unwrap_err()
+            .is_corruption());
+        data[n - 4..].copy_from_slice(&0u32.to_le_bytes());
+        assert!(Block::new(data, Arc::from(Path::new("b")), 0)
+            .unwrap_err()
+            .is_corruption());
+        assert!(Block::new(vec![1, 2], Arc::from(Path::new("b")), 0)
+            .unwrap_err()
+            .is_corruption());
+    }
+
+    /// Every single-byte change to a block either fails (`Corruption`) or decodes to some
+    /// entries; it must never panic or read out of bounds.
+    #[test]
+    fn damaged_blocks_never_panic() {
+        let es = entries(40);
+        let good = build(&es, 4).data.clone();
+        for i in 0..good.len() {
+            for x in [0x01u8, 0x80, 0xff] {
+                let mut data = good.clone();
+                data[i] ^= x;
+                let Ok(block) = Block::new(data, Arc::from(Path::new("b")), 0) else {
+                    continue;
+                };
+                let block = Arc::new(block);
+                let mut it = block.iter();
+                let mut steps = 0;
+                let _ = it.seek_to_first();
+                while it.valid() && steps < 1000 {
+                    steps += 1;
+                    if it.next().is_err() {
+                        break;
+                    }
+                }
+                let _ = it.seek_to_last();
+                while it.valid() && steps < 2000 {
+                    steps += 1;
+                    if it.prev().is_err() {
+                        break;
+                    }
+                }
+                let _ = it.seek(&es[20].0);
+            }
+        }
+    }
+
+    #[test]
+    fn entry_running_past_the_restart_array_is_corruption() {
+        let mut b = BlockBuilder::new(16);
+        b.add(b"aaaaaaaaaaaa", b"v");
+        let mut data = b.finish().to_vec();
+        data[2] = 100; // value length now runs past the entry area
+        let block = Arc::new(Block::new(data, Arc::from(Path::new("b")), 42).unwrap());
+        let mut it = block.iter();
+        let e = it.seek_to_first().unwrap_err();
+        assert!(matches!(e, Error::Corruption { offset: 42, .. }), "{e}");
+        assert!(!it.valid());
+    }
+}

@@ -1,0 +1,15 @@
+//! Sorted string tables: immutable files of sorted internal-key entries (format in
+//! `docs/format/sst.md`), their builder and reader.
+
+pub mod block;
+pub mod block_builder;
+pub mod compression;
+pub mod filter;
+pub mod format;
+pub mod table_builder;
+pub mod table_reader;
+
+pub use compression::Compression;
+pub use format::TableProperties;
+pub use table_builder::{TableBuilder, TableOptions, TableSummary};
+pub use table_reader::{Table, TableIterator};

@@ -1,0 +1,259 @@
+//! Writes one SSTable: data blocks as entries arrive, then the filter, properties and index
+//! blocks and the footer (layout in `docs/format/sst.md`).
+
+use std::cmp::Ordering;
+use std::path::{Path, PathBuf};
+
+use crate::error::Result;
+use crate::fs::WritableFile;
+use crate::key::{self, compare_internal, short_successor, shortest_separator, ValueKind};
+
+use super::block_builder::BlockBuilder;
+use super::compression::{self, Compression, TYPE_NONE};
+use super::filter::FilterBuilder;
+use super::format::{
+    block_trailer, BlockHandle, Footer, TableProperties, FOOTER_LEN, FORMAT_VERSION, MAX_HANDLE_LEN,
+};
+
+/// How tables are laid out.
+#[derive(Debug, Clone)]
+pub struct TableOptions {
+    /// Uncompressed size at which a data block is closed.
+    pub block_size_bytes: usize,
+    /// Entries between restart points in data blocks.
+    pub restart_interval: usize,
+    pub compression: Compression,
+    /// Bloom filter bits per user key; `0.0` writes no filter.
+    pub bloom_bits_per_key: f64,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions {
+            block_size_bytes: 4096,
+            restart_interval: 16,
+            compression: Compression::None,
+            bloom_bits_per_key: 10.0,
+        }
+    }
+}
+
+/// What a finished table holds (for the manifest and statistics).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TableSummary {
+    pub file_size: u64,
+    pub num_entries: u64,
+    /// Smallest internal key (empty for an empty table).
+    pub smallest: Vec<u8>,
+    /// Largest internal key (empty for an empty table).
+    pub largest: Vec<u8>,
+    pub num_deletions: u64,
+    pub raw_key_bytes: u64,
+    pub raw_value_bytes: u64,
+}
+
+/// Builds a table from entries added in strictly increasing internal-key order.
+pub struct TableBuilder {
+    file: Box<dyn WritableFile>,
+    path: PathBuf,
+    opts: TableOptions,
+    /// Bytes written so far = offset of the next block.
+    offset: u64,
+    data_block: BlockBuilder,
+    index_block: BlockBuilder,
+    filter: Option<FilterBuilder>,
+    /// Handle of the last data block written, waiting for its index entry until the next
+    /// key is known (so the separator can be short).
+    pending_handle: Option<BlockHandle>,
+    last_key: Vec<u8>,
+    props: TableProperties,
+    /// Scratch buffers reused across blocks.
+    scratch: Vec<u8>,
+    handle_buf: Vec<u8>,
+}
+
+impl TableBuilder {
+    pub fn new(file: Box<dyn WritableFile>, path: PathBuf, opts: TableOptions) -> Self {
+        let filter =
+            (opts.bloom_bits_per_key > 0.0).then(|| FilterBuilder::new(opts.bloom_bits_per_key));
+        TableBuilder {
+            offset: file.len(),
+            file,
+            path,
+            data_block: BlockBuilder::new(opts.restart_interval),
+            // Every index entry is a restart point: seeks binary-search straight to the block.
+            index_block: BlockBuilder::new(1),
+            filter,
+            pending_handle: None,
+            last_key: Vec::new(),
+            props: TableProperties {
+                format_version: FORMAT_VERSION,
+                ..TableProperties::default()
+            },
+            scratch: Vec::new(),
+            handle_buf: Vec::with_capacity(MAX_HANDLE_LEN),
+            opts,
+        }
+    }
+
+    /// Append an entry; `ikey` must sort after every key added before.
+    pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        let first = self.props.num_entries == 0;
+        debug_assert!(
+            first || compare_internal(&self.last_key, ikey) == Ordering::Less,
+            "table keys out of order"
+        );
+        if let Some(h) = self.pending_handle.take() {
+            let sep = shortest_separator(&self.last_key, ikey);
+            self.add_index_entry(&sep, h);
+        }
+        if let Some(f) = &mut self.filter {
+            let uk = key::user_key(ikey);
+            if first || key::user_key(&self.last_key) != uk {
+                f.add_key(uk);
+            }
+        }
+        self.count(ikey, value);
+        self.last_key.clear();
+        self.last_key.extend_from_slice(ikey);
+        self.data_block.add(ikey, value);
+        if self.data_block.current_size_estimate() >= self.opts.block_size_bytes {
+            self.flush_data_block()?;
+        }
+        Ok(())
+    }
+
+    fn count(&mut self, ikey: &[u8], value: &[u8]) {
+        let p = &mut self.props;
+        if p.num_entries == 0 {
+            p.smallest = ikey.to_vec();
+        }
+        p.num_entries += 1;
+        p.raw_key_bytes += ikey.len() as u64;
+        p.raw_value_bytes += value.len() as u64;
+        let kind = key::parse_internal_key(ikey).map(|k| k.kind);
+        if kind == Some(ValueKind::Deletion as u8) {
+            p.num_deletions += 1;
+        }
+    }
+
+    fn add_index_entry(&mut self, sep: &[u8], h: BlockHandle) {
+        self.handle_buf.clear();
+        h.encode_to(&mut self.handle_buf);
+        self.index_block.add(sep, &self.handle_buf);
+    }
+
+    /// Bytes the file would have if finished now (without the meta blocks).
+    pub fn estimated_file_size(&self) -> u64 {
+        self.offset + self.data_block.current_size_estimate() as u64
+    }
+
+    pub fn num_entries(&self) -> u64 {
+        self.props.num_entries
+    }
+
+    /// Path of the table being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn flush_data_block(&mut self) -> Result<()> {
+        if self.data_block.is_empty() {
+            return Ok(());
+        }
+        let codec = self.opts.compression;
+        let handle = write_block(
+            &mut *self.file,
+            &mut self.offset,
+            self.data_block.finish(),
+            codec,
+            &mut self.scratch,
+        )?;
+        self.data_block.reset();
+        self.props.num_data_blocks += 1;
+        self.pending_handle = Some(handle);
+        Ok(())
+    }
+
+    /// Write the remaining data, the filter, properties and index blocks and the footer,
+    /// then `sync` the file.
+    pub fn finish(mut self) -> Result<TableSummary> {
+        self.flush_data_block()?;
+        let filter = match self.filter.take() {
+            Some(f) => self.write_raw(&f.finish())?,
+            None => BlockHandle {
+                offset: self.offset,
+                size: 0,
+            },
+        };
+        self.props.largest = self.last_key.clone();
+        let properties = self.write_raw(&self.props.encode())?;
+        if let Some(h) = self.pending_handle.take() {
+            let succ = short_successor(&self.last_key);
+            self.add_index_entry(&succ, h);
+        }
+        let index = write_block(
+            &mut *self.file,
+            &mut self.offset,
+            self.index_block.finish(),
+            Compression::None,
+            &mut self.scratch,
+        )?;
+        let footer = Footer {
+            index,
+            filter,
+            properties,
+            version: FORMAT_VERSION,
+        };
+        self.file.append(&footer.encode())?;
+        self.offset += FOOTER_LEN as u64;
+        self.file.sync()?;
+        let p = self.props;
+        Ok(TableSummary {
+            file_size: self.offset,
+            num_entries: p.num_entries,
+            smallest: p.smallest,
+            largest: p.largest,
+            num_deletions: p.num_deletions,
+            raw_key_bytes: p.raw_key_bytes,
+            raw_value_bytes: p.raw_value_bytes,
+        })
+    }
+
+    /// Write a meta block uncompressed.
+    fn write_raw(&mut self, contents: &[u8]) -> Result<BlockHandle> {
+        let file = &mut *self.file;
+        write_block(
+            file,
+            &mut self.offset,
+            contents,
+            Compression::None,
+            &mut self.scratch,
+        )
+    }
+}
+
+/// Compress (when worth it) and append one block plus trailer with a single `append`;
+/// returns the block's handle. `buf` is scratch space reused across blocks.
+fn write_block(
+    file: &mut dyn WritableFile,
+    offset: &mut u64,
+    raw: &[u8],
+    codec: Compression,
+    buf: &mut Vec<u8>,
+) -> Result<BlockHandle> {
+    let kind = compression::compress(codec, raw, buf).unwrap_or_else(|| {
+        buf.clear();
+        buf.extend_from_slice(raw);
+        TYPE_NONE
+    });
+    let handle = BlockHandle {
+        offset: *offset,
+        size: buf.len() as u64,
+    };
+    let trailer = block_trailer(buf, kind);
+    buf.extend_from_slice(&trailer);
+    file.append(buf)?;
+    *offset += buf.len() as u64;
+    Ok(handle)
+}

@@ -1,0 +1,44 @@
+//! A bounded cache of open table readers, so hot tables are not reopened (and their index and
+//! filter re-read) on every lookup, while the number of open files stays bounded.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::cache::BlockCache;
+use crate::error::Result;
+use crate::fs::Vfs;
+use crate::sst::Table;
+use crate::version::{table_file_name, FileMeta};
+
+/// Open tables by file number.
+pub struct TableCache {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    tables: quick_cache::sync::Cache<u64, Arc<Table>>,
+    block_cache: Option<Arc<BlockCache>>,
+}
+
+impl TableCache {
+    pub fn new(vfs: Arc<dyn Vfs>, dir: PathBuf, max_open_files: usize, block_cache: Option<Arc<BlockCache>>) -> Self {
+        TableCache {
+            vfs,
+            dir,
+            tables: quick_cache::sync::Cache::new(max_open_files.max(16)),
+            block_cache,
+        }
+    }
+
+    /// The reader of table `meta`, opened on first use.
+    pub fn get(&self, meta: &FileMeta) -> Result<Arc<Table>> {
+        self.tables.get_or_insert_with(&meta.number, || {
+            let path = table_file_name(&self.dir, meta.number);
+            let file = self.vfs.open_read(&path)?;
+            Ok(Arc::new(Table::open(file, meta.number, meta.size, self.block_cache.clone())?))
+        })
+    }
+
+    /// Forget table `number` (it was deleted).
+    pub fn evict(&self, number: u64) {
+        self.tables.remove(&number);
+    }
+}

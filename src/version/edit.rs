@@ -1,0 +1,402 @@
+//! `VersionEdit`: one change to the set of table files and the database's counters, and
+//! its tagged byte encoding (the payload of a manifest record, see `docs/format/manifest.md`).
+
+use std::fmt;
+
+use crate::key::TRAILER_LEN;
+use crate::util::coding::{put_length_prefixed, put_varint32, put_varint64, Reader};
+
+/// What the manifest knows about one table file.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FileMeta {
+    /// File number: the table lives in `NNNNNN.sst`.
+    pub number: u64,
+    /// File size in bytes.
+    pub size: u64,
+    /// Smallest internal key in the file.
+    pub smallest: Vec<u8>,
+    /// Largest internal key in the file.
+    pub largest: Vec<u8>,
+    /// Sorted-run id; the files of one run are disjoint. Newer runs have larger ids.
+    pub run: u64,
+    /// Entries in the file (all kinds).
+    pub num_entries: u64,
+    /// Deletion markers in the file.
+    pub num_deletions: u64,
+    /// Bytes of values stored inline plus bytes of values referenced in the value log
+    /// (what compaction-driven GC statistics need).
+    pub raw_value_bytes: u64,
+}
+
+/// An address in the log / value log: file number and byte offset in that file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct LogPosition {
+    pub file: u64,
+    pub offset: u64,
+}
+
+/// A change to a `Version` plus the counters the manifest persists.
+/// Every field is optional so an edit carries only what changed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VersionEdit {
+    /// Name of the key order; only `"wisckey.bytewise"` is known.
+    pub comparator: Option<String>,
+    /// On-disk format version of the database.
+    pub format_version: Option<u32>,
+    pub next_file_number: Option<u64>,
+    pub last_sequence: Option<u64>,
+    /// Every log record before this address is reflected in table files.
+    pub log_head: Option<LogPosition>,
+    /// Oldest live value-log address (moved forward by GC).
+    pub vlog_tail: Option<LogPosition>,
+    /// Where the next compaction of a level starts (internal key).
+    pub compact_pointers: Vec<(u32, Vec<u8>)>,
+    /// `(level, file number)` of files removed from a level.
+    pub deleted_files: Vec<(u32, u64)>,
+    /// `(level, file)` of files added to a level (applied after the deletions).
+    pub added_files: Vec<(u32, FileMeta)>,
+    /// Name and knobs of the compaction policy the database was written with.
+    pub policy: Option<String>,
+}
+
+/// Why an encoded edit could not be decoded: a reason and the byte offset in the payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditDecodeError {
+    pub offset: u64,
+    pub reason: String,
+}
+
+impl fmt::Display for EditDecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "bad version edit at payload byte {}: {}",
+            self.offset, self.reason
+        )
+    }
+}
+
+// Field tags. Numbers are part of the on-disk format: never reuse one.
+const TAG_COMPARATOR: u32 = 1;
+const TAG_FORMAT_VERSION: u32 = 2;
+const TAG_NEXT_FILE_NUMBER: u32 = 3;
+const TAG_LAST_SEQUENCE: u32 = 4;
+const TAG_LOG_HEAD: u32 = 5;
+const TAG_VLOG_TAIL: u32 = 6;
+const TAG_COMPACT_POINTER: u32 = 7;
+const TAG_DELETED_FILE: u32 = 8;
+const TAG_ADDED_FILE: u32 = 9;
+const TAG_POLICY: u32 = 10;
+
+impl VersionEdit {
+    /// Append the tagged encoding of this edit to `dst`.
+    pub fn encode(&self, dst: &mut Vec<u8>) {
+        if let Some(c) = &self.comparator {
+            put_varint32(dst, TAG_COMPARATOR);
+            put_length_prefixed(dst, c.as_bytes());
+        }
+        if let Some(v) = self.format_version {
+            put_varint32(dst, TAG_FORMAT_VERSION);
+            put_varint32(dst, v);
+        }
+        if let Some(n) = self.next_file_number {
+            put_varint32(dst, TAG_NEXT_FILE_NUMBER);
+            put_varint64(dst, n);
+        }
+        if let Some(s) = self.last_sequence {
+            put_varint32(dst, TAG_LAST_SEQUENCE);
+            put_varint64(dst, s);
+        }
+        if let Some(p) = self.log_head {
+            put_varint32(dst, TAG_LOG_HEAD);
+            put_position(dst, p);
+        }
+        if let Some(p) = self.vlog_tail {
+            put_varint32(dst, TAG_VLOG_TAIL);
+            put_position(dst, p);
+        }
+        for (level, key) in &self.compact_pointers {
+            put_varint32(dst, TAG_COMPACT_POINTER);
+            put_varint32(dst, *level);
+            put_length_prefixed(dst, key);
+        }
+        for (level, number) in &self.deleted_files {
+            put_varint32(dst, TAG_DELETED_FILE);
+            put_varint32(dst, *level);
+            put_varint64(dst, *number);
+        }
+        for (level, f) in &self.added_files {
+            put_varint32(dst, TAG_ADDED_FILE);
+            put_varint32(dst, *level);
+            put_file_meta(dst, f);
+        }
+        if let Some(p) = &self.policy {
+            put_varint32(dst, TAG_POLICY);
+            put_length_prefixed(dst, p.as_bytes());
+        }
+    }
+
+    /// The encoding as a fresh buffer.
+    pub fn encoded(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.encode(&mut v);
+        v
+    }
+
+    /// Decode an edit. Any malformed input (truncated field, unknown tag, a scalar field
+    /// given twice, non-UTF-8 name, key shorter than an internal-key trailer) is an error.
+    pub fn decode(src: &[u8]) -> Result<VersionEdit, EditDecodeError> {
+        let mut r = Reader::new(src);
+        let mut edit = VersionEdit::default();
+        while !r.is_empty() {
+            let at = r.pos();
+            let fail = |reason: String| EditDecodeError {
+                offset: at as u64,
+                reason,
+            };
+            let tag = r.varint32().ok_or_else(|| fail("truncated tag".into()))?;
+            edit.decode_field(tag, &mut r).map_err(fail)?;
+        }
+        Ok(edit)
+    }
+
+    /// Decode the field of `tag` at the reader's position into `self`.
+    fn decode_field(&mut self, tag: u32, r: &mut Reader<'_>) -> Result<(), String> {
+        let trunc = |what: &str| format!("truncated {what}");
+        match tag {
+            TAG_COMPARATOR => {
+                let s = utf8(
+                    r.length_prefixed().ok_or_else(|| trunc("comparator"))?,
+                    "comparator",
+                )?;
+                set_once(&mut self.comparator, s, "comparator")
+            }
+            TAG_FORMAT_VERSION => {
+                let v = r.varint32().ok_or_else(|| trunc("format version"))?;
+                set_once(&mut self.format_version, v, "format version")
+            }
+            TAG_NEXT_FILE_NUMBER => {
+                let v = r.varint64().ok_or_else(|| trunc("next file number"))?;
+                set_once(&mut self.next_file_number, v, "next file number")
+            }
+            TAG_LAST_SEQUENCE => {
+                let v = r.varint64().ok_or_else(|| trunc("last sequence"))?;
+                set_once(&mut self.last_sequence, v, "last sequence")
+            }
+            TAG_LOG_HEAD => {
+                let p = get_position(r).ok_or_else(|| trunc("log head"))?;
+                set_once(&mut self.log_head, p, "log head")
+            }
+            TAG_VLOG_TAIL => {
+                let p = get_position(r).ok_or_else(|| trunc("vlog tail"))?;
+                set_once(&mut self.vlog_tail, p, "vlog tail")
+            }
+            TAG_COMPACT_POINTER => {
+                let level = r.varint32().ok_or_else(|| trunc("compact pointer level"))?;
+                let key = internal_key(r.length_prefixed(), "compact pointer")?;
+                self.compact_pointers.push((level, key));
+                Ok(())
+            }
+            TAG_DELETED_FILE => {
+                let level = r.varint32().ok_or_else(|| trunc("deleted file level"))?;
+                let number = r.varint64().ok_or_else(|| trunc("deleted file number"))?;
+                self.deleted_files.push((level, number));
+                Ok(())
+            }
+            TAG_ADDED_FILE => {
+                let level = r.varint32().ok_or_else(|| trunc("added file level"))?;
+                let f = get_file_meta(r)?;
+                self.added_files.push((level, f));
+                Ok(())
+            }
+            TAG_POLICY => {
+                let s = utf8(
+                    r.length_prefixed().ok_or_else(|| trunc("policy"))?,
+                    "policy",
+                )?;
+                set_once(&mut self.policy, s, "policy")
+            }
+            other => Err(format!("unknown tag {other}")),
+        }
+    }
+}
+
+fn put_position(dst: &mut Vec<u8>, p: LogPosition) {
+    put_varint64(dst, p.file);
+    put_varint64(dst, p.offset);
+}
+
+fn get_position(r: &mut Reader<'_>) -> Option<LogPosition> {
+    Some(LogPosition {
+        file: r.varint64()?,
+        offset: r.varint64()?,
+    })
+}
+
+fn put_file_meta(dst: &mut Vec<u8>, f: &FileMeta) {
+    put_varint64(dst, f.number);
+    put_varint64(dst, f.size);
+    put_length_prefixed(dst, &f.smallest);
+    put_length_prefixed(dst, &f.largest);
+    put_varint64(dst, f.run);
+    put_varint64(dst, f.num_entries);
+    put_varint64(dst, f.num_deletions);
+    put_varint64(dst, f.raw_value_bytes);
+}
+
+fn get_file_meta(r: &mut Reader<'_>) -> Result<FileMeta, String> {
+    let mut num = |what: &str| {
+        r.varint64()
+            .ok_or_else(|| format!("truncated added file {what}"))
+    };
+    let number = num("number")?;
+    let size = num("size")?;
+    let smallest = internal_key(r.length_prefixed(), "smallest key")?;
+    let largest = internal_key(r.length_prefixed(), "largest key")?;
+    let mut num = |what: &str| {
+        r.varint64()
+            .ok_or_else(|| format!("truncated added file {what}"))
+    };
+    Ok(FileMeta {
+        number,
+        size,
+        smallest,
+        largest,
+        run: num("run")?,
+        num_entries: num("entry count")?,
+        num_deletions: num("deletion count")?,
+        raw_value_bytes: num("value bytes")?,
+    })
+}
+
+/// An internal key field: present and long enough to hold the 8-byte trailer.
+fn internal_key(field: Option<&[u8]>, what: &str) -> Result<Vec<u8>, String> {
+    let k = field.ok_or_else(|| format!("truncated {what}"))?;
+    if k.len() < TRAILER_LEN {
+        return Err(format!(
+            "{what} is {} bytes, shorter than an internal key trailer",
+            k.len()
+        ));
+    }
+    Ok(k.to_vec())
+}
+
+fn utf8(b: &[u8], what: &str) -> Result<String, String> {
+    String::from_utf8(b.to_vec()).map_err(|_| format!("{what} is not UTF-8"))
+}
+
+/// Scalar fields appear at most once per edit; a repeat means the bytes are not ours.
+fn set_once<T>(slot: &mut Option<T>, v: T, what: &str) -> Result<(), String> {
+    if slot.is_some() {
+        return Err(format!("{what} appears twice"));
+    }
+    *slot = Some(v);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ikey() -> impl Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(any::<u8>(), TRAILER_LEN..40)
+    }
+
+    fn file_meta() -> impl Strategy<Value = FileMeta> {
+        (any::<[u64; 6]>(), ikey(), ikey()).prop_map(|(n, smallest, largest)| FileMeta {
+            number: n[0],
+            size: n[1],
+            smallest,
+            largest,
+            run: n[2],
+            num_entries: n[3],
+            num_deletions: n[4],
+            raw_value_bytes: n[5],
+        })
+    }
+
+    fn position() -> impl Strategy<Value = LogPosition> {
+        (any::<u64>(), any::<u64>()).prop_map(|(file, offset)| LogPosition { file, offset })
+    }
+
+    prop_compose! {
+        fn edit()(
+            comparator in proptest::option::of(".{0,20}"),
+            format_version in proptest::option::of(any::<u32>()),
+            next_file_number in proptest::option::of(any::<u64>()),
+            last_sequence in proptest::option::of(any::<u64>()),
+            log_head in proptest::option::of(position()),
+            vlog_tail in proptest::option::of(position()),
+            compact_pointers in proptest::collection::vec((any::<u32>(), ikey()), 0..4),
+            deleted_files in proptest::collection::vec((any::<u32>(), any::<u64>()), 0..6),
+            added_files in proptest::collection::vec((any::<u32>(), file_meta()), 0..6),
+            policy in proptest::option::of(".{0,30}"),
+        ) -> VersionEdit {
+            VersionEdit { comparator, format_version, next_file_number, last_sequence, log_head,
+                vlog_tail, compact_pointers, deleted_files, added_files, policy }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_edit_round_trips(e in edit()) {
+            prop_assert_eq!(VersionEdit::decode(&e.encoded()), Ok(e));
+        }
+
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = VersionEdit::decode(&bytes);
+        }
+
+        #[test]
+        fn every_truncation_of_an_edit_is_rejected_or_a_prefix(e in edit(), cut in any::<prop::sample::Index>()) {
+            let enc = e.encoded();
+            prop_assume!(!enc.is_empty());
+            let cut = cut.index(enc.len());
+            // A cut on a field boundary decodes to fewer fields; inside a field it must fail.
+            if let Ok(d) = VersionEdit::decode(&enc[..cut]) {
+                prop_assert!(d.encoded().len() == cut);
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_tag_is_rejected_with_its_number() {
+        let mut b = Vec::new();
+        put_varint32(&mut b, 99);
+        let err = VersionEdit::decode(&b).unwrap_err();
+        assert!(err.reason.contains("unknown tag 99"), "{err}");
+    }
+
+    #[test]
+    fn repeated_scalar_field_is_rejected() {
+        let e = VersionEdit {
+            last_sequence: Some(5),
+            ..Default::default()
+        };
+        let mut b = e.encoded();
+        b.extend(e.encoded());
+        assert!(VersionEdit::decode(&b)
+            .unwrap_err()
+            .reason
+            .contains("twice"));
+    }
+
+    #[test]
+    fn short_key_in_added_file_is_rejected() {
+        let f = FileMeta {
+            smallest: b"abc".to_vec(),
+            largest: vec![0; 8],
+            ..Default::default()
+        };
+        let e = VersionEdit {
+            added_files: vec![(0, f)],
+            ..Default::default()
+        };
+        assert!(VersionEdit::decode(&e.encoded())
+            .unwrap_err()
+            .reason
+            .contains("smallest key"));
+    }
+}

@@ -1,0 +1,462 @@
+//! `Version`: an immutable snapshot of which table files make up the tree (levels of sorted
+//! runs), the lookups a read or a compaction needs on it, and building the next one from edits.
+//!
+//! Submodules: `edit` (the change record), `manifest` (its durable log and `CURRENT`),
+//! `set` (`VersionSet`: the current version, counters, persistence), `filename` (file names).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::key::{compare_internal, user_key};
+
+pub mod edit;
+pub mod filename;
+pub mod manifest;
+pub mod set;
+
+pub use edit::{EditDecodeError, FileMeta, LogPosition, VersionEdit};
+pub use filename::{
+    current_file_name, info_log_file_name, lock_file_name, log_file_name, manifest_file_name,
+    parse_file_name, table_file_name, temp_file_name, FileKind,
+};
+pub use set::VersionSet;
+
+/// The only key order we know; stored in the manifest so a foreign database is refused.
+pub const COMPARATOR_NAME: &str = "wisckey.bytewise";
+
+/// The on-disk format version this code writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// A sorted run: files ordered by smallest key, pairwise disjoint (as internal keys).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SortedRun {
+    /// Larger ids hold newer data than smaller ids within the same level.
+    pub id: u64,
+    pub files: Vec<Arc<FileMeta>>,
+}
+
+impl SortedRun {
+    /// Total bytes of the run's files.
+    pub fn bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.size).sum()
+    }
+
+    /// Files whose user-key range intersects `[begin, end]` (`None` = unbounded), in key order.
+    pub fn overlapping(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> &[Arc<FileMeta>] {
+        let first = begin.map_or(0, |b| {
+            self.files.partition_point(|f| user_key(&f.largest) < b)
+        });
+        let last = end.map_or(self.files.len(), |e| {
+            self.files.partition_point(|f| user_key(&f.smallest) <= e)
+        });
+        &self.files[first..last.max(first)]
+    }
+}
+
+/// One level of the tree: its sorted runs, newest (highest id) first.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Level {
+    pub runs: Vec<SortedRun>,
+}
+
+impl Level {
+    fn files(&self) -> impl Iterator<Item = &Arc<FileMeta>> {
+        self.runs.iter().flat_map(|r| r.files.iter())
+    }
+}
+
+/// The set of live table files at one moment. Readers hold an `Arc<Version>` so the files
+/// it names stay on disk until they are done (see `VersionSet::live_files`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version {
+    pub levels: Vec<Level>,
+}
+
+impl Version {
+    /// A version with `num_levels` empty levels.
+    pub fn empty(num_levels: usize) -> Self {
+        Version {
+            levels: vec![Level::default(); num_levels],
+        }
+    }
+
+    pub fn num_levels(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// Number of files in `level` (0 for a level beyond the last).
+    pub fn level_files(&self, level: usize) -> usize {
+        self.levels.get(level).map_or(0, |l| l.files().count())
+    }
+
+    /// Total bytes of the files in `level`.
+    pub fn level_bytes(&self, level: usize) -> u64 {
+        self.levels
+            .get(level)
+            .map_or(0, |l| l.files().map(|f| f.size).sum())
+    }
+
+    /// Number of sorted runs in `level`.
+    pub fn num_runs(&self, level: usize) -> usize {
+        self.levels.get(level).map_or(0, |l| l.runs.len())
+    }
+
+    /// Files that may hold `user_key`, in the order a point lookup must consult them (newest
+    /// data first): level 0, then deeper levels; within a level, runs newest first. Normally
+    /// one file per run; a run contributes its next file too when this key straddles the
+    /// boundary between them (older versions of the key continue in the next file).
+    pub fn files_for_key(&self, key: &[u8]) -> Vec<(usize, Arc<FileMeta>)> {
+        let mut out = Vec::new();
+        for (level, l) in self.levels.iter().enumerate() {
+            for run in &l.runs {
+                let mut i = run.files.partition_point(|f| user_key(&f.largest) < key);
+                while let Some(f) = run.files.get(i) {
+                    if user_key(&f.smallest) > key {
+                        break;
+                    }
+                    out.push((level, f.clone()));
+                    if user_key(&f.largest) != key {
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+        }
+        out
+    }
+
+    /// Files of `level` whose user-key range overlaps `[begin, end]` (`None` = unbounded),
+    /// runs newest first, each run in key order.
+    ///
+    /// When the level can hold overlapping files (level 0, or several runs) the range grows
+    /// to cover every file picked, until no other file overlaps it (LevelDB's level-0 rule):
+    /// compacting a file away while leaving an overlapping older one behind would put newer
+    /// data below older data.
+    pub fn overlapping_files(
+        &self,
+        level: usize,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Vec<Arc<FileMeta>> {
+        let Some(l) = self.levels.get(level) else {
+            return Vec::new();
+        };
+        let collect = |b: Option<&[u8]>, e: Option<&[u8]>| -> Vec<Arc<FileMeta>> {
+            l.runs
+                .iter()
+                .flat_map(|r| r.overlapping(b, e).iter().cloned())
+                .collect()
+        };
+        if level != 0 && l.runs.len() <= 1 {
+            return collect(begin, end);
+        }
+        let (mut begin, mut end) = (begin.map(<[u8]>::to_vec), end.map(<[u8]>::to_vec));
+        loop {
+            let picked = collect(begin.as_deref(), end.as_deref());
+            let new_begin = begin
+                .as_ref()
+                .map(|b| lowest(b, picked.iter().map(|f| user_key(&f.smallest))));
+            let new_end = end
+                .as_ref()
+                .map(|e| highest(e, picked.iter().map(|f| user_key(&f.largest))));
+            if new_begin == begin && new_end == end {
+                return picked;
+            }
+            (begin, end) = (new_begin, new_end);
+        }
+    }
+
+    /// Every file with its level.
+    pub fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMeta>)> {
+        self.levels
+            .iter()
+            .enumerate()
+            .flat_map(|(level, l)| l.files().map(move |f| (level, f)))
+    }
+}
+
+fn lowest<'a>(start: &'a [u8], keys: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
+    keys.fold(start, |m, k| m.min(k)).to_vec()
+}
+
+fn highest<'a>(start: &'a [u8], keys: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
+    keys.fold(start, |m, k| m.max(k)).to_vec()
+}
+
+/// Why an edit cannot be applied to a version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApplyError {
+    /// A file names a level the version does not have.
+    LevelOutOfRange { level: u32, num_levels: usize },
+    /// The edit contradicts the version (missing file, overlap inside a run, ...).
+    Inconsistent(String),
+}
+
+impl std::fmt::Display for ApplyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApplyError::LevelOutOfRange { level, num_levels } => {
+                write!(
+                    f,
+                    "edit names level {level} but there are only {num_levels} levels"
+                )
+            }
+            ApplyError::Inconsistent(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Accumulates edits on top of a base version; `finish` sorts and checks the result once,
+/// so replaying a long manifest costs one sort, not one per edit.
+pub struct Builder {
+    /// Per level: file number → file.
+    levels: Vec<HashMap<u64, Arc<FileMeta>>>,
+}
+
+impl Builder {
+    pub fn new(base: &Version) -> Self {
+        let levels = base
+            .levels
+            .iter()
+            .map(|l| l.files().map(|f| (f.number, f.clone())).collect())
+            .collect();
+        Builder { levels }
+    }
+
+    /// Apply deletions, then additions (so delete+add of one file moves it).
+    pub fn apply(&mut self, edit: &VersionEdit) -> Result<(), ApplyError> {
+        for &(level, number) in &edit.deleted_files {
+            if self.level_mut(level)?.remove(&number).is_none() {
+                return Err(ApplyError::Inconsistent(format!(
+                    "edit deletes file {number} from level {level}, which does not hold it"
+                )));
+            }
+        }
+        for (level, f) in &edit.added_files {
+            if compare_internal(&f.smallest, &f.largest).is_gt() {
+                return Err(ApplyError::Inconsistent(format!(
+                    "file {} has its smallest key after its largest",
+                    f.number
+                )));
+            }
+            if self
+                .level_mut(*level)?
+                .insert(f.number, Arc::new(f.clone()))
+                .is_some()
+            {
+                return Err(ApplyError::Inconsistent(format!(
+                    "edit adds file {} to level {level}, which already holds it",
+                    f.number
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn level_mut(&mut self, level: u32) -> Result<&mut HashMap<u64, Arc<FileMeta>>, ApplyError> {
+        let num_levels = self.levels.len();
+        self.levels
+            .get_mut(level as usize)
+            .ok_or(ApplyError::LevelOutOfRange { level, num_levels })
+    }
+
+    /// The resulting version: runs newest first, files of a run sorted and disjoint, and no
+    /// file number in two places.
+    pub fn finish(self) -> Result<Version, ApplyError> {
+        let mut seen = HashSet::new();
+        let mut levels = Vec::with_capacity(self.levels.len());
+        for (level, files) in self.levels.into_iter().enumerate() {
+            let mut runs: BTreeMap<u64, Vec<Arc<FileMeta>>> = BTreeMap::new();
+            for (number, f) in files {
+                if !seen.insert(number) {
+                    return Err(ApplyError::Inconsistent(format!(
+                        "file {number} is in two levels"
+                    )));
+                }
+                runs.entry(f.run).or_default().push(f);
+            }
+            let runs = runs
+                .into_iter()
+                .rev()
+                .map(|(id, files)| sorted_run(level, id, files))
+                .collect::<Result<_, _>>()?;
+            levels.push(Level { runs });
+        }
+        Ok(Version { levels })
+    }
+}
+
+fn sorted_run(
+    level: usize,
+    id: u64,
+    mut files: Vec<Arc<FileMeta>>,
+) -> Result<SortedRun, ApplyError> {
+    files.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
+    for pair in files.windows(2) {
+        if !compare_internal(&pair[0].largest, &pair[1].smallest).is_lt() {
+            return Err(ApplyError::Inconsistent(format!(
+                "files {} and {} of run {id} in level {level} overlap",
+                pair[0].number, pair[1].number
+            )));
+        }
+    }
+    Ok(SortedRun { id, files })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::make_internal_key;
+
+    fn file(number: u64, run: u64, lo: &[u8], hi: &[u8]) -> FileMeta {
+        FileMeta {
+            number,
+            size: 100 * number,
+            smallest: make_internal_key(lo, 100, 1),
+            largest: make_internal_key(hi, 1, 1),
+            run,
+            ..Default::default()
+        }
+    }
+
+    fn build(num_levels: usize, files: &[(u32, FileMeta)]) -> Result<Version, ApplyError> {
+        let mut b = Builder::new(&Version::empty(num_levels));
+        b.apply(&VersionEdit {
+            added_files: files.to_vec(),
+            ..Default::default()
+        })?;
+        b.finish()
+    }
+
+    fn numbers(files: &[(usize, Arc<FileMeta>)]) -> Vec<(usize, u64)> {
+        files.iter().map(|(l, f)| (*l, f.number)).collect()
+    }
+
+    #[test]
+    fn point_lookup_visits_level_0_runs_newest_first_then_deeper_runs() {
+        let v = build(
+            3,
+            &[
+                (0, file(10, 10, b"a", b"m")),
+                (0, file(12, 12, b"f", b"z")),
+                (0, file(11, 11, b"p", b"q")),
+                (1, file(3, 3, b"a", b"g")),
+                (1, file(4, 3, b"h", b"p")),
+                (1, file(7, 7, b"g", b"k")),
+                (2, file(1, 1, b"a", b"z")),
+            ],
+        )
+        .unwrap();
+        assert_eq!(v.num_runs(0), 3);
+        assert_eq!(v.num_runs(1), 2);
+        assert_eq!(
+            numbers(&v.files_for_key(b"h")),
+            vec![(0, 12), (0, 10), (1, 7), (1, 4), (2, 1)]
+        );
+        assert_eq!(
+            numbers(&v.files_for_key(b"p")),
+            vec![(0, 12), (0, 11), (1, 4), (2, 1)]
+        );
+        assert!(v.files_for_key(b"zz").is_empty());
+    }
+
+    #[test]
+    fn key_straddling_two_files_of_a_run_visits_both_in_order() {
+        let mut f1 = file(5, 1, b"a", b"k");
+        f1.largest = make_internal_key(b"k", 50, 1);
+        let mut f2 = file(6, 1, b"k", b"z");
+        f2.smallest = make_internal_key(b"k", 40, 1);
+        let v = build(2, &[(1, f1), (1, f2)]).unwrap();
+        assert_eq!(numbers(&v.files_for_key(b"k")), vec![(1, 5), (1, 6)]);
+        assert_eq!(numbers(&v.files_for_key(b"j")), vec![(1, 5)]);
+    }
+
+    #[test]
+    fn level_0_overlap_expands_to_a_closed_set() {
+        let v = build(
+            2,
+            &[
+                (0, file(1, 1, b"a", b"c")),
+                (0, file(2, 2, b"b", b"e")),
+                (0, file(3, 3, b"e", b"g")),
+                (0, file(4, 4, b"x", b"z")),
+                (1, file(5, 5, b"a", b"b")),
+                (1, file(6, 5, b"c", b"d")),
+                (1, file(8, 5, b"e", b"f")),
+            ],
+        )
+        .unwrap();
+        let nums = |fs: Vec<Arc<FileMeta>>| fs.iter().map(|f| f.number).collect::<Vec<_>>();
+        assert_eq!(
+            nums(v.overlapping_files(0, Some(b"a"), Some(b"a"))),
+            vec![3, 2, 1]
+        );
+        assert_eq!(nums(v.overlapping_files(0, Some(b"y"), None)), vec![4]);
+        assert_eq!(
+            nums(v.overlapping_files(1, Some(b"c"), Some(b"c"))),
+            vec![6]
+        );
+        assert_eq!(nums(v.overlapping_files(1, None, Some(b"c"))), vec![5, 6]);
+        assert!(v.overlapping_files(7, None, None).is_empty());
+    }
+
+    #[test]
+    fn overlapping_files_in_one_run_is_rejected() {
+        let err = build(
+            2,
+            &[(1, file(1, 1, b"a", b"f")), (1, file(2, 1, b"e", b"g"))],
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("overlap"), "{err}");
+        // The same ranges in different runs are fine.
+        build(
+            2,
+            &[(1, file(1, 1, b"a", b"f")), (1, file(2, 2, b"e", b"g"))],
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn deleting_a_missing_file_or_adding_beyond_the_last_level_fails() {
+        let mut b = Builder::new(&Version::empty(2));
+        let del = VersionEdit {
+            deleted_files: vec![(0, 9)],
+            ..Default::default()
+        };
+        assert!(matches!(b.apply(&del), Err(ApplyError::Inconsistent(_))));
+        let add = VersionEdit {
+            added_files: vec![(2, file(1, 1, b"a", b"b"))],
+            ..Default::default()
+        };
+        assert_eq!(
+            b.apply(&add),
+            Err(ApplyError::LevelOutOfRange {
+                level: 2,
+                num_levels: 2
+            })
+        );
+    }
+
+    #[test]
+    fn delete_and_add_in_one_edit_moves_a_file() {
+        let v = build(3, &[(1, file(4, 1, b"a", b"b"))]).unwrap();
+        let mut b = Builder::new(&v);
+        b.apply(&VersionEdit {
+            deleted_files: vec![(1, 4)],
+            added_files: vec![(2, file(4, 1, b"a", b"b"))],
+            ..Default::default()
+        })
+        .unwrap();
+        let v = b.finish().unwrap();
+        assert_eq!(
+            (v.level_files(1), v.level_files(2), v.level_bytes(2)),
+            (0, 1, 400)
+        );
+        assert_eq!(
+            v.all_files()
+                .map(|(l, f)| (l, f.number))
+                .collect::<Vec<_>>(),
+            vec![(2, 4)]
+        );
+    }
+}
