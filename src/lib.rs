@@ -24,6 +24,7 @@ pub mod sst;
 pub mod table_cache;
 pub mod util;
 pub mod version;
+pub mod vlog;
 pub mod write_batch;
 
 pub use db::{destroy, Db, DbIterator, DbStats, Snapshot};

@@ -58,6 +58,10 @@ pub struct Options {
     /// (or on a sync write / flush). A process crash loses at most this much unsynced data.
     pub log_buffer_bytes: usize,
     pub recovery_mode: RecoveryMode,
+    /// Values of at least this many bytes stay in the value log and the LSM-tree holds a
+    /// pointer to them (WiscKey); smaller values are stored inline in the LSM-tree too.
+    /// `0` separates every value, as the paper does; `usize::MAX` never separates.
+    pub min_blob_size: usize,
     /// The filesystem to use (real files by default; in-memory or fault-injecting in tests).
     pub vfs: Arc<dyn Vfs>,
 }
@@ -97,6 +101,7 @@ impl Default for Options {
             log_file_bytes: 64 << 20,
             log_buffer_bytes: 1 << 20,
             recovery_mode: RecoveryMode::TolerateCorruptTail,
+            min_blob_size: 1024,
             vfs: Arc::new(PosixFs::new()),
         }
     }
@@ -135,6 +140,7 @@ impl Options {
     setter!(log_file_bytes: u64);
     setter!(log_buffer_bytes: usize);
     setter!(recovery_mode: RecoveryMode);
+    setter!(min_blob_size: usize);
     setter!(vfs: Arc<dyn Vfs>);
 
     /// Bloom bits per key used at `level`.

@@ -19,7 +19,12 @@ pub struct TableCache {
 }
 
 impl TableCache {
-    pub fn new(vfs: Arc<dyn Vfs>, dir: PathBuf, max_open_files: usize, block_cache: Option<Arc<BlockCache>>) -> Self {
+    pub fn new(
+        vfs: Arc<dyn Vfs>,
+        dir: PathBuf,
+        max_open_files: usize,
+        block_cache: Option<Arc<BlockCache>>,
+    ) -> Self {
         TableCache {
             vfs,
             dir,
@@ -33,7 +38,12 @@ impl TableCache {
         self.tables.get_or_insert_with(&meta.number, || {
             let path = table_file_name(&self.dir, meta.number);
             let file = self.vfs.open_read(&path)?;
-            Ok(Arc::new(Table::open(file, meta.number, meta.size, self.block_cache.clone())?))
+            Ok(Arc::new(Table::open(
+                file,
+                meta.number,
+                meta.size,
+                self.block_cache.clone(),
+            )?))
         })
     }
 

@@ -112,7 +112,14 @@ pub struct BatchIter<'a> {
 impl<'a> BatchIter<'a> {
     /// Iterate over raw encoded ops (from a log record); malformed input yields `Err`.
     pub fn over(rep: &'a [u8]) -> Self {
-        BatchIter { r: Reader::new(rep) }
+        BatchIter {
+            r: Reader::new(rep),
+        }
+    }
+
+    /// Offset (in the encoded ops) where the next op starts.
+    pub fn offset(&self) -> usize {
+        self.r.pos()
     }
 
     fn decode(&mut self) -> Option<BatchOp<'a>> {
@@ -160,9 +167,15 @@ mod tests {
         assert_eq!(
             ops,
             vec![
-                BatchOp::Put { key: b"a", value: b"1" },
+                BatchOp::Put {
+                    key: b"a",
+                    value: b"1"
+                },
                 BatchOp::Delete { key: b"b" },
-                BatchOp::Put { key: b"", value: b"" }
+                BatchOp::Put {
+                    key: b"",
+                    value: b""
+                }
             ]
         );
         assert_eq!(b.len(), 3);

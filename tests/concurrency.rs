@@ -89,8 +89,11 @@ fn writer(db: &Db, w: usize, rounds: u64, progress: &Progress) -> Vec<u64> {
                 batch.put(&pair_key(w, p, half), &pair_value(w, p, half, v));
             }
         }
-        let wo = WriteOptions { sync: round % 50 == 0 };
-        db.write(&wo, &batch).unwrap_or_else(|e| panic!("writer {w} round {round}: {e}"));
+        let wo = WriteOptions {
+            sync: round % 50 == 0,
+        };
+        db.write(&wo, &batch)
+            .unwrap_or_else(|e| panic!("writer {w} round {round}: {e}"));
         progress.acked[slot].store(v, SeqCst);
         versions[p] = v;
     }
@@ -116,13 +119,24 @@ fn snapshot_reader(db: &Db, done: &AtomicBool) -> usize {
         for (k, v) in &entries {
             let ver = version_of(k, v);
             let before = seen.insert(k.clone(), ver).unwrap_or(0);
-            assert!(ver >= before, "{} went back from version {before} to {ver}", show(k));
+            assert!(
+                ver >= before,
+                "{} went back from version {before} to {ver}",
+                show(k)
+            );
         }
         if let Some(snap) = &ro.snapshot {
             // Point reads through the same snapshot agree with its scan.
             for (k, v) in entries.iter().step_by(7) {
-                let got = db.get_opt(&ro, k).unwrap_or_else(|e| panic!("snapshot get: {e}"));
-                assert!(got.as_ref() == Some(v), "snapshot {} get of {} disagrees with its scan", snap.sequence(), show(k));
+                let got = db
+                    .get_opt(&ro, k)
+                    .unwrap_or_else(|e| panic!("snapshot get: {e}"));
+                assert!(
+                    got.as_ref() == Some(v),
+                    "snapshot {} get of {} disagrees with its scan",
+                    snap.sequence(),
+                    show(k)
+                );
             }
         }
         scans += 1;
@@ -132,7 +146,10 @@ fn snapshot_reader(db: &Db, done: &AtomicBool) -> usize {
 
 /// Both halves of each pair are present with the same version, or both absent.
 fn check_pairs_agree(entries: &[(Vec<u8>, Vec<u8>)], scan: usize) {
-    let map: HashMap<&[u8], &[u8]> = entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())).collect();
+    let map: HashMap<&[u8], &[u8]> = entries
+        .iter()
+        .map(|(k, v)| (k.as_slice(), v.as_slice()))
+        .collect();
     for (k, v) in entries {
         let other = match k.last() {
             Some(b'a') => [&k[..k.len() - 1], b"b"].concat(),
@@ -140,9 +157,18 @@ fn check_pairs_agree(entries: &[(Vec<u8>, Vec<u8>)], scan: usize) {
             _ => panic!("scan {scan}: unexpected key {}", show(k)),
         };
         let Some(ov) = map.get(other.as_slice()) else {
-            panic!("scan {scan}: {} present but {} absent: a batch was torn", show(k), show(&other));
+            panic!(
+                "scan {scan}: {} present but {} absent: a batch was torn",
+                show(k),
+                show(&other)
+            );
         };
-        assert_eq!(version_of(k, v), version_of(&other, ov), "scan {scan}: halves of a batch disagree at {}", show(k));
+        assert_eq!(
+            version_of(k, v),
+            version_of(&other, ov),
+            "scan {scan}: halves of a batch disagree at {}",
+            show(k)
+        );
     }
 }
 
@@ -155,7 +181,9 @@ fn point_reader(db: &Db, progress: &Progress, done: &AtomicBool, seed: u64) -> u
         let slot = w * PAIRS + p;
         let k = pair_key(w, p, if reads % 2 == 0 { b'a' } else { b'b' });
         let lo = progress.acked[slot].load(SeqCst);
-        let got = db.get(&k).unwrap_or_else(|e| panic!("get {}: {e}", show(&k)));
+        let got = db
+            .get(&k)
+            .unwrap_or_else(|e| panic!("get {}: {e}", show(&k)));
         let hi = progress.intent[slot].load(SeqCst);
         match got {
             Some(v) => {
@@ -184,7 +212,8 @@ fn maintenance(db: &Db, done: &AtomicBool) {
         if n % 2 == 0 {
             db.flush().unwrap_or_else(|e| panic!("flush: {e}"));
         } else {
-            db.compact_range(None, None).unwrap_or_else(|e| panic!("compact_range: {e}"));
+            db.compact_range(None, None)
+                .unwrap_or_else(|e| panic!("compact_range: {e}"));
         }
         n += 1;
         std::thread::sleep(std::time::Duration::from_millis(5));
@@ -214,24 +243,39 @@ fn four_writers_two_readers_see_atomic_batches_and_no_lost_writes() {
     let progress = Progress::new();
     let done = AtomicBool::new(false);
     let versions: Vec<Vec<u64>> = std::thread::scope(|s| {
-        let writers: Vec<_> = (0..WRITERS).map(|w| s.spawn({
-            let (db, progress) = (&db, &progress);
-            move || writer(db, w, rounds, progress)
-        })).collect();
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                s.spawn({
+                    let (db, progress) = (&db, &progress);
+                    move || writer(db, w, rounds, progress)
+                })
+            })
+            .collect();
         let snap_reader = s.spawn(|| snapshot_reader(&db, &done));
         let point = s.spawn(|| point_reader(&db, &progress, &done, 99));
         let maint = s.spawn(|| maintenance(&db, &done));
-        let versions = writers.into_iter().map(|h| h.join().expect("writer panicked")).collect();
+        let versions = writers
+            .into_iter()
+            .map(|h| h.join().expect("writer panicked"))
+            .collect();
         done.store(true, SeqCst);
         let scans = snap_reader.join().expect("snapshot reader panicked");
         let reads = point.join().expect("point reader panicked");
         maint.join().expect("maintenance panicked");
-        assert!(scans >= 3 && reads >= 100, "readers barely ran: {scans} scans, {reads} reads");
+        assert!(
+            scans >= 3 && reads >= 100,
+            "readers barely ran: {scans} scans, {reads} reads"
+        );
         versions
     });
     let model = final_model(&versions);
     db.wait_for_background_work().expect("background work");
-    assert_view_matches(&db, &ReadOptions::default(), &model, "after all writers finished");
+    assert_view_matches(
+        &db,
+        &ReadOptions::default(),
+        &model,
+        "after all writers finished",
+    );
     db.close().expect("close");
     let db = Db::open("/concurrent", options).expect("reopen");
     assert_view_matches(&db, &ReadOptions::default(), &model, "after reopen");
@@ -251,8 +295,13 @@ fn concurrent_synced_writers_all_land_and_survive_reopen() {
             s.spawn(move || {
                 for i in 0..per_thread {
                     let k = format!("t{t}-{i:04}").into_bytes();
-                    db.put_opt(&WriteOptions::synced(), &k, &make_value(&k, i, 16)).expect("put");
-                    assert!(db.get(&k).expect("get").is_some(), "own write of {} not visible", show(&k));
+                    db.put_opt(&WriteOptions::synced(), &k, &make_value(&k, i, 16))
+                        .expect("put");
+                    assert!(
+                        db.get(&k).expect("get").is_some(),
+                        "own write of {} not visible",
+                        show(&k)
+                    );
                 }
             });
         }
@@ -265,7 +314,12 @@ fn concurrent_synced_writers_all_land_and_survive_reopen() {
             (k, v)
         })
         .collect();
-    assert_view_matches(&db, &ReadOptions::default(), &model, "after concurrent synced writes");
+    assert_view_matches(
+        &db,
+        &ReadOptions::default(),
+        &model,
+        "after concurrent synced writes",
+    );
     db.close().expect("close");
     let db = Db::open("/group", options).expect("reopen");
     assert_view_matches(&db, &ReadOptions::default(), &model, "after reopen");

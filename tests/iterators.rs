@@ -89,6 +89,19 @@ fn build_layered(path: &Path, options: Options) -> (Layered, Vec<(Snapshot, Mode
     for i in KEYS..KEYS + 20 {
         l.put(i); // keys only in the memtable, past the tables' ranges
     }
+    let st = l.db.stats();
+    eprintln!(
+        "layered database: {} flushes, {} compactions, files per level {:?}",
+        st.num_flushes, st.num_compactions, st.level_files
+    );
+    assert!(
+        st.num_flushes >= 3 && st.num_compactions >= 1,
+        "the data did not spread over tables: {st:?}"
+    );
+    assert!(
+        st.level_files.iter().filter(|&&n| n > 0).count() >= 2,
+        "all tables in one level: {st:?}"
+    );
     (l, snaps)
 }
 
@@ -107,11 +120,19 @@ fn read_options(snap: Option<&Snapshot>) -> ReadOptions {
 /// The cursor is at `want` (with the model's value), or invalid when `want` is `None`.
 fn check_at(it: &DbIterator, model: &Model, want: Option<&Vec<u8>>, ctx: &str) {
     match want {
-        None => assert!(!it.valid(), "{ctx}: iterator at {}, model is off the end", show(it.key())),
+        None => assert!(
+            !it.valid(),
+            "{ctx}: iterator at {}, model is off the end",
+            show(it.key())
+        ),
         Some(k) => {
             assert!(it.valid(), "{ctx}: iterator invalid, model at {}", show(k));
             assert_eq!(show(it.key()), show(k), "{ctx}: key");
-            assert!(it.value() == model[k].as_slice(), "{ctx}: value of {}", show(k));
+            assert!(
+                it.value() == model[k].as_slice(),
+                "{ctx}: value of {}",
+                show(k)
+            );
         }
     }
 }
@@ -190,7 +211,13 @@ fn random_seeks_and_direction_changes_match_model() {
     let (l, snaps) = memfs_layered();
     random_walks(&l.db, &ReadOptions::default(), &l.model, 1, "latest");
     for (i, (s, m)) in snaps.iter().enumerate() {
-        random_walks(&l.db, &read_options(Some(s)), m, 100 + i as u64, &format!("snapshot {i}"));
+        random_walks(
+            &l.db,
+            &read_options(Some(s)),
+            m,
+            100 + i as u64,
+            &format!("snapshot {i}"),
+        );
     }
 }
 
@@ -200,7 +227,11 @@ fn random_seeks_and_direction_changes_match_model() {
 fn direction_switch_at_every_position_matches_model() {
     let (l, snaps) = memfs_layered();
     let mut views = vec![(read_options(None), l.model.clone())];
-    views.extend(snaps.iter().map(|(s, m)| (read_options(Some(s)), m.clone())));
+    views.extend(
+        snaps
+            .iter()
+            .map(|(s, m)| (read_options(Some(s)), m.clone())),
+    );
     for (v, (ro, model)) in views.iter().enumerate() {
         let mut it = l.db.iter(ro).expect("iter");
         for k in model.keys() {
@@ -242,7 +273,11 @@ fn bounded_iteration_stays_inside_lower_and_upper_bound() {
             upper_bound: (round % 7 != 0).then(|| key(hi)),
             ..read_options(snap)
         };
-        let ctx = format!("round {round} bounds {:?}..{:?}", ro.lower_bound.as_deref().map(show), ro.upper_bound.as_deref().map(show));
+        let ctx = format!(
+            "round {round} bounds {:?}..{:?}",
+            ro.lower_bound.as_deref().map(show),
+            ro.upper_bound.as_deref().map(show)
+        );
         assert_view_matches(&l.db, &ro, &bounded(model, &ro), &ctx);
         check_bounded_seeks(&l.db, &ro, &bounded(model, &ro), &ctx);
     }
@@ -260,20 +295,45 @@ fn bounded(model: &Model, ro: &ReadOptions) -> Model {
 fn check_bounded_seeks(db: &Db, ro: &ReadOptions, inside: &Model, ctx: &str) {
     let mut it = db.iter(ro).expect("iter");
     it.seek(b"").expect("seek");
-    check_at(&it, inside, inside.keys().next(), &format!("{ctx}: seek below lower bound"));
+    check_at(
+        &it,
+        inside,
+        inside.keys().next(),
+        &format!("{ctx}: seek below lower bound"),
+    );
     if it.valid() {
         it.prev().expect("prev");
-        check_at(&it, inside, None, &format!("{ctx}: prev from the first key in bounds"));
+        check_at(
+            &it,
+            inside,
+            None,
+            &format!("{ctx}: prev from the first key in bounds"),
+        );
     }
     if let Some(u) = &ro.upper_bound {
         it.seek(u).expect("seek");
-        check_at(&it, inside, None, &format!("{ctx}: seek to the upper bound"));
+        check_at(
+            &it,
+            inside,
+            None,
+            &format!("{ctx}: seek to the upper bound"),
+        );
     }
     it.seek_to_last().expect("seek_to_last");
-    check_at(&it, inside, inside.keys().next_back(), &format!("{ctx}: seek_to_last"));
+    check_at(
+        &it,
+        inside,
+        inside.keys().next_back(),
+        &format!("{ctx}: seek_to_last"),
+    );
     if it.valid() {
         it.next().expect("next");
-        check_at(&it, inside, None, &format!("{ctx}: next from the last key in bounds"));
+        check_at(
+            &it,
+            inside,
+            None,
+            &format!("{ctx}: next from the last key in bounds"),
+        );
     }
 }
 
@@ -299,7 +359,12 @@ fn open_iterator_keeps_its_view_while_writes_flushes_and_compactions_happen() {
     }
     let want: Vec<_> = before.into_iter().collect();
     common::assert_same_entries(&got, &want, "iterator created before the writes");
-    assert_view_matches(&l.db, &ReadOptions::default(), &l.model, "latest after the writes");
+    assert_view_matches(
+        &l.db,
+        &ReadOptions::default(),
+        &l.model,
+        "latest after the writes",
+    );
 }
 
 #[test]
@@ -317,12 +382,22 @@ fn snapshot_sees_old_versions_after_overwrites_deletes_and_full_compaction() {
     l.db.compact_range(None, None).expect("compact");
     l.db.wait_for_background_work().expect("background work");
     for (i, (s, m)) in snaps.iter().enumerate() {
-        assert_view_matches(&l.db, &read_options(Some(s)), m, &format!("snapshot {i} after compaction"));
+        assert_view_matches(
+            &l.db,
+            &read_options(Some(s)),
+            m,
+            &format!("snapshot {i} after compaction"),
+        );
     }
     // Releasing the snapshots lets compaction drop old versions; the latest view must not change.
     snaps.clear();
     l.db.compact_range(None, None).expect("compact");
-    assert_view_matches(&l.db, &ReadOptions::default(), &l.model, "latest after releasing snapshots");
+    assert_view_matches(
+        &l.db,
+        &ReadOptions::default(),
+        &l.model,
+        "latest after releasing snapshots",
+    );
 }
 
 #[test]
@@ -331,7 +406,12 @@ fn snapshot_sequence_numbers_increase_with_writes() {
     let a = l.db.snapshot();
     l.put(1);
     let b = l.db.snapshot();
-    assert!(b.sequence() > a.sequence(), "{} then {}", a.sequence(), b.sequence());
+    assert!(
+        b.sequence() > a.sequence(),
+        "{} then {}",
+        a.sequence(),
+        b.sequence()
+    );
     let c = l.db.snapshot();
     assert_eq!(b.sequence(), c.sequence(), "no write between two snapshots");
 }
@@ -348,14 +428,24 @@ fn iterators_on_empty_database_are_invalid_everywhere() {
     it.seek(b"k").expect("seek");
     assert!(!it.valid());
     assert_eq!(db.scan(&ReadOptions::default()).expect("scan").count(), 0);
-    assert_eq!(db.scan_rev(&ReadOptions::default()).expect("scan_rev").count(), 0);
+    assert_eq!(
+        db.scan_rev(&ReadOptions::default())
+            .expect("scan_rev")
+            .count(),
+        0
+    );
     // Everything deleted: tombstones only.
     db.put(b"a", b"1").expect("put");
     db.put(b"b", b"2").expect("put");
     db.flush().expect("flush");
     db.delete(b"a").expect("delete");
     db.delete(b"b").expect("delete");
-    assert_view_matches(&db, &ReadOptions::default(), &Model::new(), "all keys deleted");
+    assert_view_matches(
+        &db,
+        &ReadOptions::default(),
+        &Model::new(),
+        "all keys deleted",
+    );
 }
 
 #[test]
@@ -377,21 +467,32 @@ fn scans_on_posix_files_match_model_after_reopen() {
 #[test]
 fn scan_and_scan_rev_yield_ordered_bounded_entries() {
     let (l, _) = memfs_layered();
-    let first: Vec<_> = l
-        .db
-        .scan(&ReadOptions::default())
-        .expect("scan")
+    let first: Vec<_> =
+        l.db.scan(&ReadOptions::default())
+            .expect("scan")
+            .take(5)
+            .collect::<wisckey::Result<_>>()
+            .expect("scan items");
+    let want: Vec<_> = l
+        .model
+        .iter()
         .take(5)
-        .collect::<wisckey::Result<_>>()
-        .expect("scan items");
-    let want: Vec<_> = l.model.iter().take(5).map(|(k, v)| (k.clone(), v.clone())).collect();
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     common::assert_same_entries(&first, &want, "first five");
     let ro = ReadOptions {
         lower_bound: Some(key(50)),
         upper_bound: Some(key(250)),
         ..ReadOptions::default()
     };
-    let rev: Vec<_> = l.db.scan_rev(&ro).expect("scan_rev").collect::<wisckey::Result<_>>().expect("items");
-    let want: Vec<_> = common::model_range(&l.model, Some(&key(50)), Some(&key(250))).into_iter().rev().collect();
+    let rev: Vec<_> =
+        l.db.scan_rev(&ro)
+            .expect("scan_rev")
+            .collect::<wisckey::Result<_>>()
+            .expect("items");
+    let want: Vec<_> = common::model_range(&l.model, Some(&key(50)), Some(&key(250)))
+        .into_iter()
+        .rev()
+        .collect();
     common::assert_same_entries(&rev, &want, "scan_rev within bounds");
 }

@@ -63,5 +63,11 @@ pub trait CompactionPolicy: Send + Sync {
     fn pick(&self, ctx: &PickContext<'_>) -> Option<CompactionTask>;
     /// The compaction merging every file of `level` overlapping `[begin, end]` into the level
     /// below (for `Db::compact_range`).
-    fn pick_range(&self, version: &Version, level: usize, begin: Option<&[u8]>, end: Option<&[u8]>) -> Option<CompactionTask>;
+    fn pick_range(
+        &self,
+        version: &Version,
+        level: usize,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Option<CompactionTask>;
 }

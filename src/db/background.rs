@@ -81,7 +81,11 @@ fn level_for_flush(v: &Version, meta: &FileMeta, target_file_bytes: u64) -> usiz
             break;
         }
         if level + 2 < v.num_levels() {
-            let gp: u64 = v.overlapping_files(level + 2, Some(lo), Some(hi)).iter().map(|f| f.size).sum();
+            let gp: u64 = v
+                .overlapping_files(level + 2, Some(lo), Some(hi))
+                .iter()
+                .map(|f| f.size)
+                .sum();
             if gp > 10 * target_file_bytes {
                 break;
             }
@@ -97,7 +101,10 @@ fn run_for_level(v: &Version, level: usize, fallback: u64) -> u64 {
     if level == 0 {
         return fallback;
     }
-    v.levels.get(level).and_then(|l| l.runs.first()).map_or(fallback, |r| r.id)
+    v.levels
+        .get(level)
+        .and_then(|l| l.runs.first())
+        .map_or(fallback, |r| r.id)
 }
 
 impl DbInner {
@@ -139,24 +146,39 @@ impl DbInner {
         }
     }
 
-    fn install_flush(&self, st: &mut MutexGuard<'_, State>, imm: &Memtable, meta: Option<FileMeta>) -> Result<()> {
+    fn install_flush(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        imm: &Memtable,
+        meta: Option<FileMeta>,
+    ) -> Result<()> {
         let mut edit = VersionEdit::default();
         if let Some(mut meta) = meta {
             let v = st.versions.current();
             // While a compaction runs, its outputs are not yet visible: placing a table below
             // L0 could then overlap them, so flushes go to L0.
-            let level = if st.compacting { 0 } else { level_for_flush(&v, &meta, self.opts.target_file_size_bytes) };
+            let level = if st.compacting {
+                0
+            } else {
+                level_for_flush(&v, &meta, self.opts.target_file_size_bytes)
+            };
             meta.run = run_for_level(&v, level, meta.number);
             add(&self.counters.flush_bytes, meta.size);
             edit.added_files.push((level as u32, meta));
         }
+        // Tables now point into these log files: record it in the same edit that moves the log
+        // head past them, so the sweep never sees them as deletable.
+        edit.blob_added = imm.blob_bytes().into_iter().collect();
         if let Some(end) = imm.log_end() {
             edit.log_head = Some(crate::version::LogPosition {
                 file: end.file,
                 offset: end.offset,
             });
         }
-        let last = st.versions.last_sequence().max(self.visible_seq.load(Ordering::Acquire));
+        let last = st
+            .versions
+            .last_sequence()
+            .max(self.visible_seq.load(Ordering::Acquire));
         st.versions.set_last_sequence(last);
         st.versions.log_and_apply(edit)?;
         add(&self.counters.flushes, 1);
@@ -181,7 +203,11 @@ impl DbInner {
             if st.shutting_down {
                 return;
             }
-            let task = if st.bg_error.is_none() && !st.compacting { self.pick_compaction(&st) } else { None };
+            let task = if st.bg_error.is_none() && !st.compacting {
+                self.pick_compaction(&st)
+            } else {
+                None
+            };
             match task {
                 Some(task) => {
                     if let Err(e) = self.run_task(&mut st, task) {
@@ -225,7 +251,9 @@ impl DbInner {
             add(&self.counters.trivial_moves, 1);
             return Ok(());
         }
-        let smallest_snapshot = self.snapshots.smallest(self.visible_seq.load(Ordering::Acquire));
+        let smallest_snapshot = self
+            .snapshots
+            .smallest(self.visible_seq.load(Ordering::Acquire));
         let allocated = parking_lot::Mutex::new(Vec::new());
         let out = MutexGuard::unlocked(st, || {
             let alloc = || {
@@ -295,15 +323,21 @@ impl DbInner {
         let mut live = st.versions.live_files();
         live.extend(st.pending_outputs.iter().copied());
         let head_file = st.versions.log_head().file;
+        let blob_files: std::collections::HashSet<u64> =
+            st.versions.blob_files().keys().copied().collect();
         let manifest = st.versions.manifest_file_number();
         let bound = st.versions.next_file_number();
         MutexGuard::unlocked(st, || {
-            let Ok(names) = self.vfs.list(&self.dir) else { return };
+            let Ok(names) = self.vfs.list(&self.dir) else {
+                return;
+            };
             for name in names {
-                let Some((kind, number)) = crate::version::parse_file_name(&name) else { continue };
+                let Some((kind, number)) = crate::version::parse_file_name(&name) else {
+                    continue;
+                };
                 let obsolete = match kind {
                     FileKind::Table => number < bound && !live.contains(&number),
-                    FileKind::Log => number < head_file,
+                    FileKind::Log => number < head_file && !blob_files.contains(&number),
                     FileKind::Manifest => number < manifest,
                     FileKind::Temp => number < bound,
                     _ => false,

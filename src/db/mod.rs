@@ -70,7 +70,8 @@ pub struct DbStats {
 impl DbStats {
     /// Bytes the engine wrote to files per user byte written.
     pub fn write_amp(&self) -> f64 {
-        let written = self.log_bytes_written + self.flush_bytes_written + self.compaction_bytes_written;
+        let written =
+            self.log_bytes_written + self.flush_bytes_written + self.compaction_bytes_written;
         written as f64 / self.user_bytes_written.max(1) as f64
     }
 }
@@ -124,6 +125,7 @@ pub(crate) struct DbInner {
     /// The log appender; taken by the write leader and by flushes (lock order: state, then log).
     log: Mutex<LogWriter>,
     table_cache: Arc<TableCache>,
+    vlog: crate::vlog::VlogReader,
     snapshots: Arc<SnapshotList>,
     /// Every write with a sequence number <= this is fully applied and readable.
     visible_seq: AtomicU64,
@@ -144,7 +146,9 @@ impl DbInner {
 
     fn background_error(&self, st: &State) -> Result<()> {
         match &st.bg_error {
-            Some(e) => Err(Error::Background { reason: e.to_string() }),
+            Some(e) => Err(Error::Background {
+                reason: e.to_string(),
+            }),
             None if st.shutting_down => Err(Error::Closed),
             None => Ok(()),
         }
@@ -165,8 +169,15 @@ impl Db {
         let vfs = options.vfs.clone();
         let lock = prepare_dir(&*vfs, &dir, &options)?;
         let policy: Box<dyn CompactionPolicy> = Box::new(LeveledPolicy::from_options(&options));
-        let block_cache = (options.block_cache_bytes > 0).then(|| crate::cache::new_block_cache(options.block_cache_bytes));
-        let table_cache = Arc::new(TableCache::new(vfs.clone(), dir.clone(), options.max_open_files, block_cache));
+        let block_cache = (options.block_cache_bytes > 0)
+            .then(|| crate::cache::new_block_cache(options.block_cache_bytes));
+        let table_cache = Arc::new(TableCache::new(
+            vfs.clone(),
+            dir.clone(),
+            options.max_open_files,
+            block_cache,
+        ));
+        let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone());
         let recovered = recovery::recover(&vfs, &dir, &options, &policy.name())?;
         let inner = Arc::new(DbInner {
             state: Mutex::new(State {
@@ -189,6 +200,7 @@ impl Db {
             flush_cv: Condvar::new(),
             compact_cv: Condvar::new(),
             table_cache,
+            vlog,
             snapshots: Arc::new(SnapshotList::default()),
             policy,
             counters: Counters::default(),
@@ -252,7 +264,9 @@ impl Db {
 
     /// A consistent view of the database as of now.
     pub fn snapshot(&self) -> Snapshot {
-        self.inner.snapshots.acquire(self.inner.visible_seq.load(Ordering::Acquire))
+        self.inner
+            .snapshots
+            .acquire(self.inner.visible_seq.load(Ordering::Acquire))
     }
 
     /// Flush the memtable to an SSTable and wait for it.
@@ -297,7 +311,9 @@ impl Db {
             }
             // Let queued writers finish before the log is closed.
             while !st.writers.is_empty() {
-                self.inner.bg_cv.wait_for(&mut st, std::time::Duration::from_millis(10));
+                self.inner
+                    .bg_cv
+                    .wait_for(&mut st, std::time::Duration::from_millis(10));
             }
             st.shutting_down = true;
             self.inner.flush_cv.notify_all();
@@ -331,7 +347,8 @@ fn validate_options(o: &Options) -> Result<()> {
     if o.block_size_bytes < 64 || o.block_restart_interval == 0 {
         return bad("block_size_bytes must be >= 64 and block_restart_interval >= 1");
     }
-    if o.l0_slowdown_trigger < o.l0_compaction_trigger || o.l0_stop_trigger < o.l0_slowdown_trigger {
+    if o.l0_slowdown_trigger < o.l0_compaction_trigger || o.l0_stop_trigger < o.l0_slowdown_trigger
+    {
         return bad("l0 triggers must satisfy compaction <= slowdown <= stop");
     }
     if o.max_immutable_memtables == 0 {
@@ -351,14 +368,18 @@ fn prepare_dir(vfs: &dyn Vfs, dir: &Path, o: &Options) -> Result<Box<dyn FileLoc
     }
     if !vfs.exists(dir) {
         if !o.create_if_missing {
-            return Err(not_db("the directory does not exist (create_if_missing is off)"));
+            return Err(not_db(
+                "the directory does not exist (create_if_missing is off)",
+            ));
         }
         vfs.create_dir_all(dir)?;
     }
     let lock = vfs.lock(&version::lock_file_name(dir))?;
     let current = vfs.exists(&version::current_file_name(dir));
     if current && o.error_if_exists {
-        return Err(Error::AlreadyExists { path: dir.to_path_buf() });
+        return Err(Error::AlreadyExists {
+            path: dir.to_path_buf(),
+        });
     }
     if !current {
         if !o.create_if_missing {
@@ -371,7 +392,9 @@ fn prepare_dir(vfs: &dyn Vfs, dir: &Path, o: &Options) -> Result<Box<dyn FileLoc
             )
         });
         if has_data {
-            return Err(not_db("table or manifest files exist but CURRENT is missing"));
+            return Err(not_db(
+                "table or manifest files exist but CURRENT is missing",
+            ));
         }
     }
     Ok(lock)
@@ -417,11 +440,19 @@ mod tests {
         for (k, v) in model {
             assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "key {k:?}");
         }
-        let got: Vec<_> = db.scan(&ReadOptions::default()).unwrap().map(|r| r.unwrap()).collect();
+        let got: Vec<_> = db
+            .scan(&ReadOptions::default())
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
         let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         assert_eq!(got.len(), want.len());
         assert!(got == want, "forward scan differs from the model");
-        let mut back: Vec<_> = db.scan_rev(&ReadOptions::default()).unwrap().map(|r| r.unwrap()).collect();
+        let mut back: Vec<_> = db
+            .scan_rev(&ReadOptions::default())
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
         back.reverse();
         assert!(back == want, "backward scan differs from the model");
     }
@@ -456,6 +487,32 @@ mod tests {
     }
 
     #[test]
+    fn separated_values_are_read_back_from_buffer_file_and_after_reopen() {
+        let fs = Arc::new(MemFs::new());
+        let opts = || small_opts(&fs).min_blob_size(100).log_file_bytes(4096);
+        let mut model = BTreeMap::new();
+        let db = Db::open("/db", opts()).unwrap();
+        for i in 0..600u32 {
+            let k = format!("k{:04}", i % 250).into_bytes();
+            let v = vec![b'a' + (i % 26) as u8; if i % 2 == 0 { 150 } else { 20 }];
+            db.put(&k, &v).unwrap();
+            assert_eq!(
+                db.get(&k).unwrap().as_ref(),
+                Some(&v),
+                "read-your-write of {k:?}"
+            );
+            model.insert(k, v);
+        }
+        check_all(&db, &model);
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        check_all(&db, &model);
+        drop(db);
+        let db = Db::open("/db", opts()).unwrap();
+        check_all(&db, &model);
+    }
+
+    #[test]
     fn snapshot_sees_the_past() {
         let fs = Arc::new(MemFs::new());
         let db = Db::open("/db", small_opts(&fs)).unwrap();
@@ -465,7 +522,10 @@ mod tests {
         db.delete(b"a").unwrap();
         db.flush().unwrap();
         db.compact_range(None, None).unwrap();
-        let ro = ReadOptions { snapshot: Some(snap), ..Default::default() };
+        let ro = ReadOptions {
+            snapshot: Some(snap),
+            ..Default::default()
+        };
         assert_eq!(db.get_opt(&ro, b"a").unwrap(), Some(b"1".to_vec()));
         assert_eq!(db.get(b"a").unwrap(), None);
     }

@@ -13,6 +13,7 @@ use crate::key::{self, ValueKind, KIND_FOR_SEEK};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::ReadOptions;
 use crate::version::Version;
+use crate::vlog::ValuePointer;
 
 /// What one read works on: memtables (newest first) and a Version, all pinned.
 struct View {
@@ -44,7 +45,7 @@ impl DbInner {
         let view = self.view(ro);
         for m in &view.mems {
             match m.get(user_key, view.seq) {
-                Lookup::Found(kind, v) => return self.resolve(kind, v),
+                Lookup::Found(kind, v) => return self.resolve(user_key, kind, v),
                 Lookup::Deleted => return Ok(None),
                 Lookup::Absent => {}
             }
@@ -53,11 +54,16 @@ impl DbInner {
         for (_, file) in view.version.files_for_key(user_key) {
             let table = self.table_cache.get(&file)?;
             if let Some((ikey, value)) = table.get(&seek, self.fill_cache(ro))? {
-                let p = key::parse_internal_key(&ikey)
-                    .ok_or_else(|| Error::corruption(self.dir.join(format!("{:06}.sst", file.number)), 0, "malformed internal key"))?;
+                let p = key::parse_internal_key(&ikey).ok_or_else(|| {
+                    Error::corruption(
+                        self.dir.join(format!("{:06}.sst", file.number)),
+                        0,
+                        "malformed internal key",
+                    )
+                })?;
                 return match ValueKind::from_u8(p.kind) {
                     Some(ValueKind::Deletion) => Ok(None),
-                    Some(kind) => self.resolve(kind, value),
+                    Some(kind) => self.resolve(user_key, kind, value),
                     None => Err(Error::corruption(
                         self.dir.join(format!("{:06}.sst", file.number)),
                         0,
@@ -70,19 +76,38 @@ impl DbInner {
     }
 
     /// Turn a stored entry into the user's value.
-    fn resolve(&self, kind: ValueKind, v: Vec<u8>) -> Result<Option<Vec<u8>>> {
+    fn resolve(&self, user_key: &[u8], kind: ValueKind, v: Vec<u8>) -> Result<Option<Vec<u8>>> {
         match kind {
             ValueKind::Value => Ok(Some(v)),
             ValueKind::Deletion => Ok(None),
-            ValueKind::Pointer => Err(Error::corruption(
-                &self.dir,
-                0,
-                "value pointer found but this database has no value log",
-            )),
+            ValueKind::Pointer => self.read_pointer(user_key, &v).map(Some),
         }
     }
 
-    pub(crate) fn iter(&self, ro: &ReadOptions) -> Result<DbIterator> {
+    /// Read a separated value: from its vLog file, or from the log buffer when it has not
+    /// been handed to the file yet.
+    pub(crate) fn read_pointer(&self, user_key: &[u8], encoded: &[u8]) -> Result<Vec<u8>> {
+        let ptr = ValuePointer::decode(encoded).ok_or_else(|| {
+            Error::corruption(&self.dir, 0, "malformed value pointer in the LSM-tree")
+        })?;
+        let op = match self.vlog.try_read_op(&ptr)? {
+            Some(op) => op,
+            None => {
+                let buffered =
+                    self.log
+                        .lock()
+                        .read_buffered(ptr.file, ptr.offset, ptr.op_len as usize);
+                match buffered {
+                    Some(op) => op,
+                    // Handed to the file between the two checks.
+                    None => self.vlog.read_op(&ptr)?,
+                }
+            }
+        };
+        self.vlog.verify_op(&ptr, &op, user_key)
+    }
+
+    pub(crate) fn iter(self: &Arc<Self>, ro: &ReadOptions) -> Result<DbIterator> {
         let view = self.view(ro);
         let fill = self.fill_cache(ro);
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
@@ -91,7 +116,11 @@ impl DbInner {
         }
         for level in &view.version.levels {
             for run in &level.runs {
-                children.push(Box::new(RunIterator::new(self.table_cache.clone(), run.files.clone(), fill)));
+                children.push(Box::new(RunIterator::new(
+                    self.table_cache.clone(),
+                    run.files.clone(),
+                    fill,
+                )));
             }
         }
         let pins = (view.mems, view.version.clone(), ro.snapshot.clone());
@@ -100,6 +129,10 @@ impl DbInner {
             view.seq,
             ro.lower_bound.clone(),
             ro.upper_bound.clone(),
+            {
+                let me = Arc::clone(self);
+                Arc::new(move |k: &[u8], p: &[u8]| me.read_pointer(k, p))
+            },
             Box::new(pins),
         ))
     }
@@ -107,7 +140,8 @@ impl DbInner {
     pub(crate) fn stats(&self) -> DbStats {
         let st = self.state.lock();
         let v = st.versions.current();
-        let memtable_bytes = st.mem.approximate_bytes() + st.imms.iter().map(|m| m.approximate_bytes()).sum::<u64>();
+        let memtable_bytes =
+            st.mem.approximate_bytes() + st.imms.iter().map(|m| m.approximate_bytes()).sum::<u64>();
         drop(st);
         let c = &self.counters;
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);

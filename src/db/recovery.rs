@@ -8,13 +8,11 @@ use std::sync::Arc;
 use super::background::write_level0_table;
 use crate::error::{Error, Result};
 use crate::fs::Vfs;
-use crate::key::ValueKind;
-use crate::log::{LogReader, LogRecord, LogWriter, ReadOutcome};
+use crate::log::{LogPos, LogReader, LogRecord, LogWriter, ReadOutcome};
 use crate::memtable::Memtable;
 use crate::options::{Options, RecoveryMode};
 use crate::sst::TableOptions;
 use crate::version::{self, log_file_name, FileKind, LogPosition, VersionEdit, VersionSet};
-use crate::write_batch::{BatchIter, BatchOp};
 
 /// What recovery hands to the new DB.
 pub(super) struct Recovered {
@@ -24,14 +22,23 @@ pub(super) struct Recovered {
     pub log: LogWriter,
 }
 
-pub(super) fn recover(vfs: &Arc<dyn Vfs>, dir: &Path, opts: &Options, policy: &str) -> Result<Recovered> {
+pub(super) fn recover(
+    vfs: &Arc<dyn Vfs>,
+    dir: &Path,
+    opts: &Options,
+    policy: &str,
+) -> Result<Recovered> {
     let mut versions = if vfs.exists(&version::current_file_name(dir)) {
         VersionSet::recover(vfs.clone(), dir, opts.num_levels)?
     } else {
         VersionSet::create(vfs.clone(), dir, opts.num_levels, policy)?
     };
     if versions.policy() != policy {
-        tracing::info!(was = versions.policy(), now = policy, "compaction policy changed since the last open");
+        tracing::info!(
+            was = versions.policy(),
+            now = policy,
+            "compaction policy changed since the last open"
+        );
     }
     let head = versions.log_head();
     let logs = log_files_from(&**vfs, dir, head.file)?;
@@ -63,7 +70,12 @@ pub(super) fn recover(vfs: &Arc<dyn Vfs>, dir: &Path, opts: &Options, policy: &s
     }
     versions.set_last_sequence(last_seq);
     let log = open_log_writer(vfs, dir, opts, &mut versions, tail)?;
-    Ok(Recovered { mem, versions, last_seq, log })
+    Ok(Recovered {
+        mem,
+        versions,
+        last_seq,
+        log,
+    })
 }
 
 /// Numbers of the log files at or after `first`, ascending.
@@ -133,12 +145,16 @@ impl Replay<'_> {
                 Ok(rec) => {
                     self.apply(&rec);
                     if self.mem.approximate_bytes() as usize >= self.opts.write_buffer_bytes {
-                        self.flush(LogPosition { file: n, offset: reader.offset() })?;
+                        self.flush(LogPosition {
+                            file: n,
+                            offset: reader.offset(),
+                        })?;
                     }
                 }
                 Err(ReadOutcome::Clean) => return Ok(reader.offset()),
                 Err(ReadOutcome::Damaged { offset, reason }) => {
-                    let tolerate = self.opts.recovery_mode == RecoveryMode::TolerateCorruptTail && is_last;
+                    let tolerate =
+                        self.opts.recovery_mode == RecoveryMode::TolerateCorruptTail && is_last;
                     if !tolerate {
                         return Err(Error::corruption(path, offset, reason));
                     }
@@ -152,14 +168,12 @@ impl Replay<'_> {
     }
 
     fn apply(&mut self, rec: &LogRecord) {
-        let mut seq = rec.first_seq;
-        for op in BatchIter::over(&rec.ops).flatten() {
-            match op {
-                BatchOp::Put { key, value } => self.mem.add(seq, ValueKind::Value, key, value),
-                BatchOp::Delete { key } => self.mem.add(seq, ValueKind::Deletion, key, &[]),
-            }
-            seq += 1;
-        }
+        let pos = LogPos {
+            file: rec.pos.file,
+            offset: rec.pos.offset,
+        };
+        self.mem
+            .apply_group(pos, rec.first_seq, &rec.ops, self.opts.min_blob_size);
         if rec.count > 0 {
             self.last_seq = self.last_seq.max(rec.first_seq + rec.count as u64 - 1);
         }
@@ -179,6 +193,7 @@ impl Replay<'_> {
             edit.added_files.push((0, meta));
         }
         edit.log_head = Some(head);
+        edit.blob_added = self.mem.blob_bytes().into_iter().collect();
         self.versions.set_last_sequence(self.last_seq);
         self.versions.log_and_apply(edit)?;
         self.mem = Arc::new(Memtable::new(head.file));

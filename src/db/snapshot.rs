@@ -16,7 +16,10 @@ impl SnapshotList {
     /// Register a snapshot at `seq`.
     pub fn acquire(self: &Arc<Self>, seq: u64) -> Snapshot {
         *self.held.lock().entry(seq).or_insert(0) += 1;
-        Snapshot { seq, list: Arc::clone(self) }
+        Snapshot {
+            seq,
+            list: Arc::clone(self),
+        }
     }
 
     fn release(&self, seq: u64) {
@@ -31,16 +34,13 @@ impl SnapshotList {
 
     /// The oldest snapshot's sequence number, or `current` when none is held.
     pub fn smallest(&self, current: u64) -> u64 {
-        self.held.lock().keys().next().copied().unwrap_or(current).min(current)
-    }
-
-    /// Number of snapshots held.
-    pub fn len(&self) -> usize {
-        self.held.lock().values().sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.held
+            .lock()
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(current)
+            .min(current)
     }
 }
 

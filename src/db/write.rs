@@ -9,10 +9,9 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use super::{add, DbInner, State};
-use crate::error::{Error, Result};
-use crate::key::ValueKind;
+use crate::error::Result;
 use crate::memtable::Memtable;
-use crate::write_batch::{BatchOp, WriteBatch};
+use crate::write_batch::WriteBatch;
 
 /// A queued write.
 pub(crate) struct WriterSlot {
@@ -67,7 +66,9 @@ impl DbInner {
         }
         let (n, result) = self.lead_group(&mut st);
         for _ in 0..n {
-            let Some(w) = st.writers.pop_front() else { break };
+            let Some(w) = st.writers.pop_front() else {
+                break;
+            };
             if !Arc::ptr_eq(&w, &slot) {
                 *w.result.lock() = Some(match &result {
                     Ok(()) => Ok(()),
@@ -103,11 +104,17 @@ impl DbInner {
         let first_seq = st.last_seq + 1;
         st.last_seq += count;
         let mem = st.mem.clone();
-        let r = MutexGuard::unlocked(st, || self.append_and_apply(&group, first_seq, count as u32, &mem));
+        let r = MutexGuard::unlocked(st, || {
+            self.append_and_apply(&group, first_seq, count as u32, &mem)
+        });
         match &r {
             Ok(()) => {
-                self.visible_seq.store(first_seq + count - 1, Ordering::Release);
-                add(&self.counters.user_bytes, group.iter().map(|w| w.batch.user_bytes).sum());
+                self.visible_seq
+                    .store(first_seq + count - 1, Ordering::Release);
+                add(
+                    &self.counters.user_bytes,
+                    group.iter().map(|w| w.batch.user_bytes).sum(),
+                );
             }
             Err(e) => {
                 tracing::error!(error = %e, "log write failed; the database is read-only until resume()");
@@ -118,35 +125,41 @@ impl DbInner {
     }
 
     /// Append the group to the log (syncing if any writer asked), then apply it to `mem`.
-    fn append_and_apply(&self, group: &[Arc<WriterSlot>], first_seq: u64, count: u32, mem: &Memtable) -> Result<()> {
+    fn append_and_apply(
+        &self,
+        group: &[Arc<WriterSlot>],
+        first_seq: u64,
+        count: u32,
+        mem: &Memtable,
+    ) -> Result<()> {
         let sync = group.iter().any(|w| w.sync);
-        {
+        let mut ops = Vec::new();
+        if group.len() > 1 {
+            ops.reserve(group.iter().map(|w| w.batch.rep.len()).sum());
+            for w in group {
+                ops.extend_from_slice(&w.batch.rep);
+            }
+        }
+        let pos = {
             let mut log = self.log.lock();
-            let pos = if group.len() == 1 {
-                log.append(first_seq, count, &group[0].batch.rep)?
+            let rep = if group.len() == 1 {
+                &group[0].batch.rep
             } else {
-                let mut ops = Vec::with_capacity(group.iter().map(|w| w.batch.rep.len()).sum());
-                for w in group {
-                    ops.extend_from_slice(&w.batch.rep);
-                }
-                log.append(first_seq, count, &ops)?
+                &ops
             };
+            let pos = log.append(first_seq, count, rep)?;
             if sync {
                 if let Err(e) = log.sync() {
                     log.discard_from(pos);
                     return Err(e);
                 }
             }
-        }
-        let mut seq = first_seq;
-        for w in group {
-            for op in w.batch.iter().flatten() {
-                match op {
-                    BatchOp::Put { key, value } => mem.add(seq, ValueKind::Value, key, value),
-                    BatchOp::Delete { key } => mem.add(seq, ValueKind::Deletion, key, &[]),
-                }
-                seq += 1;
-            }
+            pos
+        };
+        let min_blob = self.opts.min_blob_size;
+        match group {
+            [one] => mem.apply_group(pos, first_seq, &one.batch.rep, min_blob),
+            _ => mem.apply_group(pos, first_seq, &ops, min_blob),
         }
         Ok(())
     }
@@ -163,11 +176,14 @@ impl DbInner {
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
                 add(&self.counters.stall_micros, t.elapsed().as_micros() as u64);
                 allow_delay = false;
-            } else if !force && (st.mem.approximate_bytes() as usize) < self.opts.write_buffer_bytes {
+            } else if (!force
+                && (st.mem.approximate_bytes() as usize) < self.opts.write_buffer_bytes)
+                || (force && st.mem.is_empty())
+            {
                 return Ok(());
-            } else if force && st.mem.is_empty() {
-                return Ok(());
-            } else if st.imms.len() >= self.opts.max_immutable_memtables || l0 >= self.opts.l0_stop_trigger {
+            } else if st.imms.len() >= self.opts.max_immutable_memtables
+                || l0 >= self.opts.l0_stop_trigger
+            {
                 let t = Instant::now();
                 self.flush_cv.notify_one();
                 self.compact_cv.notify_one();
@@ -205,7 +221,11 @@ impl DbInner {
 /// How many queued writers (from the front) the leader takes into its group.
 fn group_size(st: &State, leader: &WriterSlot) -> usize {
     let mut size = leader.batch.rep.len();
-    let max = if size <= SMALL_LEADER_BYTES { size + SMALL_LEADER_BYTES } else { MAX_GROUP_BYTES };
+    let max = if size <= SMALL_LEADER_BYTES {
+        size + SMALL_LEADER_BYTES
+    } else {
+        MAX_GROUP_BYTES
+    };
     let mut n = 1;
     for w in st.writers.iter().skip(1) {
         // A non-sync leader must not make a sync writer's data durable-late; a flush request
@@ -264,9 +284,11 @@ impl DbInner {
     }
 }
 
-#[allow(dead_code)]
-fn _assert_send_sync() {
-    fn is<T: Send + Sync>() {}
-    is::<super::Db>();
-    let _ = Error::Closed;
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn db_is_send_and_sync() {
+        fn is<T: Send + Sync>() {}
+        is::<super::super::Db>();
+    }
 }

@@ -20,6 +20,9 @@ enum Direction {
 pub trait Pin: Send {}
 impl<T: Send> Pin for T {}
 
+/// Reads a separated value: `(user key, encoded pointer) -> value`.
+pub type Resolver = std::sync::Arc<dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>> + Send + Sync>;
+
 /// A cursor over user keys and values (LevelDB's Iterator).
 pub struct DbIterator {
     inner: Box<dyn InternalIterator>,
@@ -30,6 +33,10 @@ pub struct DbIterator {
     saved_value: Vec<u8>,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
+    /// Kind of the current entry (a pointer's value is read through `resolver`).
+    cur_kind: u8,
+    resolver: Resolver,
+    resolved: Option<Vec<u8>>,
     _pins: Box<dyn Pin>,
 }
 
@@ -39,6 +46,7 @@ impl DbIterator {
         seq: u64,
         lower: Option<Vec<u8>>,
         upper: Option<Vec<u8>>,
+        resolver: Resolver,
         pins: Box<dyn Pin>,
     ) -> Self {
         DbIterator {
@@ -50,6 +58,9 @@ impl DbIterator {
             saved_value: Vec::new(),
             lower,
             upper,
+            cur_kind: ValueKind::Value as u8,
+            resolver,
+            resolved: None,
             _pins: pins,
         }
     }
@@ -69,10 +80,27 @@ impl DbIterator {
 
     /// The current value; only while `valid()`.
     pub fn value(&self) -> &[u8] {
+        if let Some(v) = &self.resolved {
+            return v;
+        }
+        self.raw_value()
+    }
+
+    fn raw_value(&self) -> &[u8] {
         match self.direction {
             Direction::Forward => self.inner.value(),
             Direction::Reverse => &self.saved_value,
         }
+    }
+
+    /// Read the value of the current entry if it is a pointer into the value log.
+    fn resolve(&mut self) -> Result<()> {
+        self.resolved = None;
+        if self.valid && self.cur_kind == ValueKind::Pointer as u8 {
+            let v = (self.resolver)(self.key(), self.raw_value())?;
+            self.resolved = Some(v);
+        }
+        Ok(())
     }
 
     pub fn seek_to_first(&mut self) -> Result<()> {
@@ -83,7 +111,7 @@ impl DbIterator {
         self.inner.seek_to_first()?;
         self.find_next_user_entry(false)?;
         self.check_upper();
-        Ok(())
+        self.resolve()
     }
 
     pub fn seek_to_last(&mut self) -> Result<()> {
@@ -102,7 +130,7 @@ impl DbIterator {
         }
         self.find_prev_user_entry()?;
         self.check_lower();
-        Ok(())
+        self.resolve()
     }
 
     /// Position at the first key >= `target` (and >= the lower bound).
@@ -112,14 +140,18 @@ impl DbIterator {
             _ => target.to_vec(),
         };
         self.direction = Direction::Forward;
-        self.inner.seek(&key::make_internal_key(&target, self.seq, KIND_FOR_SEEK))?;
+        self.inner
+            .seek(&key::make_internal_key(&target, self.seq, KIND_FOR_SEEK))?;
         self.find_next_user_entry(false)?;
         self.check_upper();
-        Ok(())
+        self.resolve()
     }
 
+    /// Move to the next key (LevelDB's `Next`; use `Db::scan` for a Rust `Iterator`).
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<()> {
         if !self.valid {
+            self.resolved = None;
             return Ok(());
         }
         if self.direction == Direction::Reverse {
@@ -133,7 +165,8 @@ impl DbIterator {
             }
         } else {
             self.saved_key.clear();
-            self.saved_key.extend_from_slice(key::user_key(self.inner.key()));
+            self.saved_key
+                .extend_from_slice(key::user_key(self.inner.key()));
             self.inner.next()?;
         }
         if !self.inner.valid() {
@@ -142,17 +175,19 @@ impl DbIterator {
         }
         self.find_next_user_entry(true)?;
         self.check_upper();
-        Ok(())
+        self.resolve()
     }
 
     pub fn prev(&mut self) -> Result<()> {
         if !self.valid {
+            self.resolved = None;
             return Ok(());
         }
         if self.direction == Direction::Forward {
             // Walk back past every entry of the current key.
             self.saved_key.clear();
-            self.saved_key.extend_from_slice(key::user_key(self.inner.key()));
+            self.saved_key
+                .extend_from_slice(key::user_key(self.inner.key()));
             loop {
                 self.inner.prev()?;
                 if !self.inner.valid() {
@@ -167,7 +202,7 @@ impl DbIterator {
         }
         self.find_prev_user_entry()?;
         self.check_lower();
-        Ok(())
+        self.resolve()
     }
 
     /// Forward: skip to the newest visible non-deleted entry, skipping keys <= saved_key when
@@ -182,6 +217,7 @@ impl DbIterator {
                         skipping = true;
                     } else if !(skipping && p.user_key <= self.saved_key.as_slice()) {
                         self.valid = true;
+                        self.cur_kind = p.kind;
                         self.saved_key.clear();
                         return Ok(());
                     }
@@ -201,7 +237,9 @@ impl DbIterator {
         while self.inner.valid() {
             if let Some(p) = key::parse_internal_key(self.inner.key()) {
                 if p.seq <= self.seq {
-                    if last_kind != ValueKind::Deletion as u8 && p.user_key.cmp(&self.saved_key) == Ordering::Less {
+                    if last_kind != ValueKind::Deletion as u8
+                        && p.user_key.cmp(&self.saved_key) == Ordering::Less
+                    {
                         break;
                     }
                     last_kind = p.kind;
@@ -225,6 +263,7 @@ impl DbIterator {
             self.direction = Direction::Forward;
         } else {
             self.valid = true;
+            self.cur_kind = last_kind;
         }
         Ok(())
     }

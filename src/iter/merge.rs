@@ -35,7 +35,8 @@ impl MergingIterator {
         for (i, c) in self.children.iter().enumerate() {
             if c.valid() {
                 match best {
-                    Some(b) if compare_internal(c.key(), self.children[b].key()) != Ordering::Less => {}
+                    Some(b)
+                        if compare_internal(c.key(), self.children[b].key()) != Ordering::Less => {}
                     _ => best = Some(i),
                 }
             }
@@ -48,7 +49,9 @@ impl MergingIterator {
         for (i, c) in self.children.iter().enumerate().rev() {
             if c.valid() {
                 match best {
-                    Some(b) if compare_internal(c.key(), self.children[b].key()) != Ordering::Greater => {}
+                    Some(b)
+                        if compare_internal(c.key(), self.children[b].key())
+                            != Ordering::Greater => {}
                     _ => best = Some(i),
                 }
             }

@@ -71,7 +71,9 @@ impl RunIterator {
     }
 
     fn cur(&self) -> &TableIterator {
-        self.cur.as_ref().expect("key/value called on an invalid RunIterator")
+        self.cur
+            .as_ref()
+            .expect("key/value called on an invalid RunIterator")
     }
 }
 

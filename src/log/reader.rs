@@ -88,7 +88,12 @@ impl LogReader {
         if left == 0 {
             return Ok(Err(ReadOutcome::Clean));
         }
-        let damaged = |reason: &str| Ok(Err(ReadOutcome::Damaged { offset: at, reason: reason.to_string() }));
+        let damaged = |reason: &str| {
+            Ok(Err(ReadOutcome::Damaged {
+                offset: at,
+                reason: reason.to_string(),
+            }))
+        };
         if left < HEADER_LEN as u64 {
             return damaged("truncated record header");
         }
@@ -114,7 +119,15 @@ impl LogReader {
             return damaged("operation count does not match the record header");
         }
         self.offset = at + HEADER_LEN as u64 + len;
-        let pos = LogPos { file: self.number, offset: at };
-        Ok(Ok(LogRecord { pos, first_seq, count, ops }))
+        let pos = LogPos {
+            file: self.number,
+            offset: at,
+        };
+        Ok(Ok(LogRecord {
+            pos,
+            first_seq,
+            count,
+            ops,
+        }))
     }
 }

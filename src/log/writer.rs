@@ -128,6 +128,18 @@ impl LogWriter {
         }
     }
 
+    /// Bytes `[offset, offset + len)` of file `file` if they are still in the buffer (not yet
+    /// handed to the file), so reads of just-written values need no flush.
+    pub fn read_buffered(&self, file: u64, offset: u64, len: usize) -> Option<Vec<u8>> {
+        if file != self.number || offset < self.written {
+            return None;
+        }
+        let start = (offset - self.written) as usize;
+        self.buf
+            .get(start..start.checked_add(len)?)
+            .map(|b| b.to_vec())
+    }
+
     /// True when the current file has grown past the roll size.
     pub fn should_roll(&self) -> bool {
         self.written + self.buf.len() as u64 >= self.roll_bytes

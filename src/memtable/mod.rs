@@ -11,7 +11,9 @@ use crossbeam_skiplist::SkipMap;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, compare_internal, ValueKind, KIND_FOR_SEEK};
-use crate::log::LogPos;
+use crate::log::{LogPos, HEADER_LEN};
+use crate::vlog::ValuePointer;
+use crate::write_batch::{BatchIter, BatchOp};
 
 /// An internal key ordered by `key::compare_internal`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +52,8 @@ pub struct Memtable {
     /// Log position just past the last record whose ops are in this memtable; set when the
     /// memtable becomes immutable. Once it is flushed, the log before this point is redundant.
     log_end: parking_lot::Mutex<Option<LogPos>>,
+    /// Bytes of separated values this memtable points to, per value-log file.
+    blob_bytes: parking_lot::Mutex<std::collections::BTreeMap<u64, u64>>,
     /// A number for this memtable (the first log file it received writes from), for tracing.
     pub id: u64,
 }
@@ -60,6 +64,7 @@ impl Memtable {
             map: SkipMap::new(),
             bytes: AtomicU64::new(0),
             log_end: parking_lot::Mutex::new(None),
+            blob_bytes: parking_lot::Mutex::new(std::collections::BTreeMap::new()),
             id,
         }
     }
@@ -70,6 +75,42 @@ impl Memtable {
         let size = ikey.len() as u64 + value.len() as u64 + ENTRY_OVERHEAD;
         self.map.insert(IKey(ikey.into_boxed_slice()), value.into());
         self.bytes.fetch_add(size, AtomicOrdering::Relaxed);
+    }
+
+    /// Insert every op of a log record group that starts at `pos`. Values of at least
+    /// `min_blob_size` bytes become pointers into the log (the group is already written
+    /// there), the rest are stored inline.
+    pub fn apply_group(&self, pos: LogPos, first_seq: u64, ops: &[u8], min_blob_size: usize) {
+        let mut it = BatchIter::over(ops);
+        let mut seq = first_seq;
+        let mut blob_bytes = 0u64;
+        loop {
+            let start = it.offset();
+            let Some(Ok(op)) = it.next() else { break };
+            match op {
+                BatchOp::Put { key, value } if value.len() >= min_blob_size => {
+                    let ptr = ValuePointer {
+                        file: pos.file,
+                        offset: pos.offset + (HEADER_LEN + start) as u64,
+                        op_len: (it.offset() - start) as u32,
+                        value_crc: crate::util::crc(value),
+                    };
+                    blob_bytes += value.len() as u64;
+                    self.add(seq, ValueKind::Pointer, key, &ptr.encoded());
+                }
+                BatchOp::Put { key, value } => self.add(seq, ValueKind::Value, key, value),
+                BatchOp::Delete { key } => self.add(seq, ValueKind::Deletion, key, &[]),
+            }
+            seq += 1;
+        }
+        if blob_bytes > 0 {
+            *self.blob_bytes.lock().entry(pos.file).or_insert(0) += blob_bytes;
+        }
+    }
+
+    /// Bytes of separated values referenced, per value-log file.
+    pub fn blob_bytes(&self) -> std::collections::BTreeMap<u64, u64> {
+        self.blob_bytes.lock().clone()
     }
 
     /// Approximate memory used.
@@ -126,11 +167,14 @@ impl Memtable {
 /// and needs no lifetime tie to the skiplist (and no unsafe code).
 const BATCH: usize = 64;
 
+/// An entry copied out of the skiplist: internal key and value.
+type MemEntry = (Box<[u8]>, Box<[u8]>);
+
 /// Iterator over a memtable, in internal-key order.
 pub struct MemIter {
     mem: Arc<Memtable>,
     /// Buffered entries: ascending when `forward`, descending otherwise.
-    buf: Vec<(Box<[u8]>, Box<[u8]>)>,
+    buf: Vec<MemEntry>,
     idx: usize,
     forward: bool,
 }
@@ -138,14 +182,21 @@ pub struct MemIter {
 impl MemIter {
     fn fill_forward(&mut self, from: Bound<&IKey>) {
         let range = self.mem.map.range((from, Bound::Unbounded));
-        self.buf = range.take(BATCH).map(|e| (e.key().0.clone(), e.value().clone())).collect();
+        self.buf = range
+            .take(BATCH)
+            .map(|e| (e.key().0.clone(), e.value().clone()))
+            .collect();
         self.idx = 0;
         self.forward = true;
     }
 
     fn fill_backward(&mut self, to: Bound<&IKey>) {
         let range = self.mem.map.range((Bound::Unbounded, to));
-        self.buf = range.rev().take(BATCH).map(|e| (e.key().0.clone(), e.value().clone())).collect();
+        self.buf = range
+            .rev()
+            .take(BATCH)
+            .map(|e| (e.key().0.clone(), e.value().clone()))
+            .collect();
         self.idx = 0;
         self.forward = false;
     }
@@ -216,8 +267,14 @@ mod tests {
         m.add(1, ValueKind::Value, b"k", b"v1");
         m.add(2, ValueKind::Value, b"k", b"v2");
         m.add(3, ValueKind::Deletion, b"k", b"");
-        assert_eq!(m.get(b"k", 1), Lookup::Found(ValueKind::Value, b"v1".to_vec()));
-        assert_eq!(m.get(b"k", 2), Lookup::Found(ValueKind::Value, b"v2".to_vec()));
+        assert_eq!(
+            m.get(b"k", 1),
+            Lookup::Found(ValueKind::Value, b"v1".to_vec())
+        );
+        assert_eq!(
+            m.get(b"k", 2),
+            Lookup::Found(ValueKind::Value, b"v2".to_vec())
+        );
         assert_eq!(m.get(b"k", 9), Lookup::Deleted);
         assert_eq!(m.get(b"j", 9), Lookup::Absent);
         assert_eq!(m.get(b"k", 0), Lookup::Absent);
@@ -227,7 +284,12 @@ mod tests {
     fn iterator_walks_both_ways_across_batches() {
         let m = Arc::new(Memtable::new(1));
         for i in 0..300u32 {
-            m.add(i as u64 + 1, ValueKind::Value, format!("{i:05}").as_bytes(), b"v");
+            m.add(
+                i as u64 + 1,
+                ValueKind::Value,
+                format!("{i:05}").as_bytes(),
+                b"v",
+            );
         }
         let mut it = m.iter();
         it.seek_to_first().unwrap();
@@ -246,7 +308,12 @@ mod tests {
         back.reverse();
         assert_eq!(fwd, back);
         // Direction changes in the middle.
-        it.seek(&key::make_internal_key(b"00100", u64::MAX >> 8, KIND_FOR_SEEK)).unwrap();
+        it.seek(&key::make_internal_key(
+            b"00100",
+            u64::MAX >> 8,
+            KIND_FOR_SEEK,
+        ))
+        .unwrap();
         assert_eq!(key::user_key(it.key()), b"00100");
         it.prev().unwrap();
         assert_eq!(key::user_key(it.key()), b"00099");

@@ -157,18 +157,32 @@ impl Footer {
 /// Read the block at `handle`, verify its checksum and decompress it. The whole block plus
 /// trailer must lie below `limit` (the start of the region that may not hold it).
 pub fn read_block(file: &dyn RandomAccessFile, handle: BlockHandle, limit: u64) -> Result<Vec<u8>> {
-    let path = file.path();
+    let len = stored_len(file.path(), handle, limit)?;
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(handle.offset, &mut buf)?;
+    decode_block(buf, handle, file.path())
+}
+
+/// Bytes of block + trailer at `handle`, after checking they lie below `limit`.
+pub fn stored_len(path: &Path, handle: BlockHandle, limit: u64) -> Result<usize> {
     if handle.end_with_trailer() > limit {
+        let why = format!("block handle {handle:?} points past the end of its region ({limit})");
+        return Err(Error::corruption(path, handle.offset, why));
+    }
+    usize::try_from(handle.size + BLOCK_TRAILER_LEN as u64)
+        .map_err(|_| Error::corruption(path, handle.offset, "block size does not fit in memory"))
+}
+
+/// Verify and strip the trailer of `buf` (block bytes + trailer, as read from `handle`),
+/// then decompress.
+pub fn decode_block(mut buf: Vec<u8>, handle: BlockHandle, path: &Path) -> Result<Vec<u8>> {
+    let Some(size) = buf.len().checked_sub(BLOCK_TRAILER_LEN) else {
         return Err(Error::corruption(
             path,
             handle.offset,
-            format!("block handle {handle:?} points past the end of its region ({limit})"),
+            "block shorter than its trailer",
         ));
-    }
-    let size = usize::try_from(handle.size)
-        .map_err(|_| Error::corruption(path, handle.offset, "block size does not fit in memory"))?;
-    let mut buf = vec![0u8; size + BLOCK_TRAILER_LEN];
-    file.read_exact_at(handle.offset, &mut buf)?;
+    };
     let kind = buf[size];
     let stored = u32::from_le_bytes([buf[size + 1], buf[size + 2], buf[size + 3], buf[size + 4]]);
     if crc(&buf[..=size]) != stored {

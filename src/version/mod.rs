@@ -19,7 +19,7 @@ pub use filename::{
     current_file_name, info_log_file_name, lock_file_name, log_file_name, manifest_file_name,
     parse_file_name, table_file_name, temp_file_name, FileKind,
 };
-pub use set::VersionSet;
+pub use set::{BlobFileStats, VersionSet};
 
 /// The only key order we know; stored in the manifest so a foreign database is refused.
 pub const COMPARATOR_NAME: &str = "wisckey.bytewise";

@@ -1,8 +1,8 @@
 //! `VersionSet`: the current `Version`, the counters the manifest persists (file numbers,
-//! last sequence, log head, value-log tail, policy), and making every change durable in the
-//! manifest before it becomes visible. Not internally locked: the DB wraps it in a mutex.
+//! last sequence, log head, value-log tail, policy, per-value-log-file statistics), and making
+//! every change durable in the manifest before it becomes visible. Not internally locked: the DB wraps it in a mutex.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
@@ -16,6 +16,48 @@ use crate::fs::Vfs;
 /// A manifest larger than this is replaced by a fresh one holding a snapshot.
 pub const DEFAULT_MAX_MANIFEST_BYTES: u64 = 64 << 20;
 
+/// What the manifest knows about one value-log file holding separated values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BlobFileStats {
+    /// Bytes of separated values in the file that tables have referenced.
+    pub total_bytes: u64,
+    /// Of those, bytes no table references any more; never more than `total_bytes`.
+    pub garbage_bytes: u64,
+}
+
+impl BlobFileStats {
+    /// Bytes still referenced.
+    pub fn live_bytes(&self) -> u64 {
+        self.total_bytes.saturating_sub(self.garbage_bytes)
+    }
+
+    /// Fraction of the file's separated values that are garbage (0 for an empty file).
+    pub fn garbage_ratio(&self) -> f64 {
+        if self.total_bytes == 0 {
+            return 0.0;
+        }
+        self.garbage_bytes as f64 / self.total_bytes as f64
+    }
+}
+
+/// Apply an edit's value-log statistics: deletions, then additions, then garbage (so garbage
+/// reported with the bytes it belongs to is counted against them). Garbage for a file without
+/// an entry is ignored (it was deleted: nothing to count), and is capped at the file's total.
+fn apply_blob_edits(files: &mut BTreeMap<u64, BlobFileStats>, edit: &VersionEdit) {
+    for n in &edit.blob_files_deleted {
+        files.remove(n);
+    }
+    for &(n, bytes) in &edit.blob_added {
+        let s = files.entry(n).or_default();
+        s.total_bytes = s.total_bytes.saturating_add(bytes);
+    }
+    for &(n, bytes) in &edit.blob_garbage {
+        if let Some(s) = files.get_mut(&n) {
+            s.garbage_bytes = s.garbage_bytes.saturating_add(bytes).min(s.total_bytes);
+        }
+    }
+}
+
 /// The live state of the database's file set. See `docs/format/manifest.md`.
 pub struct VersionSet {
     vfs: Arc<dyn Vfs>,
@@ -27,6 +69,8 @@ pub struct VersionSet {
     log_head: LogPosition,
     vlog_tail: LogPosition,
     compact_pointers: Vec<Option<Vec<u8>>>,
+    /// Value-log files holding separated values: number → statistics.
+    blob_files: BTreeMap<u64, BlobFileStats>,
     current: Arc<Version>,
     /// Older versions, kept weakly: whichever is still upgradable pins its files.
     older: Vec<Weak<Version>>,
@@ -68,6 +112,7 @@ impl VersionSet {
             log_head: LogPosition::default(),
             vlog_tail: LogPosition::default(),
             compact_pointers: vec![None; num_levels],
+            blob_files: BTreeMap::new(),
             current: Arc::new(Version::empty(num_levels)),
             older: Vec::new(),
             manifest: None,
@@ -156,6 +201,7 @@ impl VersionSet {
         // Never hand out a number that is already on disk, whatever the counter says.
         let mut used: Vec<u64> = self.current.all_files().map(|(_, f)| f.number).collect();
         used.extend([self.log_head.file, self.vlog_tail.file]);
+        used.extend(self.blob_files.keys());
         used.into_iter().for_each(|n| self.mark_file_number_used(n));
         Ok(())
     }
@@ -190,6 +236,7 @@ impl VersionSet {
                 *slot = Some(key.clone());
             }
         }
+        apply_blob_edits(&mut self.blob_files, edit);
     }
 
     /// Make `edit` durable in the manifest, then install the version it produces.
@@ -329,6 +376,16 @@ impl VersionSet {
             .all_files()
             .map(|(l, f)| (l as u32, (**f).clone()))
             .collect();
+        // Replayed on an empty map, additions then garbage recreate each entry exactly.
+        let blob_added = self
+            .blob_files
+            .iter()
+            .map(|(&n, s)| (n, s.total_bytes))
+            .collect();
+        let blob_garbage = (self.blob_files.iter())
+            .filter(|(_, s)| s.garbage_bytes > 0)
+            .map(|(&n, s)| (n, s.garbage_bytes))
+            .collect();
         VersionEdit {
             comparator: Some(COMPARATOR_NAME.to_string()),
             format_version: Some(FORMAT_VERSION),
@@ -340,6 +397,9 @@ impl VersionSet {
             deleted_files: Vec::new(),
             added_files,
             policy: Some(self.policy.clone()),
+            blob_added,
+            blob_garbage,
+            blob_files_deleted: Vec::new(),
         }
     }
 
@@ -401,6 +461,17 @@ impl VersionSet {
 
     pub fn compact_pointer(&self, level: usize) -> Option<&[u8]> {
         self.compact_pointers.get(level)?.as_deref()
+    }
+
+    /// Statistics of every value-log file that holds separated values, by file number. A log
+    /// file before the log head without an entry holds none and may be deleted.
+    pub fn blob_files(&self) -> &BTreeMap<u64, BlobFileStats> {
+        &self.blob_files
+    }
+
+    /// Statistics of value-log file `n`, if it holds separated values.
+    pub fn blob_file(&self, n: u64) -> Option<BlobFileStats> {
+        self.blob_files.get(&n).copied()
     }
 
     /// Numbers of every table file referenced by the current version or any older version
@@ -578,27 +649,48 @@ mod tests {
 
     /// Everything `recover` must reproduce (`next_file_number` only grows: recovery takes one
     /// for its new manifest).
-    fn state(
-        s: &VersionSet,
-    ) -> (
-        Version,
-        u64,
-        LogPosition,
-        LogPosition,
-        String,
-        Option<Vec<u8>>,
-    ) {
-        (
-            (*s.current()).clone(),
-            s.last_sequence(),
-            s.log_head(),
-            s.vlog_tail(),
-            s.policy().to_string(),
-            s.compact_pointer(1).map(<[u8]>::to_vec),
-        )
+    #[derive(Debug, PartialEq)]
+    struct State {
+        version: Version,
+        last_sequence: u64,
+        log_head: LogPosition,
+        vlog_tail: LogPosition,
+        policy: String,
+        compact_pointer: Option<Vec<u8>>,
+        blob_files: BTreeMap<u64, BlobFileStats>,
     }
 
-    /// A set with a flush, a compaction and a GC step applied.
+    fn state(s: &VersionSet) -> State {
+        State {
+            version: (*s.current()).clone(),
+            last_sequence: s.last_sequence(),
+            log_head: s.log_head(),
+            vlog_tail: s.vlog_tail(),
+            policy: s.policy().to_string(),
+            compact_pointer: s.compact_pointer(1).map(<[u8]>::to_vec),
+            blob_files: s.blob_files().clone(),
+        }
+    }
+
+    fn stats(total_bytes: u64, garbage_bytes: u64) -> BlobFileStats {
+        BlobFileStats {
+            total_bytes,
+            garbage_bytes,
+        }
+    }
+
+    fn blob_edit(added: &[(u64, u64)], garbage: &[(u64, u64)], deleted: &[u64]) -> VersionEdit {
+        VersionEdit {
+            blob_added: added.to_vec(),
+            blob_garbage: garbage.to_vec(),
+            blob_files_deleted: deleted.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    /// A set with a flush, a compaction and a GC step applied; value-log files 5 and 7 hold
+    /// separated values (`5`: 6000 B, 1500 B garbage; `7`: 4000 B, none), file 6 had some
+    /// and was collected.
     fn populated(fs: Arc<dyn Vfs>) -> VersionSet {
         let mut s = VersionSet::create(fs, dir(), 4, "leveled T=10").unwrap();
         let (a, b) = (s.new_file_number(), s.new_file_number());
@@ -609,17 +701,21 @@ mod tests {
             file: 7,
             offset: 4096,
         });
+        flush.blob_added = vec![(5, 6000), (6, 2000), (7, 4000)];
         s.log_and_apply(flush).unwrap();
         let c = s.new_file_number();
         let mut compact = add(1, file(c, c, b"a", b"z"));
         compact.deleted_files = vec![(0, a), (0, b)];
         compact.compact_pointers = vec![(1, make_internal_key(b"m", 5, 1))];
+        compact.blob_garbage = vec![(5, 1000), (6, 700)];
         s.log_and_apply(compact).unwrap();
         s.log_and_apply(VersionEdit {
             vlog_tail: Some(LogPosition {
                 file: 3,
                 offset: 17,
             }),
+            blob_garbage: vec![(5, 500)],
+            blob_files_deleted: vec![6],
             ..Default::default()
         })
         .unwrap();
@@ -631,13 +727,17 @@ mod tests {
         let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
         let s = populated(fs.clone());
         let before = state(&s);
-        assert_eq!(before.0.level_files(1), 1);
+        assert_eq!(before.version.level_files(1), 1);
         assert_eq!(
-            before.2,
+            before.log_head,
             LogPosition {
                 file: 7,
                 offset: 4096
             }
+        );
+        assert_eq!(
+            before.blob_files,
+            BTreeMap::from([(5, stats(6000, 1500)), (7, stats(4000, 0))])
         );
         drop(s);
         let r = VersionSet::recover(fs.clone(), dir(), 4).unwrap();
@@ -699,7 +799,7 @@ mod tests {
         assert_ne!(s.manifest_file_number(), first);
         assert_eq!(read_current(&*fs, dir()).unwrap(), s.manifest_file_number());
         let before = state(&s);
-        assert_eq!(before.0.level_files(1), 40);
+        assert_eq!(before.version.level_files(1), 40);
         drop(s);
         assert_eq!(state(&VersionSet::recover(fs, dir(), 3).unwrap()), before);
     }
@@ -840,6 +940,94 @@ mod tests {
                 .unwrap(),
             size
         );
+    }
+
+    #[test]
+    fn blob_statistics_accumulate_and_garbage_is_capped_at_the_total() {
+        let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
+        let mut s = VersionSet::create(fs.clone(), dir(), 3, "p").unwrap();
+        s.log_and_apply(blob_edit(&[(4, 100), (9, 50)], &[], &[]))
+            .unwrap();
+        s.log_and_apply(blob_edit(&[(4, 20)], &[(4, 30), (9, 70)], &[]))
+            .unwrap();
+        assert_eq!(s.blob_file(4), Some(stats(120, 30)));
+        assert_eq!(s.blob_file(9), Some(stats(50, 50)), "garbage capped");
+        assert_eq!(s.blob_file(9).map(|b| b.live_bytes()), Some(0));
+        // Garbage for a file with no entry creates none; additions in the same edit count
+        // before its garbage.
+        s.log_and_apply(blob_edit(&[(11, 10)], &[(12, 5), (11, 10)], &[]))
+            .unwrap();
+        assert_eq!(s.blob_file(12), None);
+        assert_eq!(s.blob_file(11), Some(stats(10, 10)));
+        let before = state(&s);
+        drop(s);
+        assert_eq!(state(&VersionSet::recover(fs, dir(), 3).unwrap()), before);
+    }
+
+    #[test]
+    fn deleted_blob_file_loses_its_entry_across_recovery_and_can_be_added_again() {
+        let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
+        let mut s = populated(fs.clone());
+        s.log_and_apply(blob_edit(&[], &[], &[5])).unwrap();
+        assert_eq!(s.blob_file(5), None);
+        assert_eq!(s.blob_files().keys().copied().collect::<Vec<_>>(), vec![7]);
+        drop(s);
+        let mut r = VersionSet::recover(fs.clone(), dir(), 4).unwrap();
+        assert_eq!(r.blob_file(5), None);
+        assert_eq!(r.blob_file(7), Some(stats(4000, 0)));
+        // Deleting then adding in one edit starts the entry afresh.
+        r.log_and_apply(blob_edit(&[(7, 10)], &[(7, 4)], &[7]))
+            .unwrap();
+        r.log_and_apply(blob_edit(&[(5, 8)], &[], &[])).unwrap();
+        let before = state(&r);
+        assert_eq!(
+            before.blob_files,
+            BTreeMap::from([(5, stats(8, 0)), (7, stats(10, 4))])
+        );
+        drop(r);
+        assert_eq!(state(&VersionSet::recover(fs, dir(), 4).unwrap()), before);
+    }
+
+    #[test]
+    fn blob_statistics_survive_a_manifest_roll() {
+        let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
+        let mut s = populated(fs.clone());
+        let first = s.manifest_file_number();
+        s.set_max_manifest_bytes(0);
+        s.log_and_apply(blob_edit(&[(7, 1)], &[(7, 2)], &[]))
+            .unwrap();
+        assert_ne!(s.manifest_file_number(), first, "rolled");
+        let before = state(&s);
+        assert_eq!(before.blob_files.get(&7), Some(&stats(4001, 2)));
+        drop(s);
+        assert_eq!(state(&VersionSet::recover(fs, dir(), 4).unwrap()), before);
+    }
+
+    #[test]
+    fn recovery_never_hands_out_a_blob_file_number() {
+        // A hand-written manifest whose counter lags behind a blob file it names.
+        let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
+        fs.create_dir_all(dir()).unwrap();
+        let mut w = ManifestWriter::create(&*fs, dir(), 2).unwrap();
+        let edit = VersionEdit {
+            comparator: Some(COMPARATOR_NAME.into()),
+            next_file_number: Some(3),
+            last_sequence: Some(0),
+            blob_added: vec![(40, 1)],
+            ..Default::default()
+        };
+        w.add_record(&edit.encoded()).unwrap();
+        set_current(&*fs, dir(), 2).unwrap();
+        let mut r = VersionSet::recover(fs, dir(), 2).unwrap();
+        assert!(r.manifest_file_number() > 40);
+        assert!(r.new_file_number() > 40);
+    }
+
+    #[test]
+    fn garbage_ratio_of_a_blob_file() {
+        assert_eq!(stats(0, 0).garbage_ratio(), 0.0);
+        assert_eq!(stats(400, 100).garbage_ratio(), 0.25);
+        assert_eq!(stats(400, 100).live_bytes(), 300);
     }
 
     /// Append a raw edit to the live manifest, bypassing the checks of `log_and_apply`.

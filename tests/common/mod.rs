@@ -53,7 +53,11 @@ pub fn read_backward(db: &Db, ro: &ReadOptions) -> Result<Vec<(Vec<u8>, Vec<u8>)
 }
 
 /// The model's entries in `[lower, upper)`, ascending.
-pub fn model_range(model: &Model, lower: Option<&[u8]>, upper: Option<&[u8]>) -> Vec<(Vec<u8>, Vec<u8>)> {
+pub fn model_range(
+    model: &Model,
+    lower: Option<&[u8]>,
+    upper: Option<&[u8]>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
     let lo = lower.map_or(Bound::Unbounded, |k| Bound::Included(k.to_vec()));
     let hi = upper.map_or(Bound::Unbounded, |k| Bound::Excluded(k.to_vec()));
     if let (Bound::Included(l), Bound::Excluded(u)) = (&lo, &hi) {
@@ -61,7 +65,10 @@ pub fn model_range(model: &Model, lower: Option<&[u8]>, upper: Option<&[u8]>) ->
             return Vec::new();
         }
     }
-    model.range((lo, hi)).map(|(k, v)| (k.clone(), v.clone())).collect()
+    model
+        .range((lo, hi))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// Panic with a readable diff when the database's entries differ from the model's.
@@ -89,7 +96,8 @@ pub fn assert_view_matches(db: &Db, ro: &ReadOptions, model: &Model, ctx: &str) 
     let want = model_range(model, ro.lower_bound.as_deref(), ro.upper_bound.as_deref());
     let fwd = read_forward(db, ro).unwrap_or_else(|e| panic!("{ctx}: forward read failed: {e}"));
     assert_same_entries(&fwd, &want, &format!("{ctx} (cursor forward)"));
-    let mut bwd = read_backward(db, ro).unwrap_or_else(|e| panic!("{ctx}: backward read failed: {e}"));
+    let mut bwd =
+        read_backward(db, ro).unwrap_or_else(|e| panic!("{ctx}: backward read failed: {e}"));
     bwd.reverse();
     assert_same_entries(&bwd, &want, &format!("{ctx} (cursor backward)"));
     let scan: Vec<_> = db
@@ -137,7 +145,10 @@ pub fn make_value(key: &[u8], version: u64, len: usize) -> Vec<u8> {
 
 /// Printable form of a key for assertion messages.
 pub fn show(b: &[u8]) -> String {
-    b.iter().flat_map(|&c| std::ascii::escape_default(c)).map(char::from).collect()
+    b.iter()
+        .flat_map(|&c| std::ascii::escape_default(c))
+        .map(char::from)
+        .collect()
 }
 
 /// A `u64` from the environment variable `name`, or `default`.

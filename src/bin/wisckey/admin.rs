@@ -59,7 +59,7 @@ pub struct ScanArgs {
     pub to: Option<String>,
     /// Print at most this many entries.
     #[arg(long)]
-    pub limit: Option<u64>,
+    pub limit: Option<usize>,
 }
 
 fn open_existing(db: &DbArg) -> CliResult<Db> {
@@ -124,11 +124,7 @@ pub fn scan(a: ScanArgs) -> CliResult {
         ..ReadOptions::default()
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let limit = a.limit.unwrap_or(u64::MAX);
-    for entry in db
-        .scan(&ro)?
-        .take(usize::try_from(limit).unwrap_or(usize::MAX))
-    {
+    for entry in db.scan(&ro)?.take(a.limit.unwrap_or(usize::MAX)) {
         let (k, v) = entry?;
         writeln!(out, "{}\t{}", escape(&k), escape(&v))?;
     }

@@ -40,6 +40,8 @@ struct Spec {
     sync: bool,
     /// readwhilewriting adds a writer thread.
     extra_threads: usize,
+    /// A write or delete benchmark: does `num` ops per thread, not `reads`.
+    writes: bool,
 }
 
 /// What a benchmark name asks for.
@@ -80,19 +82,20 @@ fn step_for(name: &str, args: &BenchArgs) -> Option<Step> {
         entries_per_batch: 1,
         sync: false,
         extra_threads: 0,
+        writes: false,
     };
     match name {
-        "fillseq" => s.fresh_db = true,
-        "fillbatch" => (s.fresh_db, s.entries_per_batch) = (true, 1000),
-        "fillrandom" => (s.fresh_db, s.method) = (true, workloads::write_random),
-        "overwrite" => s.method = workloads::write_random,
+        "fillseq" => (s.fresh_db, s.writes) = (true, true),
+        "fillbatch" => (s.fresh_db, s.writes, s.entries_per_batch) = (true, true, 1000),
+        "fillrandom" => (s.fresh_db, s.writes, s.method) = (true, true, workloads::write_random),
+        "overwrite" => (s.writes, s.method) = (true, workloads::write_random),
         "fillsync" => {
-            (s.fresh_db, s.method, s.sync) = (true, workloads::write_random, true);
-            s.num /= 1000;
+            (s.fresh_db, s.writes, s.method) = (true, true, workloads::write_random);
+            (s.num, s.sync) = (s.num / 1000, true);
         }
         "fill100K" => {
-            (s.fresh_db, s.method, s.value_size) = (true, workloads::write_random, 100_000);
-            s.num /= 1000;
+            (s.fresh_db, s.writes, s.method) = (true, true, workloads::write_random);
+            (s.num, s.value_size) = (s.num / 1000, 100_000);
         }
         "readseq" => s.method = workloads::read_seq,
         "readreverse" => s.method = workloads::read_reverse,
@@ -103,9 +106,10 @@ fn step_for(name: &str, args: &BenchArgs) -> Option<Step> {
         "seekrandom" => s.method = workloads::seek_random,
         "seekordered" => s.method = workloads::seek_ordered,
         "readwhilewriting" => (s.method, s.extra_threads) = (workloads::read_while_writing, 1),
-        "deleteseq" => s.method = workloads::delete_seq,
-        "deleterandom" => s.method = workloads::delete_random,
-        "compact" => s.method = workloads::compact,
+        "deleteseq" => (s.writes, s.method) = (true, workloads::delete_seq),
+        "deleterandom" => (s.writes, s.method) = (true, workloads::delete_random),
+        // One call per thread; zero reads also keeps the progress bar off.
+        "compact" => (s.method, s.reads) = (workloads::compact, 0),
         "stats" => return Some(Step::Stats),
         _ => return None,
     }
@@ -114,24 +118,30 @@ fn step_for(name: &str, args: &BenchArgs) -> Option<Step> {
 
 /// Run `wisckey bench`.
 pub fn run(args: BenchArgs) -> CliResult {
-    validate(&args)?;
+    let steps = plan(&args)?;
     let mut bench = Bench::new(args)?;
     bench.print_header();
-    let names: Vec<String> = bench.args.benchmark_names().map(str::to_string).collect();
-    for name in &names {
-        match step_for(name, &bench.args) {
-            Some(Step::Run(spec)) => bench.run_one(name, spec)?,
-            Some(Step::Stats) => bench.print_stats()?,
-            None => unreachable!("names are validated"),
+    for (name, step) in steps {
+        match step {
+            Step::Run(spec) => bench.run_one(&name, spec)?,
+            Step::Stats => bench.print_stats()?,
         }
     }
     bench.finish()
 }
 
+/// Check the flags and resolve every benchmark name before anything runs.
+fn plan(args: &BenchArgs) -> CliResult<Vec<(String, Step)>> {
+    validate(args)?;
+    args.benchmark_names()
+        .map(|name| match step_for(name, args) {
+            Some(step) => Ok((name.to_string(), step)),
+            None => Err(format!("unknown benchmark '{name}' (known: {})", NAMES.join(", ")).into()),
+        })
+        .collect()
+}
+
 fn validate(args: &BenchArgs) -> CliResult {
-    if let Some(bad) = args.benchmark_names().find(|n| step_for(n, args).is_none()) {
-        return Err(format!("unknown benchmark '{bad}' (known: {})", NAMES.join(", ")).into());
-    }
     if args.num == 0 {
         return Err("--num must be at least 1".into());
     }
@@ -258,8 +268,8 @@ impl Bench {
             threads_done: AtomicUsize::new(0),
             threads,
         };
-        let total_ops = expected_ops(name, &spec, self.args.threads as u64);
-        let progress = progress_bar(name, total_ops);
+        let per_thread = if spec.writes { spec.num } else { spec.reads };
+        let progress = progress_bar(name, per_thread * self.args.threads as u64);
         let seeds: Vec<u32> = (1..=threads as u32)
             .map(|i| self.args.seed.wrapping_add(self.thread_count + i))
             .collect();
@@ -334,19 +344,6 @@ pub fn live_bytes_by_scan(db: &Db) -> CliResult<u64> {
     Ok(bytes)
 }
 
-/// Ops the progress bar counts to (readwhilewriting's writer is not counted).
-fn expected_ops(name: &str, spec: &Spec, threads: u64) -> u64 {
-    let per_thread =
-        if name.starts_with("fill") || name == "overwrite" || name.starts_with("delete") {
-            spec.num
-        } else if name == "compact" {
-            0
-        } else {
-            spec.reads
-        };
-    per_thread * threads
-}
-
 /// A bar on stderr, only when stderr is a terminal (logs and pipes stay clean).
 fn progress_bar(name: &str, total: u64) -> Option<ProgressBar> {
     if total == 0 || !std::io::stderr().is_terminal() {
@@ -383,10 +380,10 @@ fn run_threads(
                         stats: Stats::new(ctx.args.histogram, progress.cloned()),
                     };
                     barrier.wait();
+                    let _done = DoneOnDrop(&ctx.threads_done);
                     t.stats.start();
                     let r = method(ctx, &mut t);
                     t.stats.stop();
-                    ctx.threads_done.fetch_add(1, Ordering::Release);
                     r.map(|()| t.stats)
                 })
             })
@@ -408,6 +405,15 @@ fn run_threads(
         }
     }
     merged.ok_or_else(|| "no benchmark threads ran".into())
+}
+
+/// Counts a thread as done even when it panics, so readwhilewriting's writer always stops.
+struct DoneOnDrop<'a>(&'a AtomicUsize);
+
+impl Drop for DoneOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::Release);
+    }
 }
 
 /// db_bench's environment lines (stderr): CPU count, model and cache size.
@@ -450,25 +456,23 @@ mod tests {
             .b
     }
 
+    fn spec(name: &str, a: &BenchArgs) -> Spec {
+        match step_for(name, a) {
+            Some(Step::Run(s)) => s,
+            _ => panic!("{name} is not a runnable benchmark"),
+        }
+    }
+
     #[test]
     fn db_bench_overrides_apply_per_benchmark() {
         let a = args(&["--num=10000"]);
-        let Some(Step::Run(sync)) = step_for("fillsync", &a) else {
-            panic!()
-        };
+        let sync = spec("fillsync", &a);
         assert_eq!((sync.num, sync.sync, sync.fresh_db), (10, true, true));
-        let Some(Step::Run(big)) = step_for("fill100K", &a) else {
-            panic!()
-        };
+        let big = spec("fill100K", &a);
         assert_eq!((big.num, big.value_size), (10, 100_000));
-        let Some(Step::Run(batch)) = step_for("fillbatch", &a) else {
-            panic!()
-        };
-        assert_eq!(batch.entries_per_batch, 1000);
-        let Some(Step::Run(over)) = step_for("overwrite", &a) else {
-            panic!()
-        };
-        assert!(!over.fresh_db);
+        assert_eq!(spec("fillbatch", &a).entries_per_batch, 1000);
+        assert!(!spec("overwrite", &a).fresh_db);
+        assert!(spec("overwrite", &a).writes && !spec("readseq", &a).writes);
         assert!(matches!(step_for("stats", &a), Some(Step::Stats)));
     }
 
@@ -480,7 +484,11 @@ mod tests {
 
     #[test]
     fn bad_flag_combinations_are_errors_not_panics() {
-        assert!(validate(&args(&["--benchmarks=fillseq,nope"])).is_err());
+        assert!(plan(&args(&["--benchmarks=fillseq,nope"])).is_err());
+        assert_eq!(
+            plan(&args(&["--benchmarks=fillseq,,stats"])).unwrap().len(),
+            2
+        );
         assert!(validate(&args(&["--use_existing_db=1"])).is_err());
         assert!(validate(&args(&["--num=0"])).is_err());
         assert!(validate(&args(&["--num=100000", "--key_size=4"])).is_err());
