@@ -577,3 +577,42 @@ fn destroy_on_memfs_forgets_the_data() {
     let db = Db::open("/db", opts).expect("create anew");
     assert_eq!(db.get(b"k").expect("get"), None, "data survived destroy");
 }
+
+/// `close` promises to release the lock. If it returns `Ok` while an iterator or snapshot is
+/// still alive, the next open must not fail with `Locked` (or `close` must report the misuse).
+fn close_with_live_handle_then_reopen(
+    keep: impl FnOnce(&Db) -> Box<dyn std::any::Any>,
+    what: &str,
+) {
+    let opts = mem_options();
+    let db = Db::open("/db", opts.clone()).expect("open");
+    db.put(b"k", b"v").expect("put");
+    let handle = keep(&db);
+    if db.close().is_ok() {
+        let again = Db::open("/db", opts.clone());
+        assert!(
+            !matches!(again, Err(Error::Locked { .. })),
+            "close() returned Ok but the lock is still held by a live {what}"
+        );
+    }
+    drop(handle);
+    let db = Db::open("/db", opts).expect("open after the handle is gone");
+    assert_eq!(db.get(b"k").expect("get").as_deref(), Some(&b"v"[..]));
+}
+
+#[test]
+fn close_with_live_iterator_then_reopen_is_not_locked() {
+    close_with_live_handle_then_reopen(
+        |db| {
+            let mut it = db.iter(&ReadOptions::default()).expect("iter");
+            it.seek_to_first().expect("seek");
+            Box::new(it)
+        },
+        "iterator",
+    );
+}
+
+#[test]
+fn close_with_live_snapshot_then_reopen_is_not_locked() {
+    close_with_live_handle_then_reopen(|db| Box::new(db.snapshot()), "snapshot");
+}

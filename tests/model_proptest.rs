@@ -1,7 +1,7 @@
 //! Random operation sequences (puts, deletes, batches, reads, scans, seeks, snapshots,
 //! flushes, compactions, reopens) run against the database and a `BTreeMap` model; every
 //! read must agree with the model. Runs on `MemFs` and on `PosixFs` in a temporary directory.
-//! Case count: env `PROPTEST_CASES` (default 24 on MemFs, 8 on PosixFs).
+//! Case count: env `PROPTEST_CASES` (default 96 on MemFs, 24 on PosixFs).
 
 mod common;
 
@@ -385,7 +385,7 @@ fn cases(default: u32) -> u32 {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { max_shrink_iters: 200, ..ProptestConfig::with_cases(cases(24)) })]
+    #![proptest_config(ProptestConfig { max_shrink_iters: 200, ..ProptestConfig::with_cases(cases(96)) })]
 
     #[test]
     fn random_ops_on_memfs_match_btreemap_model(ops in proptest::collection::vec(op(), 1..250)) {
@@ -394,7 +394,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { max_shrink_iters: 100, ..ProptestConfig::with_cases(cases(8)) })]
+    #![proptest_config(ProptestConfig { max_shrink_iters: 100, ..ProptestConfig::with_cases(cases(24)) })]
 
     #[test]
     fn random_ops_on_posix_files_match_btreemap_model(ops in proptest::collection::vec(op(), 1..250)) {

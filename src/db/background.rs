@@ -346,8 +346,14 @@ impl DbInner {
                     if kind == FileKind::Table {
                         self.table_cache.evict(number);
                     }
-                    if let Err(e) = self.vfs.remove(&self.dir.join(&name)) {
-                        tracing::warn!(file = %name, error = %e, "could not delete an obsolete file");
+                    match self.vfs.remove(&self.dir.join(&name)) {
+                        // The other background thread swept it first.
+                        Err(Error::Io { source, .. })
+                            if source.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => {
+                            tracing::warn!(file = %name, error = %e, "could not delete an obsolete file")
+                        }
+                        Ok(()) => {}
                     }
                 }
             }

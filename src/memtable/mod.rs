@@ -159,13 +159,16 @@ impl Memtable {
             buf: Vec::new(),
             idx: 0,
             forward: true,
+            batch: FIRST_BATCH,
         }
     }
 }
 
 /// Entries are copied out of the skiplist in small batches, so the iterator owns its data
-/// and needs no lifetime tie to the skiplist (and no unsafe code).
-const BATCH: usize = 64;
+/// and needs no lifetime tie to the skiplist (and no unsafe code). A seek copies few entries
+/// (most seeks read one or two); each refill in the same direction doubles the batch.
+const FIRST_BATCH: usize = 2;
+const MAX_BATCH: usize = 64;
 
 /// An entry copied out of the skiplist: internal key and value.
 type MemEntry = (Box<[u8]>, Box<[u8]>);
@@ -177,28 +180,36 @@ pub struct MemIter {
     buf: Vec<MemEntry>,
     idx: usize,
     forward: bool,
+    /// Entries the last refill asked for; `buf.len() < batch` means the end was reached.
+    batch: usize,
 }
 
 impl MemIter {
-    fn fill_forward(&mut self, from: Bound<&IKey>) {
+    fn fill_forward(&mut self, from: Bound<&IKey>, batch: usize) {
         let range = self.mem.map.range((from, Bound::Unbounded));
         self.buf = range
-            .take(BATCH)
+            .take(batch)
             .map(|e| (e.key().0.clone(), e.value().clone()))
             .collect();
         self.idx = 0;
         self.forward = true;
+        self.batch = batch;
     }
 
-    fn fill_backward(&mut self, to: Bound<&IKey>) {
+    fn fill_backward(&mut self, to: Bound<&IKey>, batch: usize) {
         let range = self.mem.map.range((Bound::Unbounded, to));
         self.buf = range
             .rev()
-            .take(BATCH)
+            .take(batch)
             .map(|e| (e.key().0.clone(), e.value().clone()))
             .collect();
         self.idx = 0;
         self.forward = false;
+        self.batch = batch;
+    }
+
+    fn next_batch(&self) -> usize {
+        (self.batch * 2).min(MAX_BATCH)
     }
 
     fn current_key(&self) -> IKey {
@@ -211,41 +222,41 @@ impl InternalIterator for MemIter {
         self.idx < self.buf.len()
     }
     fn seek_to_first(&mut self) -> Result<()> {
-        self.fill_forward(Bound::Unbounded);
+        self.fill_forward(Bound::Unbounded, FIRST_BATCH);
         Ok(())
     }
     fn seek_to_last(&mut self) -> Result<()> {
-        self.fill_backward(Bound::Unbounded);
+        self.fill_backward(Bound::Unbounded, FIRST_BATCH);
         Ok(())
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         let t = IKey(target.into());
-        self.fill_forward(Bound::Included(&t));
+        self.fill_forward(Bound::Included(&t), FIRST_BATCH);
         Ok(())
     }
     fn next(&mut self) -> Result<()> {
         if !self.forward {
             let cur = self.current_key();
-            self.fill_forward(Bound::Excluded(&cur));
+            self.fill_forward(Bound::Excluded(&cur), FIRST_BATCH);
             return Ok(());
         }
         self.idx += 1;
-        if self.idx == self.buf.len() && self.buf.len() == BATCH {
-            let last = IKey(self.buf[BATCH - 1].0.clone());
-            self.fill_forward(Bound::Excluded(&last));
+        if self.idx == self.buf.len() && self.buf.len() == self.batch {
+            let last = IKey(self.buf[self.idx - 1].0.clone());
+            self.fill_forward(Bound::Excluded(&last), self.next_batch());
         }
         Ok(())
     }
     fn prev(&mut self) -> Result<()> {
         if self.forward {
             let cur = self.current_key();
-            self.fill_backward(Bound::Excluded(&cur));
+            self.fill_backward(Bound::Excluded(&cur), FIRST_BATCH);
             return Ok(());
         }
         self.idx += 1;
-        if self.idx == self.buf.len() && self.buf.len() == BATCH {
-            let last = IKey(self.buf[BATCH - 1].0.clone());
-            self.fill_backward(Bound::Excluded(&last));
+        if self.idx == self.buf.len() && self.buf.len() == self.batch {
+            let last = IKey(self.buf[self.idx - 1].0.clone());
+            self.fill_backward(Bound::Excluded(&last), self.next_batch());
         }
         Ok(())
     }
