@@ -30,6 +30,14 @@ impl WriteBatch {
         Self::default()
     }
 
+    /// An empty batch with room for `bytes` of encoded ops.
+    pub fn with_capacity(bytes: usize) -> Self {
+        WriteBatch {
+            rep: Vec::with_capacity(bytes),
+            ..Self::default()
+        }
+    }
+
     /// Queue `key = value`.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
         self.push(ValueKind::Value, key, value)

@@ -14,7 +14,6 @@ use crate::compaction::job::{self, JobContext};
 use crate::compaction::{CompactionTask, PickContext};
 use crate::error::{Error, Result};
 use crate::fs::Vfs;
-use crate::iter::InternalIterator;
 use crate::key;
 use crate::memtable::Memtable;
 use crate::sst::{TableBuilder, TableOptions};
@@ -48,12 +47,7 @@ pub(super) fn write_level0_table(
     }
     let path = table_file_name(dir, number);
     let mut builder = TableBuilder::new(vfs.create(&path)?, path, opts);
-    let mut it = mem.iter();
-    it.seek_to_first()?;
-    while it.valid() {
-        builder.add(it.key(), it.value())?;
-        it.next()?;
-    }
+    mem.for_each(|k, v| builder.add(k, v))?;
     let s = builder.finish()?;
     Ok(Some(FileMeta {
         number,
@@ -126,7 +120,11 @@ impl DbInner {
                 // The manifest will say the log up to `imm`'s end is redundant: make sure that
                 // part of the log is durable first, or a crash could leave the log shorter than
                 // the recorded head and later appends would be skipped at recovery.
-                self.log.lock().sync()?;
+                let old = self.log.lock().unsynced_old();
+                crate::log::writer::sync_old_files(&old)?;
+                if let Some(end) = imm.log_end() {
+                    self.log.lock().sync_to(end)?;
+                }
                 write_level0_table(&self.vfs, &self.dir, level0_opts, &imm, number)
             });
             let r = built.and_then(|meta| self.install_flush(&mut st, &imm, meta));

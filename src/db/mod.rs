@@ -131,7 +131,6 @@ pub(crate) struct DbInner {
     visible_seq: AtomicU64,
     policy: Box<dyn CompactionPolicy>,
     counters: Counters,
-    _lock: Box<dyn FileLock>,
 }
 
 impl DbInner {
@@ -159,6 +158,9 @@ impl DbInner {
 pub struct Db {
     inner: Arc<DbInner>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Held by the handle, not the shared state: an iterator that outlives the handle must
+    /// not keep the database locked.
+    lock: Mutex<Option<Box<dyn FileLock>>>,
 }
 
 impl Db {
@@ -204,13 +206,13 @@ impl Db {
             snapshots: Arc::new(SnapshotList::default()),
             policy,
             counters: Counters::default(),
-            _lock: lock,
         });
         let threads = background::spawn(&inner)?;
         inner.delete_obsolete_files(&mut inner.state.lock());
         Ok(Db {
             inner,
             threads: Mutex::new(threads),
+            lock: Mutex::new(Some(lock)),
         })
     }
 
@@ -219,7 +221,7 @@ impl Db {
     }
 
     pub fn put_opt(&self, wo: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
-        let mut b = WriteBatch::new();
+        let mut b = WriteBatch::with_capacity(key.len() + value.len() + 11);
         b.put(key, value);
         self.inner.write(wo.sync, b)
     }
@@ -323,7 +325,9 @@ impl Db {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
-        self.inner.log.lock().sync()
+        let r = self.inner.log.lock().sync();
+        self.lock.lock().take();
+        r
     }
 }
 

@@ -200,7 +200,11 @@ impl DbInner {
     fn switch_memtable(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
         let end = {
             let mut log = self.log.lock();
-            if log.should_roll() {
+            // A log file that only served as a write-ahead log (no separated values point into
+            // it) is rolled at every switch, so it can be deleted as soon as the memtable is
+            // flushed (LevelDB's behaviour); one holding values is rolled by size.
+            let holds_values = st.mem.blob_bytes().contains_key(&log.file_number());
+            if log.should_roll() || !holds_values {
                 let n = st.versions.new_file_number();
                 if let Err(e) = log.roll(n) {
                     st.bg_error = Some(e.duplicate());

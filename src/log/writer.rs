@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use super::{encode_group, LogPos};
 use crate::error::Result;
 use crate::fs::{Vfs, WritableFile};
@@ -25,6 +27,10 @@ pub struct LogWriter {
     /// A failed append may have left part of the buffer in the file: cut the file back to
     /// `written` before the next append, so no torn bytes sit between valid groups.
     needs_truncate: bool,
+    /// Rolled-over files with unsynced bytes, oldest first.
+    unsynced_old: Arc<Mutex<Vec<Box<dyn WritableFile>>>>,
+    /// A file was created since the directory was last synced.
+    dir_dirty: bool,
     /// Total bytes appended to log files since open (for write-amp accounting).
     pub bytes_appended: u64,
 }
@@ -51,6 +57,8 @@ impl LogWriter {
             buf_bytes,
             roll_bytes,
             needs_truncate: false,
+            unsynced_old: Arc::new(Mutex::new(Vec::new())),
+            dir_dirty: false,
             bytes_appended: 0,
         }
     }
@@ -104,6 +112,12 @@ impl LogWriter {
 
     /// Write the buffer and fdatasync: every group appended so far survives a crash.
     pub fn sync(&mut self) -> Result<()> {
+        sync_old_files(&self.unsynced_old)?;
+        if self.dir_dirty {
+            // The new file's directory entry must be durable before data in it is.
+            self.vfs.sync_dir(&self.dir)?;
+            self.dir_dirty = false;
+        }
         self.flush_buffer()?;
         if self.synced < self.written {
             self.file.sync_data()?;
@@ -145,17 +159,51 @@ impl LogWriter {
         self.written + self.buf.len() as u64 >= self.roll_bytes
     }
 
-    /// Finish the current file (durably) and continue in a new file numbered `number`.
-    /// The old file is synced first, so damage can only ever be at the tail of the last file.
+    /// Continue in a new file numbered `number`. The old file is not synced here (that would
+    /// stall writers for an fdatasync per roll): it joins `unsynced_old`, and every later
+    /// `sync` syncs it before the new file, so a synced write is never durable while an older
+    /// write is not — damage can only ever be at the tail of the newest data.
     pub fn roll(&mut self, number: u64) -> Result<()> {
-        self.sync()?;
+        self.flush_buffer()?;
         let path = log_file_name(&self.dir, number);
         let file = self.vfs.create(&path)?;
-        self.vfs.sync_dir(&self.dir)?;
-        self.file = file;
+        let old = std::mem::replace(&mut self.file, file);
+        if self.synced < self.written {
+            self.unsynced_old.lock().push(old);
+        }
+        self.dir_dirty = true;
         self.number = number;
         self.written = 0;
         self.synced = 0;
         Ok(())
     }
+
+    /// The list of rolled-over files still to be synced; a flush syncs them without holding
+    /// the writer (see `sync_old_files`).
+    pub fn unsynced_old(&self) -> Arc<Mutex<Vec<Box<dyn WritableFile>>>> {
+        self.unsynced_old.clone()
+    }
+
+    /// Make the log durable up to `pos` (used before the manifest records `pos` as the head).
+    /// Older files must already be synced with `sync_old_files`.
+    pub fn sync_to(&mut self, pos: LogPos) -> Result<()> {
+        if pos.file == self.number && pos.offset > self.synced {
+            return self.sync();
+        }
+        if self.dir_dirty {
+            self.vfs.sync_dir(&self.dir)?;
+            self.dir_dirty = false;
+        }
+        Ok(())
+    }
+}
+
+/// Sync every rolled-over file, oldest first; a file leaves the list only once synced.
+pub fn sync_old_files(old: &Mutex<Vec<Box<dyn WritableFile>>>) -> Result<()> {
+    let mut files = old.lock();
+    while let Some(f) = files.first_mut() {
+        f.sync_data()?;
+        files.remove(0);
+    }
+    Ok(())
 }

@@ -152,6 +152,14 @@ impl Memtable {
         }
     }
 
+    /// Visit every entry in order without copying (used by flushes).
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+        for e in self.map.iter() {
+            f(&e.key().0, e.value())?;
+        }
+        Ok(())
+    }
+
     /// An iterator over the whole memtable (it keeps the memtable alive).
     pub fn iter(self: &Arc<Self>) -> MemIter {
         MemIter {
