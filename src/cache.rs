@@ -27,11 +27,7 @@ const TYPICAL_BLOCK_BYTES: usize = 4096;
 /// that retains nothing (every insert is dropped at once), i.e. caching disabled.
 pub fn new_block_cache(capacity_bytes: usize) -> Arc<BlockCache> {
     let items = (capacity_bytes / TYPICAL_BLOCK_BYTES).max(1);
-    Arc::new(BlockCache::with_weighter(
-        items,
-        capacity_bytes as u64,
-        BlockWeighter,
-    ))
+    Arc::new(BlockCache::with_weighter(items, capacity_bytes as u64, BlockWeighter))
 }
 
 #[cfg(test)]

@@ -20,11 +20,7 @@ pub enum Error {
     },
     /// Stored bytes do not match their checksum or their format.
     #[error("corruption in {file:?} at offset {offset}: {reason}")]
-    Corruption {
-        file: PathBuf,
-        offset: u64,
-        reason: String,
-    },
+    Corruption { file: PathBuf, offset: u64, reason: String },
     /// The caller passed something the engine cannot accept (oversized key, bad option...).
     #[error("invalid argument: {reason}")]
     InvalidArgument { reason: String },
@@ -39,11 +35,7 @@ pub enum Error {
     AlreadyExists { path: PathBuf },
     /// The options given contradict what the existing database was created with.
     #[error("option {option} = {given} contradicts the existing database ({existing})")]
-    IncompatibleOptions {
-        option: &'static str,
-        existing: String,
-        given: String,
-    },
+    IncompatibleOptions { option: &'static str, existing: String, given: String },
     /// A background job (flush, compaction) failed; the database is read-only until `resume`.
     #[error("database is read-only after a background error: {reason}")]
     Background { reason: String },
@@ -55,27 +47,17 @@ pub enum Error {
 impl Error {
     /// Build an `Io` error from the operation name and the path it touched.
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io {
-            op,
-            path: path.into(),
-            source,
-        }
+        Error::Io { op, path: path.into(), source }
     }
 
     /// Build a `Corruption` error.
     pub fn corruption(file: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Self {
-        Error::Corruption {
-            file: file.into(),
-            offset,
-            reason: reason.into(),
-        }
+        Error::Corruption { file: file.into(), offset, reason: reason.into() }
     }
 
     /// Build an `InvalidArgument` error.
     pub fn invalid(reason: impl Into<String>) -> Self {
-        Error::InvalidArgument {
-            reason: reason.into(),
-        }
+        Error::InvalidArgument { reason: reason.into() }
     }
 
     /// A copy of this error for a second recipient (a group-commit follower, a later caller
@@ -90,30 +72,15 @@ impl Error {
                     None => std::io::Error::new(source.kind(), source.to_string()),
                 },
             },
-            Error::Corruption {
-                file,
-                offset,
-                reason,
-            } => Error::corruption(file.clone(), *offset, reason.clone()),
+            Error::Corruption { file, offset, reason } => Error::corruption(file.clone(), *offset, reason.clone()),
             Error::InvalidArgument { reason } => Error::invalid(reason.clone()),
             Error::Locked { path } => Error::Locked { path: path.clone() },
-            Error::NotADatabase { path, reason } => Error::NotADatabase {
-                path: path.clone(),
-                reason: reason.clone(),
-            },
+            Error::NotADatabase { path, reason } => Error::NotADatabase { path: path.clone(), reason: reason.clone() },
             Error::AlreadyExists { path } => Error::AlreadyExists { path: path.clone() },
-            Error::IncompatibleOptions {
-                option,
-                existing,
-                given,
-            } => Error::IncompatibleOptions {
-                option,
-                existing: existing.clone(),
-                given: given.clone(),
-            },
-            Error::Background { reason } => Error::Background {
-                reason: reason.clone(),
-            },
+            Error::IncompatibleOptions { option, existing, given } => {
+                Error::IncompatibleOptions { option, existing: existing.clone(), given: given.clone() }
+            }
+            Error::Background { reason } => Error::Background { reason: reason.clone() },
             Error::Closed => Error::Closed,
         }
     }

@@ -76,11 +76,7 @@ pub fn parse_internal_key(ikey: &[u8]) -> Option<ParsedKey<'_>> {
     }
     let (user_key, t) = ikey.split_at(ikey.len() - TRAILER_LEN);
     let trailer = u64::from_le_bytes(t.try_into().ok()?);
-    Some(ParsedKey {
-        user_key,
-        seq: trailer >> 8,
-        kind: trailer as u8,
-    })
+    Some(ParsedKey { user_key, seq: trailer >> 8, kind: trailer as u8 })
 }
 
 /// The user-key part of an internal key (the whole slice if it is too short to have a trailer).
@@ -121,8 +117,7 @@ pub fn shortest_separator(start: &[u8], limit: &[u8]) -> Vec<u8> {
             // Replace the empty-key trailer with the max trailer so it sorts before any
             // real entry of the shortened user key.
             let n = short.len();
-            short[n - TRAILER_LEN..]
-                .copy_from_slice(&pack_trailer(MAX_SEQ, KIND_FOR_SEEK).to_le_bytes());
+            short[n - TRAILER_LEN..].copy_from_slice(&pack_trailer(MAX_SEQ, KIND_FOR_SEEK).to_le_bytes());
             debug_assert!(compare_internal(start, &short) == Ordering::Less);
             debug_assert!(compare_internal(&short, limit) == Ordering::Less);
             return short;
@@ -162,13 +157,8 @@ mod tests {
 
     #[test]
     fn separators_lie_between_their_bounds() {
-        let cases: &[(&[u8], &[u8])] = &[
-            (b"abc", b"abz"),
-            (b"abc", b"abd"),
-            (b"a", b"b"),
-            (b"ab", b"abc"),
-            (b"\xff\xff", b"\xff\xff\x01"),
-        ];
+        let cases: &[(&[u8], &[u8])] =
+            &[(b"abc", b"abz"), (b"abc", b"abd"), (b"a", b"b"), (b"ab", b"abc"), (b"\xff\xff", b"\xff\xff\x01")];
         for (s, l) in cases {
             let s = make_internal_key(s, 10, 1);
             let l = make_internal_key(l, 3, 1);

@@ -145,11 +145,7 @@ impl Options {
 
     /// Bloom bits per key used at `level`.
     pub fn bloom_bits_for_level(&self, level: usize) -> f64 {
-        self.bloom_bits_per_key
-            .get(level)
-            .or(self.bloom_bits_per_key.last())
-            .copied()
-            .unwrap_or(0.0)
+        self.bloom_bits_per_key.get(level).or(self.bloom_bits_per_key.last()).copied().unwrap_or(0.0)
     }
 }
 

@@ -19,18 +19,8 @@ pub struct TableCache {
 }
 
 impl TableCache {
-    pub fn new(
-        vfs: Arc<dyn Vfs>,
-        dir: PathBuf,
-        max_open_files: usize,
-        block_cache: Option<Arc<BlockCache>>,
-    ) -> Self {
-        TableCache {
-            vfs,
-            dir,
-            tables: quick_cache::sync::Cache::new(max_open_files.max(16)),
-            block_cache,
-        }
+    pub fn new(vfs: Arc<dyn Vfs>, dir: PathBuf, max_open_files: usize, block_cache: Option<Arc<BlockCache>>) -> Self {
+        TableCache { vfs, dir, tables: quick_cache::sync::Cache::new(max_open_files.max(16)), block_cache }
     }
 
     /// The reader of table `meta`, opened on first use.
@@ -38,12 +28,7 @@ impl TableCache {
         self.tables.get_or_insert_with(&meta.number, || {
             let path = table_file_name(&self.dir, meta.number);
             let file = self.vfs.open_read(&path)?;
-            Ok(Arc::new(Table::open(
-                file,
-                meta.number,
-                meta.size,
-                self.block_cache.clone(),
-            )?))
+            Ok(Arc::new(Table::open(file, meta.number, meta.size, self.block_cache.clone())?))
         })
     }
 

@@ -32,10 +32,7 @@ impl WriteBatch {
 
     /// An empty batch with room for `bytes` of encoded ops.
     pub fn with_capacity(bytes: usize) -> Self {
-        WriteBatch {
-            rep: Vec::with_capacity(bytes),
-            ..Self::default()
-        }
+        WriteBatch { rep: Vec::with_capacity(bytes), ..Self::default() }
     }
 
     /// Queue `key = value`.
@@ -106,9 +103,7 @@ impl WriteBatch {
 
     /// The ops in order.
     pub fn iter(&self) -> BatchIter<'_> {
-        BatchIter {
-            r: Reader::new(&self.rep),
-        }
+        BatchIter { r: Reader::new(&self.rep) }
     }
 }
 
@@ -120,9 +115,7 @@ pub struct BatchIter<'a> {
 impl<'a> BatchIter<'a> {
     /// Iterate over raw encoded ops (from a log record); malformed input yields `Err`.
     pub fn over(rep: &'a [u8]) -> Self {
-        BatchIter {
-            r: Reader::new(rep),
-        }
+        BatchIter { r: Reader::new(rep) }
     }
 
     /// Offset (in the encoded ops) where the next op starts.
@@ -175,15 +168,9 @@ mod tests {
         assert_eq!(
             ops,
             vec![
-                BatchOp::Put {
-                    key: b"a",
-                    value: b"1"
-                },
+                BatchOp::Put { key: b"a", value: b"1" },
                 BatchOp::Delete { key: b"b" },
-                BatchOp::Put {
-                    key: b"",
-                    value: b""
-                }
+                BatchOp::Put { key: b"", value: b"" }
             ]
         );
         assert_eq!(b.len(), 3);

@@ -10,10 +10,7 @@ use std::sync::Arc;
 
 use common::{make_value, show, Model};
 use wisckey::fs::{MemFs, PosixFs, Vfs};
-use wisckey::{
-    destroy, Db, Error, Options, ReadOptions, WriteBatch, WriteOptions, MAX_KEY_BYTES,
-    MAX_VALUE_BYTES,
-};
+use wisckey::{destroy, Db, Error, Options, ReadOptions, WriteBatch, WriteOptions, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 fn posix() -> Arc<dyn Vfs> {
     Arc::new(PosixFs::new())
@@ -24,16 +21,9 @@ fn mem_options() -> Options {
 }
 
 fn assert_empty(db: &Db, ctx: &str) {
-    let all: Vec<_> = db
-        .scan(&ReadOptions::default())
-        .expect("scan")
-        .collect::<wisckey::Result<_>>()
-        .expect("scan items");
-    assert!(
-        all.is_empty(),
-        "{ctx}: expected an empty database, found {} entries",
-        all.len()
-    );
+    let all: Vec<_> =
+        db.scan(&ReadOptions::default()).expect("scan").collect::<wisckey::Result<_>>().expect("scan items");
+    assert!(all.is_empty(), "{ctx}: expected an empty database, found {} entries", all.len());
 }
 
 #[test]
@@ -41,21 +31,12 @@ fn oversized_key_is_rejected_and_nothing_is_written() {
     let opts = mem_options();
     let db = Db::open("/db", opts.clone()).expect("open");
     let big = vec![b'k'; MAX_KEY_BYTES + 1];
-    let e = db
-        .put(&big, b"v")
-        .expect_err("put with an oversized key must fail");
+    let e = db.put(&big, b"v").expect_err("put with an oversized key must fail");
     assert!(matches!(e, Error::InvalidArgument { .. }), "put: {e:?}");
-    let e = db
-        .delete(&big)
-        .expect_err("delete with an oversized key must fail");
+    let e = db.delete(&big).expect_err("delete with an oversized key must fail");
     assert!(matches!(e, Error::InvalidArgument { .. }), "delete: {e:?}");
-    let e = db
-        .put_opt(&WriteOptions::synced(), &big, b"v")
-        .expect_err("synced put must fail");
-    assert!(
-        matches!(e, Error::InvalidArgument { .. }),
-        "synced put: {e:?}"
-    );
+    let e = db.put_opt(&WriteOptions::synced(), &big, b"v").expect_err("synced put must fail");
+    assert!(matches!(e, Error::InvalidArgument { .. }), "synced put: {e:?}");
     assert_empty(&db, "after rejected writes");
     db.close().expect("close");
     let db = Db::open("/db", opts).expect("reopen");
@@ -69,20 +50,10 @@ fn batch_with_one_oversized_key_is_rejected_as_a_whole() {
     batch.put(b"good-before", b"1");
     batch.put(&vec![b'k'; MAX_KEY_BYTES + 1], b"v");
     batch.put(b"good-after", b"2");
-    let e = db
-        .write(&WriteOptions::default(), &batch)
-        .expect_err("batch must fail");
+    let e = db.write(&WriteOptions::default(), &batch).expect_err("batch must fail");
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
-    assert_eq!(
-        db.get(b"good-before").expect("get"),
-        None,
-        "part of a rejected batch was applied"
-    );
-    assert_eq!(
-        db.get(b"good-after").expect("get"),
-        None,
-        "part of a rejected batch was applied"
-    );
+    assert_eq!(db.get(b"good-before").expect("get"), None, "part of a rejected batch was applied");
+    assert_eq!(db.get(b"good-after").expect("get"), None, "part of a rejected batch was applied");
 }
 
 #[test]
@@ -105,16 +76,10 @@ fn key_of_exactly_max_key_bytes_round_trips_through_tables_and_reopen() {
     db.put(b"a", b"small").expect("put");
     assert_eq!(db.get(&k).expect("get").as_deref(), Some(&b"max"[..]));
     db.flush().expect("flush");
-    assert_eq!(
-        db.get(&k).expect("get after flush").as_deref(),
-        Some(&b"max"[..])
-    );
+    assert_eq!(db.get(&k).expect("get after flush").as_deref(), Some(&b"max"[..]));
     db.close().expect("close");
     let db = Db::open("/db", opts).expect("reopen");
-    assert_eq!(
-        db.get(&k).expect("get after reopen").as_deref(),
-        Some(&b"max"[..])
-    );
+    assert_eq!(db.get(&k).expect("get after reopen").as_deref(), Some(&b"max"[..]));
     assert_eq!(db.get(b"a").expect("get").as_deref(), Some(&b"small"[..]));
 }
 
@@ -122,42 +87,23 @@ fn key_of_exactly_max_key_bytes_round_trips_through_tables_and_reopen() {
 fn empty_key_and_empty_value_are_ordinary_entries() {
     let opts = mem_options();
     let db = Db::open("/db", opts.clone()).expect("open");
-    db.put(b"", b"empty-key")
-        .expect("empty key is allowed, as in LevelDB");
+    db.put(b"", b"empty-key").expect("empty key is allowed, as in LevelDB");
     db.put(b"\0", b"").expect("empty value");
     db.put(b"a", b"x").expect("put");
-    assert_eq!(
-        db.get(b"").expect("get").as_deref(),
-        Some(&b"empty-key"[..])
-    );
-    assert_eq!(
-        db.get(b"\0").expect("get").as_deref(),
-        Some(&b""[..]),
-        "empty value is not a deletion"
-    );
+    assert_eq!(db.get(b"").expect("get").as_deref(), Some(&b"empty-key"[..]));
+    assert_eq!(db.get(b"\0").expect("get").as_deref(), Some(&b""[..]), "empty value is not a deletion");
     let mut it = db.iter(&ReadOptions::default()).expect("iter");
     it.seek_to_first().expect("seek_to_first");
-    assert!(
-        it.valid() && it.key().is_empty(),
-        "the empty key sorts first"
-    );
+    assert!(it.valid() && it.key().is_empty(), "the empty key sorts first");
     drop(it);
     db.flush().expect("flush");
     db.close().expect("close");
     let db = Db::open("/db", opts).expect("reopen");
-    let model: Model = [
-        (b"".to_vec(), b"empty-key".to_vec()),
-        (b"\0".to_vec(), vec![]),
-        (b"a".to_vec(), b"x".to_vec()),
-    ]
-    .into_iter()
-    .collect();
-    common::assert_view_matches(
-        &db,
-        &ReadOptions::default(),
-        &model,
-        "after flush and reopen",
-    );
+    let model: Model =
+        [(b"".to_vec(), b"empty-key".to_vec()), (b"\0".to_vec(), vec![]), (b"a".to_vec(), b"x".to_vec())]
+            .into_iter()
+            .collect();
+    common::assert_view_matches(&db, &ReadOptions::default(), &model, "after flush and reopen");
     db.delete(b"").expect("delete the empty key");
     assert_eq!(db.get(b"").expect("get"), None);
 }
@@ -167,37 +113,20 @@ fn opening_a_regular_file_as_database_fails_clearly() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("plain-file");
     std::fs::write(&file, b"not a database").expect("write");
-    let e = Db::open(&file, Options::default().vfs(posix()))
-        .err()
-        .expect("opening a regular file must fail");
-    assert!(
-        matches!(e, Error::NotADatabase { .. } | Error::Io { .. }),
-        "expected NotADatabase or Io, got {e:?}"
-    );
-    assert_eq!(
-        std::fs::read(&file).expect("read"),
-        b"not a database",
-        "the file was modified"
-    );
+    let e = Db::open(&file, Options::default().vfs(posix())).err().expect("opening a regular file must fail");
+    assert!(matches!(e, Error::NotADatabase { .. } | Error::Io { .. }), "expected NotADatabase or Io, got {e:?}");
+    assert_eq!(std::fs::read(&file).expect("read"), b"not a database", "the file was modified");
 }
 
 #[test]
 fn directory_with_unrelated_files_becomes_a_database_like_leveldb() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("notes.txt"), b"keep me").expect("write");
-    let db = Db::open(dir.path(), Options::default().vfs(posix()))
-        .expect("open in a non-empty directory");
+    let db = Db::open(dir.path(), Options::default().vfs(posix())).expect("open in a non-empty directory");
     db.put(b"k", b"v").expect("put");
     db.close().expect("close");
-    assert_eq!(
-        std::fs::read(dir.path().join("notes.txt")).expect("read"),
-        b"keep me"
-    );
-    let db = Db::open(
-        dir.path(),
-        Options::default().vfs(posix()).create_if_missing(false),
-    )
-    .expect("reopen");
+    assert_eq!(std::fs::read(dir.path().join("notes.txt")).expect("read"), b"keep me");
+    let db = Db::open(dir.path(), Options::default().vfs(posix()).create_if_missing(false)).expect("reopen");
     assert_eq!(db.get(b"k").expect("get").as_deref(), Some(&b"v"[..]));
 }
 
@@ -205,43 +134,20 @@ fn directory_with_unrelated_files_becomes_a_database_like_leveldb() {
 fn missing_directory_without_create_if_missing_is_not_a_database() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("nope");
-    let e = Db::open(
-        &path,
-        Options::default().vfs(posix()).create_if_missing(false),
-    )
-    .err()
-    .expect("must fail");
+    let e = Db::open(&path, Options::default().vfs(posix()).create_if_missing(false)).err().expect("must fail");
     assert!(matches!(e, Error::NotADatabase { .. }), "{e:?}");
-    assert!(
-        !path.exists(),
-        "a failed open must not create the directory"
-    );
-    let e = Db::open(
-        dir.path(),
-        Options::default().vfs(posix()).create_if_missing(false),
-    )
-    .err()
-    .expect("empty dir");
-    assert!(
-        matches!(e, Error::NotADatabase { .. }),
-        "empty directory: {e:?}"
-    );
-    let e = Db::open("/nope", mem_options().create_if_missing(false))
-        .err()
-        .expect("MemFs");
+    assert!(!path.exists(), "a failed open must not create the directory");
+    let e = Db::open(dir.path(), Options::default().vfs(posix()).create_if_missing(false)).err().expect("empty dir");
+    assert!(matches!(e, Error::NotADatabase { .. }), "empty directory: {e:?}");
+    let e = Db::open("/nope", mem_options().create_if_missing(false)).err().expect("MemFs");
     assert!(matches!(e, Error::NotADatabase { .. }), "MemFs: {e:?}");
 }
 
 #[test]
 fn error_if_exists_refuses_an_existing_database() {
     let opts = mem_options();
-    Db::open("/db", opts.clone().error_if_exists(true))
-        .expect("new database")
-        .close()
-        .expect("close");
-    let e = Db::open("/db", opts.error_if_exists(true))
-        .err()
-        .expect("must fail");
+    Db::open("/db", opts.clone().error_if_exists(true)).expect("new database").close().expect("close");
+    let e = Db::open("/db", opts.error_if_exists(true)).err().expect("must fail");
     assert!(matches!(e, Error::AlreadyExists { .. }), "{e:?}");
 }
 
@@ -249,22 +155,17 @@ fn error_if_exists_refuses_an_existing_database() {
 fn second_open_in_same_process_is_locked() {
     let opts = mem_options();
     let db = Db::open("/db", opts.clone()).expect("open");
-    let e = Db::open("/db", opts.clone())
-        .err()
-        .expect("second open must fail");
+    let e = Db::open("/db", opts.clone()).err().expect("second open must fail");
     assert!(matches!(e, Error::Locked { .. }), "MemFs: {e:?}");
     db.close().expect("close");
     Db::open("/db", opts).expect("open after close releases the lock");
 
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::open(dir.path(), Options::default().vfs(posix())).expect("open");
-    let e = Db::open(dir.path(), Options::default().vfs(posix()))
-        .err()
-        .expect("second open must fail");
+    let e = Db::open(dir.path(), Options::default().vfs(posix())).err().expect("second open must fail");
     assert!(matches!(e, Error::Locked { .. }), "PosixFs: {e:?}");
     drop(db);
-    Db::open(dir.path(), Options::default().vfs(posix()))
-        .expect("open after drop releases the lock");
+    Db::open(dir.path(), Options::default().vfs(posix())).expect("open after drop releases the lock");
 }
 
 const CHILD_ENV: &str = "WISCKEY_TEST_CHILD_OPEN_PATH";
@@ -293,18 +194,11 @@ fn child_process_helper_opens_database_named_in_env() {
 fn open_in_child_process(path: &Path) -> i32 {
     let exe = std::env::current_exe().expect("current_exe");
     let out = std::process::Command::new(exe)
-        .args([
-            "child_process_helper_opens_database_named_in_env",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["child_process_helper_opens_database_named_in_env", "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, path)
         .output()
         .expect("spawn child");
-    out.status
-        .code()
-        .unwrap_or_else(|| panic!("child killed: {}", String::from_utf8_lossy(&out.stderr)))
+    out.status.code().unwrap_or_else(|| panic!("child killed: {}", String::from_utf8_lossy(&out.stderr)))
 }
 
 #[test]
@@ -312,17 +206,9 @@ fn second_process_opening_the_database_is_locked() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::open(dir.path(), Options::default()).expect("open");
     db.put(b"k", b"v").expect("put");
-    assert_eq!(
-        open_in_child_process(dir.path()),
-        CHILD_LOCKED,
-        "another process opened a locked database"
-    );
+    assert_eq!(open_in_child_process(dir.path()), CHILD_LOCKED, "another process opened a locked database");
     db.close().expect("close");
-    assert_eq!(
-        open_in_child_process(dir.path()),
-        CHILD_OPENED,
-        "the lock was not released by close"
-    );
+    assert_eq!(open_in_child_process(dir.path()), CHILD_OPENED, "the lock was not released by close");
 }
 
 /// A database on real files with one table of inline values, closed so reads start cold.
@@ -341,11 +227,7 @@ fn one_table_database(dir: &Path) -> Model {
 }
 
 fn table_options() -> Options {
-    Options::default()
-        .vfs(posix())
-        .write_buffer_bytes(1 << 20)
-        .block_size_bytes(1024)
-        .create_if_missing(false)
+    Options::default().vfs(posix()).write_buffer_bytes(1 << 20).block_size_bytes(1024).create_if_missing(false)
 }
 
 fn table_files(dir: &Path) -> Vec<PathBuf> {
@@ -355,11 +237,7 @@ fn table_files(dir: &Path) -> Vec<PathBuf> {
         .filter(|p| p.extension().is_some_and(|x| x == "sst"))
         .collect();
     v.sort();
-    assert!(
-        !v.is_empty(),
-        "no .sst file in {dir:?}: {:?}",
-        std::fs::read_dir(dir).map(|d| d.count())
-    );
+    assert!(!v.is_empty(), "no .sst file in {dir:?}: {:?}", std::fs::read_dir(dir).map(|d| d.count()));
     v
 }
 
@@ -385,24 +263,15 @@ fn read_damaged(dir: &Path, model: &Model, ctx: &str) -> DamageReport {
     let db = match Db::open(dir, table_options()) {
         Ok(db) => db,
         Err(e) => {
-            assert!(
-                e.is_corruption(),
-                "{ctx}: open failed with a non-corruption error: {e:?}"
-            );
-            return DamageReport {
-                open_failed: true,
-                corrupt_reads: 0,
-            };
+            assert!(e.is_corruption(), "{ctx}: open failed with a non-corruption error: {e:?}");
+            return DamageReport { open_failed: true, corrupt_reads: 0 };
         }
     };
     let mut corrupt = 0;
     for (k, v) in model {
         match db.get(k) {
             Ok(Some(got)) => assert!(&got == v, "{ctx}: WRONG VALUE for {}", show(k)),
-            Ok(None) => panic!(
-                "{ctx}: key {} silently missing instead of Err(Corruption)",
-                show(k)
-            ),
+            Ok(None) => panic!("{ctx}: key {} silently missing instead of Err(Corruption)", show(k)),
             Err(e) => {
                 assert!(e.is_corruption(), "{ctx}: get {}: {e:?}", show(k));
                 corrupt += 1;
@@ -413,9 +282,7 @@ fn read_damaged(dir: &Path, model: &Model, ctx: &str) -> DamageReport {
     for item in db.scan(&ReadOptions::default()).expect("scan") {
         match item {
             Ok((k, v)) => {
-                let (wk, wv) = want
-                    .next()
-                    .unwrap_or_else(|| panic!("{ctx}: scan invented {}", show(&k)));
+                let (wk, wv) = want.next().unwrap_or_else(|| panic!("{ctx}: scan invented {}", show(&k)));
                 assert_eq!(show(&k), show(wk), "{ctx}: scan key");
                 assert!(&v == wv, "{ctx}: scan WRONG VALUE for {}", show(&k));
             }
@@ -426,10 +293,7 @@ fn read_damaged(dir: &Path, model: &Model, ctx: &str) -> DamageReport {
             }
         }
     }
-    DamageReport {
-        open_failed: false,
-        corrupt_reads: corrupt,
-    }
+    DamageReport { open_failed: false, corrupt_reads: corrupt }
 }
 
 #[test]
@@ -441,10 +305,7 @@ fn flipped_byte_in_first_data_block_is_reported_as_corruption() {
     let table = &table_files(work.path())[0];
     flip_byte(table, 10);
     let r = read_damaged(work.path(), &model, "flip at offset 10");
-    assert!(
-        r.open_failed || r.corrupt_reads > 0,
-        "a flipped data byte went unnoticed by every read"
-    );
+    assert!(r.open_failed || r.corrupt_reads > 0, "a flipped data byte went unnoticed by every read");
 }
 
 fn flip_byte(path: &Path, offset: u64) {
@@ -457,9 +318,7 @@ fn flip_byte(path: &Path, offset: u64) {
 fn flipped_byte_anywhere_in_table_never_yields_a_wrong_value() {
     let pristine = tempfile::tempdir().expect("tempdir");
     let model = one_table_database(pristine.path());
-    let len = std::fs::metadata(&table_files(pristine.path())[0])
-        .expect("stat")
-        .len();
+    let len = std::fs::metadata(&table_files(pristine.path())[0]).expect("stat").len();
     let mut offsets: Vec<u64> = (0..16).map(|i| len * i / 16).collect();
     offsets.extend((1..=64).map(|back| len - back)); // the index, filter, and footer live at the end
     offsets.sort_unstable();
@@ -468,11 +327,7 @@ fn flipped_byte_anywhere_in_table_never_yields_a_wrong_value() {
         let work = tempfile::tempdir().expect("tempdir");
         copy_dir(pristine.path(), work.path());
         flip_byte(&table_files(work.path())[0], off);
-        read_damaged(
-            work.path(),
-            &model,
-            &format!("flip at offset {off} of {len}"),
-        );
+        read_damaged(work.path(), &model, &format!("flip at offset {off} of {len}"));
     }
 }
 
@@ -480,27 +335,14 @@ fn flipped_byte_anywhere_in_table_never_yields_a_wrong_value() {
 fn truncated_table_is_reported_as_corruption() {
     let pristine = tempfile::tempdir().expect("tempdir");
     let model = one_table_database(pristine.path());
-    let len = std::fs::metadata(&table_files(pristine.path())[0])
-        .expect("stat")
-        .len();
+    let len = std::fs::metadata(&table_files(pristine.path())[0]).expect("stat").len();
     for keep in [0, 10, len / 2, len - 49, len - 1] {
         let work = tempfile::tempdir().expect("tempdir");
         copy_dir(pristine.path(), work.path());
         let table = &table_files(work.path())[0];
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(table)
-            .and_then(|f| f.set_len(keep))
-            .expect("truncate");
-        let r = read_damaged(
-            work.path(),
-            &model,
-            &format!("truncated to {keep} of {len} bytes"),
-        );
-        assert!(
-            r.open_failed || r.corrupt_reads > 0,
-            "truncation to {keep} bytes went unnoticed"
-        );
+        std::fs::OpenOptions::new().write(true).open(table).and_then(|f| f.set_len(keep)).expect("truncate");
+        let r = read_damaged(work.path(), &model, &format!("truncated to {keep} of {len} bytes"));
+        assert!(r.open_failed || r.corrupt_reads > 0, "truncation to {keep} bytes went unnoticed");
     }
 }
 
@@ -510,9 +352,7 @@ fn missing_current_with_table_files_present_is_not_silently_a_new_database() {
     one_table_database(dir.path());
     std::fs::remove_file(dir.path().join("CURRENT")).expect("remove CURRENT");
     let tables = table_files(dir.path());
-    let e = Db::open(dir.path(), Options::default().vfs(posix()))
-        .err()
-        .expect("open must fail");
+    let e = Db::open(dir.path(), Options::default().vfs(posix())).err().expect("open must fail");
     assert!(
         matches!(e, Error::NotADatabase { .. } | Error::Corruption { .. }),
         "expected NotADatabase or Corruption, got {e:?}"
@@ -527,9 +367,7 @@ fn garbled_current_is_reported_as_corruption() {
     let dir = tempfile::tempdir().expect("tempdir");
     one_table_database(dir.path());
     std::fs::write(dir.path().join("CURRENT"), b"\x00garbage\xff").expect("write CURRENT");
-    let e = Db::open(dir.path(), table_options())
-        .err()
-        .expect("open must fail");
+    let e = Db::open(dir.path(), table_options()).err().expect("open must fail");
     assert!(
         matches!(e, Error::NotADatabase { .. } | Error::Corruption { .. }),
         "expected NotADatabase or Corruption, got {e:?}"
@@ -546,20 +384,13 @@ fn destroy_removes_the_database_and_refuses_while_open() {
     db.flush().expect("flush");
     let e = destroy(&path, &opts).expect_err("destroy of an open database must fail");
     assert!(matches!(e, Error::Locked { .. }), "{e:?}");
-    assert_eq!(
-        db.get(b"k").expect("get").as_deref(),
-        Some(&b"v"[..]),
-        "failed destroy damaged the db"
-    );
+    assert_eq!(db.get(b"k").expect("get").as_deref(), Some(&b"v"[..]), "failed destroy damaged the db");
     db.close().expect("close");
     destroy(&path, &opts).expect("destroy");
-    let left: Vec<_> = std::fs::read_dir(&path)
-        .map(|d| d.map(|e| e.expect("entry").file_name()).collect())
-        .unwrap_or_default();
+    let left: Vec<_> =
+        std::fs::read_dir(&path).map(|d| d.map(|e| e.expect("entry").file_name()).collect()).unwrap_or_default();
     assert!(left.is_empty(), "files left after destroy: {left:?}");
-    let e = Db::open(&path, opts.create_if_missing(false))
-        .err()
-        .expect("open after destroy must fail");
+    let e = Db::open(&path, opts.create_if_missing(false)).err().expect("open after destroy must fail");
     assert!(matches!(e, Error::NotADatabase { .. }), "{e:?}");
 }
 
@@ -570,9 +401,7 @@ fn destroy_on_memfs_forgets_the_data() {
     db.put(b"k", b"v").expect("put");
     db.close().expect("close");
     destroy("/db", &opts).expect("destroy");
-    let e = Db::open("/db", opts.clone().create_if_missing(false))
-        .err()
-        .expect("must fail");
+    let e = Db::open("/db", opts.clone().create_if_missing(false)).err().expect("must fail");
     assert!(matches!(e, Error::NotADatabase { .. }), "{e:?}");
     let db = Db::open("/db", opts).expect("create anew");
     assert_eq!(db.get(b"k").expect("get"), None, "data survived destroy");
@@ -580,10 +409,7 @@ fn destroy_on_memfs_forgets_the_data() {
 
 /// `close` promises to release the lock. If it returns `Ok` while an iterator or snapshot is
 /// still alive, the next open must not fail with `Locked` (or `close` must report the misuse).
-fn close_with_live_handle_then_reopen(
-    keep: impl FnOnce(&Db) -> Box<dyn std::any::Any>,
-    what: &str,
-) {
+fn close_with_live_handle_then_reopen(keep: impl FnOnce(&Db) -> Box<dyn std::any::Any>, what: &str) {
     let opts = mem_options();
     let db = Db::open("/db", opts.clone()).expect("open");
     db.put(b"k", b"v").expect("put");

@@ -89,11 +89,8 @@ fn writer(db: &Db, w: usize, rounds: u64, progress: &Progress) -> Vec<u64> {
                 batch.put(&pair_key(w, p, half), &pair_value(w, p, half, v));
             }
         }
-        let wo = WriteOptions {
-            sync: round % 50 == 0,
-        };
-        db.write(&wo, &batch)
-            .unwrap_or_else(|e| panic!("writer {w} round {round}: {e}"));
+        let wo = WriteOptions { sync: round % 50 == 0 };
+        db.write(&wo, &batch).unwrap_or_else(|e| panic!("writer {w} round {round}: {e}"));
         progress.acked[slot].store(v, SeqCst);
         versions[p] = v;
     }
@@ -107,10 +104,7 @@ fn snapshot_reader(db: &Db, done: &AtomicBool) -> usize {
     let mut scans = 0;
     while !done.load(SeqCst) || scans < 3 {
         let use_snapshot = scans % 2 == 0;
-        let ro = ReadOptions {
-            snapshot: use_snapshot.then(|| db.snapshot()),
-            ..ReadOptions::default()
-        };
+        let ro = ReadOptions { snapshot: use_snapshot.then(|| db.snapshot()), ..ReadOptions::default() };
         let entries: Vec<_> = db
             .scan(&ro)
             .and_then(|s| s.collect::<wisckey::Result<Vec<_>>>())
@@ -119,18 +113,12 @@ fn snapshot_reader(db: &Db, done: &AtomicBool) -> usize {
         for (k, v) in &entries {
             let ver = version_of(k, v);
             let before = seen.insert(k.clone(), ver).unwrap_or(0);
-            assert!(
-                ver >= before,
-                "{} went back from version {before} to {ver}",
-                show(k)
-            );
+            assert!(ver >= before, "{} went back from version {before} to {ver}", show(k));
         }
         if let Some(snap) = &ro.snapshot {
             // Point reads through the same snapshot agree with its scan.
             for (k, v) in entries.iter().step_by(7) {
-                let got = db
-                    .get_opt(&ro, k)
-                    .unwrap_or_else(|e| panic!("snapshot get: {e}"));
+                let got = db.get_opt(&ro, k).unwrap_or_else(|e| panic!("snapshot get: {e}"));
                 assert!(
                     got.as_ref() == Some(v),
                     "snapshot {} get of {} disagrees with its scan",
@@ -146,10 +134,7 @@ fn snapshot_reader(db: &Db, done: &AtomicBool) -> usize {
 
 /// Both halves of each pair are present with the same version, or both absent.
 fn check_pairs_agree(entries: &[(Vec<u8>, Vec<u8>)], scan: usize) {
-    let map: HashMap<&[u8], &[u8]> = entries
-        .iter()
-        .map(|(k, v)| (k.as_slice(), v.as_slice()))
-        .collect();
+    let map: HashMap<&[u8], &[u8]> = entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())).collect();
     for (k, v) in entries {
         let other = match k.last() {
             Some(b'a') => [&k[..k.len() - 1], b"b"].concat(),
@@ -157,18 +142,9 @@ fn check_pairs_agree(entries: &[(Vec<u8>, Vec<u8>)], scan: usize) {
             _ => panic!("scan {scan}: unexpected key {}", show(k)),
         };
         let Some(ov) = map.get(other.as_slice()) else {
-            panic!(
-                "scan {scan}: {} present but {} absent: a batch was torn",
-                show(k),
-                show(&other)
-            );
+            panic!("scan {scan}: {} present but {} absent: a batch was torn", show(k), show(&other));
         };
-        assert_eq!(
-            version_of(k, v),
-            version_of(&other, ov),
-            "scan {scan}: halves of a batch disagree at {}",
-            show(k)
-        );
+        assert_eq!(version_of(k, v), version_of(&other, ov), "scan {scan}: halves of a batch disagree at {}", show(k));
     }
 }
 
@@ -181,9 +157,7 @@ fn point_reader(db: &Db, progress: &Progress, done: &AtomicBool, seed: u64) -> u
         let slot = w * PAIRS + p;
         let k = pair_key(w, p, if reads % 2 == 0 { b'a' } else { b'b' });
         let lo = progress.acked[slot].load(SeqCst);
-        let got = db
-            .get(&k)
-            .unwrap_or_else(|e| panic!("get {}: {e}", show(&k)));
+        let got = db.get(&k).unwrap_or_else(|e| panic!("get {}: {e}", show(&k)));
         let hi = progress.intent[slot].load(SeqCst);
         match got {
             Some(v) => {
@@ -212,8 +186,7 @@ fn maintenance(db: &Db, done: &AtomicBool) {
         if n % 2 == 0 {
             db.flush().unwrap_or_else(|e| panic!("flush: {e}"));
         } else {
-            db.compact_range(None, None)
-                .unwrap_or_else(|e| panic!("compact_range: {e}"));
+            db.compact_range(None, None).unwrap_or_else(|e| panic!("compact_range: {e}"));
         }
         n += 1;
         std::thread::sleep(std::time::Duration::from_millis(5));
@@ -254,28 +227,17 @@ fn four_writers_two_readers_see_atomic_batches_and_no_lost_writes() {
         let snap_reader = s.spawn(|| snapshot_reader(&db, &done));
         let point = s.spawn(|| point_reader(&db, &progress, &done, 99));
         let maint = s.spawn(|| maintenance(&db, &done));
-        let versions = writers
-            .into_iter()
-            .map(|h| h.join().expect("writer panicked"))
-            .collect();
+        let versions = writers.into_iter().map(|h| h.join().expect("writer panicked")).collect();
         done.store(true, SeqCst);
         let scans = snap_reader.join().expect("snapshot reader panicked");
         let reads = point.join().expect("point reader panicked");
         maint.join().expect("maintenance panicked");
-        assert!(
-            scans >= 3 && reads >= 100,
-            "readers barely ran: {scans} scans, {reads} reads"
-        );
+        assert!(scans >= 3 && reads >= 100, "readers barely ran: {scans} scans, {reads} reads");
         versions
     });
     let model = final_model(&versions);
     db.wait_for_background_work().expect("background work");
-    assert_view_matches(
-        &db,
-        &ReadOptions::default(),
-        &model,
-        "after all writers finished",
-    );
+    assert_view_matches(&db, &ReadOptions::default(), &model, "after all writers finished");
     db.close().expect("close");
     let db = Db::open("/concurrent", options).expect("reopen");
     assert_view_matches(&db, &ReadOptions::default(), &model, "after reopen");
@@ -295,13 +257,8 @@ fn concurrent_synced_writers_all_land_and_survive_reopen() {
             s.spawn(move || {
                 for i in 0..per_thread {
                     let k = format!("t{t}-{i:04}").into_bytes();
-                    db.put_opt(&WriteOptions::synced(), &k, &make_value(&k, i, 16))
-                        .expect("put");
-                    assert!(
-                        db.get(&k).expect("get").is_some(),
-                        "own write of {} not visible",
-                        show(&k)
-                    );
+                    db.put_opt(&WriteOptions::synced(), &k, &make_value(&k, i, 16)).expect("put");
+                    assert!(db.get(&k).expect("get").is_some(), "own write of {} not visible", show(&k));
                 }
             });
         }
@@ -314,12 +271,7 @@ fn concurrent_synced_writers_all_land_and_survive_reopen() {
             (k, v)
         })
         .collect();
-    assert_view_matches(
-        &db,
-        &ReadOptions::default(),
-        &model,
-        "after concurrent synced writes",
-    );
+    assert_view_matches(&db, &ReadOptions::default(), &model, "after concurrent synced writes");
     db.close().expect("close");
     let db = Db::open("/group", options).expect("reopen");
     assert_view_matches(&db, &ReadOptions::default(), &model, "after reopen");
@@ -342,10 +294,7 @@ fn db_is_send_and_sync() {
 fn get_racing_memtable_flush_never_returns_state_older_than_acknowledged() {
     const KEYS: u64 = 8;
     let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
-    let options = tiny_options(fs)
-        .l0_compaction_trigger(900)
-        .l0_slowdown_trigger(1000)
-        .l0_stop_trigger(2000);
+    let options = tiny_options(fs).l0_compaction_trigger(900).l0_slowdown_trigger(1000).l0_stop_trigger(2000);
     let db = Db::open("/race", options).expect("open");
     let acked: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
     let done = AtomicBool::new(false);
@@ -357,8 +306,7 @@ fn get_racing_memtable_flush_never_returns_state_older_than_acknowledged() {
                 if is_deletion(v) {
                     db.delete(&key(k)).expect("delete");
                 } else {
-                    db.put(&key(k), &make_value(&key(k), v, value_len(v)))
-                        .expect("put");
+                    db.put(&key(k), &make_value(&key(k), v, value_len(v))).expect("put");
                 }
                 acked[k as usize].store(v, SeqCst);
             }
@@ -367,23 +315,23 @@ fn get_racing_memtable_flush_never_returns_state_older_than_acknowledged() {
         for r in 0..2 {
             let (db, acked, done, key) = (&db, &acked, &done, &key);
             s.spawn(move || {
-            let mut n = r;
-            while !done.load(SeqCst) {
-                let k = (n * 3) % KEYS;
-                n += 1;
-                let lo = acked[k as usize].load(SeqCst);
-                let got = db.get(&key(k)).expect("get");
-                match got {
-                    Some(v) => {
-                        let ver = version_of(&key(k), &v);
-                        assert!(ver >= lo, "get k{k} returned version {ver} after version {lo} was acknowledged");
+                let mut n = r;
+                while !done.load(SeqCst) {
+                    let k = (n * 3) % KEYS;
+                    n += 1;
+                    let lo = acked[k as usize].load(SeqCst);
+                    let got = db.get(&key(k)).expect("get");
+                    match got {
+                        Some(v) => {
+                            let ver = version_of(&key(k), &v);
+                            assert!(ver >= lo, "get k{k} returned version {ver} after version {lo} was acknowledged");
+                        }
+                        None => assert!(
+                            is_deletion(lo),
+                            "get k{k} returned nothing after put version {lo} was acknowledged"
+                        ),
                     }
-                    None => assert!(
-                        is_deletion(lo),
-                        "get k{k} returned nothing after put version {lo} was acknowledged"
-                    ),
                 }
-            }
             });
         }
     });

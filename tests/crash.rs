@@ -98,10 +98,7 @@ struct Outcome {
 
 /// Open the database and run `steps` until one fails (the simulated process died).
 fn run_workload(fs: &FaultFs, options: &Options, steps: &[Step]) -> (Option<Db>, Outcome) {
-    let mut out = Outcome {
-        models: vec![Model::new()],
-        floor: 0,
-    };
+    let mut out = Outcome { models: vec![Model::new()], floor: 0 };
     let mut db = match Db::open(DB, options.clone()) {
         Ok(db) => Some(db),
         Err(e) => {
@@ -117,10 +114,7 @@ fn run_workload(fs: &FaultFs, options: &Options, steps: &[Step]) -> (Option<Db>,
             Ok(()) if step.is_durable() => out.floor = out.models.len() - 1,
             Ok(()) => {}
             Err(e) => {
-                assert!(
-                    fs.is_halted(),
-                    "step {i} {step:?} failed without a fault: {e}"
-                );
+                assert!(fs.is_halted(), "step {i} {step:?} failed without a fault: {e}");
                 break;
             }
         }
@@ -148,78 +142,41 @@ fn crash_and_verify(
     fs.halt();
     drop(db);
     fs.crash(mode).expect("crash");
-    let db = Db::open(DB, options.clone())
-        .unwrap_or_else(|e| panic!("{ctx}: reopen after {mode:?} crash failed: {e}"));
+    let db = Db::open(DB, options.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen after {mode:?} crash failed: {e}"));
     let state = contents(&db);
-    let matched = (out.floor..out.models.len())
-        .rev()
-        .find(|&j| out.models[j] == state);
+    let matched = (out.floor..out.models.len()).rev().find(|&j| out.models[j] == state);
     let Some(j) = matched else {
         panic!(
             "{ctx}: state after {mode:?} crash is not a prefix state including all durable writes \
              (must survive: first {} steps of {} attempted). {}",
             out.floor,
             out.models.len() - 1,
-            describe_gap(
-                &state,
-                &out.models[out.floor],
-                &out.models[out.models.len() - 1]
-            )
+            describe_gap(&state, &out.models[out.floor], &out.models[out.models.len() - 1])
         );
     };
-    assert_view_matches(
-        &db,
-        &ReadOptions::default(),
-        &out.models[j],
-        &format!("{ctx}: recovered state"),
-    );
+    assert_view_matches(&db, &ReadOptions::default(), &out.models[j], &format!("{ctx}: recovered state"));
     (db, state)
 }
 
 /// A short explanation of how `state` differs from the two ends of the allowed range.
 fn describe_gap(state: &Model, floor: &Model, last: &Model) -> String {
     let diff = |want: &Model| -> String {
-        let missing: Vec<_> = want
-            .keys()
-            .filter(|k| !state.contains_key(*k))
-            .take(5)
-            .map(|k| show(k))
-            .collect();
-        let extra: Vec<_> = state
-            .keys()
-            .filter(|k| !want.contains_key(*k))
-            .take(5)
-            .map(|k| show(k))
-            .collect();
-        let changed: Vec<_> = want
-            .iter()
-            .filter(|(k, v)| state.get(*k).is_some_and(|s| s != *v))
-            .take(5)
-            .map(|(k, _)| show(k))
-            .collect();
+        let missing: Vec<_> = want.keys().filter(|k| !state.contains_key(*k)).take(5).map(|k| show(k)).collect();
+        let extra: Vec<_> = state.keys().filter(|k| !want.contains_key(*k)).take(5).map(|k| show(k)).collect();
+        let changed: Vec<_> =
+            want.iter().filter(|(k, v)| state.get(*k).is_some_and(|s| s != *v)).take(5).map(|(k, _)| show(k)).collect();
         format!("missing {missing:?}, extra {extra:?}, different value {changed:?}")
     };
-    format!(
-        "vs the durable prefix: {}; vs all attempted: {}",
-        diff(floor),
-        diff(last)
-    )
+    format!("vs the durable prefix: {}; vs all attempted: {}", diff(floor), diff(last))
 }
 
 /// After recovery the database must take new durable writes that survive another crash
 /// (catches a torn log tail left in place, with new records appended after the garbage).
-fn write_after_recovery_survives_next_crash(
-    fs: &FaultFs,
-    options: &Options,
-    db: Db,
-    mut state: Model,
-    ctx: &str,
-) {
+fn write_after_recovery_survives_next_crash(fs: &FaultFs, options: &Options, db: Db, mut state: Model, ctx: &str) {
     for i in 0..3u64 {
         let k = format!("post-crash-{i}").into_bytes();
         let v = make_value(&k, i, 40);
-        db.put_opt(&WriteOptions::synced(), &k, &v)
-            .unwrap_or_else(|e| panic!("{ctx}: write after recovery: {e}"));
+        db.put_opt(&WriteOptions::synced(), &k, &v).unwrap_or_else(|e| panic!("{ctx}: write after recovery: {e}"));
         state.insert(k, v);
     }
     fs.halt();
@@ -240,11 +197,7 @@ fn random_key(rng: &mut StdRng) -> Vec<u8> {
 }
 
 fn random_value(rng: &mut StdRng, k: &[u8], version: u64) -> Vec<u8> {
-    let len = if rng.gen_bool(0.2) {
-        rng.gen_range(1500..2500)
-    } else {
-        rng.gen_range(0..60)
-    };
+    let len = if rng.gen_bool(0.2) { rng.gen_range(1500..2500) } else { rng.gen_range(0..60) };
     make_value(k, version, len)
 }
 
@@ -278,11 +231,7 @@ fn random_steps(rng: &mut StdRng, n: usize) -> Vec<Step> {
     steps
 }
 
-const MODES: [CrashMode; 3] = [
-    CrashMode::DropUnsynced,
-    CrashMode::TearUnsynced,
-    CrashMode::CorruptUnsynced,
-];
+const MODES: [CrashMode; 3] = [CrashMode::DropUnsynced, CrashMode::TearUnsynced, CrashMode::CorruptUnsynced];
 
 fn fault_options(fs: &FaultFs) -> Options {
     common::tiny_options(Arc::new(fs.clone()))
@@ -364,17 +313,10 @@ fn every_crash_point_of_scripted_workload_recovers_a_durable_prefix() {
     // Dry run: count the mutating filesystem calls of the whole script.
     let dry = FaultFs::in_memory(0);
     let (db, out) = run_workload(&dry, &deterministic_options(&dry), &steps);
-    assert_eq!(
-        out.models.len(),
-        steps.len() + 1,
-        "the dry run must complete"
-    );
+    assert_eq!(out.models.len(), steps.len() + 1, "the dry run must complete");
     db.expect("open").close().expect("close");
     let total = dry.ops_count();
-    assert!(
-        total > steps.len() as u64,
-        "suspiciously few filesystem calls: {total}"
-    );
+    assert!(total > steps.len() as u64, "suspiciously few filesystem calls: {total}");
     let max_points = common::env_u64("WISCKEY_CRASH_ITERS", 40) * 8;
     let stride = (total / max_points.max(1)).max(1);
     for n in (0..=total).step_by(stride as usize) {
@@ -383,10 +325,7 @@ fn every_crash_point_of_scripted_workload_recovers_a_durable_prefix() {
         fs.set_crash_after_ops(n);
         let (db, out) = run_workload(&fs, &options, &steps);
         let mode = MODES[n as usize % MODES.len()];
-        let ctx = format!(
-            "crash after {n} of {total} fs calls ({} steps attempted)",
-            out.models.len() - 1
-        );
+        let ctx = format!("crash after {n} of {total} fs calls ({} steps attempted)", out.models.len() - 1);
         let (db, state) = crash_and_verify(&fs, &options, db, &out, mode, &ctx);
         write_after_recovery_survives_next_crash(&fs, &options, db, state, &ctx);
     }
@@ -406,8 +345,7 @@ fn durable_fixture(seed: u64) -> (FaultFs, Options, Db, Model) {
     }
     db.flush().expect("flush");
     let k = b"last-synced".to_vec();
-    db.put_opt(&WriteOptions::synced(), &k, b"yes")
-        .expect("synced put");
+    db.put_opt(&WriteOptions::synced(), &k, b"yes").expect("synced put");
     model.insert(k, b"yes".to_vec());
     (fs, options, db, model)
 }
@@ -422,25 +360,14 @@ fn write_fault_scenario(rule: FaultRule, check: impl Fn(&Error), seed: u64) {
         .expect_err(&format!("synced put must fail under {rule:?}"));
     check(&e);
     fs.clear_faults();
-    assert_view_matches(
-        &db,
-        &ReadOptions::default(),
-        &model,
-        &format!("reads after failed write ({rule:?})"),
-    );
+    assert_view_matches(&db, &ReadOptions::default(), &model, &format!("reads after failed write ({rule:?})"));
     // The failed write was not acknowledged: it may or may not survive, but only intact.
     let doomed = db.get(b"doomed").expect("get");
-    assert!(
-        doomed.is_none() || doomed.as_deref() == Some(&b"value"[..]),
-        "failed write left a wrong value"
-    );
+    assert!(doomed.is_none() || doomed.as_deref() == Some(&b"value"[..]), "failed write left a wrong value");
     // Later writes may be refused (read-only after an error) until resume; if accepted and
     // synced they must survive.
     let _ = db.resume();
-    if db
-        .put_opt(&WriteOptions::synced(), b"after-fault", b"ok")
-        .is_ok()
-    {
+    if db.put_opt(&WriteOptions::synced(), b"after-fault", b"ok").is_ok() {
         model.insert(b"after-fault".to_vec(), b"ok".to_vec());
     }
     fs.halt();
@@ -451,46 +378,25 @@ fn write_fault_scenario(rule: FaultRule, check: impl Fn(&Error), seed: u64) {
     if let Some(v) = state.remove(b"doomed".as_slice()) {
         assert_eq!(v, b"value", "failed write recovered with a wrong value");
     }
-    assert!(
-        state == model,
-        "acknowledged writes lost after {rule:?}: {}",
-        describe_gap(&state, &model, &model)
-    );
+    assert!(state == model, "acknowledged writes lost after {rule:?}: {}", describe_gap(&state, &model, &model));
 }
 
 #[test]
 fn enospc_on_log_append_fails_the_write_with_no_space_and_loses_nothing() {
     let rule = FaultRule::always(FaultOp::Append, FaultKind::NoSpace);
-    write_fault_scenario(
-        rule,
-        |e| assert!(e.is_no_space(), "expected ENOSPC, got {e:?}"),
-        1,
-    );
+    write_fault_scenario(rule, |e| assert!(e.is_no_space(), "expected ENOSPC, got {e:?}"), 1);
 }
 
 #[test]
 fn eio_on_log_sync_fails_the_write_and_loses_nothing() {
     let rule = FaultRule::always(FaultOp::Sync, FaultKind::Io);
-    write_fault_scenario(
-        rule,
-        |e| assert!(!e.is_no_space(), "EIO reported as ENOSPC: {e:?}"),
-        2,
-    );
+    write_fault_scenario(rule, |e| assert!(!e.is_no_space(), "EIO reported as ENOSPC: {e:?}"), 2);
 }
 
 #[test]
 fn single_eio_on_append_fails_only_that_write_and_loses_nothing() {
     let rule = FaultRule::once(FaultOp::Append, FaultKind::Io);
-    write_fault_scenario(
-        rule,
-        |e| {
-            assert!(
-                matches!(e, Error::Io { .. } | Error::Background { .. }),
-                "{e:?}"
-            )
-        },
-        3,
-    );
+    write_fault_scenario(rule, |e| assert!(matches!(e, Error::Io { .. } | Error::Background { .. }), "{e:?}"), 3);
 }
 
 #[test]
@@ -504,23 +410,12 @@ fn enospc_during_flush_fails_the_flush_keeps_reads_and_recovers_after_resume() {
     }
     fs.inject(FaultRule::always(FaultOp::Create, FaultKind::NoSpace));
     fs.inject(FaultRule::always(FaultOp::Append, FaultKind::NoSpace));
-    let e = db
-        .flush()
-        .expect_err("flush must fail when no file can be written");
-    assert!(
-        e.is_no_space() || matches!(e, Error::Background { .. }),
-        "flush under ENOSPC failed with {e:?}"
-    );
-    assert_view_matches(
-        &db,
-        &ReadOptions::default(),
-        &model,
-        "reads while the disk is full",
-    );
+    let e = db.flush().expect_err("flush must fail when no file can be written");
+    assert!(e.is_no_space() || matches!(e, Error::Background { .. }), "flush under ENOSPC failed with {e:?}");
+    assert_view_matches(&db, &ReadOptions::default(), &model, "reads while the disk is full");
     fs.clear_faults();
     db.resume().expect("resume once space is back");
-    db.put_opt(&WriteOptions::synced(), b"after-resume", b"1")
-        .expect("write after resume");
+    db.put_opt(&WriteOptions::synced(), b"after-resume", b"1").expect("write after resume");
     model.insert(b"after-resume".to_vec(), b"1".to_vec());
     db.flush().expect("flush after resume");
     assert_view_matches(&db, &ReadOptions::default(), &model, "after resume");
@@ -529,11 +424,7 @@ fn enospc_during_flush_fails_the_flush_keeps_reads_and_recovers_after_resume() {
     fs.crash(CrashMode::DropUnsynced).expect("crash");
     let db = Db::open(DB, options).expect("reopen");
     let state = contents(&db);
-    assert!(
-        state == model,
-        "acknowledged writes lost: {}",
-        describe_gap(&state, &model, &model)
-    );
+    assert!(state == model, "acknowledged writes lost: {}", describe_gap(&state, &model, &model));
 }
 
 #[test]
@@ -548,10 +439,7 @@ fn read_bit_flips_are_reported_as_corruption_never_wrong_values() {
         for (k, v) in &model {
             match db.get(k) {
                 Ok(Some(got)) => assert!(&got == v, "round {round}: WRONG VALUE for {}", show(k)),
-                Ok(None) => panic!(
-                    "round {round}: {} silently missing under read bit flips",
-                    show(k)
-                ),
+                Ok(None) => panic!("round {round}: {} silently missing under read bit flips", show(k)),
                 Err(e) => {
                     assert!(e.is_corruption(), "round {round}: get {}: {e:?}", show(k));
                     corrupt += 1;
@@ -559,17 +447,9 @@ fn read_bit_flips_are_reported_as_corruption_never_wrong_values() {
             }
         }
     }
-    assert!(
-        corrupt > 0,
-        "30% of reads flipped a bit, yet no read reported corruption"
-    );
+    assert!(corrupt > 0, "30% of reads flipped a bit, yet no read reported corruption");
     fs.clear_read_corruption();
-    assert_view_matches(
-        &db,
-        &ReadOptions::default(),
-        &model,
-        "after read corruption stops",
-    );
+    assert_view_matches(&db, &ReadOptions::default(), &model, "after read corruption stops");
 }
 
 /// The database is usable after a crash during its very first open (nothing acknowledged).
@@ -584,12 +464,8 @@ fn crash_during_creation_leaves_an_openable_empty_database() {
         fs.halt();
         drop(db);
         fs.crash(CrashMode::DropUnsynced).expect("crash");
-        let db = Db::open(DB, options)
-            .unwrap_or_else(|e| panic!("crash after {n} calls of the first open: {e}"));
-        assert!(
-            contents(&db).is_empty(),
-            "crash after {n} calls: data appeared from nowhere"
-        );
+        let db = Db::open(DB, options).unwrap_or_else(|e| panic!("crash after {n} calls of the first open: {e}"));
+        assert!(contents(&db).is_empty(), "crash after {n} calls: data appeared from nowhere");
         if completed {
             break;
         }

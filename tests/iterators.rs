@@ -52,11 +52,7 @@ impl Layered {
 /// layers, and unflushed overwrites/deletes/re-inserts in the memtable.
 fn build_layered(path: &Path, options: Options) -> (Layered, Vec<(Snapshot, Model)>) {
     let db = Db::open(path, options).expect("open");
-    let mut l = Layered {
-        db,
-        model: Model::new(),
-        version: 0,
-    };
+    let mut l = Layered { db, model: Model::new(), version: 0 };
     let mut snaps = Vec::new();
     for i in 0..KEYS {
         l.put(i);
@@ -94,14 +90,8 @@ fn build_layered(path: &Path, options: Options) -> (Layered, Vec<(Snapshot, Mode
         "layered database: {} flushes, {} compactions, files per level {:?}",
         st.num_flushes, st.num_compactions, st.level_files
     );
-    assert!(
-        st.num_flushes >= 3 && st.num_compactions >= 1,
-        "the data did not spread over tables: {st:?}"
-    );
-    assert!(
-        st.level_files.iter().filter(|&&n| n > 0).count() >= 2,
-        "all tables in one level: {st:?}"
-    );
+    assert!(st.num_flushes >= 3 && st.num_compactions >= 1, "the data did not spread over tables: {st:?}");
+    assert!(st.level_files.iter().filter(|&&n| n > 0).count() >= 2, "all tables in one level: {st:?}");
     (l, snaps)
 }
 
@@ -111,51 +101,31 @@ fn memfs_layered() -> (Layered, Vec<(Snapshot, Model)>) {
 }
 
 fn read_options(snap: Option<&Snapshot>) -> ReadOptions {
-    ReadOptions {
-        snapshot: snap.cloned(),
-        ..ReadOptions::default()
-    }
+    ReadOptions { snapshot: snap.cloned(), ..ReadOptions::default() }
 }
 
 /// The cursor is at `want` (with the model's value), or invalid when `want` is `None`.
 fn check_at(it: &DbIterator, model: &Model, want: Option<&Vec<u8>>, ctx: &str) {
     match want {
-        None => assert!(
-            !it.valid(),
-            "{ctx}: iterator at {}, model is off the end",
-            show(it.key())
-        ),
+        None => assert!(!it.valid(), "{ctx}: iterator at {}, model is off the end", show(it.key())),
         Some(k) => {
             assert!(it.valid(), "{ctx}: iterator invalid, model at {}", show(k));
             assert_eq!(show(it.key()), show(k), "{ctx}: key");
-            assert!(
-                it.value() == model[k].as_slice(),
-                "{ctx}: value of {}",
-                show(k)
-            );
+            assert!(it.value() == model[k].as_slice(), "{ctx}: value of {}", show(k));
         }
     }
 }
 
 fn model_next(model: &Model, k: &[u8]) -> Option<Vec<u8>> {
-    model
-        .range::<[u8], _>((Bound::Excluded(k), Bound::Unbounded))
-        .next()
-        .map(|(k, _)| k.clone())
+    model.range::<[u8], _>((Bound::Excluded(k), Bound::Unbounded)).next().map(|(k, _)| k.clone())
 }
 
 fn model_prev(model: &Model, k: &[u8]) -> Option<Vec<u8>> {
-    model
-        .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(k)))
-        .next_back()
-        .map(|(k, _)| k.clone())
+    model.range::<[u8], _>((Bound::Unbounded, Bound::Excluded(k))).next_back().map(|(k, _)| k.clone())
 }
 
 fn model_seek(model: &Model, k: &[u8]) -> Option<Vec<u8>> {
-    model
-        .range::<[u8], _>((Bound::Included(k), Bound::Unbounded))
-        .next()
-        .map(|(k, _)| k.clone())
+    model.range::<[u8], _>((Bound::Included(k), Bound::Unbounded)).next().map(|(k, _)| k.clone())
 }
 
 /// Random seeks followed by random next/prev steps, compared with the model at every step.
@@ -211,13 +181,7 @@ fn random_seeks_and_direction_changes_match_model() {
     let (l, snaps) = memfs_layered();
     random_walks(&l.db, &ReadOptions::default(), &l.model, 1, "latest");
     for (i, (s, m)) in snaps.iter().enumerate() {
-        random_walks(
-            &l.db,
-            &read_options(Some(s)),
-            m,
-            100 + i as u64,
-            &format!("snapshot {i}"),
-        );
+        random_walks(&l.db, &read_options(Some(s)), m, 100 + i as u64, &format!("snapshot {i}"));
     }
 }
 
@@ -227,11 +191,7 @@ fn random_seeks_and_direction_changes_match_model() {
 fn direction_switch_at_every_position_matches_model() {
     let (l, snaps) = memfs_layered();
     let mut views = vec![(read_options(None), l.model.clone())];
-    views.extend(
-        snaps
-            .iter()
-            .map(|(s, m)| (read_options(Some(s)), m.clone())),
-    );
+    views.extend(snaps.iter().map(|(s, m)| (read_options(Some(s)), m.clone())));
     for (v, (ro, model)) in views.iter().enumerate() {
         let mut it = l.db.iter(ro).expect("iter");
         for k in model.keys() {
@@ -285,9 +245,7 @@ fn bounded_iteration_stays_inside_lower_and_upper_bound() {
 
 /// The part of `model` inside the bounds of `ro`.
 fn bounded(model: &Model, ro: &ReadOptions) -> Model {
-    common::model_range(model, ro.lower_bound.as_deref(), ro.upper_bound.as_deref())
-        .into_iter()
-        .collect()
+    common::model_range(model, ro.lower_bound.as_deref(), ro.upper_bound.as_deref()).into_iter().collect()
 }
 
 /// Seeking below the lower bound lands on the first key in range; seeking at or past the
@@ -295,45 +253,20 @@ fn bounded(model: &Model, ro: &ReadOptions) -> Model {
 fn check_bounded_seeks(db: &Db, ro: &ReadOptions, inside: &Model, ctx: &str) {
     let mut it = db.iter(ro).expect("iter");
     it.seek(b"").expect("seek");
-    check_at(
-        &it,
-        inside,
-        inside.keys().next(),
-        &format!("{ctx}: seek below lower bound"),
-    );
+    check_at(&it, inside, inside.keys().next(), &format!("{ctx}: seek below lower bound"));
     if it.valid() {
         it.prev().expect("prev");
-        check_at(
-            &it,
-            inside,
-            None,
-            &format!("{ctx}: prev from the first key in bounds"),
-        );
+        check_at(&it, inside, None, &format!("{ctx}: prev from the first key in bounds"));
     }
     if let Some(u) = &ro.upper_bound {
         it.seek(u).expect("seek");
-        check_at(
-            &it,
-            inside,
-            None,
-            &format!("{ctx}: seek to the upper bound"),
-        );
+        check_at(&it, inside, None, &format!("{ctx}: seek to the upper bound"));
     }
     it.seek_to_last().expect("seek_to_last");
-    check_at(
-        &it,
-        inside,
-        inside.keys().next_back(),
-        &format!("{ctx}: seek_to_last"),
-    );
+    check_at(&it, inside, inside.keys().next_back(), &format!("{ctx}: seek_to_last"));
     if it.valid() {
         it.next().expect("next");
-        check_at(
-            &it,
-            inside,
-            None,
-            &format!("{ctx}: next from the last key in bounds"),
-        );
+        check_at(&it, inside, None, &format!("{ctx}: next from the last key in bounds"));
     }
 }
 
@@ -359,12 +292,7 @@ fn open_iterator_keeps_its_view_while_writes_flushes_and_compactions_happen() {
     }
     let want: Vec<_> = before.into_iter().collect();
     common::assert_same_entries(&got, &want, "iterator created before the writes");
-    assert_view_matches(
-        &l.db,
-        &ReadOptions::default(),
-        &l.model,
-        "latest after the writes",
-    );
+    assert_view_matches(&l.db, &ReadOptions::default(), &l.model, "latest after the writes");
 }
 
 #[test]
@@ -382,22 +310,12 @@ fn snapshot_sees_old_versions_after_overwrites_deletes_and_full_compaction() {
     l.db.compact_range(None, None).expect("compact");
     l.db.wait_for_background_work().expect("background work");
     for (i, (s, m)) in snaps.iter().enumerate() {
-        assert_view_matches(
-            &l.db,
-            &read_options(Some(s)),
-            m,
-            &format!("snapshot {i} after compaction"),
-        );
+        assert_view_matches(&l.db, &read_options(Some(s)), m, &format!("snapshot {i} after compaction"));
     }
     // Releasing the snapshots lets compaction drop old versions; the latest view must not change.
     snaps.clear();
     l.db.compact_range(None, None).expect("compact");
-    assert_view_matches(
-        &l.db,
-        &ReadOptions::default(),
-        &l.model,
-        "latest after releasing snapshots",
-    );
+    assert_view_matches(&l.db, &ReadOptions::default(), &l.model, "latest after releasing snapshots");
 }
 
 #[test]
@@ -406,12 +324,7 @@ fn snapshot_sequence_numbers_increase_with_writes() {
     let a = l.db.snapshot();
     l.put(1);
     let b = l.db.snapshot();
-    assert!(
-        b.sequence() > a.sequence(),
-        "{} then {}",
-        a.sequence(),
-        b.sequence()
-    );
+    assert!(b.sequence() > a.sequence(), "{} then {}", a.sequence(), b.sequence());
     let c = l.db.snapshot();
     assert_eq!(b.sequence(), c.sequence(), "no write between two snapshots");
 }
@@ -428,24 +341,14 @@ fn iterators_on_empty_database_are_invalid_everywhere() {
     it.seek(b"k").expect("seek");
     assert!(!it.valid());
     assert_eq!(db.scan(&ReadOptions::default()).expect("scan").count(), 0);
-    assert_eq!(
-        db.scan_rev(&ReadOptions::default())
-            .expect("scan_rev")
-            .count(),
-        0
-    );
+    assert_eq!(db.scan_rev(&ReadOptions::default()).expect("scan_rev").count(), 0);
     // Everything deleted: tombstones only.
     db.put(b"a", b"1").expect("put");
     db.put(b"b", b"2").expect("put");
     db.flush().expect("flush");
     db.delete(b"a").expect("delete");
     db.delete(b"b").expect("delete");
-    assert_view_matches(
-        &db,
-        &ReadOptions::default(),
-        &Model::new(),
-        "all keys deleted",
-    );
+    assert_view_matches(&db, &ReadOptions::default(), &Model::new(), "all keys deleted");
 }
 
 #[test]
@@ -468,31 +371,11 @@ fn scans_on_posix_files_match_model_after_reopen() {
 fn scan_and_scan_rev_yield_ordered_bounded_entries() {
     let (l, _) = memfs_layered();
     let first: Vec<_> =
-        l.db.scan(&ReadOptions::default())
-            .expect("scan")
-            .take(5)
-            .collect::<wisckey::Result<_>>()
-            .expect("scan items");
-    let want: Vec<_> = l
-        .model
-        .iter()
-        .take(5)
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+        l.db.scan(&ReadOptions::default()).expect("scan").take(5).collect::<wisckey::Result<_>>().expect("scan items");
+    let want: Vec<_> = l.model.iter().take(5).map(|(k, v)| (k.clone(), v.clone())).collect();
     common::assert_same_entries(&first, &want, "first five");
-    let ro = ReadOptions {
-        lower_bound: Some(key(50)),
-        upper_bound: Some(key(250)),
-        ..ReadOptions::default()
-    };
-    let rev: Vec<_> =
-        l.db.scan_rev(&ro)
-            .expect("scan_rev")
-            .collect::<wisckey::Result<_>>()
-            .expect("items");
-    let want: Vec<_> = common::model_range(&l.model, Some(&key(50)), Some(&key(250)))
-        .into_iter()
-        .rev()
-        .collect();
+    let ro = ReadOptions { lower_bound: Some(key(50)), upper_bound: Some(key(250)), ..ReadOptions::default() };
+    let rev: Vec<_> = l.db.scan_rev(&ro).expect("scan_rev").collect::<wisckey::Result<_>>().expect("items");
+    let want: Vec<_> = common::model_range(&l.model, Some(&key(50)), Some(&key(250))).into_iter().rev().collect();
     common::assert_same_entries(&rev, &want, "scan_rev within bounds");
 }

@@ -141,24 +141,17 @@ impl Harness {
             Op::Put(k, s, sync) => {
                 let v = self.value(k, *s);
                 let wo = WriteOptions { sync: *sync };
-                self.db()
-                    .put_opt(&wo, k, &v)
-                    .unwrap_or_else(|e| panic!("{ctx}: put failed: {e}"));
+                self.db().put_opt(&wo, k, &v).unwrap_or_else(|e| panic!("{ctx}: put failed: {e}"));
                 self.model.insert(k.clone(), v);
             }
             Op::Delete(k, sync) => {
                 let wo = WriteOptions { sync: *sync };
-                self.db()
-                    .delete_opt(&wo, k)
-                    .unwrap_or_else(|e| panic!("{ctx}: delete failed: {e}"));
+                self.db().delete_opt(&wo, k).unwrap_or_else(|e| panic!("{ctx}: delete failed: {e}"));
                 self.model.remove(k);
             }
             Op::Batch(items, sync) => self.apply_batch(items, *sync, &ctx),
             Op::Get(k) => {
-                let got = self
-                    .db()
-                    .get(k)
-                    .unwrap_or_else(|e| panic!("{ctx}: get failed: {e}"));
+                let got = self.db().get(k).unwrap_or_else(|e| panic!("{ctx}: get failed: {e}"));
                 assert_eq!(got.as_ref(), self.model.get(k), "{ctx}: get {}", show(k));
             }
             Op::ScanForward => self.check_scan(false, &ctx),
@@ -176,10 +169,7 @@ impl Harness {
                     self.snapshots.remove(i % n);
                 }
             }
-            Op::Flush => self
-                .db()
-                .flush()
-                .unwrap_or_else(|e| panic!("{ctx}: flush failed: {e}")),
+            Op::Flush => self.db().flush().unwrap_or_else(|e| panic!("{ctx}: flush failed: {e}")),
             Op::CompactRange(b, e) => self
                 .db()
                 .compact_range(b.as_deref(), e.as_deref())
@@ -205,17 +195,14 @@ impl Harness {
                 }
             }
         }
-        self.db()
-            .write(&WriteOptions { sync }, &batch)
-            .unwrap_or_else(|e| panic!("{ctx}: batch write failed: {e}"));
+        self.db().write(&WriteOptions { sync }, &batch).unwrap_or_else(|e| panic!("{ctx}: batch write failed: {e}"));
         self.model = after;
     }
 
     fn check_scan(&self, backward: bool, ctx: &str) {
         let ro = ReadOptions::default();
         let got = if backward {
-            let mut v =
-                common::read_backward(self.db(), &ro).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            let mut v = common::read_backward(self.db(), &ro).unwrap_or_else(|e| panic!("{ctx}: {e}"));
             v.reverse();
             v
         } else {
@@ -226,59 +213,30 @@ impl Harness {
     }
 
     fn check_seek_walk(&self, target: &[u8], walk: &[bool], ctx: &str) {
-        let mut it = self
-            .db()
-            .iter(&ReadOptions::default())
-            .unwrap_or_else(|e| panic!("{ctx}: {e}"));
-        it.seek(target)
-            .unwrap_or_else(|e| panic!("{ctx}: seek failed: {e}"));
-        let mut at = self
-            .model
-            .range(target.to_vec()..)
-            .next()
-            .map(|(k, _)| k.clone());
+        let mut it = self.db().iter(&ReadOptions::default()).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+        it.seek(target).unwrap_or_else(|e| panic!("{ctx}: seek failed: {e}"));
+        let mut at = self.model.range(target.to_vec()..).next().map(|(k, _)| k.clone());
         for (i, &forward) in walk.iter().enumerate() {
-            check_cursor(
-                &it,
-                &self.model,
-                at.as_deref(),
-                &format!("{ctx} walk step {i}"),
-            );
+            check_cursor(&it, &self.model, at.as_deref(), &format!("{ctx} walk step {i}"));
             let Some(cur) = at.clone() else { return };
             if forward {
-                it.next()
-                    .unwrap_or_else(|e| panic!("{ctx}: next failed: {e}"));
+                it.next().unwrap_or_else(|e| panic!("{ctx}: next failed: {e}"));
                 at = self
                     .model
                     .range::<Vec<u8>, _>((Bound::Excluded(cur), Bound::Unbounded))
                     .next()
                     .map(|(k, _)| k.clone());
             } else {
-                it.prev()
-                    .unwrap_or_else(|e| panic!("{ctx}: prev failed: {e}"));
+                it.prev().unwrap_or_else(|e| panic!("{ctx}: prev failed: {e}"));
                 at = self.model.range(..cur).next_back().map(|(k, _)| k.clone());
             }
         }
         check_cursor(&it, &self.model, at.as_deref(), &format!("{ctx} walk end"));
     }
 
-    fn check_bounded_scan(
-        &self,
-        lower: Option<Vec<u8>>,
-        upper: Option<Vec<u8>>,
-        rev: bool,
-        ctx: &str,
-    ) {
-        let ro = ReadOptions {
-            lower_bound: lower.clone(),
-            upper_bound: upper.clone(),
-            ..ReadOptions::default()
-        };
-        let entries = if rev {
-            self.db().scan_rev(&ro)
-        } else {
-            self.db().scan(&ro)
-        };
+    fn check_bounded_scan(&self, lower: Option<Vec<u8>>, upper: Option<Vec<u8>>, rev: bool, ctx: &str) {
+        let ro = ReadOptions { lower_bound: lower.clone(), upper_bound: upper.clone(), ..ReadOptions::default() };
+        let entries = if rev { self.db().scan_rev(&ro) } else { self.db().scan(&ro) };
         let mut got: Vec<_> = entries
             .and_then(|s| s.collect::<wisckey::Result<Vec<_>>>())
             .unwrap_or_else(|e| panic!("{ctx}: bounded scan failed: {e}"));
@@ -294,56 +252,28 @@ impl Harness {
             return;
         }
         let (snap, model) = &self.snapshots[i % self.snapshots.len()];
-        let ro = ReadOptions {
-            snapshot: Some(snap.clone()),
-            ..ReadOptions::default()
-        };
+        let ro = ReadOptions { snapshot: Some(snap.clone()), ..ReadOptions::default() };
         assert_view_matches(self.db(), &ro, model, &format!("{ctx} through snapshot"));
         // Keys written after the snapshot must not show through it.
-        for k in self
-            .model
-            .keys()
-            .filter(|k| !model.contains_key(*k))
-            .take(8)
-        {
-            let got = self
-                .db()
-                .get_opt(&ro, k)
-                .unwrap_or_else(|e| panic!("{ctx}: {e}"));
-            assert_eq!(
-                got,
-                None,
-                "{ctx}: key {} written after the snapshot is visible through it",
-                show(k)
-            );
+        for k in self.model.keys().filter(|k| !model.contains_key(*k)).take(8) {
+            let got = self.db().get_opt(&ro, k).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            assert_eq!(got, None, "{ctx}: key {} written after the snapshot is visible through it", show(k));
         }
     }
 
     fn reopen(&mut self, ctx: &str) {
         self.snapshots.clear();
         let db = self.db.take().expect("database is open");
-        db.close()
-            .unwrap_or_else(|e| panic!("{ctx}: close failed: {e}"));
-        let db = Db::open(&self.path, self.options.clone())
-            .unwrap_or_else(|e| panic!("{ctx}: reopen failed: {e}"));
+        db.close().unwrap_or_else(|e| panic!("{ctx}: close failed: {e}"));
+        let db = Db::open(&self.path, self.options.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen failed: {e}"));
         self.db = Some(db);
     }
 
     /// Full comparison, then close, reopen and compare again.
     fn finish(mut self) {
-        assert_view_matches(
-            self.db(),
-            &ReadOptions::default(),
-            &self.model,
-            "final state",
-        );
+        assert_view_matches(self.db(), &ReadOptions::default(), &self.model, "final state");
         self.reopen("final reopen");
-        assert_view_matches(
-            self.db(),
-            &ReadOptions::default(),
-            &self.model,
-            "final state after reopen",
-        );
+        assert_view_matches(self.db(), &ReadOptions::default(), &self.model, "final state after reopen");
         self.db.take().expect("open").close().expect("final close");
     }
 }
@@ -351,23 +281,11 @@ impl Harness {
 /// The cursor is at `want` (with the model's value) or invalid when `want` is `None`.
 fn check_cursor(it: &wisckey::DbIterator, model: &Model, want: Option<&[u8]>, ctx: &str) {
     match want {
-        None => assert!(
-            !it.valid(),
-            "{ctx}: iterator at {} but model is past the end",
-            show(it.key())
-        ),
+        None => assert!(!it.valid(), "{ctx}: iterator at {} but model is past the end", show(it.key())),
         Some(k) => {
-            assert!(
-                it.valid(),
-                "{ctx}: iterator invalid but model is at {}",
-                show(k)
-            );
+            assert!(it.valid(), "{ctx}: iterator invalid but model is at {}", show(k));
             assert_eq!(show(it.key()), show(k), "{ctx}: iterator key");
-            assert!(
-                it.value() == model[k].as_slice(),
-                "{ctx}: value of {}",
-                show(k)
-            );
+            assert!(it.value() == model[k].as_slice(), "{ctx}: value of {}", show(k));
         }
     }
 }
@@ -412,17 +330,10 @@ fn long_overwrite_delete_flush_compact_reopen_sequence_matches_model() {
     for round in 0..6u32 {
         for i in 0..120u32 {
             let k = format!("key{:02}", (i * 7 + round) % 48).into_bytes();
-            let size = if i % 5 == 0 {
-                Size::Large(2000)
-            } else {
-                Size::Small(20)
-            };
+            let size = if i % 5 == 0 { Size::Large(2000) } else { Size::Small(20) };
             h.apply(&Op::Put(k.clone(), size, i % 17 == 0));
             if i % 9 == 0 {
-                h.apply(&Op::Delete(
-                    format!("key{:02}", (i + round) % 48).into_bytes(),
-                    false,
-                ));
+                h.apply(&Op::Delete(format!("key{:02}", (i + round) % 48).into_bytes(), false));
             }
             if i % 40 == 0 {
                 h.apply(&Op::TakeSnapshot);

@@ -50,10 +50,7 @@ impl<'a> OutputWriter<'a> {
             let number = (self.ctx.new_file_number)();
             let path = table_file_name(self.ctx.dir, number);
             let file = self.ctx.vfs.create(&path)?;
-            self.builder = Some((
-                number,
-                TableBuilder::new(file, path, self.ctx.table_options.clone()),
-            ));
+            self.builder = Some((number, TableBuilder::new(file, path, self.ctx.table_options.clone())));
         }
         if let Some((_, b)) = &mut self.builder {
             b.add(ikey, value)?;
@@ -89,17 +86,8 @@ impl<'a> OutputWriter<'a> {
 }
 
 /// Flush one memtable (or any iterator) into table files; nothing is dropped.
-pub fn write_all(
-    ctx: &JobContext<'_>,
-    it: &mut dyn InternalIterator,
-    run: u64,
-) -> Result<JobOutput> {
-    let mut w = OutputWriter {
-        ctx,
-        run,
-        builder: None,
-        out: JobOutput::default(),
-    };
+pub fn write_all(ctx: &JobContext<'_>, it: &mut dyn InternalIterator, run: u64) -> Result<JobOutput> {
+    let mut w = OutputWriter { ctx, run, builder: None, out: JobOutput::default() };
     it.seek_to_first()?;
     while it.valid() {
         w.out.bytes_read += (it.key().len() + it.value().len()) as u64;
@@ -122,8 +110,7 @@ struct GrandparentCutter<'a> {
 
 impl GrandparentCutter<'_> {
     fn should_stop_before(&mut self, ikey: &[u8]) -> bool {
-        while self.idx < self.files.len()
-            && compare_internal(ikey, &self.files[self.idx].largest) == Ordering::Greater
+        while self.idx < self.files.len() && compare_internal(ikey, &self.files[self.idx].largest) == Ordering::Greater
         {
             if self.seen_key {
                 self.overlap += self.files[self.idx].size;
@@ -141,10 +128,7 @@ impl GrandparentCutter<'_> {
 
 /// True when no level below `output_level` may hold `user_key`, so a tombstone for it can go.
 fn is_base_level_for_key(v: &Version, output_level: usize, user_key: &[u8]) -> bool {
-    (output_level + 1..v.num_levels()).all(|l| {
-        v.overlapping_files(l, Some(user_key), Some(user_key))
-            .is_empty()
-    })
+    (output_level + 1..v.num_levels()).all(|l| v.overlapping_files(l, Some(user_key), Some(user_key)).is_empty())
 }
 
 /// One child iterator per sorted run among the inputs (each L0 file is its own run).
@@ -162,30 +146,17 @@ fn input_iterators(ctx: &JobContext<'_>, task: &CompactionTask) -> Vec<Box<dyn I
         runs.sort_by_key(|r| std::cmp::Reverse(r.0));
         for (_, mut files) in runs {
             files.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
-            children.push(Box::new(RunIterator::new(
-                ctx.table_cache.clone(),
-                files,
-                false,
-            )));
+            children.push(Box::new(RunIterator::new(ctx.table_cache.clone(), files, false)));
         }
     }
     children
 }
 
 /// Merge the task's inputs into new files at the output level.
-pub fn run_compaction(
-    ctx: &JobContext<'_>,
-    task: &CompactionTask,
-    version: &Version,
-) -> Result<JobOutput> {
+pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Version) -> Result<JobOutput> {
     let run = task.output_run.unwrap_or_else(|| (ctx.new_file_number)());
     let mut it = MergingIterator::new(input_iterators(ctx, task));
-    let mut w = OutputWriter {
-        ctx,
-        run,
-        builder: None,
-        out: JobOutput::default(),
-    };
+    let mut w = OutputWriter { ctx, run, builder: None, out: JobOutput::default() };
     w.out.bytes_read = task.input_bytes();
     let mut cutter = GrandparentCutter {
         files: &task.grandparents,
@@ -206,10 +177,7 @@ pub fn run_compaction(
             Error::corruption(
                 ctx.dir,
                 0,
-                format!(
-                    "compaction input holds a malformed internal key ({} bytes)",
-                    ikey.len()
-                ),
+                format!("compaction input holds a malformed internal key ({} bytes)", ikey.len()),
             )
         })?;
         if current_user_key.as_deref() != Some(p.user_key) {

@@ -36,9 +36,7 @@ pub struct CompactionTask {
 impl CompactionTask {
     /// Every input file.
     pub fn input_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMeta>)> {
-        self.inputs
-            .iter()
-            .flat_map(|i| i.files.iter().map(move |f| (i.level, f)))
+        self.inputs.iter().flat_map(|i| i.files.iter().map(move |f| (i.level, f)))
     }
 
     /// Total bytes of the inputs.

@@ -28,10 +28,7 @@ pub(super) fn spawn(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
             .spawn(move || f(&me))
             .map_err(|e| Error::io("spawn background thread", &inner.dir, e))
     };
-    Ok(vec![
-        spawn_one("wisckey-flush", DbInner::flush_loop)?,
-        spawn_one("wisckey-compact", DbInner::compaction_loop)?,
-    ])
+    Ok(vec![spawn_one("wisckey-flush", DbInner::flush_loop)?, spawn_one("wisckey-compact", DbInner::compaction_loop)?])
 }
 
 /// Write a memtable into table file `number`; `None` if the memtable is empty.
@@ -75,11 +72,7 @@ fn level_for_flush(v: &Version, meta: &FileMeta, target_file_bytes: u64) -> usiz
             break;
         }
         if level + 2 < v.num_levels() {
-            let gp: u64 = v
-                .overlapping_files(level + 2, Some(lo), Some(hi))
-                .iter()
-                .map(|f| f.size)
-                .sum();
+            let gp: u64 = v.overlapping_files(level + 2, Some(lo), Some(hi)).iter().map(|f| f.size).sum();
             if gp > 10 * target_file_bytes {
                 break;
             }
@@ -95,10 +88,7 @@ fn run_for_level(v: &Version, level: usize, fallback: u64) -> u64 {
     if level == 0 {
         return fallback;
     }
-    v.levels
-        .get(level)
-        .and_then(|l| l.runs.first())
-        .map_or(fallback, |r| r.id)
+    v.levels.get(level).and_then(|l| l.runs.first()).map_or(fallback, |r| r.id)
 }
 
 impl DbInner {
@@ -144,22 +134,13 @@ impl DbInner {
         }
     }
 
-    fn install_flush(
-        &self,
-        st: &mut MutexGuard<'_, State>,
-        imm: &Memtable,
-        meta: Option<FileMeta>,
-    ) -> Result<()> {
+    fn install_flush(&self, st: &mut MutexGuard<'_, State>, imm: &Memtable, meta: Option<FileMeta>) -> Result<()> {
         let mut edit = VersionEdit::default();
         if let Some(mut meta) = meta {
             let v = st.versions.current();
             // While a compaction runs, its outputs are not yet visible: placing a table below
             // L0 could then overlap them, so flushes go to L0.
-            let level = if st.compacting {
-                0
-            } else {
-                level_for_flush(&v, &meta, self.opts.target_file_size_bytes)
-            };
+            let level = if st.compacting { 0 } else { level_for_flush(&v, &meta, self.opts.target_file_size_bytes) };
             meta.run = run_for_level(&v, level, meta.number);
             add(&self.counters.flush_bytes, meta.size);
             edit.added_files.push((level as u32, meta));
@@ -168,15 +149,9 @@ impl DbInner {
         // head past them, so the sweep never sees them as deletable.
         edit.blob_added = imm.blob_bytes().into_iter().collect();
         if let Some(end) = imm.log_end() {
-            edit.log_head = Some(crate::version::LogPosition {
-                file: end.file,
-                offset: end.offset,
-            });
+            edit.log_head = Some(crate::version::LogPosition { file: end.file, offset: end.offset });
         }
-        let last = st
-            .versions
-            .last_sequence()
-            .max(self.visible_seq.load(Ordering::Acquire));
+        let last = st.versions.last_sequence().max(self.visible_seq.load(Ordering::Acquire));
         st.versions.set_last_sequence(last);
         st.versions.log_and_apply(edit)?;
         add(&self.counters.flushes, 1);
@@ -186,13 +161,9 @@ impl DbInner {
     /// The compaction the policy wants now, if any.
     pub(super) fn pick_compaction(&self, st: &State) -> Option<CompactionTask> {
         let version = st.versions.current();
-        let pointers: Vec<Option<Vec<u8>>> = (0..version.num_levels())
-            .map(|l| st.versions.compact_pointer(l).map(|p| p.to_vec()))
-            .collect();
-        self.policy.pick(&PickContext {
-            version: &version,
-            compact_pointers: &pointers,
-        })
+        let pointers: Vec<Option<Vec<u8>>> =
+            (0..version.num_levels()).map(|l| st.versions.compact_pointer(l).map(|p| p.to_vec())).collect();
+        self.policy.pick(&PickContext { version: &version, compact_pointers: &pointers })
     }
 
     fn compaction_loop(&self) {
@@ -201,11 +172,7 @@ impl DbInner {
             if st.shutting_down {
                 return;
             }
-            let task = if st.bg_error.is_none() && !st.compacting {
-                self.pick_compaction(&st)
-            } else {
-                None
-            };
+            let task = if st.bg_error.is_none() && !st.compacting { self.pick_compaction(&st) } else { None };
             match task {
                 Some(task) => {
                     if let Err(e) = self.run_task(&mut st, task) {
@@ -249,9 +216,7 @@ impl DbInner {
             add(&self.counters.trivial_moves, 1);
             return Ok(());
         }
-        let smallest_snapshot = self
-            .snapshots
-            .smallest(self.visible_seq.load(Ordering::Acquire));
+        let smallest_snapshot = self.snapshots.smallest(self.visible_seq.load(Ordering::Acquire));
         let allocated = parking_lot::Mutex::new(Vec::new());
         let out = MutexGuard::unlocked(st, || {
             let alloc = || {
@@ -294,10 +259,8 @@ impl DbInner {
         self.flush()?;
         let mut st = self.state.lock();
         let v = st.versions.current();
-        let max_level = (0..v.num_levels())
-            .rev()
-            .find(|&l| !v.overlapping_files(l, begin, end).is_empty())
-            .unwrap_or(0);
+        let max_level =
+            (0..v.num_levels()).rev().find(|&l| !v.overlapping_files(l, begin, end).is_empty()).unwrap_or(0);
         for level in 0..max_level {
             while st.compacting {
                 self.bg_cv.wait(&mut st);
@@ -321,8 +284,7 @@ impl DbInner {
         let mut live = st.versions.live_files();
         live.extend(st.pending_outputs.iter().copied());
         let head_file = st.versions.log_head().file;
-        let blob_files: std::collections::HashSet<u64> =
-            st.versions.blob_files().keys().copied().collect();
+        let blob_files: std::collections::HashSet<u64> = st.versions.blob_files().keys().copied().collect();
         let manifest = st.versions.manifest_file_number();
         let bound = st.versions.next_file_number();
         MutexGuard::unlocked(st, || {
@@ -346,8 +308,7 @@ impl DbInner {
                     }
                     match self.vfs.remove(&self.dir.join(&name)) {
                         // The other background thread swept it first.
-                        Err(Error::Io { source, .. })
-                            if source.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
                         Err(e) => {
                             tracing::warn!(file = %name, error = %e, "could not delete an obsolete file")
                         }

@@ -61,6 +61,11 @@ pub struct DbStats {
     pub level_bytes: Vec<u64>,
     /// Bytes all the database's files occupy on the device (`st_blocks`), i.e. what `du` shows.
     pub disk_bytes: u64,
+    /// Bytes the value-log files occupy on the device (`st_blocks`).
+    pub vlog_disk_bytes: u64,
+    /// Bytes of separated values the value log holds, and how many of them are garbage.
+    pub vlog_value_bytes: u64,
+    pub vlog_garbage_bytes: u64,
     /// Bytes in memtables (active + immutable).
     pub memtable_bytes: u64,
     /// Sequence number of the newest visible write.
@@ -70,8 +75,7 @@ pub struct DbStats {
 impl DbStats {
     /// Bytes the engine wrote to files per user byte written.
     pub fn write_amp(&self) -> f64 {
-        let written =
-            self.log_bytes_written + self.flush_bytes_written + self.compaction_bytes_written;
+        let written = self.log_bytes_written + self.flush_bytes_written + self.compaction_bytes_written;
         written as f64 / self.user_bytes_written.max(1) as f64
     }
 }
@@ -145,9 +149,7 @@ impl DbInner {
 
     fn background_error(&self, st: &State) -> Result<()> {
         match &st.bg_error {
-            Some(e) => Err(Error::Background {
-                reason: e.to_string(),
-            }),
+            Some(e) => Err(Error::Background { reason: e.to_string() }),
             None if st.shutting_down => Err(Error::Closed),
             None => Ok(()),
         }
@@ -171,14 +173,9 @@ impl Db {
         let vfs = options.vfs.clone();
         let lock = prepare_dir(&*vfs, &dir, &options)?;
         let policy: Box<dyn CompactionPolicy> = Box::new(LeveledPolicy::from_options(&options));
-        let block_cache = (options.block_cache_bytes > 0)
-            .then(|| crate::cache::new_block_cache(options.block_cache_bytes));
-        let table_cache = Arc::new(TableCache::new(
-            vfs.clone(),
-            dir.clone(),
-            options.max_open_files,
-            block_cache,
-        ));
+        let block_cache =
+            (options.block_cache_bytes > 0).then(|| crate::cache::new_block_cache(options.block_cache_bytes));
+        let table_cache = Arc::new(TableCache::new(vfs.clone(), dir.clone(), options.max_open_files, block_cache));
         let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone());
         let recovered = recovery::recover(&vfs, &dir, &options, &policy.name())?;
         let inner = Arc::new(DbInner {
@@ -209,11 +206,7 @@ impl Db {
         });
         let threads = background::spawn(&inner)?;
         inner.delete_obsolete_files(&mut inner.state.lock());
-        Ok(Db {
-            inner,
-            threads: Mutex::new(threads),
-            lock: Mutex::new(Some(lock)),
-        })
+        Ok(Db { inner, threads: Mutex::new(threads), lock: Mutex::new(Some(lock)) })
     }
 
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
@@ -266,9 +259,7 @@ impl Db {
 
     /// A consistent view of the database as of now.
     pub fn snapshot(&self) -> Snapshot {
-        self.inner
-            .snapshots
-            .acquire(self.inner.visible_seq.load(Ordering::Acquire))
+        self.inner.snapshots.acquire(self.inner.visible_seq.load(Ordering::Acquire))
     }
 
     /// Flush the memtable to an SSTable and wait for it.
@@ -313,9 +304,7 @@ impl Db {
             }
             // Let queued writers finish before the log is closed.
             while !st.writers.is_empty() {
-                self.inner
-                    .bg_cv
-                    .wait_for(&mut st, std::time::Duration::from_millis(10));
+                self.inner.bg_cv.wait_for(&mut st, std::time::Duration::from_millis(10));
             }
             st.shutting_down = true;
             self.inner.flush_cv.notify_all();
@@ -351,8 +340,7 @@ fn validate_options(o: &Options) -> Result<()> {
     if o.block_size_bytes < 64 || o.block_restart_interval == 0 {
         return bad("block_size_bytes must be >= 64 and block_restart_interval >= 1");
     }
-    if o.l0_slowdown_trigger < o.l0_compaction_trigger || o.l0_stop_trigger < o.l0_slowdown_trigger
-    {
+    if o.l0_slowdown_trigger < o.l0_compaction_trigger || o.l0_stop_trigger < o.l0_slowdown_trigger {
         return bad("l0 triggers must satisfy compaction <= slowdown <= stop");
     }
     if o.max_immutable_memtables == 0 {
@@ -363,42 +351,31 @@ fn validate_options(o: &Options) -> Result<()> {
 
 /// Check the directory, create it if allowed, and take the lock.
 fn prepare_dir(vfs: &dyn Vfs, dir: &Path, o: &Options) -> Result<Box<dyn FileLock>> {
-    let not_db = |reason: &str| Error::NotADatabase {
-        path: dir.to_path_buf(),
-        reason: reason.to_string(),
-    };
+    let not_db = |reason: &str| Error::NotADatabase { path: dir.to_path_buf(), reason: reason.to_string() };
     if vfs.exists(dir) && !vfs.is_dir(dir) {
         return Err(not_db("the path exists and is not a directory"));
     }
     if !vfs.exists(dir) {
         if !o.create_if_missing {
-            return Err(not_db(
-                "the directory does not exist (create_if_missing is off)",
-            ));
+            return Err(not_db("the directory does not exist (create_if_missing is off)"));
         }
         vfs.create_dir_all(dir)?;
     }
     let lock = vfs.lock(&version::lock_file_name(dir))?;
     let current = vfs.exists(&version::current_file_name(dir));
     if current && o.error_if_exists {
-        return Err(Error::AlreadyExists {
-            path: dir.to_path_buf(),
-        });
+        return Err(Error::AlreadyExists { path: dir.to_path_buf() });
     }
     if !current {
         if !o.create_if_missing {
             return Err(not_db("no CURRENT file (create_if_missing is off)"));
         }
-        let has_data = vfs.list(dir)?.iter().any(|n| {
-            matches!(
-                version::parse_file_name(n),
-                Some((FileKind::Table, _)) | Some((FileKind::Manifest, _))
-            )
-        });
+        let has_data = vfs
+            .list(dir)?
+            .iter()
+            .any(|n| matches!(version::parse_file_name(n), Some((FileKind::Table, _)) | Some((FileKind::Manifest, _))));
         if has_data {
-            return Err(not_db(
-                "table or manifest files exist but CURRENT is missing",
-            ));
+            return Err(not_db("table or manifest files exist but CURRENT is missing"));
         }
     }
     Ok(lock)
@@ -444,19 +421,11 @@ mod tests {
         for (k, v) in model {
             assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "key {k:?}");
         }
-        let got: Vec<_> = db
-            .scan(&ReadOptions::default())
-            .unwrap()
-            .map(|r| r.unwrap())
-            .collect();
+        let got: Vec<_> = db.scan(&ReadOptions::default()).unwrap().map(|r| r.unwrap()).collect();
         let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         assert_eq!(got.len(), want.len());
         assert!(got == want, "forward scan differs from the model");
-        let mut back: Vec<_> = db
-            .scan_rev(&ReadOptions::default())
-            .unwrap()
-            .map(|r| r.unwrap())
-            .collect();
+        let mut back: Vec<_> = db.scan_rev(&ReadOptions::default()).unwrap().map(|r| r.unwrap()).collect();
         back.reverse();
         assert!(back == want, "backward scan differs from the model");
     }
@@ -500,11 +469,7 @@ mod tests {
             let k = format!("k{:04}", i % 250).into_bytes();
             let v = vec![b'a' + (i % 26) as u8; if i % 2 == 0 { 150 } else { 20 }];
             db.put(&k, &v).unwrap();
-            assert_eq!(
-                db.get(&k).unwrap().as_ref(),
-                Some(&v),
-                "read-your-write of {k:?}"
-            );
+            assert_eq!(db.get(&k).unwrap().as_ref(), Some(&v), "read-your-write of {k:?}");
             model.insert(k, v);
         }
         check_all(&db, &model);
@@ -526,10 +491,7 @@ mod tests {
         db.delete(b"a").unwrap();
         db.flush().unwrap();
         db.compact_range(None, None).unwrap();
-        let ro = ReadOptions {
-            snapshot: Some(snap),
-            ..Default::default()
-        };
+        let ro = ReadOptions { snapshot: Some(snap), ..Default::default() };
         assert_eq!(db.get_opt(&ro, b"a").unwrap(), Some(b"1".to_vec()));
         assert_eq!(db.get(b"a").unwrap(), None);
     }

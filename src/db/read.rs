@@ -55,11 +55,7 @@ impl DbInner {
             let table = self.table_cache.get(&file)?;
             if let Some((ikey, value)) = table.get(&seek, self.fill_cache(ro))? {
                 let p = key::parse_internal_key(&ikey).ok_or_else(|| {
-                    Error::corruption(
-                        self.dir.join(format!("{:06}.sst", file.number)),
-                        0,
-                        "malformed internal key",
-                    )
+                    Error::corruption(self.dir.join(format!("{:06}.sst", file.number)), 0, "malformed internal key")
                 })?;
                 return match ValueKind::from_u8(p.kind) {
                     Some(ValueKind::Deletion) => Ok(None),
@@ -87,16 +83,12 @@ impl DbInner {
     /// Read a separated value: from its vLog file, or from the log buffer when it has not
     /// been handed to the file yet.
     pub(crate) fn read_pointer(&self, user_key: &[u8], encoded: &[u8]) -> Result<Vec<u8>> {
-        let ptr = ValuePointer::decode(encoded).ok_or_else(|| {
-            Error::corruption(&self.dir, 0, "malformed value pointer in the LSM-tree")
-        })?;
+        let ptr = ValuePointer::decode(encoded)
+            .ok_or_else(|| Error::corruption(&self.dir, 0, "malformed value pointer in the LSM-tree"))?;
         let op = match self.vlog.try_read_op(&ptr)? {
             Some(op) => op,
             None => {
-                let buffered =
-                    self.log
-                        .lock()
-                        .read_buffered(ptr.file, ptr.offset, ptr.op_len as usize);
+                let buffered = self.log.lock().read_buffered(ptr.file, ptr.offset, ptr.op_len as usize);
                 match buffered {
                     Some(op) => op,
                     // Handed to the file between the two checks.
@@ -116,11 +108,7 @@ impl DbInner {
         }
         for level in &view.version.levels {
             for run in &level.runs {
-                children.push(Box::new(RunIterator::new(
-                    self.table_cache.clone(),
-                    run.files.clone(),
-                    fill,
-                )));
+                children.push(Box::new(RunIterator::new(self.table_cache.clone(), run.files.clone(), fill)));
             }
         }
         let pins = (view.mems, view.version.clone(), ro.snapshot.clone());
@@ -140,18 +128,21 @@ impl DbInner {
     pub(crate) fn stats(&self) -> DbStats {
         let st = self.state.lock();
         let v = st.versions.current();
-        let memtable_bytes =
-            st.mem.approximate_bytes() + st.imms.iter().map(|m| m.approximate_bytes()).sum::<u64>();
+        let memtable_bytes = st.mem.approximate_bytes() + st.imms.iter().map(|m| m.approximate_bytes()).sum::<u64>();
+        let blobs = st.versions.blob_files();
+        let vlog_value_bytes = blobs.values().map(|b| b.total_bytes).sum();
+        let vlog_garbage_bytes = blobs.values().map(|b| b.garbage_bytes).sum();
         drop(st);
         let c = &self.counters;
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-        let disk_bytes = self
-            .vfs
-            .list(&self.dir)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|n| self.vfs.disk_usage(&self.dir.join(n)).ok())
-            .sum();
+        let (mut disk_bytes, mut vlog_disk_bytes) = (0, 0);
+        for name in self.vfs.list(&self.dir).unwrap_or_default() {
+            let used = self.vfs.disk_usage(&self.dir.join(&name)).unwrap_or(0);
+            disk_bytes += used;
+            if matches!(crate::version::parse_file_name(&name), Some((crate::version::FileKind::Log, _))) {
+                vlog_disk_bytes += used;
+            }
+        }
         DbStats {
             user_bytes_written: load(&c.user_bytes),
             log_bytes_written: self.log.lock().bytes_appended,
@@ -166,6 +157,9 @@ impl DbInner {
             level_runs: (0..v.num_levels()).map(|l| v.num_runs(l)).collect(),
             level_bytes: (0..v.num_levels()).map(|l| v.level_bytes(l)).collect(),
             disk_bytes,
+            vlog_disk_bytes,
+            vlog_value_bytes,
+            vlog_garbage_bytes,
             memtable_bytes,
             last_sequence: self.visible_seq.load(Ordering::Acquire),
         }

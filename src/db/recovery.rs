@@ -22,23 +22,14 @@ pub(super) struct Recovered {
     pub log: LogWriter,
 }
 
-pub(super) fn recover(
-    vfs: &Arc<dyn Vfs>,
-    dir: &Path,
-    opts: &Options,
-    policy: &str,
-) -> Result<Recovered> {
+pub(super) fn recover(vfs: &Arc<dyn Vfs>, dir: &Path, opts: &Options, policy: &str) -> Result<Recovered> {
     let mut versions = if vfs.exists(&version::current_file_name(dir)) {
         VersionSet::recover(vfs.clone(), dir, opts.num_levels)?
     } else {
         VersionSet::create(vfs.clone(), dir, opts.num_levels, policy)?
     };
     if versions.policy() != policy {
-        tracing::info!(
-            was = versions.policy(),
-            now = policy,
-            "compaction policy changed since the last open"
-        );
+        tracing::info!(was = versions.policy(), now = policy, "compaction policy changed since the last open");
     }
     let head = versions.log_head();
     let logs = log_files_from(&**vfs, dir, head.file)?;
@@ -49,14 +40,7 @@ pub(super) fn recover(
             "the log file holding the manifest's log head is missing",
         ));
     }
-    let mut replay = Replay {
-        vfs,
-        dir,
-        opts,
-        versions: &mut versions,
-        mem: Arc::new(Memtable::new(0)),
-        last_seq: 0,
-    };
+    let mut replay = Replay { vfs, dir, opts, versions: &mut versions, mem: Arc::new(Memtable::new(0)), last_seq: 0 };
     replay.last_seq = replay.versions.last_sequence();
     let mut tail = None;
     for (i, &n) in logs.iter().enumerate() {
@@ -70,12 +54,7 @@ pub(super) fn recover(
     }
     versions.set_last_sequence(last_seq);
     let log = open_log_writer(vfs, dir, opts, &mut versions, tail)?;
-    Ok(Recovered {
-        mem,
-        versions,
-        last_seq,
-        log,
-    })
+    Ok(Recovered { mem, versions, last_seq, log })
 }
 
 /// Numbers of the log files at or after `first`, ascending.
@@ -115,15 +94,7 @@ fn open_log_writer(
             (n, f, 0)
         }
     };
-    Ok(LogWriter::new(
-        vfs.clone(),
-        dir,
-        number,
-        file,
-        len,
-        opts.log_buffer_bytes,
-        opts.log_file_bytes,
-    ))
+    Ok(LogWriter::new(vfs.clone(), dir, number, file, len, opts.log_buffer_bytes, opts.log_file_bytes))
 }
 
 struct Replay<'a> {
@@ -145,16 +116,12 @@ impl Replay<'_> {
                 Ok(rec) => {
                     self.apply(&rec);
                     if self.mem.approximate_bytes() as usize >= self.opts.write_buffer_bytes {
-                        self.flush(LogPosition {
-                            file: n,
-                            offset: reader.offset(),
-                        })?;
+                        self.flush(LogPosition { file: n, offset: reader.offset() })?;
                     }
                 }
                 Err(ReadOutcome::Clean) => return Ok(reader.offset()),
                 Err(ReadOutcome::Damaged { offset, reason }) => {
-                    let tolerate =
-                        self.opts.recovery_mode == RecoveryMode::TolerateCorruptTail && is_last;
+                    let tolerate = self.opts.recovery_mode == RecoveryMode::TolerateCorruptTail && is_last;
                     if !tolerate {
                         return Err(Error::corruption(path, offset, reason));
                     }
@@ -168,12 +135,8 @@ impl Replay<'_> {
     }
 
     fn apply(&mut self, rec: &LogRecord) {
-        let pos = LogPos {
-            file: rec.pos.file,
-            offset: rec.pos.offset,
-        };
-        self.mem
-            .apply_group(pos, rec.first_seq, &rec.ops, self.opts.min_blob_size);
+        let pos = LogPos { file: rec.pos.file, offset: rec.pos.offset };
+        self.mem.apply_group(pos, rec.first_seq, &rec.ops, self.opts.min_blob_size);
         if rec.count > 0 {
             self.last_seq = self.last_seq.max(rec.first_seq + rec.count as u64 - 1);
         }

@@ -16,10 +16,7 @@ impl SnapshotList {
     /// Register a snapshot at `seq`.
     pub fn acquire(self: &Arc<Self>, seq: u64) -> Snapshot {
         *self.held.lock().entry(seq).or_insert(0) += 1;
-        Snapshot {
-            seq,
-            list: Arc::clone(self),
-        }
+        Snapshot { seq, list: Arc::clone(self) }
     }
 
     fn release(&self, seq: u64) {
@@ -34,13 +31,7 @@ impl SnapshotList {
 
     /// The oldest snapshot's sequence number, or `current` when none is held.
     pub fn smallest(&self, current: u64) -> u64 {
-        self.held
-            .lock()
-            .keys()
-            .next()
-            .copied()
-            .unwrap_or(current)
-            .min(current)
+        self.held.lock().keys().next().copied().unwrap_or(current).min(current)
     }
 }
 

@@ -31,13 +31,7 @@ impl DbInner {
     /// Commit `batch` (or, with an empty batch and `force_switch`, switch the memtable).
     pub(crate) fn write(&self, sync: bool, batch: WriteBatch) -> Result<()> {
         batch.check()?;
-        self.enqueue(WriterSlot {
-            batch,
-            sync,
-            force_switch: false,
-            result: Mutex::new(None),
-            cv: Condvar::new(),
-        })
+        self.enqueue(WriterSlot { batch, sync, force_switch: false, result: Mutex::new(None), cv: Condvar::new() })
     }
 
     /// Make the active memtable immutable (if it holds anything) through the write queue.
@@ -104,17 +98,11 @@ impl DbInner {
         let first_seq = st.last_seq + 1;
         st.last_seq += count;
         let mem = st.mem.clone();
-        let r = MutexGuard::unlocked(st, || {
-            self.append_and_apply(&group, first_seq, count as u32, &mem)
-        });
+        let r = MutexGuard::unlocked(st, || self.append_and_apply(&group, first_seq, count as u32, &mem));
         match &r {
             Ok(()) => {
-                self.visible_seq
-                    .store(first_seq + count - 1, Ordering::Release);
-                add(
-                    &self.counters.user_bytes,
-                    group.iter().map(|w| w.batch.user_bytes).sum(),
-                );
+                self.visible_seq.store(first_seq + count - 1, Ordering::Release);
+                add(&self.counters.user_bytes, group.iter().map(|w| w.batch.user_bytes).sum());
             }
             Err(e) => {
                 tracing::error!(error = %e, "log write failed; the database is read-only until resume()");
@@ -125,13 +113,7 @@ impl DbInner {
     }
 
     /// Append the group to the log (syncing if any writer asked), then apply it to `mem`.
-    fn append_and_apply(
-        &self,
-        group: &[Arc<WriterSlot>],
-        first_seq: u64,
-        count: u32,
-        mem: &Memtable,
-    ) -> Result<()> {
+    fn append_and_apply(&self, group: &[Arc<WriterSlot>], first_seq: u64, count: u32, mem: &Memtable) -> Result<()> {
         let sync = group.iter().any(|w| w.sync);
         let mut ops = Vec::new();
         if group.len() > 1 {
@@ -142,11 +124,7 @@ impl DbInner {
         }
         let pos = {
             let mut log = self.log.lock();
-            let rep = if group.len() == 1 {
-                &group[0].batch.rep
-            } else {
-                &ops
-            };
+            let rep = if group.len() == 1 { &group[0].batch.rep } else { &ops };
             let pos = log.append(first_seq, count, rep)?;
             if sync {
                 if let Err(e) = log.sync() {
@@ -176,14 +154,11 @@ impl DbInner {
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
                 add(&self.counters.stall_micros, t.elapsed().as_micros() as u64);
                 allow_delay = false;
-            } else if (!force
-                && (st.mem.approximate_bytes() as usize) < self.opts.write_buffer_bytes)
+            } else if (!force && (st.mem.approximate_bytes() as usize) < self.opts.write_buffer_bytes)
                 || (force && st.mem.is_empty())
             {
                 return Ok(());
-            } else if st.imms.len() >= self.opts.max_immutable_memtables
-                || l0 >= self.opts.l0_stop_trigger
-            {
+            } else if st.imms.len() >= self.opts.max_immutable_memtables || l0 >= self.opts.l0_stop_trigger {
                 let t = Instant::now();
                 self.flush_cv.notify_one();
                 self.compact_cv.notify_one();
@@ -225,11 +200,7 @@ impl DbInner {
 /// How many queued writers (from the front) the leader takes into its group.
 fn group_size(st: &State, leader: &WriterSlot) -> usize {
     let mut size = leader.batch.rep.len();
-    let max = if size <= SMALL_LEADER_BYTES {
-        size + SMALL_LEADER_BYTES
-    } else {
-        MAX_GROUP_BYTES
-    };
+    let max = if size <= SMALL_LEADER_BYTES { size + SMALL_LEADER_BYTES } else { MAX_GROUP_BYTES };
     let mut n = 1;
     for w in st.writers.iter().skip(1) {
         // A non-sync leader must not make a sync writer's data durable-late; a flush request

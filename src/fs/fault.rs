@@ -153,21 +153,12 @@ pub struct FaultRule {
 impl FaultRule {
     /// Fail the next matching call once.
     pub fn once(op: FaultOp, kind: FaultKind) -> Self {
-        FaultRule {
-            op,
-            kind,
-            path_contains: None,
-            skip: 0,
-            times: Some(1),
-        }
+        FaultRule { op, kind, path_contains: None, skip: 0, times: Some(1) }
     }
 
     /// Fail every matching call until `clear_faults`.
     pub fn always(op: FaultOp, kind: FaultKind) -> Self {
-        FaultRule {
-            times: None,
-            ..Self::once(op, kind)
-        }
+        FaultRule { times: None, ..Self::once(op, kind) }
     }
 
     /// Only match calls whose path contains `s` (e.g. `".log"`, `"MANIFEST"`).
@@ -190,9 +181,7 @@ impl FaultRule {
 
     fn matches(&self, op: FaultOp, paths: &[&Path]) -> bool {
         self.op.matches(op)
-            && self.path_contains.as_deref().map_or(true, |s| {
-                paths.iter().any(|p| p.to_string_lossy().contains(s))
-            })
+            && self.path_contains.as_deref().map_or(true, |s| paths.iter().any(|p| p.to_string_lossy().contains(s)))
     }
 }
 
@@ -219,9 +208,7 @@ enum Pending {
 impl Pending {
     fn dir(&self) -> &Path {
         match self {
-            Pending::Create { dir, .. }
-            | Pending::Rename { dir, .. }
-            | Pending::Remove { dir, .. } => dir,
+            Pending::Create { dir, .. } | Pending::Rename { dir, .. } | Pending::Remove { dir, .. } => dir,
         }
     }
 }
@@ -290,9 +277,7 @@ fn eio(op: &'static str, path: &Path) -> Error {
 
 /// Same normalization as `MemFs`, so `a/./b` and `a/b` are the same tracked file.
 fn norm(path: &Path) -> PathBuf {
-    path.components()
-        .filter(|c| !matches!(c, Component::CurDir))
-        .collect()
+    path.components().filter(|c| !matches!(c, Component::CurDir)).collect()
 }
 
 fn parent(path: &Path) -> PathBuf {
@@ -308,20 +293,12 @@ fn mix(mut x: u64) -> u64 {
 }
 
 fn hash_path(path: &Path) -> u64 {
-    path.to_string_lossy()
-        .bytes()
-        .fold(0xCBF2_9CE4_8422_2325, |h, b| mix(h ^ u64::from(b)))
+    path.to_string_lossy().bytes().fold(0xCBF2_9CE4_8422_2325, |h, b| mix(h ^ u64::from(b)))
 }
 
 impl State {
     /// Admit or refuse a call: stale handle, halted process, countdown, error rules.
-    fn gate(
-        &mut self,
-        op: FaultOp,
-        name: &'static str,
-        paths: &[&Path],
-        epoch: Option<u64>,
-    ) -> Result<()> {
+    fn gate(&mut self, op: FaultOp, name: &'static str, paths: &[&Path], epoch: Option<u64>) -> Result<()> {
         let path = paths.first().copied().unwrap_or(Path::new(""));
         if self.halted || epoch.is_some_and(|e| e != self.epoch) {
             return Err(eio(name, path));
@@ -342,11 +319,7 @@ impl State {
 
     fn apply_rules(&mut self, op: FaultOp, name: &'static str, paths: &[&Path]) -> Result<()> {
         let path = paths.first().copied().unwrap_or(Path::new(""));
-        let Some(i) = self
-            .rules
-            .iter()
-            .position(|r| r.matches(op, paths) && (r.skip > 0 || r.times != Some(0)))
-        else {
+        let Some(i) = self.rules.iter().position(|r| r.matches(op, paths) && (r.skip > 0 || r.times != Some(0))) else {
             return Ok(());
         };
         let rule = &mut self.rules[i];
@@ -394,8 +367,7 @@ impl Shared {
             Some(id) => st.synced.get(id).copied().unwrap_or(0).min(size),
             None => size,
         };
-        let mut buf =
-            vec![0u8; usize::try_from(keep).map_err(|_| Error::invalid("file too large"))?];
+        let mut buf = vec![0u8; usize::try_from(keep).map_err(|_| Error::invalid("file too large"))?];
         self.inner.open_read(path)?.read_exact_at(0, &mut buf)?;
         Ok(Some(buf))
     }
@@ -418,9 +390,7 @@ impl Shared {
                     let _ = self.inner.remove(&path);
                     st.untrack(&path);
                 }
-                Pending::Rename {
-                    from, to, replaced, ..
-                } => {
+                Pending::Rename { from, to, replaced, .. } => {
                     if self.inner.rename(&to, &from).is_ok() {
                         st.untrack(&from);
                         if let Some(id) = st.ids.remove(&to) {
@@ -464,8 +434,7 @@ impl Shared {
 
     /// Overwrite 1 to 4 random bytes of `[from, to)` with different values.
     fn corrupt_range(&self, st: &mut State, path: &Path, from: u64, to: u64) -> Result<()> {
-        let mut data =
-            vec![0u8; usize::try_from(to).map_err(|_| Error::invalid("file too large"))?];
+        let mut data = vec![0u8; usize::try_from(to).map_err(|_| Error::invalid("file too large"))?];
         self.inner.open_read(path)?.read_exact_at(0, &mut data)?;
         for _ in 0..st.rng.gen_range(1..=4) {
             // `from < to <= data.len()`, so the index fits usize.
@@ -481,12 +450,7 @@ impl Shared {
         let Some(rc) = self.state.lock().read_corruption.clone() else {
             return;
         };
-        if buf.is_empty()
-            || rc
-                .path_contains
-                .as_deref()
-                .is_some_and(|s| !path.to_string_lossy().contains(s))
-        {
+        if buf.is_empty() || rc.path_contains.as_deref().is_some_and(|s| !path.to_string_lossy().contains(s)) {
             return;
         }
         let h = mix(self.seed ^ hash_path(path) ^ mix(offset) ^ mix(buf.len() as u64));
@@ -516,13 +480,7 @@ impl FaultFs {
             pending: Vec::new(),
             locks: Vec::new(),
         };
-        FaultFs {
-            shared: Arc::new(Shared {
-                inner,
-                seed,
-                state: Mutex::new(state),
-            }),
-        }
+        FaultFs { shared: Arc::new(Shared { inner, seed, state: Mutex::new(state) }) }
     }
 
     /// A `FaultFs` over a fresh `MemFs`.
@@ -615,10 +573,8 @@ impl FaultFs {
     /// call, only for paths containing `path_contains` if given. The decision is a hash of
     /// the seed, path, offset and length: re-reading the same range gives the same bytes.
     pub fn set_read_corruption(&self, probability: f64, path_contains: Option<&str>) {
-        self.shared.state.lock().read_corruption = Some(ReadCorruption {
-            probability,
-            path_contains: path_contains.map(str::to_string),
-        });
+        self.shared.state.lock().read_corruption =
+            Some(ReadCorruption { probability, path_contains: path_contains.map(str::to_string) });
     }
 
     /// Stop corrupting reads.
@@ -642,20 +598,8 @@ impl FaultFs {
         self.shared.state.lock().pending.len()
     }
 
-    fn writable(
-        &self,
-        inner: Box<dyn WritableFile>,
-        path: PathBuf,
-        id: u64,
-        epoch: u64,
-    ) -> Box<dyn WritableFile> {
-        Box::new(FaultWritable {
-            inner,
-            shared: self.shared.clone(),
-            path,
-            id,
-            epoch,
-        })
+    fn writable(&self, inner: Box<dyn WritableFile>, path: PathBuf, id: u64, epoch: u64) -> Box<dyn WritableFile> {
+        Box::new(FaultWritable { inner, shared: self.shared.clone(), path, id, epoch })
     }
 }
 
@@ -706,12 +650,7 @@ impl WritableFile for FaultWritable {
 
     fn truncate(&mut self, len: u64) -> Result<()> {
         let mut st = self.shared.state.lock();
-        st.gate(
-            FaultOp::Truncate,
-            "truncate",
-            &[&self.path],
-            Some(self.epoch),
-        )?;
+        st.gate(FaultOp::Truncate, "truncate", &[&self.path], Some(self.epoch))?;
         self.inner.truncate(len)?;
         if let Some(s) = st.synced.get_mut(&self.id) {
             *s = (*s).min(len);
@@ -730,10 +669,7 @@ struct FaultReadable {
 impl FaultReadable {
     fn check(&self, name: &'static str) -> Result<()> {
         let path = self.inner.path();
-        self.shared
-            .state
-            .lock()
-            .gate(FaultOp::Read, name, &[path], Some(self.epoch))
+        self.shared.state.lock().gate(FaultOp::Read, name, &[path], Some(self.epoch))
     }
 }
 
@@ -741,8 +677,7 @@ impl RandomAccessFile for FaultReadable {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
         self.check("pread")?;
         let n = self.inner.read_at(offset, buf)?;
-        self.shared
-            .maybe_corrupt(self.inner.path(), offset, &mut buf[..n]);
+        self.shared.maybe_corrupt(self.inner.path(), offset, &mut buf[..n]);
         Ok(n)
     }
 
@@ -776,10 +711,7 @@ impl Vfs for FaultFs {
         let existed = self.shared.inner.exists(&path);
         let file = self.shared.inner.create(&path)?;
         if !existed {
-            st.pending.push(Pending::Create {
-                dir: parent(&path),
-                path: path.clone(),
-            });
+            st.pending.push(Pending::Create { dir: parent(&path), path: path.clone() });
         }
         let id = st.track(&path, 0);
         st.synced.insert(id, 0);
@@ -801,11 +733,7 @@ impl Vfs for FaultFs {
         let mut st = self.shared.state.lock();
         st.gate(FaultOp::OpenRead, "open_read", &[path], None)?;
         let inner = self.shared.inner.open_read(path)?;
-        Ok(Arc::new(FaultReadable {
-            inner,
-            shared: self.shared.clone(),
-            epoch: st.epoch,
-        }))
+        Ok(Arc::new(FaultReadable { inner, shared: self.shared.clone(), epoch: st.epoch }))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
@@ -818,12 +746,7 @@ impl Vfs for FaultFs {
         if let Some(id) = st.ids.remove(&from) {
             st.ids.insert(to.clone(), id);
         }
-        st.pending.push(Pending::Rename {
-            dir: parent(&to),
-            from,
-            to,
-            replaced,
-        });
+        st.pending.push(Pending::Rename { dir: parent(&to), from, to, replaced });
         Ok(())
     }
 
@@ -835,36 +758,23 @@ impl Vfs for FaultFs {
         self.shared.inner.remove(&path)?;
         st.untrack(&path);
         if let Some(durable) = durable {
-            st.pending.push(Pending::Remove {
-                dir: parent(&path),
-                path,
-                durable,
-            });
+            st.pending.push(Pending::Remove { dir: parent(&path), path, durable });
         }
         Ok(())
     }
 
     fn list(&self, dir: &Path) -> Result<Vec<String>> {
-        self.shared
-            .state
-            .lock()
-            .gate(FaultOp::Meta, "list", &[dir], None)?;
+        self.shared.state.lock().gate(FaultOp::Meta, "list", &[dir], None)?;
         self.shared.inner.list(dir)
     }
 
     fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        self.shared
-            .state
-            .lock()
-            .gate(FaultOp::Meta, "create_dir_all", &[dir], None)?;
+        self.shared.state.lock().gate(FaultOp::Meta, "create_dir_all", &[dir], None)?;
         self.shared.inner.create_dir_all(dir)
     }
 
     fn remove_dir(&self, dir: &Path) -> Result<()> {
-        self.shared
-            .state
-            .lock()
-            .gate(FaultOp::Meta, "remove_dir", &[dir], None)?;
+        self.shared.state.lock().gate(FaultOp::Meta, "remove_dir", &[dir], None)?;
         self.shared.inner.remove_dir(dir)
     }
 
@@ -886,18 +796,12 @@ impl Vfs for FaultFs {
     }
 
     fn file_size(&self, path: &Path) -> Result<u64> {
-        self.shared
-            .state
-            .lock()
-            .gate(FaultOp::Meta, "stat", &[path], None)?;
+        self.shared.state.lock().gate(FaultOp::Meta, "stat", &[path], None)?;
         self.shared.inner.file_size(path)
     }
 
     fn disk_usage(&self, path: &Path) -> Result<u64> {
-        self.shared
-            .state
-            .lock()
-            .gate(FaultOp::Meta, "stat", &[path], None)?;
+        self.shared.state.lock().gate(FaultOp::Meta, "stat", &[path], None)?;
         self.shared.inner.disk_usage(path)
     }
 
@@ -911,10 +815,7 @@ impl Vfs for FaultFs {
     }
 
     fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> Result<bool> {
-        self.shared
-            .state
-            .lock()
-            .gate(FaultOp::PunchHole, "punch_hole", &[path], None)?;
+        self.shared.state.lock().gate(FaultOp::PunchHole, "punch_hole", &[path], None)?;
         self.shared.inner.punch_hole(path, offset, len)
     }
 }
@@ -943,12 +844,7 @@ mod tests {
     }
 
     /// A file with `synced` durable bytes (and a durable name) plus `unsynced` bytes.
-    fn half_synced(
-        fs: &FaultFs,
-        name: &str,
-        synced: &[u8],
-        unsynced: &[u8],
-    ) -> Result<Box<dyn WritableFile>> {
+    fn half_synced(fs: &FaultFs, name: &str, synced: &[u8], unsynced: &[u8]) -> Result<Box<dyn WritableFile>> {
         let mut f = fs.create(&p(name))?;
         f.append(synced)?;
         f.sync_data()?;
@@ -994,10 +890,7 @@ mod tests {
         assert_eq!(read_all(&fs, &p("CURRENT"))?, b"MANIFEST-2");
         fs.crash(CrashMode::DropUnsynced)?;
         assert_eq!(read_all(&fs, &p("CURRENT"))?, b"MANIFEST-1");
-        assert!(
-            !fs.exists(&p("CURRENT.tmp")),
-            "its creation was never made durable"
-        );
+        assert!(!fs.exists(&p("CURRENT.tmp")), "its creation was never made durable");
         Ok(())
     }
 
@@ -1058,10 +951,7 @@ mod tests {
         assert_eq!(fs.ops_count(), 3);
         assert!(is_eio(&f.append(b"y").unwrap_err()));
         assert!(fs.is_halted());
-        assert!(
-            is_eio(&fs.list(Path::new(DIR)).unwrap_err()),
-            "reads fail too"
-        );
+        assert!(is_eio(&fs.list(Path::new(DIR)).unwrap_err()), "reads fail too");
         assert!(is_eio(&fs.remove(&p("5.log")).unwrap_err()));
         assert_eq!(fs.ops_count(), 3, "refused calls are not counted");
         drop(f);
@@ -1092,20 +982,12 @@ mod tests {
     #[test]
     fn rules_honour_path_filter_and_skip_count() -> Result<()> {
         let fs = new_fs(9)?;
-        fs.inject(
-            FaultRule::once(FaultOp::Create, FaultKind::Io)
-                .on_path("MANIFEST")
-                .after(1),
-        );
+        fs.inject(FaultRule::once(FaultOp::Create, FaultKind::Io).on_path("MANIFEST").after(1));
         fs.create(&p("8.log"))?;
         fs.create(&p("MANIFEST-1"))?; // skipped
         assert!(fs.create(&p("MANIFEST-2")).is_err());
         fs.create(&p("MANIFEST-3"))?; // the rule fired once and is gone
-        fs.inject(
-            FaultRule::always(FaultOp::Any, FaultKind::Io)
-                .on_path("x.sst")
-                .times(2),
-        );
+        fs.inject(FaultRule::always(FaultOp::Any, FaultKind::Io).on_path("x.sst").times(2));
         assert!(fs.create(&p("x.sst")).is_err());
         assert!(fs.file_size(&p("x.sst")).is_err());
         fs.create(&p("x.sst"))?;
@@ -1138,10 +1020,7 @@ mod tests {
     fn torn_crash_keeps_a_seeded_prefix_of_unsynced_data() -> Result<()> {
         assert_eq!(torn_len(11)?, torn_len(11)?, "same seed, same tear");
         let lens: Vec<u64> = (0..8).map(torn_len).collect::<Result<_>>()?;
-        assert!(
-            lens.iter().any(|&l| l != lens[0]),
-            "seeds vary the tear: {lens:?}"
-        );
+        assert!(lens.iter().any(|&l| l != lens[0]), "seeds vary the tear: {lens:?}");
         Ok(())
     }
 

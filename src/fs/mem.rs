@@ -61,12 +61,8 @@ impl FileData {
         // `start < end <= len`, so both fit usize.
         self.bytes[start as usize..end as usize].fill(0);
         let (mut s, mut e) = (start, end);
-        let overlapping: Vec<(u64, u64)> = self
-            .holes
-            .range(..=end)
-            .filter(|(_, &he)| he >= start)
-            .map(|(&hs, &he)| (hs, he))
-            .collect();
+        let overlapping: Vec<(u64, u64)> =
+            self.holes.range(..=end).filter(|(_, &he)| he >= start).map(|(&hs, &he)| (hs, he)).collect();
         for (hs, he) in overlapping {
             self.holes.remove(&hs);
             s = s.min(hs);
@@ -104,10 +100,7 @@ pub struct MemFs {
 impl std::fmt::Debug for MemFs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let t = self.tree.lock();
-        f.debug_struct("MemFs")
-            .field("files", &t.files.len())
-            .field("dirs", &t.dirs.len())
-            .finish()
+        f.debug_struct("MemFs").field("files", &t.files.len()).field("dirs", &t.dirs.len()).finish()
     }
 }
 
@@ -117,9 +110,7 @@ fn os_err(code: i32) -> io::Error {
 
 /// Normalize `a/./b/` to `a/b` so lookups don't depend on spelling (`..` is kept as is).
 fn norm(path: &Path) -> PathBuf {
-    path.components()
-        .filter(|c| !matches!(c, Component::CurDir))
-        .collect()
+    path.components().filter(|c| !matches!(c, Component::CurDir)).collect()
 }
 
 impl MemFs {
@@ -233,10 +224,7 @@ impl Vfs for MemFs {
 
     fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
         let inode = self.inode("open_read", path)?;
-        Ok(Arc::new(MemReadable {
-            inode,
-            path: path.to_path_buf(),
-        }))
+        Ok(Arc::new(MemReadable { inode, path: path.to_path_buf() }))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
@@ -346,14 +334,9 @@ impl Vfs for MemFs {
             tree.files.insert(key.clone(), Arc::default());
         }
         if !tree.locks.insert(key.clone()) {
-            return Err(Error::Locked {
-                path: path.to_path_buf(),
-            });
+            return Err(Error::Locked { path: path.to_path_buf() });
         }
-        Ok(Box::new(MemLock {
-            tree: self.tree.clone(),
-            path: key,
-        }))
+        Ok(Box::new(MemLock { tree: self.tree.clone(), path: key }))
     }
 
     fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> Result<bool> {
@@ -405,9 +388,7 @@ mod tests {
         let Err(err) = fs.create(Path::new("/nope/x")) else {
             panic!("created a file in a missing directory");
         };
-        assert!(
-            matches!(&err, Error::Io { source, .. } if source.raw_os_error() == Some(libc::ENOENT))
-        );
+        assert!(matches!(&err, Error::Io { source, .. } if source.raw_os_error() == Some(libc::ENOENT)));
         Ok(())
     }
 
@@ -424,9 +405,7 @@ mod tests {
         let mut buf = [0u8; 10];
         old.read_exact_at(0, &mut buf)?;
         assert_eq!(&buf, b"MANIFEST-1");
-        assert!(fs
-            .rename(Path::new("/db/missing"), Path::new("/db/x"))
-            .is_err());
+        assert!(fs.rename(Path::new("/db/missing"), Path::new("/db/x")).is_err());
         Ok(())
     }
 
@@ -447,10 +426,7 @@ mod tests {
         assert!(!fs.is_dir(Path::new("/db/sub")));
         assert!(fs.is_dir(Path::new("/db")));
         assert!(fs.list(Path::new("/missing")).is_err());
-        assert!(
-            fs.open_read(Path::new("/db")).is_err(),
-            "a directory is not a file"
-        );
+        assert!(fs.open_read(Path::new("/db")).is_err(), "a directory is not a file");
         fs.sync_dir(Path::new("/db"))?;
         Ok(())
     }
@@ -473,15 +449,9 @@ mod tests {
     fn second_lock_fails_until_first_dropped() -> Result<()> {
         let fs = fs_with_dir()?;
         let l = fs.lock(Path::new("/db/LOCK"))?;
-        assert!(matches!(
-            fs.lock(Path::new("/db/LOCK")),
-            Err(Error::Locked { .. })
-        ));
+        assert!(matches!(fs.lock(Path::new("/db/LOCK")), Err(Error::Locked { .. })));
         // Clones share the tree, so they share locks too.
-        assert!(matches!(
-            fs.clone().lock(Path::new("/db/./LOCK")),
-            Err(Error::Locked { .. })
-        ));
+        assert!(matches!(fs.clone().lock(Path::new("/db/./LOCK")), Err(Error::Locked { .. })));
         drop(l);
         let _l = fs.lock(Path::new("/db/LOCK"))?;
         Ok(())
@@ -504,11 +474,7 @@ mod tests {
         assert!(data[900..].iter().all(|&b| b == 0));
         let mut w = fs.open_append(p)?;
         w.truncate(200)?;
-        assert_eq!(
-            fs.disk_usage(p)?,
-            100,
-            "holes past the new end are forgotten"
-        );
+        assert_eq!(fs.disk_usage(p)?, 100, "holes past the new end are forgotten");
         Ok(())
     }
 
@@ -529,9 +495,7 @@ mod tests {
         for i in 0..1000u32 {
             w.append(&i.to_le_bytes())?;
         }
-        let seen = reader
-            .join()
-            .map_err(|_| Error::invalid("reader panicked"))??;
+        let seen = reader.join().map_err(|_| Error::invalid("reader panicked"))??;
         assert!(seen <= 4000);
         assert_eq!(w.len(), 4000);
         Ok(())

@@ -12,7 +12,7 @@ pub mod posix;
 
 pub use fault::{CrashMode, FaultFs, FaultKind, FaultOp, FaultRule};
 pub use mem::MemFs;
-pub use posix::PosixFs;
+pub use posix::{FileMapping, PosixFs};
 
 /// Access pattern hints passed to `posix_fadvise` (no-ops where unsupported).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,10 +55,7 @@ pub trait RandomAccessFile: Send + Sync {
                 return Err(crate::Error::corruption(
                     self.path(),
                     offset + done as u64,
-                    format!(
-                        "file ends before {} bytes could be read at offset {offset}",
-                        buf.len()
-                    ),
+                    format!("file ends before {} bytes could be read at offset {offset}", buf.len()),
                 ));
             }
             done += n;
@@ -73,6 +70,12 @@ pub trait RandomAccessFile: Send + Sync {
     fn advise(&self, _offset: u64, _len: u64, _advice: Advice) -> Result<()> {
         Ok(())
     }
+    /// The whole file's bytes, when this handle has the file memory-mapped (only handles from
+    /// `Vfs::open_read_mapped` may). Readers can then use the bytes in place instead of
+    /// copying them out with `read_at`; `None` means "use `read_at`".
+    fn mapping(&self) -> Option<&Arc<FileMapping>> {
+        None
+    }
 }
 
 /// A held database lock; dropping it releases the lock.
@@ -86,6 +89,12 @@ pub trait Vfs: Send + Sync + 'static {
     fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
     /// Open an existing file for positioned reads.
     fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Open an immutable file (a finished table) for reads, memory-mapped when the
+    /// implementation supports it (`RandomAccessFile::mapping`). The file must not shrink
+    /// while open. Default: `open_read` (no mapping), so wrappers see every read.
+    fn open_read_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.open_read(path)
+    }
     /// Atomically replace `to` with `from`.
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     /// Delete a file.

@@ -1,12 +1,16 @@
 //! `PosixFs`: the real filesystem (std::fs + libc for fdatasync, flock, fallocate, fadvise).
 //! Writes go straight to the kernel (no userspace buffering: the engine buffers itself).
+//! Immutable table files can be opened memory-mapped (`open_read_mapped`), so readers use
+//! the page cache's bytes in place instead of a `pread` copy per block.
 
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::ops::Deref;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -18,6 +22,13 @@ use crate::error::{Error, Result};
 /// description, so a second `open` + `flock` in the same process would conflict too — but
 /// only if it uses a separate description; this set makes the rule explicit and portable.
 static LOCKED_PATHS: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+
+/// Most files mapped at once (LevelDB's mmap limit on 64-bit hosts); tables opened beyond
+/// it are read with `pread`, so address space and the kernel's map count stay bounded.
+const MAX_MAPPED_FILES: usize = 1000;
+
+/// Live `FileMapping`s of this process.
+static MAPPED_FILES: AtomicUsize = AtomicUsize::new(0);
 
 /// The real filesystem.
 #[derive(Debug, Default, Clone, Copy)]
@@ -41,13 +52,8 @@ fn check(ret: libc::c_int) -> io::Result<()> {
 
 /// Offsets and lengths handed to libc must fit `off_t`.
 fn to_off(v: u64, path: &Path, op: &'static str) -> Result<libc::off_t> {
-    libc::off_t::try_from(v).map_err(|_| {
-        Error::io(
-            op,
-            path,
-            io::Error::new(io::ErrorKind::InvalidInput, format!("offset {v} too large")),
-        )
-    })
+    libc::off_t::try_from(v)
+        .map_err(|_| Error::io(op, path, io::Error::new(io::ErrorKind::InvalidInput, format!("offset {v} too large"))))
 }
 
 /// A write-through append-only file.
@@ -59,23 +65,17 @@ struct PosixWritable {
 
 impl WritableFile for PosixWritable {
     fn append(&mut self, data: &[u8]) -> Result<()> {
-        self.file
-            .write_all(data)
-            .map_err(|e| Error::io("append", &self.path, e))?;
+        self.file.write_all(data).map_err(|e| Error::io("append", &self.path, e))?;
         self.len += data.len() as u64;
         Ok(())
     }
 
     fn sync_data(&mut self) -> Result<()> {
-        self.file
-            .sync_data()
-            .map_err(|e| Error::io("fdatasync", &self.path, e))
+        self.file.sync_data().map_err(|e| Error::io("fdatasync", &self.path, e))
     }
 
     fn sync(&mut self) -> Result<()> {
-        self.file
-            .sync_all()
-            .map_err(|e| Error::io("fsync", &self.path, e))
+        self.file.sync_all().map_err(|e| Error::io("fsync", &self.path, e))
     }
 
     fn len(&self) -> u64 {
@@ -83,9 +83,7 @@ impl WritableFile for PosixWritable {
     }
 
     fn truncate(&mut self, len: u64) -> Result<()> {
-        self.file
-            .set_len(len)
-            .map_err(|e| Error::io("truncate", &self.path, e))?;
+        self.file.set_len(len).map_err(|e| Error::io("truncate", &self.path, e))?;
         self.len = len;
         Ok(())
     }
@@ -109,10 +107,7 @@ impl RandomAccessFile for PosixReadable {
     }
 
     fn len(&self) -> Result<u64> {
-        self.file
-            .metadata()
-            .map(|m| m.len())
-            .map_err(|e| Error::io("fstat", &self.path, e))
+        self.file.metadata().map(|m| m.len()).map_err(|e| Error::io("fstat", &self.path, e))
     }
 
     fn path(&self) -> &Path {
@@ -120,28 +115,116 @@ impl RandomAccessFile for PosixReadable {
     }
 
     fn advise(&self, offset: u64, len: u64, advice: Advice) -> Result<()> {
-        let advice = match advice {
-            Advice::Normal => libc::POSIX_FADV_NORMAL,
-            Advice::Random => libc::POSIX_FADV_RANDOM,
-            Advice::Sequential => libc::POSIX_FADV_SEQUENTIAL,
-            Advice::WillNeed => libc::POSIX_FADV_WILLNEED,
-            Advice::DontNeed => libc::POSIX_FADV_DONTNEED,
-        };
-        let off = to_off(offset, &self.path, "fadvise")?;
-        let len = to_off(len, &self.path, "fadvise")?;
-        // SAFETY: the fd is owned by `self.file` and stays open for the call; fadvise only
-        // reads its integer arguments.
-        let ret = unsafe { libc::posix_fadvise(self.file.as_raw_fd(), off, len, advice) };
-        // posix_fadvise returns the error number instead of setting errno; it is a hint, so
-        // "unsupported" is not an error.
-        match ret {
-            0 | libc::ENOSYS | libc::EOPNOTSUPP => Ok(()),
-            e => Err(Error::io(
-                "fadvise",
-                &self.path,
-                io::Error::from_raw_os_error(e),
-            )),
+        fadvise(&self.file, &self.path, offset, len, advice)
+    }
+}
+
+/// `posix_fadvise` on `file`'s descriptor.
+fn fadvise(file: &File, path: &Path, offset: u64, len: u64, advice: Advice) -> Result<()> {
+    let advice = match advice {
+        Advice::Normal => libc::POSIX_FADV_NORMAL,
+        Advice::Random => libc::POSIX_FADV_RANDOM,
+        Advice::Sequential => libc::POSIX_FADV_SEQUENTIAL,
+        Advice::WillNeed => libc::POSIX_FADV_WILLNEED,
+        Advice::DontNeed => libc::POSIX_FADV_DONTNEED,
+    };
+    let off = to_off(offset, path, "fadvise")?;
+    let len = to_off(len, path, "fadvise")?;
+    // SAFETY: the fd is owned by `file` and stays open for the call; fadvise only reads its
+    // integer arguments.
+    let ret = unsafe { libc::posix_fadvise(file.as_raw_fd(), off, len, advice) };
+    // posix_fadvise returns the error number instead of setting errno; it is a hint, so
+    // "unsupported" is not an error.
+    match ret {
+        0 | libc::ENOSYS | libc::EOPNOTSUPP => Ok(()),
+        e => Err(Error::io("fadvise", path, io::Error::from_raw_os_error(e))),
+    }
+}
+
+/// A read-only mapping of a whole file. Holds one of the `MAX_MAPPED_FILES` slots until
+/// dropped (by the last reader: blocks of a table share its mapping through `Arc`).
+pub struct FileMapping {
+    map: memmap2::Mmap,
+    slots: &'static AtomicUsize,
+}
+
+impl Deref for FileMapping {
+    type Target = [u8];
+
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        &self.map
+    }
+}
+
+impl Drop for FileMapping {
+    fn drop(&mut self) {
+        self.slots.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Debug for FileMapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileMapping").field("len", &self.map.len()).finish()
+    }
+}
+
+/// Take one of `limit` slots of `slots`; false when all are taken.
+fn reserve_slot(slots: &AtomicUsize, limit: usize) -> bool {
+    slots.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < limit).then_some(n + 1)).is_ok()
+}
+
+/// Map all of `file` read-only, or `None` (empty file, no free slot, mmap failed): the
+/// caller then reads with `pread`, which is always correct, only slower.
+fn map_file(file: &File, slots: &'static AtomicUsize, limit: usize) -> Option<FileMapping> {
+    let len = file.metadata().ok()?.len();
+    if len == 0 || usize::try_from(len).is_err() || !reserve_slot(slots, limit) {
+        return None;
+    }
+    // SAFETY: only immutable files are mapped (`Vfs::open_read_mapped`: finished tables,
+    // never written again and never truncated while open), so the mapped bytes do not change
+    // under the `&[u8]` handed out and no access runs past the end of the file (SIGBUS).
+    // Deleting the file does not invalidate the mapping: its pages live until unmapped.
+    match unsafe { memmap2::Mmap::map(file) } {
+        Ok(map) => Some(FileMapping { map, slots }),
+        Err(e) => {
+            slots.fetch_sub(1, Ordering::Relaxed);
+            tracing::debug!("mmap failed, reading with pread: {e}");
+            None
         }
+    }
+}
+
+/// An immutable file read through its memory mapping.
+struct PosixMapped {
+    /// Kept open for `fadvise` (the mapping itself does not need it).
+    file: File,
+    path: PathBuf,
+    map: Arc<FileMapping>,
+}
+
+impl RandomAccessFile for PosixMapped {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let start = usize::try_from(offset).map_or(self.map.len(), |o| o.min(self.map.len()));
+        let n = buf.len().min(self.map.len() - start);
+        buf[..n].copy_from_slice(&self.map[start..start + n]);
+        Ok(n)
+    }
+
+    fn len(&self) -> Result<u64> {
+        Ok(self.map.len() as u64)
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn advise(&self, offset: u64, len: u64, advice: Advice) -> Result<()> {
+        fadvise(&self.file, &self.path, offset, len, advice)
+    }
+
+    fn mapping(&self) -> Option<&Arc<FileMapping>> {
+        Some(&self.map)
     }
 }
 
@@ -168,35 +251,27 @@ impl Vfs for PosixFs {
             .truncate(true)
             .open(path)
             .map_err(|e| Error::io("create", path, e))?;
-        Ok(Box::new(PosixWritable {
-            file,
-            path: path.to_path_buf(),
-            len: 0,
-        }))
+        Ok(Box::new(PosixWritable { file, path: path.to_path_buf(), len: 0 }))
     }
 
     fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        let file = OpenOptions::new()
-            .append(true)
-            .open(path)
-            .map_err(|e| Error::io("open_append", path, e))?;
-        let len = file
-            .metadata()
-            .map_err(|e| Error::io("fstat", path, e))?
-            .len();
-        Ok(Box::new(PosixWritable {
-            file,
-            path: path.to_path_buf(),
-            len,
-        }))
+        let file = OpenOptions::new().append(true).open(path).map_err(|e| Error::io("open_append", path, e))?;
+        let len = file.metadata().map_err(|e| Error::io("fstat", path, e))?.len();
+        Ok(Box::new(PosixWritable { file, path: path.to_path_buf(), len }))
     }
 
     fn open_read(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
         let file = File::open(path).map_err(|e| Error::io("open_read", path, e))?;
-        Ok(Arc::new(PosixReadable {
-            file,
-            path: path.to_path_buf(),
-        }))
+        Ok(Arc::new(PosixReadable { file, path: path.to_path_buf() }))
+    }
+
+    fn open_read_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let file = File::open(path).map_err(|e| Error::io("open_read", path, e))?;
+        let path = path.to_path_buf();
+        Ok(match map_file(&file, &MAPPED_FILES, MAX_MAPPED_FILES) {
+            Some(map) => Arc::new(PosixMapped { file, path, map: Arc::new(map) }),
+            None => Arc::new(PosixReadable { file, path }),
+        })
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
@@ -238,15 +313,11 @@ impl Vfs for PosixFs {
     }
 
     fn file_size(&self, path: &Path) -> Result<u64> {
-        std::fs::metadata(path)
-            .map(|m| m.len())
-            .map_err(|e| Error::io("stat", path, e))
+        std::fs::metadata(path).map(|m| m.len()).map_err(|e| Error::io("stat", path, e))
     }
 
     fn disk_usage(&self, path: &Path) -> Result<u64> {
-        std::fs::metadata(path)
-            .map(|m| m.blocks() * 512)
-            .map_err(|e| Error::io("stat", path, e))
+        std::fs::metadata(path).map(|m| m.blocks() * 512).map_err(|e| Error::io("stat", path, e))
     }
 
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
@@ -261,18 +332,14 @@ impl Vfs for PosixFs {
         // Reserve the path in-process first, so two handles of this process conflict even
         // though each would get its own open file description.
         if !LOCKED_PATHS.lock().insert(key.clone()) {
-            return Err(Error::Locked {
-                path: path.to_path_buf(),
-            });
+            return Err(Error::Locked { path: path.to_path_buf() });
         }
         // SAFETY: the fd is owned by `file`, open for the duration of the call.
         let ret = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if let Err(e) = check(ret) {
             LOCKED_PATHS.lock().remove(&key);
             return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                Error::Locked {
-                    path: path.to_path_buf(),
-                }
+                Error::Locked { path: path.to_path_buf() }
             } else {
                 Error::io("flock", path, e)
             });
@@ -284,10 +351,7 @@ impl Vfs for PosixFs {
         if len == 0 {
             return Ok(true);
         }
-        let file = OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(|e| Error::io("punch_hole", path, e))?;
+        let file = OpenOptions::new().write(true).open(path).map_err(|e| Error::io("punch_hole", path, e))?;
         let off = to_off(offset, path, "punch_hole")?;
         let len = to_off(len, path, "punch_hole")?;
         let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
@@ -296,14 +360,7 @@ impl Vfs for PosixFs {
         let ret = unsafe { libc::fallocate(file.as_raw_fd(), mode, off, len) };
         match check(ret) {
             Ok(()) => Ok(true),
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)
-                ) =>
-            {
-                Ok(false)
-            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)) => Ok(false),
             Err(e) => Err(Error::io("punch_hole", path, e)),
         }
     }
@@ -396,10 +453,7 @@ mod tests {
         let mut names = fs.list(&sub)?;
         names.sort();
         assert_eq!(names, ["f1", "f2"]);
-        assert!(
-            fs.remove_dir(&sub).is_err(),
-            "non-empty dir must not be removed"
-        );
+        assert!(fs.remove_dir(&sub).is_err(), "non-empty dir must not be removed");
         fs.remove(&sub.join("f1"))?;
         fs.remove(&sub.join("f2"))?;
         fs.remove_dir(&sub)?;
@@ -436,13 +490,7 @@ mod tests {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", "/tmp", e))?;
         let fs = PosixFs::new();
         let p = dir.path().join("LOCK");
-        let other = |p: &Path| {
-            std::process::Command::new("flock")
-                .arg("-n")
-                .arg(p)
-                .arg("true")
-                .status()
-        };
+        let other = |p: &Path| std::process::Command::new("flock").arg("-n").arg(p).arg("true").status();
         let lock = fs.lock(&p)?;
         let Ok(status) = other(&p) else {
             eprintln!("flock(1) not available; skipping");
@@ -468,10 +516,7 @@ mod tests {
             return Ok(());
         }
         let after = fs.disk_usage(&p)?;
-        assert!(
-            after <= before - (500 << 10),
-            "before {before}, after {after}"
-        );
+        assert!(after <= before - (500 << 10), "before {before}, after {after}");
         assert_eq!(fs.file_size(&p)?, 1 << 20);
         let data = read_all(&fs, &p)?;
         assert!(data[..512 << 10].iter().all(|&b| b == 0));

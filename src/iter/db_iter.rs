@@ -140,8 +140,7 @@ impl DbIterator {
             _ => target.to_vec(),
         };
         self.direction = Direction::Forward;
-        self.inner
-            .seek(&key::make_internal_key(&target, self.seq, KIND_FOR_SEEK))?;
+        self.inner.seek(&key::make_internal_key(&target, self.seq, KIND_FOR_SEEK))?;
         self.find_next_user_entry(false)?;
         self.check_upper();
         self.resolve()
@@ -165,8 +164,7 @@ impl DbIterator {
             }
         } else {
             self.saved_key.clear();
-            self.saved_key
-                .extend_from_slice(key::user_key(self.inner.key()));
+            self.saved_key.extend_from_slice(key::user_key(self.inner.key()));
             self.inner.next()?;
         }
         if !self.inner.valid() {
@@ -186,8 +184,7 @@ impl DbIterator {
         if self.direction == Direction::Forward {
             // Walk back past every entry of the current key.
             self.saved_key.clear();
-            self.saved_key
-                .extend_from_slice(key::user_key(self.inner.key()));
+            self.saved_key.extend_from_slice(key::user_key(self.inner.key()));
             loop {
                 self.inner.prev()?;
                 if !self.inner.valid() {
@@ -237,9 +234,7 @@ impl DbIterator {
         while self.inner.valid() {
             if let Some(p) = key::parse_internal_key(self.inner.key()) {
                 if p.seq <= self.seq {
-                    if last_kind != ValueKind::Deletion as u8
-                        && p.user_key.cmp(&self.saved_key) == Ordering::Less
-                    {
+                    if last_kind != ValueKind::Deletion as u8 && p.user_key.cmp(&self.saved_key) == Ordering::Less {
                         break;
                     }
                     last_kind = p.kind;
@@ -299,12 +294,7 @@ pub struct Entries {
 
 impl Entries {
     pub(crate) fn new(it: DbIterator, forward: bool) -> Self {
-        Entries {
-            it,
-            forward,
-            started: false,
-            done: false,
-        }
+        Entries { it, forward, started: false, done: false }
     }
 
     fn step(&mut self) -> Result<()> {

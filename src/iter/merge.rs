@@ -23,11 +23,7 @@ pub struct MergingIterator {
 
 impl MergingIterator {
     pub fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {
-        MergingIterator {
-            children,
-            current: None,
-            direction: Direction::Forward,
-        }
+        MergingIterator { children, current: None, direction: Direction::Forward }
     }
 
     fn find_smallest(&mut self) {
@@ -35,8 +31,7 @@ impl MergingIterator {
         for (i, c) in self.children.iter().enumerate() {
             if c.valid() {
                 match best {
-                    Some(b)
-                        if compare_internal(c.key(), self.children[b].key()) != Ordering::Less => {}
+                    Some(b) if compare_internal(c.key(), self.children[b].key()) != Ordering::Less => {}
                     _ => best = Some(i),
                 }
             }
@@ -49,9 +44,7 @@ impl MergingIterator {
         for (i, c) in self.children.iter().enumerate().rev() {
             if c.valid() {
                 match best {
-                    Some(b)
-                        if compare_internal(c.key(), self.children[b].key())
-                            != Ordering::Greater => {}
+                    Some(b) if compare_internal(c.key(), self.children[b].key()) != Ordering::Greater => {}
                     _ => best = Some(i),
                 }
             }

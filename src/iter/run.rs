@@ -22,13 +22,7 @@ pub struct RunIterator {
 
 impl RunIterator {
     pub fn new(cache: Arc<TableCache>, files: Vec<Arc<FileMeta>>, fill_cache: bool) -> Self {
-        RunIterator {
-            cache,
-            files,
-            fill_cache,
-            idx: 0,
-            cur: None,
-        }
+        RunIterator { cache, files, fill_cache, idx: 0, cur: None }
     }
 
     fn open(&mut self, idx: usize) -> Result<()> {
@@ -71,9 +65,7 @@ impl RunIterator {
     }
 
     fn cur(&self) -> &TableIterator {
-        self.cur
-            .as_ref()
-            .expect("key/value called on an invalid RunIterator")
+        self.cur.as_ref().expect("key/value called on an invalid RunIterator")
     }
 }
 
@@ -96,9 +88,7 @@ impl InternalIterator for RunIterator {
         self.skip_backward()
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let idx = self
-            .files
-            .partition_point(|f| compare_internal(&f.largest, target) == Ordering::Less);
+        let idx = self.files.partition_point(|f| compare_internal(&f.largest, target) == Ordering::Less);
         self.open(idx)?;
         if let Some(c) = &mut self.cur {
             c.seek(target)?;

@@ -47,15 +47,7 @@ impl LogReader {
     pub fn new(file: Arc<dyn RandomAccessFile>, number: u64, offset: u64) -> Result<Self> {
         let size = file.len()?;
         let path = file.path().to_path_buf();
-        Ok(LogReader {
-            file,
-            path,
-            number,
-            offset,
-            size,
-            chunk: Vec::new(),
-            chunk_start: offset,
-        })
+        Ok(LogReader { file, path, number, offset, size, chunk: Vec::new(), chunk_start: offset })
     }
 
     /// Offset just past the last valid group returned.
@@ -88,12 +80,7 @@ impl LogReader {
         if left == 0 {
             return Ok(Err(ReadOutcome::Clean));
         }
-        let damaged = |reason: &str| {
-            Ok(Err(ReadOutcome::Damaged {
-                offset: at,
-                reason: reason.to_string(),
-            }))
-        };
+        let damaged = |reason: &str| Ok(Err(ReadOutcome::Damaged { offset: at, reason: reason.to_string() }));
         if left < HEADER_LEN as u64 {
             return damaged("truncated record header");
         }
@@ -119,15 +106,7 @@ impl LogReader {
             return damaged("operation count does not match the record header");
         }
         self.offset = at + HEADER_LEN as u64 + len;
-        let pos = LogPos {
-            file: self.number,
-            offset: at,
-        };
-        Ok(Ok(LogRecord {
-            pos,
-            first_seq,
-            count,
-            ops,
-        }))
+        let pos = LogPos { file: self.number, offset: at };
+        Ok(Ok(LogRecord { pos, first_seq, count, ops }))
     }
 }

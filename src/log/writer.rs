@@ -65,10 +65,7 @@ impl LogWriter {
 
     /// The position the next record group will be written at.
     pub fn end(&self) -> LogPos {
-        LogPos {
-            file: self.number,
-            offset: self.written + self.buf.len() as u64,
-        }
+        LogPos { file: self.number, offset: self.written + self.buf.len() as u64 }
     }
 
     /// Number of the file being appended to.
@@ -149,9 +146,7 @@ impl LogWriter {
             return None;
         }
         let start = (offset - self.written) as usize;
-        self.buf
-            .get(start..start.checked_add(len)?)
-            .map(|b| b.to_vec())
+        self.buf.get(start..start.checked_add(len)?).map(|b| b.to_vec())
     }
 
     /// True when the current file has grown past the roll size.

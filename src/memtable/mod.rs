@@ -162,13 +162,7 @@ impl Memtable {
 
     /// An iterator over the whole memtable (it keeps the memtable alive).
     pub fn iter(self: &Arc<Self>) -> MemIter {
-        MemIter {
-            mem: Arc::clone(self),
-            buf: Vec::new(),
-            idx: 0,
-            forward: true,
-            batch: FIRST_BATCH,
-        }
+        MemIter { mem: Arc::clone(self), buf: Vec::new(), idx: 0, forward: true, batch: FIRST_BATCH }
     }
 }
 
@@ -195,10 +189,7 @@ pub struct MemIter {
 impl MemIter {
     fn fill_forward(&mut self, from: Bound<&IKey>, batch: usize) {
         let range = self.mem.map.range((from, Bound::Unbounded));
-        self.buf = range
-            .take(batch)
-            .map(|e| (e.key().0.clone(), e.value().clone()))
-            .collect();
+        self.buf = range.take(batch).map(|e| (e.key().0.clone(), e.value().clone())).collect();
         self.idx = 0;
         self.forward = true;
         self.batch = batch;
@@ -206,11 +197,7 @@ impl MemIter {
 
     fn fill_backward(&mut self, to: Bound<&IKey>, batch: usize) {
         let range = self.mem.map.range((Bound::Unbounded, to));
-        self.buf = range
-            .rev()
-            .take(batch)
-            .map(|e| (e.key().0.clone(), e.value().clone()))
-            .collect();
+        self.buf = range.rev().take(batch).map(|e| (e.key().0.clone(), e.value().clone())).collect();
         self.idx = 0;
         self.forward = false;
         self.batch = batch;
@@ -286,14 +273,8 @@ mod tests {
         m.add(1, ValueKind::Value, b"k", b"v1");
         m.add(2, ValueKind::Value, b"k", b"v2");
         m.add(3, ValueKind::Deletion, b"k", b"");
-        assert_eq!(
-            m.get(b"k", 1),
-            Lookup::Found(ValueKind::Value, b"v1".to_vec())
-        );
-        assert_eq!(
-            m.get(b"k", 2),
-            Lookup::Found(ValueKind::Value, b"v2".to_vec())
-        );
+        assert_eq!(m.get(b"k", 1), Lookup::Found(ValueKind::Value, b"v1".to_vec()));
+        assert_eq!(m.get(b"k", 2), Lookup::Found(ValueKind::Value, b"v2".to_vec()));
         assert_eq!(m.get(b"k", 9), Lookup::Deleted);
         assert_eq!(m.get(b"j", 9), Lookup::Absent);
         assert_eq!(m.get(b"k", 0), Lookup::Absent);
@@ -303,12 +284,7 @@ mod tests {
     fn iterator_walks_both_ways_across_batches() {
         let m = Arc::new(Memtable::new(1));
         for i in 0..300u32 {
-            m.add(
-                i as u64 + 1,
-                ValueKind::Value,
-                format!("{i:05}").as_bytes(),
-                b"v",
-            );
+            m.add(i as u64 + 1, ValueKind::Value, format!("{i:05}").as_bytes(), b"v");
         }
         let mut it = m.iter();
         it.seek_to_first().unwrap();
@@ -327,12 +303,7 @@ mod tests {
         back.reverse();
         assert_eq!(fwd, back);
         // Direction changes in the middle.
-        it.seek(&key::make_internal_key(
-            b"00100",
-            u64::MAX >> 8,
-            KIND_FOR_SEEK,
-        ))
-        .unwrap();
+        it.seek(&key::make_internal_key(b"00100", u64::MAX >> 8, KIND_FOR_SEEK)).unwrap();
         assert_eq!(key::user_key(it.key()), b"00100");
         it.prev().unwrap();
         assert_eq!(key::user_key(it.key()), b"00099");

@@ -41,25 +41,15 @@ impl Block {
         let corrupt = |why: String| Error::corruption(&*file, file_offset, why);
         let len = data.len();
         if len < 4 {
-            return Err(corrupt(format!(
-                "block of {len} bytes has no restart count"
-            )));
+            return Err(corrupt(format!("block of {len} bytes has no restart count")));
         }
         let num_restarts = decode_fixed32(&data[len - 4..]) as usize;
         let max_restarts = (len - 4) / 4;
         if num_restarts == 0 || num_restarts > max_restarts {
-            return Err(corrupt(format!(
-                "bad restart count {num_restarts} in a {len}-byte block"
-            )));
+            return Err(corrupt(format!("bad restart count {num_restarts} in a {len}-byte block")));
         }
         let restart_offset = len - 4 - 4 * num_restarts;
-        let block = Block {
-            data,
-            restart_offset,
-            num_restarts,
-            file,
-            file_offset,
-        };
+        let block = Block { data, restart_offset, num_restarts, file, file_offset };
         block.check_restarts()?;
         Ok(block)
     }
@@ -230,14 +220,11 @@ impl BlockIter {
             return Err(self.fail(why));
         }
         self.key.truncate(shared);
-        self.key
-            .extend_from_slice(&self.block.data[ks..ks + unshared]);
+        self.key.extend_from_slice(&self.block.data[ks..ks + unshared]);
         self.value_start = ks + unshared;
         self.value_end = self.value_start + vlen;
         self.next_entry = self.value_end;
-        while self.restart_index + 1 < self.block.num_restarts
-            && self.block.restart_point(self.restart_index + 1) < p
-        {
+        while self.restart_index + 1 < self.block.num_restarts && self.block.restart_point(self.restart_index + 1) < p {
             self.restart_index += 1;
         }
         Ok(true)
@@ -298,9 +285,7 @@ impl InternalIterator for BlockIter {
         }
         let left = self.find_restart(target)?;
         // Keep scanning from here when already inside the right interval before target.
-        let ahead = self.valid()
-            && left == self.restart_index
-            && compare_internal(&self.key, target) == Ordering::Less;
+        let ahead = self.valid() && left == self.restart_index && compare_internal(&self.key, target) == Ordering::Less;
         if !ahead {
             self.seek_to_restart(left);
         }
@@ -408,10 +393,7 @@ mod tests {
         for i in 0..=200 {
             let target = make_internal_key(format!("key{i:05}").as_bytes(), 7, 1);
             it.seek(&target).unwrap();
-            match es
-                .iter()
-                .find(|(k, _)| compare_internal(k, &target) != Ordering::Less)
-            {
+            match es.iter().find(|(k, _)| compare_internal(k, &target) != Ordering::Less) {
                 Some((k, _)) => assert_eq!(it.key(), &k[..], "target {i}"),
                 None => assert!(!it.valid()),
             }
@@ -420,9 +402,7 @@ mod tests {
         for i in (0..=200).rev() {
             let target = make_internal_key(format!("key{i:05}").as_bytes(), 7, 1);
             it.seek(&target).unwrap();
-            let want = es
-                .iter()
-                .find(|(k, _)| compare_internal(k, &target) != Ordering::Less);
+            let want = es.iter().find(|(k, _)| compare_internal(k, &target) != Ordering::Less);
             assert_eq!(want.map(|(k, _)| &k[..]), it.valid().then(|| it.key()));
         }
     }
@@ -444,16 +424,10 @@ mod tests {
         let mut data = build(&entries(10), 4).data.clone();
         let n = data.len();
         data[n - 4..].copy_from_slice(&1000u32.to_le_bytes());
-        assert!(Block::new(data.clone(), Arc::from(Path::new("b")), 0)
-            .unwrap_err()
-            .is_corruption());
+        assert!(Block::new(data.clone(), Arc::from(Path::new("b")), 0).unwrap_err().is_corruption());
         data[n - 4..].copy_from_slice(&0u32.to_le_bytes());
-        assert!(Block::new(data, Arc::from(Path::new("b")), 0)
-            .unwrap_err()
-            .is_corruption());
-        assert!(Block::new(vec![1, 2], Arc::from(Path::new("b")), 0)
-            .unwrap_err()
-            .is_corruption());
+        assert!(Block::new(data, Arc::from(Path::new("b")), 0).unwrap_err().is_corruption());
+        assert!(Block::new(vec![1, 2], Arc::from(Path::new("b")), 0).unwrap_err().is_corruption());
     }
 
     /// Every single-byte change to a block either fails (`Corruption`) or decodes to some

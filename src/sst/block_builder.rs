@@ -62,17 +62,9 @@ impl BlockBuilder {
         debug_assert!(!self.finished, "add after finish without reset");
         let mut shared = 0;
         if self.counter < self.restart_interval {
-            shared = self
-                .last_key
-                .iter()
-                .zip(key)
-                .take_while(|(a, b)| a == b)
-                .count();
+            shared = self.last_key.iter().zip(key).take_while(|(a, b)| a == b).count();
         } else {
-            debug_assert!(
-                self.buf.len() <= u32::MAX as usize,
-                "block larger than 4 GiB"
-            );
+            debug_assert!(self.buf.len() <= u32::MAX as usize, "block larger than 4 GiB");
             self.restarts.push(self.buf.len() as u32);
             self.counter = 0;
         }

@@ -27,10 +27,7 @@ impl Compression {
             "none" | "no" | "false" => Some(Compression::None),
             "lz4" | "snappy" => Some(Compression::Lz4),
             "zstd" => Some(Compression::Zstd(3)),
-            _ => s
-                .strip_prefix("zstd:")
-                .and_then(|l| l.parse().ok())
-                .map(Compression::Zstd),
+            _ => s.strip_prefix("zstd:").and_then(|l| l.parse().ok()).map(Compression::Zstd),
         }
     }
 
@@ -128,21 +125,16 @@ pub fn decompress(kind: u8, payload: Vec<u8>, file: &Path, offset: u64) -> Resul
         .ok_or_else(|| corrupt("compressed block shorter than its length prefix".into()))?;
     let raw_len = u32::from_le_bytes(*len_bytes) as usize;
     if raw_len > MAX_RAW_BLOCK_BYTES {
-        return Err(corrupt(format!(
-            "compressed block claims {raw_len} uncompressed bytes"
-        )));
+        return Err(corrupt(format!("compressed block claims {raw_len} uncompressed bytes")));
     }
     let mut raw = vec![0u8; raw_len];
     let n = if kind == TYPE_LZ4 {
-        lz4_flex::block::decompress_into(body, &mut raw)
-            .map_err(|e| corrupt(format!("lz4: {e}")))?
+        lz4_flex::block::decompress_into(body, &mut raw).map_err(|e| corrupt(format!("lz4: {e}")))?
     } else {
         zstd_decompress(body, &mut raw).map_err(|e| corrupt(format!("zstd: {e}")))?
     };
     if n != raw_len {
-        return Err(corrupt(format!(
-            "block decompressed to {n} bytes, expected {raw_len}"
-        )));
+        return Err(corrupt(format!("block decompressed to {n} bytes, expected {raw_len}")));
     }
     Ok(raw)
 }
@@ -152,9 +144,7 @@ mod tests {
     use super::*;
 
     fn compressible() -> Vec<u8> {
-        (0..10_000u32)
-            .flat_map(|i| (i % 97).to_le_bytes())
-            .collect()
+        (0..10_000u32).flat_map(|i| (i % 97).to_le_bytes()).collect()
     }
 
     #[test]
@@ -199,12 +189,8 @@ mod tests {
             }
             let mut huge = out.clone();
             huge[..4].copy_from_slice(&u32::MAX.to_le_bytes());
-            assert!(decompress(kind, huge, Path::new("t"), 7)
-                .unwrap_err()
-                .is_corruption());
+            assert!(decompress(kind, huge, Path::new("t"), 7).unwrap_err().is_corruption());
         }
-        assert!(decompress(9, vec![1, 2, 3], Path::new("t"), 0)
-            .unwrap_err()
-            .is_corruption());
+        assert!(decompress(9, vec![1, 2, 3], Path::new("t"), 0).unwrap_err().is_corruption());
     }
 }

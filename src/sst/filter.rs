@@ -33,10 +33,7 @@ pub struct FilterBuilder {
 
 impl FilterBuilder {
     pub fn new(bits_per_key: f64) -> Self {
-        FilterBuilder {
-            bits_per_key,
-            hashes: Vec::new(),
-        }
+        FilterBuilder { bits_per_key, hashes: Vec::new() }
     }
 
     /// Add a user key (callers skip repeats of the same user key).
@@ -100,11 +97,7 @@ impl BloomFilter {
             return Err(Error::corruption(file, offset, why));
         }
         let num_lines = (data.len() / LINE_BYTES) as u64;
-        Ok(BloomFilter {
-            bits: data,
-            num_lines,
-            k,
-        })
+        Ok(BloomFilter { bits: data, num_lines, k })
     }
 
     /// False only when the key was certainly not added.
@@ -147,9 +140,7 @@ fn read64(b: &[u8]) -> u64 {
 
 #[inline]
 fn xxh_round(acc: u64, input: u64) -> u64 {
-    acc.wrapping_add(input.wrapping_mul(P2))
-        .rotate_left(31)
-        .wrapping_mul(P1)
+    acc.wrapping_add(input.wrapping_mul(P2)).rotate_left(31).wrapping_mul(P1)
 }
 
 #[inline]
@@ -161,12 +152,7 @@ fn xxh_merge(acc: u64, v: u64) -> u64 {
 pub fn xxh64(data: &[u8], seed: u64) -> u64 {
     let mut rest = data;
     let mut h = if data.len() >= 32 {
-        let mut v = [
-            seed.wrapping_add(P1).wrapping_add(P2),
-            seed.wrapping_add(P2),
-            seed,
-            seed.wrapping_sub(P1),
-        ];
+        let mut v = [seed.wrapping_add(P1).wrapping_add(P2), seed.wrapping_add(P2), seed, seed.wrapping_sub(P1)];
         while rest.len() >= 32 {
             for (i, acc) in v.iter_mut().enumerate() {
                 *acc = xxh_round(*acc, read64(&rest[8 * i..]));
@@ -240,15 +226,10 @@ mod tests {
     fn false_positive_rate_at_10_bits_per_key_is_under_2_percent() {
         let n = 100_000;
         let f = build((0..n).map(|i: u32| i.to_be_bytes().to_vec()), 10.0);
-        let fp = (n..n + 100_000)
-            .filter(|i: &u32| f.may_contain(&i.to_be_bytes()))
-            .count();
+        let fp = (n..n + 100_000).filter(|i: &u32| f.may_contain(&i.to_be_bytes())).count();
         let rate = fp as f64 / 100_000.0;
         assert!(rate < 0.02, "false positive rate {rate}");
-        assert!(
-            rate > 0.001,
-            "suspiciously low rate {rate}: are probes set?"
-        );
+        assert!(rate > 0.001, "suspiciously low rate {rate}: are probes set?");
     }
 
     #[test]
@@ -258,9 +239,7 @@ mod tests {
             v[64] = 31;
             v
         }] {
-            assert!(BloomFilter::new(data, Path::new("f"), 9)
-                .unwrap_err()
-                .is_corruption());
+            assert!(BloomFilter::new(data, Path::new("f"), 9).unwrap_err().is_corruption());
         }
     }
 

@@ -39,18 +39,13 @@ impl BlockHandle {
     /// Decode a handle that must fill `src` exactly (index-block values).
     pub fn decode_exact(src: &[u8]) -> Option<BlockHandle> {
         let mut r = Reader::new(src);
-        let h = BlockHandle {
-            offset: r.varint64()?,
-            size: r.varint64()?,
-        };
+        let h = BlockHandle { offset: r.varint64()?, size: r.varint64()? };
         r.is_empty().then_some(h)
     }
 
     /// Offset just past the block's trailer (saturating: checked against the file by callers).
     pub fn end_with_trailer(&self) -> u64 {
-        self.offset
-            .saturating_add(self.size)
-            .saturating_add(BLOCK_TRAILER_LEN as u64)
+        self.offset.saturating_add(self.size).saturating_add(BLOCK_TRAILER_LEN as u64)
     }
 }
 
@@ -92,24 +87,15 @@ impl Footer {
         let at = file_size.saturating_sub(FOOTER_LEN as u64);
         let corrupt = |rel: usize, why: String| Error::corruption(file, at + rel as u64, why);
         let mut r = Reader::new(buf);
-        let mut handle = || -> Option<BlockHandle> {
-            Some(BlockHandle {
-                offset: r.fixed64()?,
-                size: r.fixed64()?,
-            })
-        };
+        let mut handle = || -> Option<BlockHandle> { Some(BlockHandle { offset: r.fixed64()?, size: r.fixed64()? }) };
         let (index, filter, properties) = match (handle(), handle(), handle()) {
             (Some(i), Some(f), Some(p)) => (i, f, p),
             _ => return Err(corrupt(0, "footer too short".into())),
         };
-        let field =
-            |at: usize| u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
+        let field = |at: usize| u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
         let magic = u64::from_le_bytes(buf[56..64].try_into().unwrap_or([0; 8]));
         if magic != TABLE_MAGIC {
-            return Err(corrupt(
-                56,
-                format!("bad table magic {magic:#018x}: not a wisckey table"),
-            ));
+            return Err(corrupt(56, format!("bad table magic {magic:#018x}: not a wisckey table")));
         }
         let stored_crc = field(52);
         if crc(&buf[..52]) != stored_crc {
@@ -117,28 +103,13 @@ impl Footer {
         }
         let version = field(48);
         if version != FORMAT_VERSION {
-            return Err(corrupt(
-                48,
-                format!("unsupported table format version {version}"),
-            ));
+            return Err(corrupt(48, format!("unsupported table format version {version}")));
         }
-        let f = Footer {
-            index,
-            filter,
-            properties,
-            version,
-        };
-        for (name, h) in [
-            ("index", index),
-            ("properties", properties),
-            ("filter", filter),
-        ] {
+        let f = Footer { index, filter, properties, version };
+        for (name, h) in [("index", index), ("properties", properties), ("filter", filter)] {
             let absent_filter = name == "filter" && h.size == 0;
             if !absent_filter && h.end_with_trailer() > at {
-                return Err(corrupt(
-                    0,
-                    format!("{name} block handle {h:?} lies outside the file"),
-                ));
+                return Err(corrupt(0, format!("{name} block handle {h:?} lies outside the file")));
             }
         }
         Ok(f)
@@ -177,20 +148,12 @@ pub fn stored_len(path: &Path, handle: BlockHandle, limit: u64) -> Result<usize>
 /// then decompress.
 pub fn decode_block(mut buf: Vec<u8>, handle: BlockHandle, path: &Path) -> Result<Vec<u8>> {
     let Some(size) = buf.len().checked_sub(BLOCK_TRAILER_LEN) else {
-        return Err(Error::corruption(
-            path,
-            handle.offset,
-            "block shorter than its trailer",
-        ));
+        return Err(Error::corruption(path, handle.offset, "block shorter than its trailer"));
     };
     let kind = buf[size];
     let stored = u32::from_le_bytes([buf[size + 1], buf[size + 2], buf[size + 3], buf[size + 4]]);
     if crc(&buf[..=size]) != stored {
-        return Err(Error::corruption(
-            path,
-            handle.offset,
-            "block checksum mismatch",
-        ));
+        return Err(Error::corruption(path, handle.offset, "block checksum mismatch"));
     }
     buf.truncate(size);
     compression::decompress(kind, buf, path, handle.offset)
@@ -240,10 +203,7 @@ impl TableProperties {
         int(tag::RAW_VALUE_BYTES, self.raw_value_bytes, &mut out);
         int(tag::NUM_DATA_BLOCKS, self.num_data_blocks, &mut out);
         int(tag::FORMAT_VERSION, self.format_version as u64, &mut out);
-        for (t, k) in [
-            (tag::SMALLEST, &self.smallest),
-            (tag::LARGEST, &self.largest),
-        ] {
+        for (t, k) in [(tag::SMALLEST, &self.smallest), (tag::LARGEST, &self.largest)] {
             put_varint64(&mut out, t);
             put_length_prefixed(&mut out, k);
         }
@@ -284,18 +244,9 @@ mod tests {
 
     fn footer() -> Footer {
         Footer {
-            index: BlockHandle {
-                offset: 100,
-                size: 20,
-            },
-            filter: BlockHandle {
-                offset: 50,
-                size: 10,
-            },
-            properties: BlockHandle {
-                offset: 65,
-                size: 30,
-            },
+            index: BlockHandle { offset: 100, size: 20 },
+            filter: BlockHandle { offset: 50, size: 10 },
+            properties: BlockHandle { offset: 65, size: 30 },
             version: FORMAT_VERSION,
         }
     }
@@ -324,18 +275,8 @@ mod tests {
     #[test]
     fn handle_decoding_requires_exact_length() {
         let mut b = Vec::new();
-        BlockHandle {
-            offset: 1 << 40,
-            size: 4096,
-        }
-        .encode_to(&mut b);
-        assert_eq!(
-            BlockHandle::decode_exact(&b),
-            Some(BlockHandle {
-                offset: 1 << 40,
-                size: 4096
-            })
-        );
+        BlockHandle { offset: 1 << 40, size: 4096 }.encode_to(&mut b);
+        assert_eq!(BlockHandle::decode_exact(&b), Some(BlockHandle { offset: 1 << 40, size: 4096 }));
         assert_eq!(BlockHandle::decode_exact(&b[..b.len() - 1]), None);
         b.push(0);
         assert_eq!(BlockHandle::decode_exact(&b), None);

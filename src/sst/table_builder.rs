@@ -11,9 +11,7 @@ use crate::key::{self, compare_internal, short_successor, shortest_separator, Va
 use super::block_builder::BlockBuilder;
 use super::compression::{self, Compression, TYPE_NONE};
 use super::filter::FilterBuilder;
-use super::format::{
-    block_trailer, BlockHandle, Footer, TableProperties, FOOTER_LEN, FORMAT_VERSION, MAX_HANDLE_LEN,
-};
+use super::format::{block_trailer, BlockHandle, Footer, TableProperties, FOOTER_LEN, FORMAT_VERSION, MAX_HANDLE_LEN};
 
 /// How tables are laid out.
 #[derive(Debug, Clone)]
@@ -74,8 +72,7 @@ pub struct TableBuilder {
 
 impl TableBuilder {
     pub fn new(file: Box<dyn WritableFile>, path: PathBuf, opts: TableOptions) -> Self {
-        let filter =
-            (opts.bloom_bits_per_key > 0.0).then(|| FilterBuilder::new(opts.bloom_bits_per_key));
+        let filter = (opts.bloom_bits_per_key > 0.0).then(|| FilterBuilder::new(opts.bloom_bits_per_key));
         TableBuilder {
             offset: file.len(),
             file,
@@ -86,10 +83,7 @@ impl TableBuilder {
             filter,
             pending_handle: None,
             last_key: Vec::new(),
-            props: TableProperties {
-                format_version: FORMAT_VERSION,
-                ..TableProperties::default()
-            },
+            props: TableProperties { format_version: FORMAT_VERSION, ..TableProperties::default() },
             scratch: Vec::new(),
             handle_buf: Vec::with_capacity(MAX_HANDLE_LEN),
             opts,
@@ -99,10 +93,7 @@ impl TableBuilder {
     /// Append an entry; `ikey` must sort after every key added before.
     pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         let first = self.props.num_entries == 0;
-        debug_assert!(
-            first || compare_internal(&self.last_key, ikey) == Ordering::Less,
-            "table keys out of order"
-        );
+        debug_assert!(first || compare_internal(&self.last_key, ikey) == Ordering::Less, "table keys out of order");
         if let Some(h) = self.pending_handle.take() {
             let sep = shortest_separator(&self.last_key, ikey);
             self.add_index_entry(&sep, h);
@@ -162,13 +153,8 @@ impl TableBuilder {
             return Ok(());
         }
         let codec = self.opts.compression;
-        let handle = write_block(
-            &mut *self.file,
-            &mut self.offset,
-            self.data_block.finish(),
-            codec,
-            &mut self.scratch,
-        )?;
+        let handle =
+            write_block(&mut *self.file, &mut self.offset, self.data_block.finish(), codec, &mut self.scratch)?;
         self.data_block.reset();
         self.props.num_data_blocks += 1;
         self.pending_handle = Some(handle);
@@ -181,10 +167,7 @@ impl TableBuilder {
         self.flush_data_block()?;
         let filter = match self.filter.take() {
             Some(f) => self.write_raw(&f.finish())?,
-            None => BlockHandle {
-                offset: self.offset,
-                size: 0,
-            },
+            None => BlockHandle { offset: self.offset, size: 0 },
         };
         self.props.largest = self.last_key.clone();
         let properties = self.write_raw(&self.props.encode())?;
@@ -199,12 +182,7 @@ impl TableBuilder {
             Compression::None,
             &mut self.scratch,
         )?;
-        let footer = Footer {
-            index,
-            filter,
-            properties,
-            version: FORMAT_VERSION,
-        };
+        let footer = Footer { index, filter, properties, version: FORMAT_VERSION };
         self.file.append(&footer.encode())?;
         self.offset += FOOTER_LEN as u64;
         self.file.sync()?;
@@ -223,13 +201,7 @@ impl TableBuilder {
     /// Write a meta block uncompressed.
     fn write_raw(&mut self, contents: &[u8]) -> Result<BlockHandle> {
         let file = &mut *self.file;
-        write_block(
-            file,
-            &mut self.offset,
-            contents,
-            Compression::None,
-            &mut self.scratch,
-        )
+        write_block(file, &mut self.offset, contents, Compression::None, &mut self.scratch)
     }
 }
 
@@ -247,10 +219,7 @@ fn write_block(
         buf.extend_from_slice(raw);
         TYPE_NONE
     });
-    let handle = BlockHandle {
-        offset: *offset,
-        size: buf.len() as u64,
-    };
+    let handle = BlockHandle { offset: *offset, size: buf.len() as u64 };
     let trailer = block_trailer(buf, kind);
     buf.extend_from_slice(&trailer);
     file.append(buf)?;

@@ -13,9 +13,7 @@ use crate::key::{compare_internal, user_key};
 
 use super::block::{Block, BlockIter};
 use super::filter::BloomFilter;
-use super::format::{
-    decode_block, read_block, stored_len, BlockHandle, Footer, TableProperties, FOOTER_LEN,
-};
+use super::format::{decode_block, read_block, stored_len, BlockHandle, Footer, TableProperties, FOOTER_LEN};
 
 /// An open table; immutable and shared between threads as `Arc<Table>`.
 pub struct Table {
@@ -63,13 +61,8 @@ impl Table {
         let index = read_block(&*file, footer.index, footer_at)?;
         let index = Arc::new(Block::new(index, Arc::clone(&path), footer.index.offset)?);
         let props_raw = read_block(&*file, footer.properties, footer_at)?;
-        let props = TableProperties::decode(&props_raw).ok_or_else(|| {
-            Error::corruption(
-                &*path,
-                footer.properties.offset,
-                "malformed properties block",
-            )
-        })?;
+        let props = TableProperties::decode(&props_raw)
+            .ok_or_else(|| Error::corruption(&*path, footer.properties.offset, "malformed properties block"))?;
         let filter = match footer.filter.size {
             0 => None,
             _ => {
@@ -111,9 +104,7 @@ impl Table {
     /// False only when no entry of `user_key` is in the table (Bloom filter; always true
     /// without a filter).
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
-        self.filter
-            .as_ref()
-            .map_or(true, |f| f.may_contain(user_key))
+        self.filter.as_ref().map_or(true, |f| f.may_contain(user_key))
     }
 
     /// The first entry whose internal key is >= `seek_ikey`, if its user key equals the user
@@ -240,8 +231,7 @@ impl Readahead {
     fn read(&mut self, file: &dyn RandomAccessFile, h: BlockHandle, limit: u64) -> Result<Vec<u8>> {
         let len = stored_len(file.path(), h, limit)?;
         let end = h.offset + len as u64;
-        let buffered =
-            h.offset >= self.buf_offset && end <= self.buf_offset + self.buf.len() as u64;
+        let buffered = h.offset >= self.buf_offset && end <= self.buf_offset + self.buf.len() as u64;
         if !buffered {
             let to = (h.offset + self.next_size.max(len) as u64).min(limit);
             self.buf.clear();
@@ -455,10 +445,7 @@ mod tests {
 
     impl MemFile {
         fn new() -> Self {
-            MemFile {
-                data: Arc::default(),
-                path: PathBuf::from("/mem/000007.sst"),
-            }
+            MemFile { data: Arc::default(), path: PathBuf::from("/mem/000007.sst") }
         }
         fn with_bytes(bytes: Vec<u8>) -> Self {
             let f = MemFile::new();
@@ -509,21 +496,14 @@ mod tests {
     type Model = Vec<(Vec<u8>, Vec<u8>)>;
 
     fn opts(block: usize, restart: usize, compression: Compression, bits: f64) -> TableOptions {
-        TableOptions {
-            block_size_bytes: block,
-            restart_interval: restart,
-            compression,
-            bloom_bits_per_key: bits,
-        }
+        TableOptions { block_size_bytes: block, restart_interval: restart, compression, bloom_bits_per_key: bits }
     }
 
     /// `n_users` user keys (even numbers only, so odd ones are known absent), 1..=4 versions
     /// each, values of varying length and compressibility; sorted in internal order.
     fn random_model(seed: u64, n_users: usize) -> Model {
         let mut rng = StdRng::seed_from_u64(seed);
-        let mut users: Vec<u64> = (0..n_users)
-            .map(|_| rng.gen_range(0..1_000_000u64) * 2)
-            .collect();
+        let mut users: Vec<u64> = (0..n_users).map(|_| rng.gen_range(0..1_000_000u64) * 2).collect();
         users.sort_unstable();
         users.dedup();
         let mut model = Vec::new();
@@ -536,9 +516,7 @@ mod tests {
             for seq in seqs {
                 let kind = rng.gen_range(0..3u8);
                 let len = rng.gen_range(0..100);
-                let value: Vec<u8> = (0..len)
-                    .map(|i| b'a' + ((u as usize + i) % 7) as u8)
-                    .collect();
+                let value: Vec<u8> = (0..len).map(|i| b'a' + ((u as usize + i) % 7) as u8).collect();
                 model.push((make_internal_key(uk.as_bytes(), seq, kind), value));
             }
         }
@@ -609,11 +587,7 @@ mod tests {
         let mut it = t.iter(false);
         for _ in 0..2000 {
             let u = rng.gen_range(0..2_000_001u64);
-            let target = make_internal_key(
-                format!("user{u:08}").as_bytes(),
-                rng.gen_range(0..1 << 41),
-                1,
-            );
+            let target = make_internal_key(format!("user{u:08}").as_bytes(), rng.gen_range(0..1 << 41), 1);
             assert_eq!(t.get(&target, false).unwrap(), model_get(model, &target));
             it.seek(&target).unwrap();
             match model_seek(model, &target) {
@@ -634,14 +608,8 @@ mod tests {
         }
         let p = t.properties();
         assert_eq!(p.num_entries, model.len() as u64);
-        assert_eq!(
-            p.smallest,
-            model.first().map(|e| e.0.clone()).unwrap_or_default()
-        );
-        assert_eq!(
-            p.largest,
-            model.last().map(|e| e.0.clone()).unwrap_or_default()
-        );
+        assert_eq!(p.smallest, model.first().map(|e| e.0.clone()).unwrap_or_default());
+        assert_eq!(p.largest, model.last().map(|e| e.0.clone()).unwrap_or_default());
     }
 
     #[test]
@@ -692,17 +660,14 @@ mod tests {
 
     #[test]
     fn bloom_filter_false_positive_rate_is_under_2_percent() {
-        let model: Model = (0..20_000u32)
-            .map(|i| (make_internal_key(format!("k{i}").as_bytes(), 1, 1), vec![]))
-            .collect::<Vec<_>>();
+        let model: Model =
+            (0..20_000u32).map(|i| (make_internal_key(format!("k{i}").as_bytes(), 1, 1), vec![])).collect::<Vec<_>>();
         let mut model = model;
         model.sort_by(|a, b| compare_internal(&a.0, &b.0));
         let (file, _) = build(&model, TableOptions::default());
         let t = open(&file, None).unwrap();
         assert!(model.iter().all(|(k, _)| t.may_contain(user_key(k))));
-        let fp = (0..100_000u32)
-            .filter(|i| t.may_contain(format!("absent{i}").as_bytes()))
-            .count();
+        let fp = (0..100_000u32).filter(|i| t.may_contain(format!("absent{i}").as_bytes())).count();
         let rate = fp as f64 / 100_000.0;
         assert!(rate < 0.02, "false positive rate {rate}");
     }
@@ -773,10 +738,7 @@ mod tests {
         let mut bytes = file.bytes();
         bytes[10] ^= 1; // inside the first data block
         let err = corruption_or_exact(bytes, &model).unwrap_err();
-        assert!(
-            err.contains("000007.sst") && err.contains("offset 0"),
-            "{err}"
-        );
+        assert!(err.contains("000007.sst") && err.contains("offset 0"), "{err}");
     }
 
     #[test]
@@ -786,12 +748,7 @@ mod tests {
         let good = file.bytes();
         let t = open(&file, None).unwrap();
         let index_at = t.index_offset as usize;
-        for at in [
-            index_at + 3,
-            good.len() - 1,
-            good.len() - 20,
-            good.len() - 64,
-        ] {
+        for at in [index_at + 3, good.len() - 1, good.len() - 20, good.len() - 64] {
             let mut bad = good.clone();
             bad[at] ^= 0x40;
             let e = open(&MemFile::with_bytes(bad), None).unwrap_err();
@@ -869,17 +826,11 @@ mod tests {
     }
 
     fn arb_model() -> impl Strategy<Value = Model> {
-        let entry = (
-            proptest::collection::vec(0u8..4, 0..6),
-            0u64..50,
-            0u8..3,
-            proptest::collection::vec(any::<u8>(), 0..40),
-        );
+        let entry =
+            (proptest::collection::vec(0u8..4, 0..6), 0u64..50, 0u8..3, proptest::collection::vec(any::<u8>(), 0..40));
         proptest::collection::vec(entry, 0..300).prop_map(|es| {
-            let mut m: Model = es
-                .into_iter()
-                .map(|(uk, seq, kind, v)| (make_internal_key(&uk, seq, kind), v))
-                .collect();
+            let mut m: Model =
+                es.into_iter().map(|(uk, seq, kind, v)| (make_internal_key(&uk, seq, kind), v)).collect();
             m.sort_by(|a, b| compare_internal(&a.0, &b.0));
             m.dedup_by(|a, b| a.0 == b.0);
             m

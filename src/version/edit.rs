@@ -76,11 +76,7 @@ pub struct EditDecodeError {
 
 impl fmt::Display for EditDecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "bad version edit at payload byte {}: {}",
-            self.offset, self.reason
-        )
+        write!(f, "bad version edit at payload byte {}: {}", self.offset, self.reason)
     }
 }
 
@@ -180,10 +176,7 @@ impl VersionEdit {
         let mut edit = VersionEdit::default();
         while !r.is_empty() {
             let at = r.pos();
-            let fail = |reason: String| EditDecodeError {
-                offset: at as u64,
-                reason,
-            };
+            let fail = |reason: String| EditDecodeError { offset: at as u64, reason };
             let tag = r.varint32().ok_or_else(|| fail("truncated tag".into()))?;
             edit.decode_field(tag, &mut r).map_err(fail)?;
         }
@@ -195,10 +188,7 @@ impl VersionEdit {
         let trunc = |what: &str| format!("truncated {what}");
         match tag {
             TAG_COMPARATOR => {
-                let s = utf8(
-                    r.length_prefixed().ok_or_else(|| trunc("comparator"))?,
-                    "comparator",
-                )?;
+                let s = utf8(r.length_prefixed().ok_or_else(|| trunc("comparator"))?, "comparator")?;
                 set_once(&mut self.comparator, s, "comparator")
             }
             TAG_FORMAT_VERSION => {
@@ -240,10 +230,7 @@ impl VersionEdit {
                 Ok(())
             }
             TAG_POLICY => {
-                let s = utf8(
-                    r.length_prefixed().ok_or_else(|| trunc("policy"))?,
-                    "policy",
-                )?;
+                let s = utf8(r.length_prefixed().ok_or_else(|| trunc("policy"))?, "policy")?;
                 set_once(&mut self.policy, s, "policy")
             }
             TAG_BLOB_ADDED => {
@@ -272,10 +259,7 @@ fn put_position(dst: &mut Vec<u8>, p: LogPosition) {
 }
 
 fn get_position(r: &mut Reader<'_>) -> Option<LogPosition> {
-    Some(LogPosition {
-        file: r.varint64()?,
-        offset: r.varint64()?,
-    })
+    Some(LogPosition { file: r.varint64()?, offset: r.varint64()? })
 }
 
 /// `varint64 file`, `varint64 bytes` of tags 11 and 12.
@@ -295,18 +279,12 @@ fn put_file_meta(dst: &mut Vec<u8>, f: &FileMeta) {
 }
 
 fn get_file_meta(r: &mut Reader<'_>) -> Result<FileMeta, String> {
-    let mut num = |what: &str| {
-        r.varint64()
-            .ok_or_else(|| format!("truncated added file {what}"))
-    };
+    let mut num = |what: &str| r.varint64().ok_or_else(|| format!("truncated added file {what}"));
     let number = num("number")?;
     let size = num("size")?;
     let smallest = internal_key(r.length_prefixed(), "smallest key")?;
     let largest = internal_key(r.length_prefixed(), "largest key")?;
-    let mut num = |what: &str| {
-        r.varint64()
-            .ok_or_else(|| format!("truncated added file {what}"))
-    };
+    let mut num = |what: &str| r.varint64().ok_or_else(|| format!("truncated added file {what}"));
     Ok(FileMeta {
         number,
         size,
@@ -323,10 +301,7 @@ fn get_file_meta(r: &mut Reader<'_>) -> Result<FileMeta, String> {
 fn internal_key(field: Option<&[u8]>, what: &str) -> Result<Vec<u8>, String> {
     let k = field.ok_or_else(|| format!("truncated {what}"))?;
     if k.len() < TRAILER_LEN {
-        return Err(format!(
-            "{what} is {} bytes, shorter than an internal key trailer",
-            k.len()
-        ));
+        return Err(format!("{what} is {} bytes, shorter than an internal key trailer", k.len()));
     }
     Ok(k.to_vec())
 }
@@ -456,16 +431,10 @@ mod tests {
 
     #[test]
     fn repeated_scalar_field_is_rejected() {
-        let e = VersionEdit {
-            last_sequence: Some(5),
-            ..Default::default()
-        };
+        let e = VersionEdit { last_sequence: Some(5), ..Default::default() };
         let mut b = e.encoded();
         b.extend(e.encoded());
-        assert!(VersionEdit::decode(&b)
-            .unwrap_err()
-            .reason
-            .contains("twice"));
+        assert!(VersionEdit::decode(&b).unwrap_err().reason.contains("twice"));
     }
 
     #[test]
@@ -479,30 +448,14 @@ mod tests {
         let enc = e.encoded();
         assert_eq!(enc[0], 11, "blob_added is tag 11");
         assert_eq!(VersionEdit::decode(&enc), Ok(e));
-        assert_eq!(
-            VersionEdit::decode(&[12, 7, 0x80]).unwrap_err().reason,
-            "truncated blob garbage"
-        );
-        assert_eq!(
-            VersionEdit::decode(&[13]).unwrap_err().reason,
-            "truncated deleted blob file"
-        );
+        assert_eq!(VersionEdit::decode(&[12, 7, 0x80]).unwrap_err().reason, "truncated blob garbage");
+        assert_eq!(VersionEdit::decode(&[13]).unwrap_err().reason, "truncated deleted blob file");
     }
 
     #[test]
     fn short_key_in_added_file_is_rejected() {
-        let f = FileMeta {
-            smallest: b"abc".to_vec(),
-            largest: vec![0; 8],
-            ..Default::default()
-        };
-        let e = VersionEdit {
-            added_files: vec![(0, f)],
-            ..Default::default()
-        };
-        assert!(VersionEdit::decode(&e.encoded())
-            .unwrap_err()
-            .reason
-            .contains("smallest key"));
+        let f = FileMeta { smallest: b"abc".to_vec(), largest: vec![0; 8], ..Default::default() };
+        let e = VersionEdit { added_files: vec![(0, f)], ..Default::default() };
+        assert!(VersionEdit::decode(&e.encoded()).unwrap_err().reason.contains("smallest key"));
     }
 }

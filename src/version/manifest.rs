@@ -4,9 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::edit::VersionEdit;
-use super::filename::{
-    current_file_name, manifest_file_name, parse_file_name, temp_file_name, FileKind,
-};
+use super::filename::{current_file_name, manifest_file_name, parse_file_name, temp_file_name, FileKind};
 use crate::error::{Error, Result};
 use crate::fs::{Vfs, WritableFile};
 use crate::util::coding::{decode_fixed32, put_fixed32};
@@ -21,12 +19,8 @@ const MAX_CURRENT_BYTES: u64 = 4096;
 /// Frame `payload` as one manifest record: `[crc32c(len ‖ payload)][len][payload]`.
 /// Payloads over 4 GiB cannot be framed.
 pub fn encode_record(payload: &[u8]) -> Result<Vec<u8>> {
-    let len = u32::try_from(payload.len()).map_err(|_| {
-        Error::invalid(format!(
-            "manifest record of {} bytes exceeds 4 GiB",
-            payload.len()
-        ))
-    })?;
+    let len = u32::try_from(payload.len())
+        .map_err(|_| Error::invalid(format!("manifest record of {} bytes exceeds 4 GiB", payload.len())))?;
     let len_bytes = len.to_le_bytes();
     let mut rec = Vec::with_capacity(RECORD_HEADER_LEN + payload.len());
     put_fixed32(&mut rec, crc_extend(crc(&len_bytes), payload));
@@ -99,32 +93,27 @@ pub fn read_manifest(vfs: &dyn Vfs, path: &Path) -> Result<ManifestContents> {
     while pos < buf.len() {
         match record_at(&buf, pos) {
             Ok((payload, next)) => {
-                let edit = VersionEdit::decode(payload)
-                    .map_err(|e| Error::corruption(path, pos as u64, e.to_string()))?;
+                let edit =
+                    VersionEdit::decode(payload).map_err(|e| Error::corruption(path, pos as u64, e.to_string()))?;
                 edits.push((pos as u64, edit));
                 pos = next;
             }
             Err(reason) => {
                 if let Some(good) = (pos + 1..buf.len()).find(|&at| record_at(&buf, at).is_ok()) {
-                    let msg = format!("damaged manifest record ({reason}) followed by an intact record at offset {good}");
+                    let msg =
+                        format!("damaged manifest record ({reason}) followed by an intact record at offset {good}");
                     return Err(Error::corruption(path, pos as u64, msg));
                 }
                 break;
             }
         }
     }
-    Ok(ManifestContents {
-        edits,
-        valid_bytes: pos as u64,
-        dropped_bytes: (buf.len() - pos) as u64,
-    })
+    Ok(ManifestContents { edits, valid_bytes: pos as u64, dropped_bytes: (buf.len() - pos) as u64 })
 }
 
 /// The payload of an intact record starting at `pos` and the offset after it, or why not.
 fn record_at(buf: &[u8], pos: usize) -> std::result::Result<(&[u8], usize), &'static str> {
-    let header = buf
-        .get(pos..pos + RECORD_HEADER_LEN)
-        .ok_or("file ends inside a record header")?;
+    let header = buf.get(pos..pos + RECORD_HEADER_LEN).ok_or("file ends inside a record header")?;
     let expected_crc = decode_fixed32(header);
     let len_bytes = &header[4..8];
     let len = decode_fixed32(len_bytes) as usize;
@@ -142,9 +131,8 @@ fn record_at(buf: &[u8], pos: usize) -> std::result::Result<(&[u8], usize), &'st
 fn read_whole_file(vfs: &dyn Vfs, path: &Path) -> Result<Vec<u8>> {
     let file = vfs.open_read(path)?;
     let len = file.len()?;
-    let len = usize::try_from(len).map_err(|_| {
-        Error::corruption(path, 0, format!("file of {len} bytes is too large to read"))
-    })?;
+    let len = usize::try_from(len)
+        .map_err(|_| Error::corruption(path, 0, format!("file of {len} bytes is too large to read")))?;
     let mut buf = vec![0u8; len];
     file.read_exact_at(0, &mut buf)?;
     Ok(buf)
@@ -177,33 +165,20 @@ fn write_and_rename(vfs: &dyn Vfs, dir: &Path, tmp: &Path, manifest_number: u64)
 pub fn read_current(vfs: &dyn Vfs, dir: &Path) -> Result<u64> {
     let path = current_file_name(dir);
     if !vfs.exists(&path) {
-        return Err(Error::NotADatabase {
-            path: dir.to_path_buf(),
-            reason: "there is no CURRENT file".into(),
-        });
+        return Err(Error::NotADatabase { path: dir.to_path_buf(), reason: "there is no CURRENT file".into() });
     }
     let size = vfs.file_size(&path)?;
     if size > MAX_CURRENT_BYTES {
-        return Err(Error::corruption(
-            &path,
-            0,
-            format!("CURRENT is {size} bytes, too long for a manifest name"),
-        ));
+        return Err(Error::corruption(&path, 0, format!("CURRENT is {size} bytes, too long for a manifest name")));
     }
     let buf = read_whole_file(vfs, &path)?;
     let name = buf
         .strip_suffix(b"\n")
         .and_then(|n| std::str::from_utf8(n).ok())
-        .ok_or_else(|| {
-            Error::corruption(&path, 0, "CURRENT is not a file name ending in a newline")
-        })?;
+        .ok_or_else(|| Error::corruption(&path, 0, "CURRENT is not a file name ending in a newline"))?;
     match parse_file_name(name) {
         Some((FileKind::Manifest, n)) => Ok(n),
-        _ => Err(Error::corruption(
-            &path,
-            0,
-            format!("CURRENT names {name:?}, which is not a manifest"),
-        )),
+        _ => Err(Error::corruption(&path, 0, format!("CURRENT names {name:?}, which is not a manifest"))),
     }
 }
 
@@ -216,10 +191,7 @@ mod tests {
     fn edit(seq: u64) -> VersionEdit {
         VersionEdit {
             last_sequence: Some(seq),
-            log_head: Some(LogPosition {
-                file: 3,
-                offset: seq * 10,
-            }),
+            log_head: Some(LogPosition { file: 3, offset: seq * 10 }),
             ..Default::default()
         }
     }
@@ -251,14 +223,7 @@ mod tests {
         let (fs, path, offsets) = three_records();
         let c = read_manifest(&fs, &path).unwrap();
         let got: Vec<_> = c.edits.iter().map(|(o, e)| (*o, e.clone())).collect();
-        assert_eq!(
-            got,
-            offsets
-                .iter()
-                .zip(1..=3)
-                .map(|(o, s)| (*o, edit(s)))
-                .collect::<Vec<_>>()
-        );
+        assert_eq!(got, offsets.iter().zip(1..=3).map(|(o, s)| (*o, edit(s))).collect::<Vec<_>>());
         assert_eq!(c.dropped_bytes, 0);
     }
 
@@ -270,10 +235,7 @@ mod tests {
             rewrite(&fs, &path, |b| *b = intact[..cut as usize].to_vec());
             let c = read_manifest(&fs, &path).unwrap();
             assert_eq!(c.edits.len(), 2, "cut at {cut}");
-            assert_eq!(
-                (c.valid_bytes, c.dropped_bytes),
-                (offsets[2], cut - offsets[2])
-            );
+            assert_eq!((c.valid_bytes, c.dropped_bytes), (offsets[2], cut - offsets[2]));
         }
     }
 
@@ -283,10 +245,7 @@ mod tests {
         let full = fs.file_size(&path).unwrap();
         rewrite(&fs, &path, |b| b.extend(std::iter::repeat(0).take(100)));
         let c = read_manifest(&fs, &path).unwrap();
-        assert_eq!(
-            (c.edits.len(), c.valid_bytes, c.dropped_bytes),
-            (3, full, 100)
-        );
+        assert_eq!((c.edits.len(), c.valid_bytes, c.dropped_bytes), (3, full, 100));
     }
 
     #[test]
@@ -349,19 +308,13 @@ mod tests {
         let fs = MemFs::new();
         let dir = Path::new("/db");
         fs.create_dir_all(dir).unwrap();
-        assert!(matches!(
-            read_current(&fs, dir),
-            Err(Error::NotADatabase { .. })
-        ));
+        assert!(matches!(read_current(&fs, dir), Err(Error::NotADatabase { .. })));
         set_current(&fs, dir, 12).unwrap();
         assert_eq!(read_current(&fs, dir).unwrap(), 12);
         assert!(!fs.exists(&temp_file_name(dir, 12)));
         for bad in [&b"MANIFEST-000012"[..], b"000012.sst\n", b"\xff\n", b""] {
             rewrite(&fs, &current_file_name(dir), |b| *b = bad.to_vec());
-            assert!(
-                read_current(&fs, dir).unwrap_err().is_corruption(),
-                "{bad:?}"
-            );
+            assert!(read_current(&fs, dir).unwrap_err().is_corruption(), "{bad:?}");
         }
     }
 }

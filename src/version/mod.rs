@@ -16,8 +16,8 @@ pub mod set;
 
 pub use edit::{EditDecodeError, FileMeta, LogPosition, VersionEdit};
 pub use filename::{
-    current_file_name, info_log_file_name, lock_file_name, log_file_name, manifest_file_name,
-    parse_file_name, table_file_name, temp_file_name, FileKind,
+    current_file_name, info_log_file_name, lock_file_name, log_file_name, manifest_file_name, parse_file_name,
+    table_file_name, temp_file_name, FileKind,
 };
 pub use set::{BlobFileStats, VersionSet};
 
@@ -43,12 +43,8 @@ impl SortedRun {
 
     /// Files whose user-key range intersects `[begin, end]` (`None` = unbounded), in key order.
     pub fn overlapping(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> &[Arc<FileMeta>] {
-        let first = begin.map_or(0, |b| {
-            self.files.partition_point(|f| user_key(&f.largest) < b)
-        });
-        let last = end.map_or(self.files.len(), |e| {
-            self.files.partition_point(|f| user_key(&f.smallest) <= e)
-        });
+        let first = begin.map_or(0, |b| self.files.partition_point(|f| user_key(&f.largest) < b));
+        let last = end.map_or(self.files.len(), |e| self.files.partition_point(|f| user_key(&f.smallest) <= e));
         &self.files[first..last.max(first)]
     }
 }
@@ -75,9 +71,7 @@ pub struct Version {
 impl Version {
     /// A version with `num_levels` empty levels.
     pub fn empty(num_levels: usize) -> Self {
-        Version {
-            levels: vec![Level::default(); num_levels],
-        }
+        Version { levels: vec![Level::default(); num_levels] }
     }
 
     pub fn num_levels(&self) -> usize {
@@ -91,9 +85,7 @@ impl Version {
 
     /// Total bytes of the files in `level`.
     pub fn level_bytes(&self, level: usize) -> u64 {
-        self.levels
-            .get(level)
-            .map_or(0, |l| l.files().map(|f| f.size).sum())
+        self.levels.get(level).map_or(0, |l| l.files().map(|f| f.size).sum())
     }
 
     /// Number of sorted runs in `level`.
@@ -132,20 +124,12 @@ impl Version {
     /// to cover every file picked, until no other file overlaps it (LevelDB's level-0 rule):
     /// compacting a file away while leaving an overlapping older one behind would put newer
     /// data below older data.
-    pub fn overlapping_files(
-        &self,
-        level: usize,
-        begin: Option<&[u8]>,
-        end: Option<&[u8]>,
-    ) -> Vec<Arc<FileMeta>> {
+    pub fn overlapping_files(&self, level: usize, begin: Option<&[u8]>, end: Option<&[u8]>) -> Vec<Arc<FileMeta>> {
         let Some(l) = self.levels.get(level) else {
             return Vec::new();
         };
         let collect = |b: Option<&[u8]>, e: Option<&[u8]>| -> Vec<Arc<FileMeta>> {
-            l.runs
-                .iter()
-                .flat_map(|r| r.overlapping(b, e).iter().cloned())
-                .collect()
+            l.runs.iter().flat_map(|r| r.overlapping(b, e).iter().cloned()).collect()
         };
         if level != 0 && l.runs.len() <= 1 {
             return collect(begin, end);
@@ -153,12 +137,8 @@ impl Version {
         let (mut begin, mut end) = (begin.map(<[u8]>::to_vec), end.map(<[u8]>::to_vec));
         loop {
             let picked = collect(begin.as_deref(), end.as_deref());
-            let new_begin = begin
-                .as_ref()
-                .map(|b| lowest(b, picked.iter().map(|f| user_key(&f.smallest))));
-            let new_end = end
-                .as_ref()
-                .map(|e| highest(e, picked.iter().map(|f| user_key(&f.largest))));
+            let new_begin = begin.as_ref().map(|b| lowest(b, picked.iter().map(|f| user_key(&f.smallest))));
+            let new_end = end.as_ref().map(|e| highest(e, picked.iter().map(|f| user_key(&f.largest))));
             if new_begin == begin && new_end == end {
                 return picked;
             }
@@ -168,10 +148,7 @@ impl Version {
 
     /// Every file with its level.
     pub fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMeta>)> {
-        self.levels
-            .iter()
-            .enumerate()
-            .flat_map(|(level, l)| l.files().map(move |f| (level, f)))
+        self.levels.iter().enumerate().flat_map(|(level, l)| l.files().map(move |f| (level, f)))
     }
 }
 
@@ -196,10 +173,7 @@ impl std::fmt::Display for ApplyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ApplyError::LevelOutOfRange { level, num_levels } => {
-                write!(
-                    f,
-                    "edit names level {level} but there are only {num_levels} levels"
-                )
+                write!(f, "edit names level {level} but there are only {num_levels} levels")
             }
             ApplyError::Inconsistent(s) => f.write_str(s),
         }
@@ -215,11 +189,7 @@ pub struct Builder {
 
 impl Builder {
     pub fn new(base: &Version) -> Self {
-        let levels = base
-            .levels
-            .iter()
-            .map(|l| l.files().map(|f| (f.number, f.clone())).collect())
-            .collect();
+        let levels = base.levels.iter().map(|l| l.files().map(|f| (f.number, f.clone())).collect()).collect();
         Builder { levels }
     }
 
@@ -239,11 +209,7 @@ impl Builder {
                     f.number
                 )));
             }
-            if self
-                .level_mut(*level)?
-                .insert(f.number, Arc::new(f.clone()))
-                .is_some()
-            {
+            if self.level_mut(*level)?.insert(f.number, Arc::new(f.clone())).is_some() {
                 return Err(ApplyError::Inconsistent(format!(
                     "edit adds file {} to level {level}, which already holds it",
                     f.number
@@ -255,9 +221,7 @@ impl Builder {
 
     fn level_mut(&mut self, level: u32) -> Result<&mut HashMap<u64, Arc<FileMeta>>, ApplyError> {
         let num_levels = self.levels.len();
-        self.levels
-            .get_mut(level as usize)
-            .ok_or(ApplyError::LevelOutOfRange { level, num_levels })
+        self.levels.get_mut(level as usize).ok_or(ApplyError::LevelOutOfRange { level, num_levels })
     }
 
     /// The resulting version: runs newest first, files of a run sorted and disjoint, and no
@@ -269,28 +233,19 @@ impl Builder {
             let mut runs: BTreeMap<u64, Vec<Arc<FileMeta>>> = BTreeMap::new();
             for (number, f) in files {
                 if !seen.insert(number) {
-                    return Err(ApplyError::Inconsistent(format!(
-                        "file {number} is in two levels"
-                    )));
+                    return Err(ApplyError::Inconsistent(format!("file {number} is in two levels")));
                 }
                 runs.entry(f.run).or_default().push(f);
             }
-            let runs = runs
-                .into_iter()
-                .rev()
-                .map(|(id, files)| sorted_run(level, id, files))
-                .collect::<Result<_, _>>()?;
+            let runs =
+                runs.into_iter().rev().map(|(id, files)| sorted_run(level, id, files)).collect::<Result<_, _>>()?;
             levels.push(Level { runs });
         }
         Ok(Version { levels })
     }
 }
 
-fn sorted_run(
-    level: usize,
-    id: u64,
-    mut files: Vec<Arc<FileMeta>>,
-) -> Result<SortedRun, ApplyError> {
+fn sorted_run(level: usize, id: u64, mut files: Vec<Arc<FileMeta>>) -> Result<SortedRun, ApplyError> {
     files.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
     for pair in files.windows(2) {
         if !compare_internal(&pair[0].largest, &pair[1].smallest).is_lt() {
@@ -321,10 +276,7 @@ mod tests {
 
     fn build(num_levels: usize, files: &[(u32, FileMeta)]) -> Result<Version, ApplyError> {
         let mut b = Builder::new(&Version::empty(num_levels));
-        b.apply(&VersionEdit {
-            added_files: files.to_vec(),
-            ..Default::default()
-        })?;
+        b.apply(&VersionEdit { added_files: files.to_vec(), ..Default::default() })?;
         b.finish()
     }
 
@@ -349,14 +301,8 @@ mod tests {
         .unwrap();
         assert_eq!(v.num_runs(0), 3);
         assert_eq!(v.num_runs(1), 2);
-        assert_eq!(
-            numbers(&v.files_for_key(b"h")),
-            vec![(0, 12), (0, 10), (1, 7), (1, 4), (2, 1)]
-        );
-        assert_eq!(
-            numbers(&v.files_for_key(b"p")),
-            vec![(0, 12), (0, 11), (1, 4), (2, 1)]
-        );
+        assert_eq!(numbers(&v.files_for_key(b"h")), vec![(0, 12), (0, 10), (1, 7), (1, 4), (2, 1)]);
+        assert_eq!(numbers(&v.files_for_key(b"p")), vec![(0, 12), (0, 11), (1, 4), (2, 1)]);
         assert!(v.files_for_key(b"zz").is_empty());
     }
 
@@ -387,54 +333,28 @@ mod tests {
         )
         .unwrap();
         let nums = |fs: Vec<Arc<FileMeta>>| fs.iter().map(|f| f.number).collect::<Vec<_>>();
-        assert_eq!(
-            nums(v.overlapping_files(0, Some(b"a"), Some(b"a"))),
-            vec![3, 2, 1]
-        );
+        assert_eq!(nums(v.overlapping_files(0, Some(b"a"), Some(b"a"))), vec![3, 2, 1]);
         assert_eq!(nums(v.overlapping_files(0, Some(b"y"), None)), vec![4]);
-        assert_eq!(
-            nums(v.overlapping_files(1, Some(b"c"), Some(b"c"))),
-            vec![6]
-        );
+        assert_eq!(nums(v.overlapping_files(1, Some(b"c"), Some(b"c"))), vec![6]);
         assert_eq!(nums(v.overlapping_files(1, None, Some(b"c"))), vec![5, 6]);
         assert!(v.overlapping_files(7, None, None).is_empty());
     }
 
     #[test]
     fn overlapping_files_in_one_run_is_rejected() {
-        let err = build(
-            2,
-            &[(1, file(1, 1, b"a", b"f")), (1, file(2, 1, b"e", b"g"))],
-        )
-        .unwrap_err();
+        let err = build(2, &[(1, file(1, 1, b"a", b"f")), (1, file(2, 1, b"e", b"g"))]).unwrap_err();
         assert!(err.to_string().contains("overlap"), "{err}");
         // The same ranges in different runs are fine.
-        build(
-            2,
-            &[(1, file(1, 1, b"a", b"f")), (1, file(2, 2, b"e", b"g"))],
-        )
-        .unwrap();
+        build(2, &[(1, file(1, 1, b"a", b"f")), (1, file(2, 2, b"e", b"g"))]).unwrap();
     }
 
     #[test]
     fn deleting_a_missing_file_or_adding_beyond_the_last_level_fails() {
         let mut b = Builder::new(&Version::empty(2));
-        let del = VersionEdit {
-            deleted_files: vec![(0, 9)],
-            ..Default::default()
-        };
+        let del = VersionEdit { deleted_files: vec![(0, 9)], ..Default::default() };
         assert!(matches!(b.apply(&del), Err(ApplyError::Inconsistent(_))));
-        let add = VersionEdit {
-            added_files: vec![(2, file(1, 1, b"a", b"b"))],
-            ..Default::default()
-        };
-        assert_eq!(
-            b.apply(&add),
-            Err(ApplyError::LevelOutOfRange {
-                level: 2,
-                num_levels: 2
-            })
-        );
+        let add = VersionEdit { added_files: vec![(2, file(1, 1, b"a", b"b"))], ..Default::default() };
+        assert_eq!(b.apply(&add), Err(ApplyError::LevelOutOfRange { level: 2, num_levels: 2 }));
     }
 
     #[test]
@@ -448,15 +368,7 @@ mod tests {
         })
         .unwrap();
         let v = b.finish().unwrap();
-        assert_eq!(
-            (v.level_files(1), v.level_files(2), v.level_bytes(2)),
-            (0, 1, 400)
-        );
-        assert_eq!(
-            v.all_files()
-                .map(|(l, f)| (l, f.number))
-                .collect::<Vec<_>>(),
-            vec![(2, 4)]
-        );
+        assert_eq!((v.level_files(1), v.level_files(2), v.level_bytes(2)), (0, 1, 400));
+        assert_eq!(v.all_files().map(|(l, f)| (l, f.number)).collect::<Vec<_>>(), vec![(2, 4)]);
     }
 }

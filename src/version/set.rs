@@ -123,16 +123,9 @@ impl VersionSet {
     }
 
     /// Start a new database in `dir`: `MANIFEST-000001` holding the initial edit, then `CURRENT`.
-    pub fn create(
-        vfs: Arc<dyn Vfs>,
-        dir: &Path,
-        num_levels: usize,
-        policy: &str,
-    ) -> Result<VersionSet> {
+    pub fn create(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize, policy: &str) -> Result<VersionSet> {
         if vfs.exists(&current_file_name(dir)) {
-            return Err(Error::AlreadyExists {
-                path: dir.to_path_buf(),
-            });
+            return Err(Error::AlreadyExists { path: dir.to_path_buf() });
         }
         vfs.create_dir_all(dir)?;
         let mut set = Self::blank(vfs, dir, num_levels, policy)?;
@@ -180,24 +173,17 @@ impl VersionSet {
         for (offset, edit) in &contents.edits {
             last_offset = *offset;
             check_format(&self.dir, edit)?;
-            builder
-                .apply(edit)
-                .map_err(|e| self.apply_error(e, path, *offset))?;
+            builder.apply(edit).map_err(|e| self.apply_error(e, path, *offset))?;
             comparator = edit.comparator.clone().or(comparator);
             next_file = edit.next_file_number.or(next_file);
             last_seq = edit.last_sequence.or(last_seq);
             self.absorb(edit);
         }
-        let missing =
-            |what: &str| Error::corruption(path, 0, format!("manifest never records the {what}"));
+        let missing = |what: &str| Error::corruption(path, 0, format!("manifest never records the {what}"));
         comparator.ok_or_else(|| missing("comparator"))?;
         self.next_file_number = next_file.ok_or_else(|| missing("next file number"))?;
         self.last_sequence = last_seq.ok_or_else(|| missing("last sequence"))?;
-        self.current = Arc::new(
-            builder
-                .finish()
-                .map_err(|e| self.apply_error(e, path, last_offset))?,
-        );
+        self.current = Arc::new(builder.finish().map_err(|e| self.apply_error(e, path, last_offset))?);
         // Never hand out a number that is already on disk, whatever the counter says.
         let mut used: Vec<u64> = self.current.all_files().map(|(_, f)| f.number).collect();
         used.extend([self.log_head.file, self.vlog_tail.file]);
@@ -247,34 +233,16 @@ impl VersionSet {
     /// On error nothing is installed, but the edit may or may not be on disk: the caller must
     /// not delete the files the edit adds (treat it as a background error).
     pub fn log_and_apply(&mut self, mut edit: VersionEdit) -> Result<Arc<Version>> {
-        if edit
-            .comparator
-            .as_deref()
-            .is_some_and(|c| c != COMPARATOR_NAME)
-        {
-            return Err(Error::invalid(format!(
-                "an edit cannot change the comparator to {:?}",
-                edit.comparator
-            )));
+        if edit.comparator.as_deref().is_some_and(|c| c != COMPARATOR_NAME) {
+            return Err(Error::invalid(format!("an edit cannot change the comparator to {:?}", edit.comparator)));
         }
         let mut builder = Builder::new(&self.current);
-        builder
-            .apply(&edit)
-            .map_err(|e| Error::invalid(format!("bad version edit: {e}")))?;
-        let version = builder
-            .finish()
-            .map_err(|e| Error::invalid(format!("bad version edit: {e}")))?;
+        builder.apply(&edit).map_err(|e| Error::invalid(format!("bad version edit: {e}")))?;
+        let version = builder.finish().map_err(|e| Error::invalid(format!("bad version edit: {e}")))?;
 
-        let roll = self
-            .manifest
-            .as_ref()
-            .map_or(true, |m| m.len() >= self.max_manifest_bytes);
+        let roll = self.manifest.as_ref().map_or(true, |m| m.len() >= self.max_manifest_bytes);
         let new_manifest = roll.then(|| self.new_file_number());
-        edit.next_file_number = Some(
-            edit.next_file_number
-                .unwrap_or(0)
-                .max(self.next_file_number),
-        );
+        edit.next_file_number = Some(edit.next_file_number.unwrap_or(0).max(self.next_file_number));
         edit.last_sequence = Some(edit.last_sequence.unwrap_or(0).max(self.last_sequence));
         match new_manifest {
             Some(number) => self.roll_manifest(number, &edit)?,
@@ -302,11 +270,7 @@ impl VersionSet {
     /// Write `MANIFEST-<number>` = snapshot of the current state (+ `edit`), then switch
     /// `CURRENT` to it and delete the previous manifest.
     fn roll_manifest(&mut self, number: u64, edit: &VersionEdit) -> Result<()> {
-        tracing::info!(
-            from = self.manifest_file_number,
-            to = number,
-            "starting a new manifest"
-        );
+        tracing::info!(from = self.manifest_file_number, to = number, "starting a new manifest");
         self.write_manifest_at(number, Some(edit))
     }
 
@@ -339,11 +303,7 @@ impl VersionSet {
         Ok(())
     }
 
-    fn write_snapshot_file(
-        &self,
-        number: u64,
-        edit: Option<&VersionEdit>,
-    ) -> Result<ManifestWriter> {
+    fn write_snapshot_file(&self, number: u64, edit: Option<&VersionEdit>) -> Result<ManifestWriter> {
         let mut w = ManifestWriter::create(&*self.vfs, &self.dir, number)?;
         w.add_record(&self.snapshot().encoded())?;
         if let Some(e) = edit {
@@ -371,21 +331,11 @@ impl VersionSet {
         let compact_pointers = (self.compact_pointers.iter().enumerate())
             .filter_map(|(l, k)| k.as_ref().map(|k| (l as u32, k.clone())))
             .collect();
-        let added_files = self
-            .current
-            .all_files()
-            .map(|(l, f)| (l as u32, (**f).clone()))
-            .collect();
+        let added_files = self.current.all_files().map(|(l, f)| (l as u32, (**f).clone())).collect();
         // Replayed on an empty map, additions then garbage recreate each entry exactly.
-        let blob_added = self
-            .blob_files
-            .iter()
-            .map(|(&n, s)| (n, s.total_bytes))
-            .collect();
-        let blob_garbage = (self.blob_files.iter())
-            .filter(|(_, s)| s.garbage_bytes > 0)
-            .map(|(&n, s)| (n, s.garbage_bytes))
-            .collect();
+        let blob_added = self.blob_files.iter().map(|(&n, s)| (n, s.total_bytes)).collect();
+        let blob_garbage =
+            (self.blob_files.iter()).filter(|(_, s)| s.garbage_bytes > 0).map(|(&n, s)| (n, s.garbage_bytes)).collect();
         VersionEdit {
             comparator: Some(COMPARATOR_NAME.to_string()),
             format_version: Some(FORMAT_VERSION),
@@ -498,19 +448,12 @@ impl VersionSet {
 
 /// Refuse manifests of another key order or a newer format.
 fn check_format(dir: &Path, edit: &VersionEdit) -> Result<()> {
-    let refuse = |reason: String| Error::NotADatabase {
-        path: dir.to_path_buf(),
-        reason,
-    };
+    let refuse = |reason: String| Error::NotADatabase { path: dir.to_path_buf(), reason };
     if let Some(c) = edit.comparator.as_deref().filter(|&c| c != COMPARATOR_NAME) {
-        return Err(refuse(format!(
-            "it uses comparator {c:?}, not {COMPARATOR_NAME:?}"
-        )));
+        return Err(refuse(format!("it uses comparator {c:?}, not {COMPARATOR_NAME:?}")));
     }
     if let Some(v) = edit.format_version.filter(|&v| v != FORMAT_VERSION) {
-        return Err(refuse(format!(
-            "format version {v}, this build reads only {FORMAT_VERSION}"
-        )));
+        return Err(refuse(format!("format version {v}, this build reads only {FORMAT_VERSION}")));
     }
     Ok(())
 }
@@ -571,10 +514,7 @@ mod tests {
     impl Vfs for FlakyFs {
         fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
             let inner = self.inner.create(path)?;
-            Ok(Box::new(FlakyFile {
-                inner,
-                fail: self.fail_append.clone(),
-            }))
+            Ok(Box::new(FlakyFile { inner, fail: self.fail_append.clone() }))
         }
         fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
             self.inner.open_append(path)
@@ -637,10 +577,7 @@ mod tests {
     }
 
     fn add(level: u32, f: FileMeta) -> VersionEdit {
-        VersionEdit {
-            added_files: vec![(level, f)],
-            ..Default::default()
-        }
+        VersionEdit { added_files: vec![(level, f)], ..Default::default() }
     }
 
     fn dir() -> &'static Path {
@@ -673,10 +610,7 @@ mod tests {
     }
 
     fn stats(total_bytes: u64, garbage_bytes: u64) -> BlobFileStats {
-        BlobFileStats {
-            total_bytes,
-            garbage_bytes,
-        }
+        BlobFileStats { total_bytes, garbage_bytes }
     }
 
     fn blob_edit(added: &[(u64, u64)], garbage: &[(u64, u64)], deleted: &[u64]) -> VersionEdit {
@@ -697,10 +631,7 @@ mod tests {
         s.set_last_sequence(100);
         let mut flush = add(0, file(a, a, b"a", b"m"));
         flush.added_files.push((0, file(b, b, b"k", b"z")));
-        flush.log_head = Some(LogPosition {
-            file: 7,
-            offset: 4096,
-        });
+        flush.log_head = Some(LogPosition { file: 7, offset: 4096 });
         flush.blob_added = vec![(5, 6000), (6, 2000), (7, 4000)];
         s.log_and_apply(flush).unwrap();
         let c = s.new_file_number();
@@ -710,10 +641,7 @@ mod tests {
         compact.blob_garbage = vec![(5, 1000), (6, 700)];
         s.log_and_apply(compact).unwrap();
         s.log_and_apply(VersionEdit {
-            vlog_tail: Some(LogPosition {
-                file: 3,
-                offset: 17,
-            }),
+            vlog_tail: Some(LogPosition { file: 3, offset: 17 }),
             blob_garbage: vec![(5, 500)],
             blob_files_deleted: vec![6],
             ..Default::default()
@@ -728,32 +656,15 @@ mod tests {
         let s = populated(fs.clone());
         let before = state(&s);
         assert_eq!(before.version.level_files(1), 1);
-        assert_eq!(
-            before.log_head,
-            LogPosition {
-                file: 7,
-                offset: 4096
-            }
-        );
-        assert_eq!(
-            before.blob_files,
-            BTreeMap::from([(5, stats(6000, 1500)), (7, stats(4000, 0))])
-        );
+        assert_eq!(before.log_head, LogPosition { file: 7, offset: 4096 });
+        assert_eq!(before.blob_files, BTreeMap::from([(5, stats(6000, 1500)), (7, stats(4000, 0))]));
         drop(s);
         let r = VersionSet::recover(fs.clone(), dir(), 4).unwrap();
         assert_eq!(state(&r), before);
         // Recovery starts a fresh manifest and deletes the old one.
         assert_eq!(read_current(&*fs, dir()).unwrap(), r.manifest_file_number());
-        let manifests: Vec<_> = fs
-            .list(dir())
-            .unwrap()
-            .into_iter()
-            .filter(|n| n.starts_with("MANIFEST-"))
-            .collect();
-        assert_eq!(
-            manifests,
-            vec![format!("MANIFEST-{:06}", r.manifest_file_number())]
-        );
+        let manifests: Vec<_> = fs.list(dir()).unwrap().into_iter().filter(|n| n.starts_with("MANIFEST-")).collect();
+        assert_eq!(manifests, vec![format!("MANIFEST-{:06}", r.manifest_file_number())]);
         // And recovering again still gives the same thing.
         drop(r);
         assert_eq!(state(&VersionSet::recover(fs, dir(), 4).unwrap()), before);
@@ -763,11 +674,7 @@ mod tests {
     fn new_file_numbers_after_recovery_never_reuse_old_ones() {
         let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
         let s = populated(fs.clone());
-        let used: HashSet<u64> = s
-            .live_files()
-            .into_iter()
-            .chain([s.manifest_file_number(), 7])
-            .collect();
+        let used: HashSet<u64> = s.live_files().into_iter().chain([s.manifest_file_number(), 7]).collect();
         drop(s);
         let mut r = VersionSet::recover(fs, dir(), 4).unwrap();
         let n = r.new_file_number();
@@ -785,14 +692,10 @@ mod tests {
             let before = s.manifest_file_number();
             let n = s.new_file_number();
             let key = format!("k{i:03}");
-            s.log_and_apply(add(1, file(n, 1, key.as_bytes(), key.as_bytes())))
-                .unwrap();
+            s.log_and_apply(add(1, file(n, 1, key.as_bytes(), key.as_bytes()))).unwrap();
             if s.manifest_file_number() != before {
                 rolls += 1;
-                assert!(
-                    !fs.exists(&manifest_file_name(dir(), before)),
-                    "old manifest left behind"
-                );
+                assert!(!fs.exists(&manifest_file_name(dir(), before)), "old manifest left behind");
             }
         }
         assert!(rolls >= 2, "only {rolls} rolls");
@@ -818,24 +721,14 @@ mod tests {
         // Nothing installed; the new manifest is on disk but CURRENT still names the old one.
         assert_eq!(s.current().level_files(2), 0);
         assert_eq!(read_current(&fs, dir()).unwrap(), old_manifest);
-        assert!(
-            fs.list(dir())
-                .unwrap()
-                .iter()
-                .filter(|n| n.starts_with("MANIFEST-"))
-                .count()
-                >= 2
-        );
+        assert!(fs.list(dir()).unwrap().iter().filter(|n| n.starts_with("MANIFEST-")).count() >= 2);
         drop(s);
         let r = VersionSet::recover(vfs.clone(), dir(), 4);
         fs.fail_rename.store(false, Ordering::SeqCst);
         assert!(r.is_err(), "recovery must write CURRENT too");
         let r = VersionSet::recover(vfs, dir(), 4).unwrap();
         assert_eq!(state(&r), old);
-        assert!(
-            r.next_file_number() > n,
-            "the number of the abandoned manifest is not reused"
-        );
+        assert!(r.next_file_number() > n, "the number of the abandoned manifest is not reused");
     }
 
     #[test]
@@ -846,31 +739,15 @@ mod tests {
         s.set_max_manifest_bytes(0);
         fs.fail_rename.store(true, Ordering::SeqCst);
         let lost = s.new_file_number();
-        assert!(s
-            .log_and_apply(add(2, file(lost, lost, b"a", b"b")))
-            .is_err());
+        assert!(s.log_and_apply(add(2, file(lost, lost, b"a", b"b"))).is_err());
         fs.fail_rename.store(false, Ordering::SeqCst);
         let kept = s.new_file_number();
-        s.log_and_apply(add(2, file(kept, kept, b"c", b"d")))
-            .unwrap();
-        let manifests = fs
-            .list(dir())
-            .unwrap()
-            .into_iter()
-            .filter(|n| n.starts_with("MANIFEST-"))
-            .count();
-        assert_eq!(
-            manifests, 1,
-            "abandoned manifests are cleaned up after the switch"
-        );
+        s.log_and_apply(add(2, file(kept, kept, b"c", b"d"))).unwrap();
+        let manifests = fs.list(dir()).unwrap().into_iter().filter(|n| n.starts_with("MANIFEST-")).count();
+        assert_eq!(manifests, 1, "abandoned manifests are cleaned up after the switch");
         drop(s);
         let r = VersionSet::recover(vfs, dir(), 4).unwrap();
-        let l2: Vec<u64> = r
-            .current()
-            .all_files()
-            .filter(|(l, _)| *l == 2)
-            .map(|(_, f)| f.number)
-            .collect();
+        let l2: Vec<u64> = r.current().all_files().filter(|(l, _)| *l == 2).map(|(_, f)| f.number).collect();
         assert_eq!(l2, vec![kept]);
     }
 
@@ -882,19 +759,12 @@ mod tests {
         let torn_manifest = s.manifest_file_number();
         fs.fail_append.store(true, Ordering::SeqCst);
         let lost = s.new_file_number();
-        assert!(s
-            .log_and_apply(add(2, file(lost, lost, b"a", b"b")))
-            .is_err());
+        assert!(s.log_and_apply(add(2, file(lost, lost, b"a", b"b"))).is_err());
         assert_eq!(s.current().level_files(2), 0);
         fs.fail_append.store(false, Ordering::SeqCst);
         let kept = s.new_file_number();
-        s.log_and_apply(add(2, file(kept, kept, b"c", b"d")))
-            .unwrap();
-        assert_ne!(
-            s.manifest_file_number(),
-            torn_manifest,
-            "must not append after a partial record"
-        );
+        s.log_and_apply(add(2, file(kept, kept, b"c", b"d"))).unwrap();
+        assert_ne!(s.manifest_file_number(), torn_manifest, "must not append after a partial record");
         let before = state(&s);
         drop(s);
         assert_eq!(state(&VersionSet::recover(vfs, dir(), 4).unwrap()), before);
@@ -920,43 +790,25 @@ mod tests {
     fn edit_deleting_a_missing_file_is_refused_without_writing() {
         let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
         let mut s = VersionSet::create(fs.clone(), dir(), 3, "p").unwrap();
-        let size = fs
-            .file_size(&manifest_file_name(dir(), s.manifest_file_number()))
-            .unwrap();
-        let bad = VersionEdit {
-            deleted_files: vec![(1, 99)],
-            ..Default::default()
-        };
-        assert!(matches!(
-            s.log_and_apply(bad),
-            Err(Error::InvalidArgument { .. })
-        ));
-        assert!(matches!(
-            s.log_and_apply(add(3, file(5, 5, b"a", b"b"))),
-            Err(Error::InvalidArgument { .. })
-        ));
-        assert_eq!(
-            fs.file_size(&manifest_file_name(dir(), s.manifest_file_number()))
-                .unwrap(),
-            size
-        );
+        let size = fs.file_size(&manifest_file_name(dir(), s.manifest_file_number())).unwrap();
+        let bad = VersionEdit { deleted_files: vec![(1, 99)], ..Default::default() };
+        assert!(matches!(s.log_and_apply(bad), Err(Error::InvalidArgument { .. })));
+        assert!(matches!(s.log_and_apply(add(3, file(5, 5, b"a", b"b"))), Err(Error::InvalidArgument { .. })));
+        assert_eq!(fs.file_size(&manifest_file_name(dir(), s.manifest_file_number())).unwrap(), size);
     }
 
     #[test]
     fn blob_statistics_accumulate_and_garbage_is_capped_at_the_total() {
         let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
         let mut s = VersionSet::create(fs.clone(), dir(), 3, "p").unwrap();
-        s.log_and_apply(blob_edit(&[(4, 100), (9, 50)], &[], &[]))
-            .unwrap();
-        s.log_and_apply(blob_edit(&[(4, 20)], &[(4, 30), (9, 70)], &[]))
-            .unwrap();
+        s.log_and_apply(blob_edit(&[(4, 100), (9, 50)], &[], &[])).unwrap();
+        s.log_and_apply(blob_edit(&[(4, 20)], &[(4, 30), (9, 70)], &[])).unwrap();
         assert_eq!(s.blob_file(4), Some(stats(120, 30)));
         assert_eq!(s.blob_file(9), Some(stats(50, 50)), "garbage capped");
         assert_eq!(s.blob_file(9).map(|b| b.live_bytes()), Some(0));
         // Garbage for a file with no entry creates none; additions in the same edit count
         // before its garbage.
-        s.log_and_apply(blob_edit(&[(11, 10)], &[(12, 5), (11, 10)], &[]))
-            .unwrap();
+        s.log_and_apply(blob_edit(&[(11, 10)], &[(12, 5), (11, 10)], &[])).unwrap();
         assert_eq!(s.blob_file(12), None);
         assert_eq!(s.blob_file(11), Some(stats(10, 10)));
         let before = state(&s);
@@ -976,14 +828,10 @@ mod tests {
         assert_eq!(r.blob_file(5), None);
         assert_eq!(r.blob_file(7), Some(stats(4000, 0)));
         // Deleting then adding in one edit starts the entry afresh.
-        r.log_and_apply(blob_edit(&[(7, 10)], &[(7, 4)], &[7]))
-            .unwrap();
+        r.log_and_apply(blob_edit(&[(7, 10)], &[(7, 4)], &[7])).unwrap();
         r.log_and_apply(blob_edit(&[(5, 8)], &[], &[])).unwrap();
         let before = state(&r);
-        assert_eq!(
-            before.blob_files,
-            BTreeMap::from([(5, stats(8, 0)), (7, stats(10, 4))])
-        );
+        assert_eq!(before.blob_files, BTreeMap::from([(5, stats(8, 0)), (7, stats(10, 4))]));
         drop(r);
         assert_eq!(state(&VersionSet::recover(fs, dir(), 4).unwrap()), before);
     }
@@ -994,8 +842,7 @@ mod tests {
         let mut s = populated(fs.clone());
         let first = s.manifest_file_number();
         s.set_max_manifest_bytes(0);
-        s.log_and_apply(blob_edit(&[(7, 1)], &[(7, 2)], &[]))
-            .unwrap();
+        s.log_and_apply(blob_edit(&[(7, 1)], &[(7, 2)], &[])).unwrap();
         assert_ne!(s.manifest_file_number(), first, "rolled");
         let before = state(&s);
         assert_eq!(before.blob_files.get(&7), Some(&stats(4001, 2)));
@@ -1034,8 +881,7 @@ mod tests {
     fn append_raw(fs: &Arc<dyn Vfs>, s: &VersionSet, edit: &VersionEdit) -> PathBuf {
         let path = manifest_file_name(dir(), s.manifest_file_number());
         let mut f = fs.open_append(&path).unwrap();
-        f.append(&crate::version::manifest::encode_record(&edit.encoded()).unwrap())
-            .unwrap();
+        f.append(&crate::version::manifest::encode_record(&edit.encoded()).unwrap()).unwrap();
         path
     }
 
@@ -1043,24 +889,11 @@ mod tests {
     fn inconsistent_manifest_is_corruption_naming_the_manifest() {
         let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
         let s = populated(fs.clone());
-        let len = fs
-            .file_size(&manifest_file_name(dir(), s.manifest_file_number()))
-            .unwrap();
-        let path = append_raw(
-            &fs,
-            &s,
-            &VersionEdit {
-                deleted_files: vec![(3, 12345)],
-                ..Default::default()
-            },
-        );
+        let len = fs.file_size(&manifest_file_name(dir(), s.manifest_file_number())).unwrap();
+        let path = append_raw(&fs, &s, &VersionEdit { deleted_files: vec![(3, 12345)], ..Default::default() });
         drop(s);
         match VersionSet::recover(fs, dir(), 4) {
-            Err(Error::Corruption {
-                file,
-                offset,
-                reason,
-            }) => {
+            Err(Error::Corruption { file, offset, reason }) => {
                 assert_eq!((file, offset), (path, len));
                 assert!(reason.contains("12345"), "{reason}");
             }
@@ -1073,51 +906,27 @@ mod tests {
         let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
         drop(populated(fs.clone()));
         let err = VersionSet::recover(fs, dir(), 1).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                Error::IncompatibleOptions {
-                    option: "num_levels",
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        assert!(matches!(err, Error::IncompatibleOptions { option: "num_levels", .. }), "{err}");
     }
 
     #[test]
     fn missing_current_missing_manifest_and_foreign_comparator_are_refused() {
         let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
         fs.create_dir_all(dir()).unwrap();
-        assert!(matches!(
-            VersionSet::recover(fs.clone(), dir(), 4),
-            Err(Error::NotADatabase { .. })
-        ));
+        assert!(matches!(VersionSet::recover(fs.clone(), dir(), 4), Err(Error::NotADatabase { .. })));
 
         let s = VersionSet::create(fs.clone(), dir(), 4, "p").unwrap();
-        assert!(matches!(
-            VersionSet::create(fs.clone(), dir(), 4, "p"),
-            Err(Error::AlreadyExists { .. })
-        ));
-        let foreign = VersionEdit {
-            comparator: Some("leveldb.BytewiseComparator".into()),
-            ..Default::default()
-        };
+        assert!(matches!(VersionSet::create(fs.clone(), dir(), 4, "p"), Err(Error::AlreadyExists { .. })));
+        let foreign = VersionEdit { comparator: Some("leveldb.BytewiseComparator".into()), ..Default::default() };
         append_raw(&fs, &s, &foreign);
         let number = s.manifest_file_number();
         drop(s);
         let err = VersionSet::recover(fs.clone(), dir(), 4).unwrap_err();
-        assert!(
-            matches!(&err, Error::NotADatabase { reason, .. } if reason.contains("leveldb")),
-            "{err}"
-        );
+        assert!(matches!(&err, Error::NotADatabase { reason, .. } if reason.contains("leveldb")), "{err}");
 
         fs.remove(&manifest_file_name(dir(), number)).unwrap();
         let err = VersionSet::recover(fs, dir(), 4).unwrap_err();
-        assert!(
-            err.is_corruption() && err.to_string().contains("does not exist"),
-            "{err}"
-        );
+        assert!(err.is_corruption() && err.to_string().contains("does not exist"), "{err}");
     }
 
     #[test]
@@ -1126,13 +935,8 @@ mod tests {
         let s = populated(fs.clone());
         let before = state(&s);
         let path = manifest_file_name(dir(), s.manifest_file_number());
-        let rec =
-            crate::version::manifest::encode_record(&add(2, file(77, 77, b"q", b"r")).encoded())
-                .unwrap();
-        fs.open_append(&path)
-            .unwrap()
-            .append(&rec[..rec.len() - 3])
-            .unwrap();
+        let rec = crate::version::manifest::encode_record(&add(2, file(77, 77, b"q", b"r")).encoded()).unwrap();
+        fs.open_append(&path).unwrap().append(&rec[..rec.len() - 3]).unwrap();
         drop(s);
         assert_eq!(state(&VersionSet::recover(fs, dir(), 4).unwrap()), before);
     }

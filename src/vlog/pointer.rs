@@ -35,12 +35,8 @@ impl ValuePointer {
     /// `None` for malformed input (the caller reports it as corruption).
     pub fn decode(src: &[u8]) -> Option<ValuePointer> {
         let mut r = Reader::new(src);
-        let p = ValuePointer {
-            file: r.varint64()?,
-            offset: r.varint64()?,
-            op_len: r.varint32()?,
-            value_crc: r.fixed32()?,
-        };
+        let p =
+            ValuePointer { file: r.varint64()?, offset: r.varint64()?, op_len: r.varint32()?, value_crc: r.fixed32()? };
         r.is_empty().then_some(p)
     }
 }
@@ -51,12 +47,7 @@ mod tests {
 
     #[test]
     fn pointer_round_trips_and_rejects_garbage() {
-        let p = ValuePointer {
-            file: 7,
-            offset: 1 << 40,
-            op_len: 4100,
-            value_crc: 0xdead_beef,
-        };
+        let p = ValuePointer { file: 7, offset: 1 << 40, op_len: 4100, value_crc: 0xdead_beef };
         assert_eq!(ValuePointer::decode(&p.encoded()), Some(p));
         let e = p.encoded();
         for cut in 0..e.len() {

@@ -23,11 +23,7 @@ pub struct VlogReader {
 
 impl VlogReader {
     pub fn new(vfs: Arc<dyn Vfs>, dir: PathBuf) -> Self {
-        VlogReader {
-            vfs,
-            dir,
-            files: Mutex::new(HashMap::new()),
-        }
+        VlogReader { vfs, dir, files: Mutex::new(HashMap::new()) }
     }
 
     fn file(&self, number: u64) -> Result<Arc<dyn RandomAccessFile>> {
@@ -35,6 +31,9 @@ impl VlogReader {
             return Ok(f.clone());
         }
         let path = log_file_name(&self.dir, number);
+        if !self.vfs.exists(&path) {
+            return Err(Error::corruption(path, 0, "a value pointer names a value-log file that does not exist"));
+        }
         let f = self.vfs.open_read(&path)?;
         // Point lookups read scattered values: tell the kernel not to read ahead.
         let _ = f.advise(0, 0, Advice::Random);
@@ -74,29 +73,13 @@ impl VlogReader {
     /// Check that `op` (read at `ptr`) is a put of `user_key` whose value matches the pointer's
     /// crc, and return the value.
     pub fn verify_op(&self, ptr: &ValuePointer, op: &[u8], user_key: &[u8]) -> Result<Vec<u8>> {
-        let bad = |reason: &str| {
-            Error::corruption(
-                log_file_name(&self.dir, ptr.file),
-                ptr.offset,
-                reason.to_string(),
-            )
-        };
+        let bad = |reason: &str| Error::corruption(log_file_name(&self.dir, ptr.file), ptr.offset, reason.to_string());
         let mut r = Reader::new(op);
-        let kind = r
-            .u8()
-            .ok_or_else(|| bad("value pointer leads past the end of the op"))?;
-        let klen =
-            r.varint32()
-                .ok_or_else(|| bad("malformed op header at value pointer"))? as usize;
-        let vlen =
-            r.varint32()
-                .ok_or_else(|| bad("malformed op header at value pointer"))? as usize;
-        let key = r
-            .bytes(klen)
-            .ok_or_else(|| bad("op key runs past the pointer's length"))?;
-        let value = r
-            .bytes(vlen)
-            .ok_or_else(|| bad("op value runs past the pointer's length"))?;
+        let kind = r.u8().ok_or_else(|| bad("value pointer leads past the end of the op"))?;
+        let klen = r.varint32().ok_or_else(|| bad("malformed op header at value pointer"))? as usize;
+        let vlen = r.varint32().ok_or_else(|| bad("malformed op header at value pointer"))? as usize;
+        let key = r.bytes(klen).ok_or_else(|| bad("op key runs past the pointer's length"))?;
+        let value = r.bytes(vlen).ok_or_else(|| bad("op value runs past the pointer's length"))?;
         if kind != ValueKind::Value as u8 {
             return Err(bad("value pointer does not lead to a put"));
         }

@@ -53,11 +53,7 @@ pub fn read_backward(db: &Db, ro: &ReadOptions) -> Result<Vec<(Vec<u8>, Vec<u8>)
 }
 
 /// The model's entries in `[lower, upper)`, ascending.
-pub fn model_range(
-    model: &Model,
-    lower: Option<&[u8]>,
-    upper: Option<&[u8]>,
-) -> Vec<(Vec<u8>, Vec<u8>)> {
+pub fn model_range(model: &Model, lower: Option<&[u8]>, upper: Option<&[u8]>) -> Vec<(Vec<u8>, Vec<u8>)> {
     let lo = lower.map_or(Bound::Unbounded, |k| Bound::Included(k.to_vec()));
     let hi = upper.map_or(Bound::Unbounded, |k| Bound::Excluded(k.to_vec()));
     if let (Bound::Included(l), Bound::Excluded(u)) = (&lo, &hi) {
@@ -65,10 +61,7 @@ pub fn model_range(
             return Vec::new();
         }
     }
-    model
-        .range((lo, hi))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+    model.range((lo, hi)).map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
 /// Panic with a readable diff when the database's entries differ from the model's.
@@ -76,11 +69,7 @@ pub fn assert_same_entries(got: &[(Vec<u8>, Vec<u8>)], want: &[(Vec<u8>, Vec<u8>
     if got == want {
         return;
     }
-    let first_diff = got
-        .iter()
-        .zip(want.iter())
-        .position(|(g, w)| g != w)
-        .unwrap_or(got.len().min(want.len()));
+    let first_diff = got.iter().zip(want.iter()).position(|(g, w)| g != w).unwrap_or(got.len().min(want.len()));
     panic!(
         "{ctx}: database has {} entries, model has {}; first difference at index {first_diff}: db {:?} vs model {:?}",
         got.len(),
@@ -96,14 +85,11 @@ pub fn assert_view_matches(db: &Db, ro: &ReadOptions, model: &Model, ctx: &str) 
     let want = model_range(model, ro.lower_bound.as_deref(), ro.upper_bound.as_deref());
     let fwd = read_forward(db, ro).unwrap_or_else(|e| panic!("{ctx}: forward read failed: {e}"));
     assert_same_entries(&fwd, &want, &format!("{ctx} (cursor forward)"));
-    let mut bwd =
-        read_backward(db, ro).unwrap_or_else(|e| panic!("{ctx}: backward read failed: {e}"));
+    let mut bwd = read_backward(db, ro).unwrap_or_else(|e| panic!("{ctx}: backward read failed: {e}"));
     bwd.reverse();
     assert_same_entries(&bwd, &want, &format!("{ctx} (cursor backward)"));
-    let scan: Vec<_> = db
-        .scan(ro)
-        .and_then(|s| s.collect::<Result<Vec<_>>>())
-        .unwrap_or_else(|e| panic!("{ctx}: scan failed: {e}"));
+    let scan: Vec<_> =
+        db.scan(ro).and_then(|s| s.collect::<Result<Vec<_>>>()).unwrap_or_else(|e| panic!("{ctx}: scan failed: {e}"));
     assert_same_entries(&scan, &want, &format!("{ctx} (scan)"));
     let mut rev: Vec<_> = db
         .scan_rev(ro)
@@ -111,14 +97,9 @@ pub fn assert_view_matches(db: &Db, ro: &ReadOptions, model: &Model, ctx: &str) 
         .unwrap_or_else(|e| panic!("{ctx}: scan_rev failed: {e}"));
     rev.reverse();
     assert_same_entries(&rev, &want, &format!("{ctx} (scan_rev)"));
-    let point = ReadOptions {
-        snapshot: ro.snapshot.clone(),
-        ..ReadOptions::default()
-    };
+    let point = ReadOptions { snapshot: ro.snapshot.clone(), ..ReadOptions::default() };
     for (k, v) in model {
-        let got = db
-            .get_opt(&point, k)
-            .unwrap_or_else(|e| panic!("{ctx}: get {} failed: {e}", show(k)));
+        let got = db.get_opt(&point, k).unwrap_or_else(|e| panic!("{ctx}: get {} failed: {e}", show(k)));
         assert!(
             got.as_deref() == Some(v.as_slice()),
             "{ctx}: get {} returned {:?} bytes, model has {} bytes",
@@ -145,16 +126,10 @@ pub fn make_value(key: &[u8], version: u64, len: usize) -> Vec<u8> {
 
 /// Printable form of a key for assertion messages.
 pub fn show(b: &[u8]) -> String {
-    b.iter()
-        .flat_map(|&c| std::ascii::escape_default(c))
-        .map(char::from)
-        .collect()
+    b.iter().flat_map(|&c| std::ascii::escape_default(c)).map(char::from).collect()
 }
 
 /// A `u64` from the environment variable `name`, or `default`.
 pub fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
+    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }

@@ -63,19 +63,12 @@ pub struct ScanArgs {
 }
 
 fn open_existing(db: &DbArg) -> CliResult<Db> {
-    Ok(Db::open(
-        &db.db,
-        Options::default().create_if_missing(false),
-    )?)
+    Ok(Db::open(&db.db, Options::default().create_if_missing(false))?)
 }
 
 pub fn stats(a: StatsArgs) -> CliResult {
     let db = open_existing(&a.db)?;
-    let live = if a.space_amp {
-        Some(live_bytes_by_scan(&db)?)
-    } else {
-        None
-    };
+    let live = if a.space_amp { Some(live_bytes_by_scan(&db)?) } else { None };
     let s = db.stats();
     if a.json {
         println!("{}", db_stats_json(&s, live));

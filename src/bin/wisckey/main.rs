@@ -10,11 +10,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(
-    name = "wisckey",
-    version,
-    about = "wisckey key-value store: benchmark and admin tool"
-)]
+#[command(name = "wisckey", version, about = "wisckey key-value store: benchmark and admin tool")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -44,11 +40,7 @@ fn main() -> ExitCode {
         Err(e) => {
             // Help and --version go to stdout with success; usage errors exit 1.
             let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            };
+            return if e.use_stderr() { ExitCode::FAILURE } else { ExitCode::SUCCESS };
         }
     };
     init_logging();

@@ -45,53 +45,23 @@ impl LeveledPolicy {
             .collect()
     }
 
-    fn task_for(
-        &self,
-        v: &Version,
-        level: usize,
-        upper: Vec<Arc<FileMeta>>,
-        reason: &'static str,
-    ) -> CompactionTask {
-        let upper = if level == 0 {
-            expand_overlapping_l0(v, upper)
-        } else {
-            upper
-        };
+    fn task_for(&self, v: &Version, level: usize, upper: Vec<Arc<FileMeta>>, reason: &'static str) -> CompactionTask {
+        let upper = if level == 0 { expand_overlapping_l0(v, upper) } else { upper };
         let (lo, hi) = user_range(&upper);
         let lower = v.overlapping_files(level + 1, Some(&lo), Some(&hi));
-        let (all_lo, all_hi) = user_range(
-            &upper
-                .iter()
-                .chain(lower.iter())
-                .cloned()
-                .collect::<Vec<_>>(),
-        );
+        let (all_lo, all_hi) = user_range(&upper.iter().chain(lower.iter()).cloned().collect::<Vec<_>>());
         let grandparents = if level + 2 < self.num_levels {
             v.overlapping_files(level + 2, Some(&all_lo), Some(&all_hi))
         } else {
             Vec::new()
         };
         let gp_bytes: u64 = grandparents.iter().map(|f| f.size).sum();
-        let trivial_move =
-            upper.len() == 1 && lower.is_empty() && gp_bytes <= 20 * self.target_file_bytes;
-        let largest = upper
-            .iter()
-            .map(|f| f.largest.clone())
-            .max_by(|a, b| compare_internal(a, b));
-        let output_run = v
-            .levels
-            .get(level + 1)
-            .and_then(|l| l.runs.first())
-            .map(|r| r.id);
-        let mut inputs = vec![CompactionInput {
-            level,
-            files: upper,
-        }];
+        let trivial_move = upper.len() == 1 && lower.is_empty() && gp_bytes <= 20 * self.target_file_bytes;
+        let largest = upper.iter().map(|f| f.largest.clone()).max_by(|a, b| compare_internal(a, b));
+        let output_run = v.levels.get(level + 1).and_then(|l| l.runs.first()).map(|r| r.id);
+        let mut inputs = vec![CompactionInput { level, files: upper }];
         if !lower.is_empty() {
-            inputs.push(CompactionInput {
-                level: level + 1,
-                files: lower,
-            });
+            inputs.push(CompactionInput { level: level + 1, files: lower });
         }
         CompactionTask {
             inputs,
@@ -107,16 +77,8 @@ impl LeveledPolicy {
 
 /// Smallest and largest user key over `files`.
 fn user_range(files: &[Arc<FileMeta>]) -> (Vec<u8>, Vec<u8>) {
-    let lo = files
-        .iter()
-        .map(|f| key::user_key(&f.smallest))
-        .min()
-        .unwrap_or_default();
-    let hi = files
-        .iter()
-        .map(|f| key::user_key(&f.largest))
-        .max()
-        .unwrap_or_default();
+    let lo = files.iter().map(|f| key::user_key(&f.smallest)).min().unwrap_or_default();
+    let hi = files.iter().map(|f| key::user_key(&f.largest)).max().unwrap_or_default();
     (lo.to_vec(), hi.to_vec())
 }
 
@@ -140,35 +102,19 @@ impl CompactionPolicy for LeveledPolicy {
     fn pick(&self, ctx: &PickContext<'_>) -> Option<CompactionTask> {
         let v = ctx.version;
         let scores = self.scores(v);
-        let (level, score) = scores
-            .iter()
-            .copied()
-            .enumerate()
-            .max_by(|a, b| a.1.partial_cmp(&b.1).unwrap_or(Ordering::Equal))?;
+        let (level, score) =
+            scores.iter().copied().enumerate().max_by(|a, b| a.1.partial_cmp(&b.1).unwrap_or(Ordering::Equal))?;
         if score < 1.0 {
             return None;
         }
-        let files: Vec<Arc<FileMeta>> = v.levels[level]
-            .runs
-            .iter()
-            .flat_map(|r| r.files.iter().cloned())
-            .collect();
+        let files: Vec<Arc<FileMeta>> = v.levels[level].runs.iter().flat_map(|r| r.files.iter().cloned()).collect();
         // Round robin: the first file after where the last compaction of this level stopped.
         let pointer = ctx.compact_pointers.get(level).and_then(|p| p.as_deref());
         let chosen = pointer
-            .and_then(|p| {
-                files
-                    .iter()
-                    .find(|f| compare_internal(&f.largest, p) == Ordering::Greater)
-            })
+            .and_then(|p| files.iter().find(|f| compare_internal(&f.largest, p) == Ordering::Greater))
             .or_else(|| files.first())?
             .clone();
-        Some(self.task_for(
-            v,
-            level,
-            vec![chosen],
-            if level == 0 { "l0-files" } else { "level-size" },
-        ))
+        Some(self.task_for(v, level, vec![chosen], if level == 0 { "l0-files" } else { "level-size" }))
     }
 
     fn pick_range(

@@ -76,11 +76,7 @@ pub struct BenchArgs {
     pub compression: Compression,
 
     /// Bloom filter bits per key; 0 or negative disables filters.
-    #[arg(
-        long = "bloom_bits",
-        default_value_t = 10.0,
-        allow_negative_numbers = true
-    )]
+    #[arg(long = "bloom_bits", default_value_t = 10.0, allow_negative_numbers = true)]
     pub bloom_bits: f64,
 
     /// Print a latency histogram after each benchmark.
@@ -108,17 +104,13 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
 }
 
 fn parse_compression(s: &str) -> Result<Compression, String> {
-    Compression::parse(s)
-        .ok_or_else(|| format!("expected none, lz4, zstd or zstd:LEVEL, got {s:?}"))
+    Compression::parse(s).ok_or_else(|| format!("expected none, lz4, zstd or zstd:LEVEL, got {s:?}"))
 }
 
 impl BenchArgs {
     /// The benchmark names, empty entries (a trailing comma) dropped as db_bench does.
     pub fn benchmark_names(&self) -> impl Iterator<Item = &str> {
-        self.benchmarks
-            .iter()
-            .map(|s| s.trim())
-            .filter(|s| !s.is_empty())
+        self.benchmarks.iter().map(|s| s.trim()).filter(|s| !s.is_empty())
     }
 
     /// Reads per thread (`--reads`, or `--num` when negative).
@@ -165,15 +157,9 @@ mod tests {
     #[test]
     fn benchmarks_flag_is_a_comma_list() {
         let b = parse(&["--benchmarks=fillseq,readrandom,"]).unwrap();
-        assert_eq!(
-            b.benchmark_names().collect::<Vec<_>>(),
-            ["fillseq", "readrandom"]
-        );
+        assert_eq!(b.benchmark_names().collect::<Vec<_>>(), ["fillseq", "readrandom"]);
         let d = parse(&[]).unwrap();
-        assert_eq!(
-            d.benchmark_names().collect::<Vec<_>>().join(","),
-            DEFAULT_BENCHMARKS
-        );
+        assert_eq!(d.benchmark_names().collect::<Vec<_>>().join(","), DEFAULT_BENCHMARKS);
     }
 
     #[test]
@@ -189,22 +175,10 @@ mod tests {
 
     #[test]
     fn numeric_flags_use_underscores_and_db_bench_defaults() {
-        let b = parse(&[
-            "--num=500",
-            "--value_size=1000",
-            "--key_size=20",
-            "--reads=7",
-        ])
-        .unwrap();
-        assert_eq!(
-            (b.num, b.value_size, b.key_size, b.reads_per_thread()),
-            (500, 1000, 20, 7)
-        );
+        let b = parse(&["--num=500", "--value_size=1000", "--key_size=20", "--reads=7"]).unwrap();
+        assert_eq!((b.num, b.value_size, b.key_size, b.reads_per_thread()), (500, 1000, 20, 7));
         let d = parse(&[]).unwrap();
-        assert_eq!(
-            (d.num, d.value_size, d.key_size, d.threads),
-            (1_000_000, 100, 16, 1)
-        );
+        assert_eq!((d.num, d.value_size, d.key_size, d.threads), (1_000_000, 100, 16, 1));
         assert_eq!(d.reads_per_thread(), 1_000_000);
         assert_eq!((d.cache_size, d.write_buffer_size), (8 << 20, 4 << 20));
         assert!(parse(&["--value-size=10"]).is_err());

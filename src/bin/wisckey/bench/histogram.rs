@@ -9,9 +9,7 @@ const NUM_BUCKETS: usize = 154;
 fn bucket_limits() -> &'static [f64; NUM_BUCKETS] {
     static LIMITS: std::sync::OnceLock<[f64; NUM_BUCKETS]> = std::sync::OnceLock::new();
     LIMITS.get_or_init(|| {
-        const STEPS: [f64; 16] = [
-            1.2, 1.4, 1.6, 1.8, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0,
-        ];
+        const STEPS: [f64; 16] = [1.2, 1.4, 1.6, 1.8, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0];
         let mut l = [0.0; NUM_BUCKETS];
         let mut i = 0;
         for v in 1..=10 {
@@ -42,14 +40,7 @@ pub struct Histogram {
 
 impl Default for Histogram {
     fn default() -> Self {
-        Histogram {
-            min: 1e200,
-            max: 0.0,
-            num: 0.0,
-            sum: 0.0,
-            sum_squares: 0.0,
-            buckets: [0.0; NUM_BUCKETS],
-        }
+        Histogram { min: 1e200, max: 0.0, num: 0.0, sum: 0.0, sum_squares: 0.0, buckets: [0.0; NUM_BUCKETS] }
     }
 }
 
@@ -116,21 +107,9 @@ impl Histogram {
     pub fn render(&self) -> String {
         let limits = bucket_limits();
         let mut r = String::new();
-        let _ = writeln!(
-            r,
-            "Count: {:.0}  Average: {:.4}  StdDev: {:.2}",
-            self.num,
-            self.average(),
-            self.std_dev()
-        );
+        let _ = writeln!(r, "Count: {:.0}  Average: {:.4}  StdDev: {:.2}", self.num, self.average(), self.std_dev());
         let min = if self.num == 0.0 { 0.0 } else { self.min };
-        let _ = writeln!(
-            r,
-            "Min: {:.4}  Median: {:.4}  Max: {:.4}",
-            min,
-            self.percentile(50.0),
-            self.max
-        );
+        let _ = writeln!(r, "Min: {:.4}  Median: {:.4}  Max: {:.4}", min, self.percentile(50.0), self.max);
         r.push_str("------------------------------------------------------\n");
         let mult = 100.0 / self.num.max(1.0);
         let mut cumulative = 0.0;
@@ -164,10 +143,7 @@ mod tests {
     #[test]
     fn bucket_limits_match_leveldb_table() {
         let l = bucket_limits();
-        assert_eq!(
-            &l[..12],
-            &[1., 2., 3., 4., 5., 6., 7., 8., 9., 10., 12., 14.]
-        );
+        assert_eq!(&l[..12], &[1., 2., 3., 4., 5., 6., 7., 8., 9., 10., 12., 14.]);
         assert_eq!(l[25], 100.0);
         assert_eq!(l[NUM_BUCKETS - 2], 9e9);
         assert!(l.windows(2).all(|w| w[0] < w[1]));

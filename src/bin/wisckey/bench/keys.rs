@@ -12,11 +12,7 @@ impl Random {
 
     pub fn new(seed: u32) -> Self {
         let seed = seed & Self::M;
-        let seed = if seed == 0 || seed == Self::M {
-            1
-        } else {
-            seed
-        };
+        let seed = if seed == 0 || seed == Self::M { 1 } else { seed };
         Random { seed }
     }
 
@@ -46,9 +42,7 @@ pub struct KeyFormat {
 
 impl KeyFormat {
     pub fn new(size: usize) -> Self {
-        KeyFormat {
-            buf: vec![b'0'; size],
-        }
+        KeyFormat { buf: vec![b'0'; size] }
     }
 
     /// Largest key number that fits in `size` digits without losing uniqueness.
@@ -99,10 +93,7 @@ mod tests {
         // Random(301): 301 * 16807 = 5058907, and the next step is reduced mod 2^31-1.
         let mut r = Random::new(301);
         assert_eq!(r.next_u32(), 5_058_907);
-        assert_eq!(
-            r.next_u32(),
-            ((5_058_907u64 * 16807) % 2_147_483_647) as u32
-        );
+        assert_eq!(r.next_u32(), ((5_058_907u64 * 16807) % 2_147_483_647) as u32);
         // Thread 1's draws in LevelDB's db_bench (seed 1000 + 1), printed by util/random.h.
         let mut t1 = Random::new(1001);
         let draws: Vec<u64> = (0..5).map(|_| t1.uniform(1_000_000)).collect();

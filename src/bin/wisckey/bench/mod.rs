@@ -147,11 +147,7 @@ fn validate(args: &BenchArgs) -> CliResult {
     }
     let key_size = args.key_size as usize;
     if args.num > KeyFormat::capacity(key_size) {
-        return Err(format!(
-            "--num={} keys do not fit in --key_size={key_size} digits",
-            args.num
-        )
-        .into());
+        return Err(format!("--num={} keys do not fit in --key_size={key_size} digits", args.num).into());
     }
     if args.value_size > wisckey::MAX_VALUE_BYTES {
         return Err(format!("--value_size must be at most {}", wisckey::MAX_VALUE_BYTES).into());
@@ -181,9 +177,7 @@ impl Bench {
         let (path, tmp) = match &args.db {
             Some(p) => (p.clone(), None),
             None => {
-                let tmp = tempfile::Builder::new()
-                    .prefix("wisckey-bench-")
-                    .tempdir()?;
+                let tmp = tempfile::Builder::new().prefix("wisckey-bench-").tempdir()?;
                 (tmp.path().join("db"), Some(tmp))
             }
         };
@@ -203,9 +197,7 @@ impl Bench {
     }
 
     fn db(&self) -> CliResult<&Db> {
-        self.db
-            .as_ref()
-            .ok_or_else(|| "database is not open".into())
+        self.db.as_ref().ok_or_else(|| "database is not open".into())
     }
 
     fn print_header(&self) {
@@ -231,14 +223,8 @@ impl Bench {
             (value * a.compression_ratio + 0.5) as i64
         );
         println!("Entries:    {}", a.num);
-        println!(
-            "RawSize:    {:.1} MB (estimated)",
-            (key + value) * num / 1048576.0
-        );
-        println!(
-            "FileSize:   {:.1} MB (estimated)",
-            (key + value * a.compression_ratio) * num / 1048576.0
-        );
+        println!("RawSize:    {:.1} MB (estimated)", (key + value) * num / 1048576.0);
+        println!("FileSize:   {:.1} MB (estimated)", (key + value * a.compression_ratio) * num / 1048576.0);
         if cfg!(debug_assertions) {
             println!("WARNING: Optimization is disabled: benchmarks unnecessarily slow");
         }
@@ -270,9 +256,8 @@ impl Bench {
         };
         let per_thread = if spec.writes { spec.num } else { spec.reads };
         let progress = progress_bar(name, per_thread * self.args.threads as u64);
-        let seeds: Vec<u32> = (1..=threads as u32)
-            .map(|i| self.args.seed.wrapping_add(self.thread_count + i))
-            .collect();
+        let seeds: Vec<u32> =
+            (1..=threads as u32).map(|i| self.args.seed.wrapping_add(self.thread_count + i)).collect();
         let stats = run_threads(&ctx, spec.method, &seeds, progress.as_ref())?;
         if let Some(pb) = progress {
             pb.finish_and_clear();
@@ -307,11 +292,7 @@ impl Bench {
 
     fn print_stats(&self) -> CliResult {
         let db = self.db()?;
-        let live = if self.live_known {
-            self.live.bytes()
-        } else {
-            live_bytes_by_scan(db)?
-        };
+        let live = if self.live_known { self.live.bytes() } else { live_bytes_by_scan(db)? };
         let stats = db.stats();
         println!("\n{}", render_db_stats(&stats, Some(live)));
         if self.args.json {
@@ -330,10 +311,7 @@ impl Bench {
 
 /// Key + value bytes of every entry, read without filling the block cache.
 pub fn live_bytes_by_scan(db: &Db) -> CliResult<u64> {
-    let ro = ReadOptions {
-        fill_cache: Some(false),
-        ..ReadOptions::default()
-    };
+    let ro = ReadOptions { fill_cache: Some(false), ..ReadOptions::default() };
     let mut it = db.iter(&ro)?;
     it.seek_to_first()?;
     let mut bytes = 0u64;
@@ -350,9 +328,7 @@ fn progress_bar(name: &str, total: u64) -> Option<ProgressBar> {
         return None;
     }
     let pb = ProgressBar::new(total);
-    if let Ok(style) =
-        ProgressStyle::with_template("{msg:12} [{bar:30}] {human_pos}/{human_len} ops, eta {eta}")
-    {
+    if let Ok(style) = ProgressStyle::with_template("{msg:12} [{bar:30}] {human_pos}/{human_len} ops, eta {eta}") {
         pb.set_style(style.progress_chars("=> "));
     }
     pb.set_message(name.to_string());
@@ -360,12 +336,7 @@ fn progress_bar(name: &str, total: u64) -> Option<ProgressBar> {
 }
 
 /// Run `method` in one thread per seed, started together; returns the merged stats.
-fn run_threads(
-    ctx: &Ctx,
-    method: Method,
-    seeds: &[u32],
-    progress: Option<&ProgressBar>,
-) -> CliResult<Stats> {
+fn run_threads(ctx: &Ctx, method: Method, seeds: &[u32], progress: Option<&ProgressBar>) -> CliResult<Stats> {
     let barrier = Barrier::new(seeds.len());
     let results: Vec<CliResult<Stats>> = std::thread::scope(|scope| {
         let handles: Vec<_> = seeds
@@ -388,13 +359,7 @@ fn run_threads(
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("a benchmark thread panicked".into()))
-            })
-            .collect()
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a benchmark thread panicked".into()))).collect()
     });
     let mut merged: Option<Stats> = None;
     for r in results {
@@ -425,14 +390,8 @@ fn print_cpu_info() {
         let (k, v) = line.split_once(':')?;
         (k.trim() == name).then(|| v.trim().to_string())
     };
-    let models: Vec<String> = info
-        .lines()
-        .filter_map(|l| field(l, "model name"))
-        .collect();
-    let cache = info
-        .lines()
-        .find_map(|l| field(l, "cache size"))
-        .unwrap_or_default();
+    let models: Vec<String> = info.lines().filter_map(|l| field(l, "model name")).collect();
+    let cache = info.lines().find_map(|l| field(l, "cache size")).unwrap_or_default();
     if let Some(model) = models.first() {
         eprintln!("CPU:        {} * {model}", models.len());
         eprintln!("CPUCache:   {cache}");
@@ -451,9 +410,7 @@ mod tests {
     }
 
     fn args(a: &[&str]) -> BenchArgs {
-        T::try_parse_from(std::iter::once("t").chain(a.iter().copied()))
-            .unwrap()
-            .b
+        T::try_parse_from(std::iter::once("t").chain(a.iter().copied())).unwrap().b
     }
 
     fn spec(name: &str, a: &BenchArgs) -> Spec {
@@ -485,10 +442,7 @@ mod tests {
     #[test]
     fn bad_flag_combinations_are_errors_not_panics() {
         assert!(plan(&args(&["--benchmarks=fillseq,nope"])).is_err());
-        assert_eq!(
-            plan(&args(&["--benchmarks=fillseq,,stats"])).unwrap().len(),
-            2
-        );
+        assert_eq!(plan(&args(&["--benchmarks=fillseq,,stats"])).unwrap().len(), 2);
         assert!(validate(&args(&["--use_existing_db=1"])).is_err());
         assert!(validate(&args(&["--num=0"])).is_err());
         assert!(validate(&args(&["--num=100000", "--key_size=4"])).is_err());

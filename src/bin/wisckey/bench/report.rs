@@ -139,15 +139,10 @@ pub struct Summary {
 impl Summary {
     /// `fillseq      :       2.345 micros/op;   47.2 MB/s (extra)`, exactly db_bench's layout.
     pub fn line(&self) -> String {
-        let mut extra = self
-            .mb_per_s
-            .map_or(String::new(), |r| format!("{r:6.1} MB/s"));
+        let mut extra = self.mb_per_s.map_or(String::new(), |r| format!("{r:6.1} MB/s"));
         append_with_space(&mut extra, &self.message);
         let sep = if extra.is_empty() { "" } else { " " };
-        format!(
-            "{:<12} : {:11.3} micros/op;{sep}{extra}",
-            self.name, self.micros_per_op
-        )
+        format!("{:<12} : {:11.3} micros/op;{sep}{extra}", self.name, self.micros_per_op)
     }
 
     /// One JSON object on one line, for scripts.
@@ -239,18 +234,10 @@ fn mb(bytes: u64) -> String {
 }
 
 /// `L0=a L1=b ...` up to the deepest non-empty level.
-fn per_level<T: Copy>(
-    values: &[T],
-    show: impl Fn(T) -> String,
-    nonzero: impl Fn(T) -> bool,
-) -> String {
+fn per_level<T: Copy>(values: &[T], show: impl Fn(T) -> String, nonzero: impl Fn(T) -> bool) -> String {
     let deepest = values.iter().rposition(|&v| nonzero(v)).unwrap_or(0);
-    let shown: Vec<String> = values
-        .iter()
-        .take(deepest + 1)
-        .enumerate()
-        .map(|(i, &v)| format!("L{i}={}", show(v)))
-        .collect();
+    let shown: Vec<String> =
+        values.iter().take(deepest + 1).enumerate().map(|(i, &v)| format!("L{i}={}", show(v))).collect();
     if shown.is_empty() {
         "-".to_string()
     } else {
@@ -266,40 +253,18 @@ pub fn render_db_stats(s: &DbStats, live_bytes: Option<u64>) -> String {
     match live_bytes {
         Some(live) => {
             let amp = s.disk_bytes as f64 / live.max(1) as f64;
-            let _ = writeln!(
-                r,
-                "space_amp:        {amp:.2} ({} on disk / {} live)",
-                mb(s.disk_bytes),
-                mb(live)
-            );
+            let _ = writeln!(r, "space_amp:        {amp:.2} ({} on disk / {} live)", mb(s.disk_bytes), mb(live));
         }
         None => {
             let _ = writeln!(r, "space_amp:        n/a ({} on disk)", mb(s.disk_bytes));
         }
     }
-    let _ = writeln!(
-        r,
-        "level_files:      {}",
-        per_level(&s.level_files, |v| v.to_string(), |v| v > 0)
-    );
-    let _ = writeln!(
-        r,
-        "level_runs:       {}",
-        per_level(&s.level_runs, |v| v.to_string(), |v| v > 0)
-    );
-    let _ = writeln!(
-        r,
-        "level_bytes:      {}",
-        per_level(&s.level_bytes, mb, |v| v > 0)
-    );
+    let _ = writeln!(r, "level_files:      {}", per_level(&s.level_files, |v| v.to_string(), |v| v > 0));
+    let _ = writeln!(r, "level_runs:       {}", per_level(&s.level_runs, |v| v.to_string(), |v| v > 0));
+    let _ = writeln!(r, "level_bytes:      {}", per_level(&s.level_bytes, mb, |v| v > 0));
     let _ = writeln!(r, "user_written:     {}", mb(s.user_bytes_written));
     let _ = writeln!(r, "log_written:      {}", mb(s.log_bytes_written));
-    let _ = writeln!(
-        r,
-        "flush_written:    {} in {} flushes",
-        mb(s.flush_bytes_written),
-        s.num_flushes
-    );
+    let _ = writeln!(r, "flush_written:    {} in {} flushes", mb(s.flush_bytes_written), s.num_flushes);
     let _ = writeln!(
         r,
         "compaction:       {} read, {} written in {} compactions",
@@ -317,25 +282,14 @@ pub fn db_stats_json(s: &DbStats, live_bytes: Option<u64>) -> String {
     let mut j = JsonObject::default();
     j.str("benchmark", "stats").num("write_amp", s.write_amp());
     match live_bytes {
-        Some(live) => j
-            .num("space_amp", s.disk_bytes as f64 / live.max(1) as f64)
-            .int("live_bytes", live),
+        Some(live) => j.num("space_amp", s.disk_bytes as f64 / live.max(1) as f64).int("live_bytes", live),
         None => j.raw("space_amp", "null"),
     };
     let list = |v: Vec<String>| format!("[{}]", v.join(","));
     j.int("disk_bytes", s.disk_bytes)
-        .raw(
-            "level_files",
-            &list(s.level_files.iter().map(|v| v.to_string()).collect()),
-        )
-        .raw(
-            "level_runs",
-            &list(s.level_runs.iter().map(|v| v.to_string()).collect()),
-        )
-        .raw(
-            "level_bytes",
-            &list(s.level_bytes.iter().map(|v| v.to_string()).collect()),
-        )
+        .raw("level_files", &list(s.level_files.iter().map(|v| v.to_string()).collect()))
+        .raw("level_runs", &list(s.level_runs.iter().map(|v| v.to_string()).collect()))
+        .raw("level_bytes", &list(s.level_bytes.iter().map(|v| v.to_string()).collect()))
         .int("user_bytes_written", s.user_bytes_written)
         .int("log_bytes_written", s.log_bytes_written)
         .int("flush_bytes_written", s.flush_bytes_written)
@@ -367,27 +321,18 @@ mod tests {
 
     #[test]
     fn report_line_has_db_bench_layout() {
-        assert_eq!(
-            summary(Some(47.2), "").line(),
-            "fillseq      :       2.345 micros/op;   47.2 MB/s"
-        );
+        assert_eq!(summary(Some(47.2), "").line(), "fillseq      :       2.345 micros/op;   47.2 MB/s");
         assert_eq!(
             summary(None, "(999 of 1000 found)").line(),
             "fillseq      :       2.345 micros/op; (999 of 1000 found)"
         );
-        assert_eq!(
-            summary(None, "").line(),
-            "fillseq      :       2.345 micros/op;"
-        );
+        assert_eq!(summary(None, "").line(), "fillseq      :       2.345 micros/op;");
     }
 
     #[test]
     fn json_line_escapes_and_nulls() {
         let j = summary(None, "say \"hi\"\n").json();
-        assert!(
-            j.starts_with("{\"benchmark\":\"fillseq\",\"micros_per_op\":2.3454,"),
-            "{j}"
-        );
+        assert!(j.starts_with("{\"benchmark\":\"fillseq\",\"micros_per_op\":2.3454,"), "{j}");
         assert!(j.contains("\"mb_per_s\":null"));
         assert!(j.contains("\"message\":\"say \\\"hi\\\"\\u000a\""));
     }
@@ -423,10 +368,7 @@ mod tests {
         assert!(r.contains("level_files:      L0=2 L1=0 L2=5\n"), "{r}");
         assert!(r.contains("level_bytes:      L0=0 B\n"), "{r}");
         assert!(r.contains("level_runs:       -\n"), "{r}");
-        assert_eq!(
-            (mb(2048), mb(3 << 20), mb(5 << 30)),
-            ("2.0 KB".into(), "3.0 MB".into(), "5.00 GB".into())
-        );
+        assert_eq!((mb(2048), mb(3 << 20), mb(5 << 30)), ("2.0 KB".into(), "3.0 MB".into(), "5.00 GB".into()));
         assert!(db_stats_json(&s, None).contains("\"space_amp\":null"));
     }
 }

@@ -55,15 +55,9 @@ mod tests {
     #[test]
     fn values_compress_to_about_the_requested_ratio() {
         let half = lz4_ratio(0.5);
-        assert!(
-            (0.45..0.65).contains(&half),
-            "ratio 0.5 compressed to {half}"
-        );
+        assert!((0.45..0.65).contains(&half), "ratio 0.5 compressed to {half}");
         let quarter = lz4_ratio(0.25);
-        assert!(
-            (0.2..0.4).contains(&quarter),
-            "ratio 0.25 compressed to {quarter}"
-        );
+        assert!((0.2..0.4).contains(&quarter), "ratio 0.25 compressed to {quarter}");
         assert!(lz4_ratio(1.0) > 0.95);
     }
 

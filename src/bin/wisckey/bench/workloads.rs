@@ -60,11 +60,7 @@ fn do_write(ctx: &Ctx, t: &mut ThreadState, seq: bool) -> CliResult {
         let n = ctx.entries_per_batch.min(ctx.num - i);
         batch.clear();
         for j in 0..n {
-            let k = if seq {
-                i + j
-            } else {
-                t.rand.uniform(ctx.args.num)
-            };
+            let k = if seq { i + j } else { t.rand.uniform(ctx.args.num) };
             let (kb, vb) = (key.key(k), gen.generate(ctx.value_size));
             bytes += (kb.len() + vb.len()) as u64;
             if n == 1 {
@@ -124,8 +120,7 @@ pub fn read_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
         }
         t.stats.finished_single_op();
     }
-    t.stats
-        .add_message(&format!("({found} of {} found)", ctx.num));
+    t.stats.add_message(&format!("({found} of {} found)", ctx.num));
     Ok(())
 }
 
@@ -164,8 +159,7 @@ pub fn seek_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
         }
         t.stats.finished_single_op();
     }
-    t.stats
-        .add_message(&format!("({found} of {} found)", ctx.num));
+    t.stats.add_message(&format!("({found} of {} found)", ctx.num));
     Ok(())
 }
 
@@ -183,8 +177,7 @@ pub fn seek_ordered(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
         }
         t.stats.finished_single_op();
     }
-    t.stats
-        .add_message(&format!("({found} of {} found)", ctx.num));
+    t.stats.add_message(&format!("({found} of {} found)", ctx.num));
     Ok(())
 }
 
@@ -217,8 +210,7 @@ pub fn read_while_writing(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
     let mut key = KeyFormat::new(ctx.args.key_size as usize);
     while ctx.threads_done.load(Ordering::Acquire) + 1 < ctx.threads {
         let k = t.rand.uniform(ctx.args.num);
-        ctx.db
-            .put_opt(&ctx.write_options, key.key(k), gen.generate(ctx.value_size))?;
+        ctx.db.put_opt(&ctx.write_options, key.key(k), gen.generate(ctx.value_size))?;
         ctx.live.put(k, ctx.value_class);
     }
     // Do not count the writer's work in the stats.
