@@ -62,6 +62,15 @@ pub struct Options {
     /// pointer to them (WiscKey); smaller values are stored inline in the LSM-tree too.
     /// `0` separates every value, as the paper does; `usize::MAX` never separates.
     pub min_blob_size: usize,
+    /// Garbage ratio of a vLog file at which background GC collects it.
+    pub gc_garbage_ratio: f64,
+    /// How often the background GC thread looks for work; `0` turns automatic GC off
+    /// (`Db::run_gc` still works).
+    pub gc_interval_ms: u64,
+    /// Bytes of vLog one GC step reads before it re-puts the live values and frees space.
+    pub gc_chunk_bytes: u64,
+    /// Pause between GC steps, leaving the disk to foreground writes.
+    pub gc_pause_ms: u64,
     /// The filesystem to use (real files by default; in-memory or fault-injecting in tests).
     pub vfs: Arc<dyn Vfs>,
 }
@@ -102,6 +111,10 @@ impl Default for Options {
             log_buffer_bytes: 1 << 20,
             recovery_mode: RecoveryMode::TolerateCorruptTail,
             min_blob_size: 1024,
+            gc_garbage_ratio: 0.5,
+            gc_interval_ms: 1000,
+            gc_chunk_bytes: 4 << 20,
+            gc_pause_ms: 5,
             vfs: Arc::new(PosixFs::new()),
         }
     }
@@ -141,6 +154,10 @@ impl Options {
     setter!(log_buffer_bytes: usize);
     setter!(recovery_mode: RecoveryMode);
     setter!(min_blob_size: usize);
+    setter!(gc_garbage_ratio: f64);
+    setter!(gc_interval_ms: u64);
+    setter!(gc_chunk_bytes: u64);
+    setter!(gc_pause_ms: u64);
     setter!(vfs: Arc<dyn Vfs>);
 
     /// Bloom bits per key used at `level`.

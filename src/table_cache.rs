@@ -27,7 +27,7 @@ impl TableCache {
     pub fn get(&self, meta: &FileMeta) -> Result<Arc<Table>> {
         self.tables.get_or_insert_with(&meta.number, || {
             let path = table_file_name(&self.dir, meta.number);
-            let file = self.vfs.open_read(&path)?;
+            let file = self.vfs.open_read_mapped(&path)?;
             Ok(Arc::new(Table::open(file, meta.number, meta.size, self.block_cache.clone())?))
         })
     }

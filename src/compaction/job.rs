@@ -32,6 +32,9 @@ pub struct JobContext<'a> {
 #[derive(Debug, Default)]
 pub struct JobOutput {
     pub files: Vec<FileMeta>,
+    /// Bytes of separated values whose last reference this job dropped, per value-log file
+    /// (discard statistics for value-log GC).
+    pub blob_garbage: std::collections::BTreeMap<u64, u64>,
     pub bytes_read: u64,
     pub bytes_written: u64,
 }
@@ -193,6 +196,11 @@ pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Ver
                 && is_base_level_for_key(version, task.output_level, p.user_key)
         };
         last_seq_for_key = p.seq;
+        if drop && p.kind == ValueKind::Pointer as u8 {
+            if let Some(ptr) = crate::vlog::ValuePointer::decode(it.value()) {
+                *w.out.blob_garbage.entry(ptr.file).or_insert(0) += u64::from(ptr.op_len);
+            }
+        }
         if !drop {
             w.add(ikey, it.value())?;
         }

@@ -28,7 +28,11 @@ pub(super) fn spawn(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
             .spawn(move || f(&me))
             .map_err(|e| Error::io("spawn background thread", &inner.dir, e))
     };
-    Ok(vec![spawn_one("wisckey-flush", DbInner::flush_loop)?, spawn_one("wisckey-compact", DbInner::compaction_loop)?])
+    Ok(vec![
+        spawn_one("wisckey-flush", DbInner::flush_loop)?,
+        spawn_one("wisckey-compact", DbInner::compaction_loop)?,
+        spawn_one("wisckey-gc", DbInner::gc_loop)?,
+    ])
 }
 
 /// Write a memtable into table file `number`; `None` if the memtable is empty.
@@ -238,6 +242,7 @@ impl DbInner {
             job::run_compaction(&ctx, task, &version)
         });
         let r = out.and_then(|out| {
+            edit.blob_garbage = out.blob_garbage.iter().map(|(&f, &b)| (f, b)).collect();
             for f in &out.files {
                 edit.added_files.push((task.output_level as u32, f.clone()));
             }
@@ -303,8 +308,10 @@ impl DbInner {
                     _ => false,
                 };
                 if obsolete {
-                    if kind == FileKind::Table {
-                        self.table_cache.evict(number);
+                    match kind {
+                        FileKind::Table => self.table_cache.evict(number),
+                        FileKind::Log => self.vlog.evict(number),
+                        _ => {}
                     }
                     match self.vfs.remove(&self.dir.join(&name)) {
                         // The other background thread swept it first.

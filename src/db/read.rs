@@ -43,29 +43,38 @@ impl DbInner {
 
     pub(crate) fn get(&self, ro: &ReadOptions, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
         let view = self.view(ro);
+        match self.get_entry(&view, user_key, self.fill_cache(ro))? {
+            Some((kind, v)) => self.resolve(user_key, kind, v),
+            None => Ok(None),
+        }
+    }
+
+    /// The newest entry for `user_key` visible at the latest sequence number, without
+    /// reading a separated value (GC compares the pointer itself).
+    pub(crate) fn get_latest_entry(&self, user_key: &[u8]) -> Result<Option<(ValueKind, Vec<u8>)>> {
+        let view = self.view(&ReadOptions::default());
+        self.get_entry(&view, user_key, true)
+    }
+
+    /// The newest entry for `user_key` visible in `view`: `None` when absent, the kind and
+    /// stored bytes otherwise (deletions included).
+    fn get_entry(&self, view: &View, user_key: &[u8], fill: bool) -> Result<Option<(ValueKind, Vec<u8>)>> {
         for m in &view.mems {
             match m.get(user_key, view.seq) {
-                Lookup::Found(kind, v) => return self.resolve(user_key, kind, v),
-                Lookup::Deleted => return Ok(None),
+                Lookup::Found(kind, v) => return Ok(Some((kind, v))),
+                Lookup::Deleted => return Ok(Some((ValueKind::Deletion, Vec::new()))),
                 Lookup::Absent => {}
             }
         }
         let seek = key::make_internal_key(user_key, view.seq, KIND_FOR_SEEK);
         for (_, file) in view.version.files_for_key(user_key) {
             let table = self.table_cache.get(&file)?;
-            if let Some((ikey, value)) = table.get(&seek, self.fill_cache(ro))? {
-                let p = key::parse_internal_key(&ikey).ok_or_else(|| {
-                    Error::corruption(self.dir.join(format!("{:06}.sst", file.number)), 0, "malformed internal key")
-                })?;
-                return match ValueKind::from_u8(p.kind) {
-                    Some(ValueKind::Deletion) => Ok(None),
-                    Some(kind) => self.resolve(user_key, kind, value),
-                    None => Err(Error::corruption(
-                        self.dir.join(format!("{:06}.sst", file.number)),
-                        0,
-                        format!("unknown entry kind {}", p.kind),
-                    )),
-                };
+            if let Some((ikey, value)) = table.get(&seek, fill)? {
+                let path = || self.dir.join(format!("{:06}.sst", file.number));
+                let p = key::parse_internal_key(&ikey).ok_or_else(|| Error::corruption(path(), 0, "malformed key"))?;
+                let kind = ValueKind::from_u8(p.kind)
+                    .ok_or_else(|| Error::corruption(path(), 0, format!("unknown entry kind {}", p.kind)))?;
+                return Ok(Some((kind, value)));
             }
         }
         Ok(None)
@@ -111,7 +120,9 @@ impl DbInner {
                 children.push(Box::new(RunIterator::new(self.table_cache.clone(), run.files.clone(), fill)));
             }
         }
-        let pins = (view.mems, view.version.clone(), ro.snapshot.clone());
+        // An iterator is a reader at `view.seq` like a snapshot: register it, so value-log GC
+        // keeps every value it may still read.
+        let pins = (view.mems, view.version.clone(), self.snapshots.acquire(view.seq));
         Ok(DbIterator::new(
             Box::new(MergingIterator::new(children)),
             view.seq,
@@ -162,6 +173,10 @@ impl DbInner {
             vlog_garbage_bytes,
             memtable_bytes,
             last_sequence: self.visible_seq.load(Ordering::Acquire),
+            gc_runs: load(&c.gc_runs),
+            gc_bytes_read: load(&c.gc_bytes_read),
+            gc_bytes_rewritten: load(&c.gc_bytes_rewritten),
+            gc_bytes_freed: load(&c.gc_bytes_freed),
         }
     }
 }

@@ -29,6 +29,11 @@ impl SnapshotList {
         }
     }
 
+    /// The oldest snapshot's sequence number, if any snapshot is held.
+    pub fn oldest(&self) -> Option<u64> {
+        self.held.lock().keys().next().copied()
+    }
+
     /// The oldest snapshot's sequence number, or `current` when none is held.
     pub fn smallest(&self, current: u64) -> u64 {
         self.held.lock().keys().next().copied().unwrap_or(current).min(current)

@@ -10,8 +10,10 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use super::{add, DbInner, State};
 use crate::error::Result;
+use crate::key::ValueKind;
 use crate::memtable::Memtable;
-use crate::write_batch::WriteBatch;
+use crate::vlog::ValuePointer;
+use crate::write_batch::{BatchOp, WriteBatch};
 
 /// A queued write.
 pub(crate) struct WriterSlot {
@@ -19,6 +21,9 @@ pub(crate) struct WriterSlot {
     sync: bool,
     /// A flush request: switch the memtable instead of writing.
     force_switch: bool,
+    /// A value-log GC relocation: `batch` re-puts values, and op *i* is applied only if the
+    /// key's newest entry is still the pointer `gc_old[i]` (a user write in between wins).
+    gc_old: Option<Vec<ValuePointer>>,
     result: Mutex<Option<Result<()>>>,
     cv: Condvar,
 }
@@ -31,7 +36,26 @@ impl DbInner {
     /// Commit `batch` (or, with an empty batch and `force_switch`, switch the memtable).
     pub(crate) fn write(&self, sync: bool, batch: WriteBatch) -> Result<()> {
         batch.check()?;
-        self.enqueue(WriterSlot { batch, sync, force_switch: false, result: Mutex::new(None), cv: Condvar::new() })
+        self.enqueue(WriterSlot {
+            batch,
+            sync,
+            force_switch: false,
+            gc_old: None,
+            result: Mutex::new(None),
+            cv: Condvar::new(),
+        })
+    }
+
+    /// Re-put relocated values (see `WriterSlot::gc_old`); durable when it returns.
+    pub(crate) fn gc_write(&self, batch: WriteBatch, old: Vec<ValuePointer>) -> Result<()> {
+        self.enqueue(WriterSlot {
+            batch,
+            sync: true,
+            force_switch: false,
+            gc_old: Some(old),
+            result: Mutex::new(None),
+            cv: Condvar::new(),
+        })
     }
 
     /// Make the active memtable immutable (if it holds anything) through the write queue.
@@ -40,6 +64,7 @@ impl DbInner {
             batch: WriteBatch::new(),
             sync: false,
             force_switch: true,
+            gc_old: None,
             result: Mutex::new(None),
             cv: Condvar::new(),
         })
@@ -89,20 +114,33 @@ impl DbInner {
         if leader.force_switch {
             return (1, Ok(()));
         }
-        let n = group_size(st, &leader);
+        let (n, gc_batch) = match &leader.gc_old {
+            Some(old) => match MutexGuard::unlocked(st, || self.still_pointing(&leader.batch, old)) {
+                Ok(b) => (1, Some(b)),
+                Err(e) => return (1, Err(e)),
+            },
+            None => (group_size(st, &leader), None),
+        };
         let group: Vec<Arc<WriterSlot>> = st.writers.iter().take(n).cloned().collect();
-        let count: u64 = group.iter().map(|w| w.batch.len() as u64).sum();
+        let batches: Vec<&WriteBatch> = match &gc_batch {
+            Some(b) => vec![b],
+            None => group.iter().map(|w| &w.batch).collect(),
+        };
+        let sync = group.iter().any(|w| w.sync);
+        let count: u64 = batches.iter().map(|b| b.len() as u64).sum();
         if count == 0 {
             return (n, Ok(()));
         }
         let first_seq = st.last_seq + 1;
         st.last_seq += count;
         let mem = st.mem.clone();
-        let r = MutexGuard::unlocked(st, || self.append_and_apply(&group, first_seq, count as u32, &mem));
+        let r = MutexGuard::unlocked(st, || self.append_and_apply(&batches, sync, first_seq, count as u32, &mem));
         match &r {
             Ok(()) => {
                 self.visible_seq.store(first_seq + count - 1, Ordering::Release);
-                add(&self.counters.user_bytes, group.iter().map(|w| w.batch.user_bytes).sum());
+                if leader.gc_old.is_none() {
+                    add(&self.counters.user_bytes, batches.iter().map(|b| b.user_bytes).sum());
+                }
             }
             Err(e) => {
                 tracing::error!(error = %e, "log write failed; the database is read-only until resume()");
@@ -113,18 +151,24 @@ impl DbInner {
     }
 
     /// Append the group to the log (syncing if any writer asked), then apply it to `mem`.
-    fn append_and_apply(&self, group: &[Arc<WriterSlot>], first_seq: u64, count: u32, mem: &Memtable) -> Result<()> {
-        let sync = group.iter().any(|w| w.sync);
+    fn append_and_apply(
+        &self,
+        group: &[&WriteBatch],
+        sync: bool,
+        first_seq: u64,
+        count: u32,
+        mem: &Memtable,
+    ) -> Result<()> {
         let mut ops = Vec::new();
         if group.len() > 1 {
-            ops.reserve(group.iter().map(|w| w.batch.rep.len()).sum());
-            for w in group {
-                ops.extend_from_slice(&w.batch.rep);
+            ops.reserve(group.iter().map(|b| b.rep.len()).sum());
+            for b in group {
+                ops.extend_from_slice(&b.rep);
             }
         }
         let pos = {
             let mut log = self.log.lock();
-            let rep = if group.len() == 1 { &group[0].batch.rep } else { &ops };
+            let rep = if group.len() == 1 { &group[0].rep } else { &ops };
             let pos = log.append(first_seq, count, rep)?;
             if sync {
                 if let Err(e) = log.sync() {
@@ -136,7 +180,7 @@ impl DbInner {
         };
         let min_blob = self.opts.min_blob_size;
         match group {
-            [one] => mem.apply_group(pos, first_seq, &one.batch.rep, min_blob),
+            [one] => mem.apply_group(pos, first_seq, &one.rep, min_blob),
             _ => mem.apply_group(pos, first_seq, &ops, min_blob),
         }
         Ok(())
@@ -197,6 +241,22 @@ impl DbInner {
     }
 }
 
+impl DbInner {
+    /// The ops of a GC relocation batch whose key still points at the old address.
+    fn still_pointing(&self, batch: &WriteBatch, old: &[ValuePointer]) -> Result<WriteBatch> {
+        let mut keep = WriteBatch::with_capacity(batch.approximate_size());
+        for (op, old) in batch.iter().zip(old) {
+            let Ok(BatchOp::Put { key, value }) = op else { continue };
+            if let Some((ValueKind::Pointer, cur)) = self.get_latest_entry(key)? {
+                if ValuePointer::decode(&cur).is_some_and(|p| p.file == old.file && p.offset == old.offset) {
+                    keep.put(key, value);
+                }
+            }
+        }
+        Ok(keep)
+    }
+}
+
 /// How many queued writers (from the front) the leader takes into its group.
 fn group_size(st: &State, leader: &WriterSlot) -> usize {
     let mut size = leader.batch.rep.len();
@@ -205,7 +265,7 @@ fn group_size(st: &State, leader: &WriterSlot) -> usize {
     for w in st.writers.iter().skip(1) {
         // A non-sync leader must not make a sync writer's data durable-late; a flush request
         // ends the group.
-        if w.force_switch || (w.sync && !leader.sync) || size + w.batch.rep.len() > max {
+        if w.force_switch || w.gc_old.is_some() || (w.sync && !leader.sync) || size + w.batch.rep.len() > max {
             break;
         }
         size += w.batch.rep.len();

@@ -525,6 +525,68 @@ mod tests {
     }
 
     #[test]
+    fn mapped_file_reads_like_pread_and_survives_deletion() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", "/tmp", e))?;
+        let fs = PosixFs::new();
+        let p = dir.path().join("000001.sst");
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        write(&fs, &p, &data)?;
+        let r = fs.open_read_mapped(&p)?;
+        assert_eq!(r.mapping().map(|m| &m[..]), Some(&data[..]));
+        assert!(fs.open_read(&p)?.mapping().is_none(), "plain open_read never maps");
+        assert_eq!(r.len()?, 10_000);
+        let mut buf = [0u8; 100];
+        r.read_exact_at(9_000, &mut buf)?;
+        assert_eq!(&buf[..], &data[9_000..9_100]);
+        assert_eq!(r.read_at(9_950, &mut buf)?, 50, "short read at the end");
+        assert_eq!(r.read_at(10_000, &mut buf)?, 0, "read at EOF returns 0");
+        assert_eq!(r.read_at(u64::MAX, &mut buf)?, 0);
+        assert!(r.read_exact_at(9_950, &mut buf).unwrap_err().is_corruption());
+        r.advise(0, 0, Advice::Random)?;
+        fs.remove(&p)?;
+        r.read_exact_at(0, &mut buf)?;
+        assert_eq!(&buf[..], &data[..100], "a deleted file stays readable while mapped");
+        Ok(())
+    }
+
+    #[test]
+    fn empty_file_is_read_without_a_mapping() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", "/tmp", e))?;
+        let fs = PosixFs::new();
+        let p = dir.path().join("empty");
+        write(&fs, &p, b"")?;
+        let r = fs.open_read_mapped(&p)?;
+        assert!(r.mapping().is_none());
+        assert_eq!(r.read_at(0, &mut [0u8; 4])?, 0);
+        Ok(())
+    }
+
+    /// Beyond the limit files are read with pread; a dropped mapping frees its slot.
+    #[test]
+    fn mapped_file_limit_falls_back_to_pread_until_a_mapping_is_dropped() -> Result<()> {
+        static SLOTS: AtomicUsize = AtomicUsize::new(0);
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", "/tmp", e))?;
+        let fs = PosixFs::new();
+        let p = dir.path().join("t");
+        write(&fs, &p, b"table bytes")?;
+        let open = || File::open(&p).map_err(|e| Error::io("open", &p, e));
+        let first = map_file(&open()?, &SLOTS, 2).map(Arc::new);
+        let second = map_file(&open()?, &SLOTS, 2);
+        assert!(first.is_some() && second.is_some());
+        assert!(map_file(&open()?, &SLOTS, 2).is_none(), "limit reached");
+        let shared = first.clone();
+        drop(first);
+        assert!(map_file(&open()?, &SLOTS, 2).is_none(), "a shared mapping still holds its slot");
+        drop(shared);
+        let third = map_file(&open()?, &SLOTS, 2);
+        assert_eq!(third.as_deref().map(|m| &m[..]), Some(&b"table bytes"[..]));
+        assert_eq!(SLOTS.load(Ordering::Relaxed), 2);
+        drop((second, third));
+        assert_eq!(SLOTS.load(Ordering::Relaxed), 0);
+        Ok(())
+    }
+
+    #[test]
     fn errors_name_the_operation_and_path() {
         let fs = PosixFs::new();
         let p = Path::new("/nonexistent-wisckey-dir/file");

@@ -113,9 +113,17 @@ fn zstd_decompress(body: &[u8], dst: &mut [u8]) -> std::io::Result<usize> {
 /// Decompress a block payload stored with trailer type `kind`. `file`/`offset` name the block
 /// in errors. Type 0 returns the payload unchanged (no copy).
 pub fn decompress(kind: u8, payload: Vec<u8>, file: &Path, offset: u64) -> Result<Vec<u8>> {
-    let corrupt = |reason: String| Error::corruption(file, offset, reason);
     if kind == TYPE_NONE {
         return Ok(payload);
+    }
+    decompress_slice(kind, &payload, file, offset)
+}
+
+/// `decompress` of a borrowed payload (a block in a mapped file); type 0 copies it.
+pub fn decompress_slice(kind: u8, payload: &[u8], file: &Path, offset: u64) -> Result<Vec<u8>> {
+    let corrupt = |reason: String| Error::corruption(file, offset, reason);
+    if kind == TYPE_NONE {
+        return Ok(payload.to_vec());
     }
     if kind != TYPE_LZ4 && kind != TYPE_ZSTD {
         return Err(corrupt(format!("unknown block compression type {kind}")));

@@ -147,16 +147,23 @@ pub fn stored_len(path: &Path, handle: BlockHandle, limit: u64) -> Result<usize>
 /// Verify and strip the trailer of `buf` (block bytes + trailer, as read from `handle`),
 /// then decompress.
 pub fn decode_block(mut buf: Vec<u8>, handle: BlockHandle, path: &Path) -> Result<Vec<u8>> {
-    let Some(size) = buf.len().checked_sub(BLOCK_TRAILER_LEN) else {
-        return Err(Error::corruption(path, handle.offset, "block shorter than its trailer"));
-    };
-    let kind = buf[size];
-    let stored = u32::from_le_bytes([buf[size + 1], buf[size + 2], buf[size + 3], buf[size + 4]]);
-    if crc(&buf[..=size]) != stored {
-        return Err(Error::corruption(path, handle.offset, "block checksum mismatch"));
-    }
+    let (size, kind) = verify_block(&buf, handle, path)?;
     buf.truncate(size);
     compression::decompress(kind, buf, path, handle.offset)
+}
+
+/// Verify the trailer checksum of `stored` (block bytes + trailer, as stored at `handle`);
+/// returns the block's size without the trailer and its compression type.
+pub fn verify_block(stored: &[u8], handle: BlockHandle, path: &Path) -> Result<(usize, u8)> {
+    let Some(size) = stored.len().checked_sub(BLOCK_TRAILER_LEN) else {
+        return Err(Error::corruption(path, handle.offset, "block shorter than its trailer"));
+    };
+    let t = &stored[size..];
+    let kind = t[0];
+    if crc(&stored[..=size]) != u32::from_le_bytes([t[1], t[2], t[3], t[4]]) {
+        return Err(Error::corruption(path, handle.offset, "block checksum mismatch"));
+    }
+    Ok((size, kind))
 }
 
 /// Statistics recorded in a table's properties block.

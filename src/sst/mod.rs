@@ -8,6 +8,7 @@ pub mod filter;
 pub mod format;
 pub mod table_builder;
 pub mod table_reader;
+pub mod verified;
 
 pub use compression::Compression;
 pub use format::TableProperties;

@@ -1,5 +1,7 @@
 //! Reads an SSTable: opens it (footer, index, filter, properties kept in memory), answers
 //! point lookups, and iterates it with a two-level iterator (index block → data blocks).
+//! When the file is memory-mapped, uncompressed data blocks are used in place (no copy, no
+//! block cache) and their checksum is verified on first use only.
 
 use std::cmp::Ordering;
 use std::path::Path;
@@ -7,13 +9,18 @@ use std::sync::Arc;
 
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
-use crate::fs::RandomAccessFile;
+use crate::fs::{FileMapping, RandomAccessFile};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, user_key};
 
 use super::block::{Block, BlockIter};
+use super::compression::{decompress_slice, TYPE_NONE};
 use super::filter::BloomFilter;
-use super::format::{decode_block, read_block, stored_len, BlockHandle, Footer, TableProperties, FOOTER_LEN};
+use super::format::{
+    decode_block, read_block, stored_len, verify_block, BlockHandle, Footer, TableProperties, BLOCK_TRAILER_LEN,
+    FOOTER_LEN,
+};
+use super::verified::VerifiedBlocks;
 
 /// An open table; immutable and shared between threads as `Arc<Table>`.
 pub struct Table {
@@ -28,6 +35,10 @@ pub struct Table {
     data_end: u64,
     /// File offset of the index block, for error messages.
     index_offset: u64,
+    /// The whole file, when it is memory-mapped.
+    mapping: Option<Arc<FileMapping>>,
+    /// Mapped uncompressed data blocks whose checksum passed (empty when not mapped).
+    verified: VerifiedBlocks,
 }
 
 impl std::fmt::Debug for Table {
@@ -70,6 +81,12 @@ impl Table {
                 Some(BloomFilter::new(raw, &path, footer.filter.offset)?)
             }
         };
+        let data_end = footer.data_end();
+        let mapping = file.mapping().cloned();
+        // Every block takes at least its trailer, which bounds a damaged block count.
+        let max_blocks = usize::try_from(data_end / BLOCK_TRAILER_LEN as u64).unwrap_or(usize::MAX);
+        let blocks = usize::try_from(props.num_data_blocks).unwrap_or(usize::MAX).min(max_blocks);
+        let verified = VerifiedBlocks::with_capacity(if mapping.is_some() { blocks } else { 0 });
         Ok(Table {
             file,
             path,
@@ -78,8 +95,10 @@ impl Table {
             index,
             filter,
             props,
-            data_end: footer.data_end(),
+            data_end,
             index_offset: footer.index.offset,
+            mapping,
+            verified,
         })
     }
 
@@ -96,9 +115,14 @@ impl Table {
         &self.path
     }
 
-    /// Bytes of index and filter this table keeps in memory.
+    /// Bytes of index, filter and verified-block set this table keeps in memory.
     pub fn memory_usage(&self) -> usize {
-        self.index.charge() + self.filter.as_ref().map_or(0, |f| f.size())
+        self.index.charge() + self.filter.as_ref().map_or(0, |f| f.size()) + self.verified.size()
+    }
+
+    /// Whether the table file is memory-mapped (data blocks used in place).
+    pub fn is_mapped(&self) -> bool {
+        self.mapping.is_some()
     }
 
     /// False only when no entry of `user_key` is in the table (Bloom filter; always true
@@ -171,21 +195,58 @@ impl Table {
         fill_cache: bool,
         readahead: Option<&mut Readahead>,
     ) -> Result<Arc<Block>> {
-        let key = (self.file_number, handle.offset);
-        if let Some(cache) = &self.cache {
-            if let Some(b) = cache.get(&key) {
-                return Ok(b);
-            }
+        if let Some(map) = &self.mapping {
+            return self.load_mapped_block(map, handle, fill_cache);
+        }
+        if let Some(b) = self.cached_block(handle) {
+            return Ok(b);
         }
         let raw = match readahead {
             Some(ra) if ra.active() => ra.read(&*self.file, handle, self.data_end)?,
             _ => read_block(&*self.file, handle, self.data_end)?,
         };
+        self.cache_block(handle, raw, fill_cache)
+    }
+
+    fn cached_block(&self, handle: BlockHandle) -> Option<Arc<Block>> {
+        self.cache.as_ref()?.get(&(self.file_number, handle.offset))
+    }
+
+    /// Wrap decoded bytes as a block and (with `fill_cache`) put it in the block cache.
+    fn cache_block(&self, handle: BlockHandle, raw: Vec<u8>, fill_cache: bool) -> Result<Arc<Block>> {
         let block = Arc::new(Block::new(raw, Arc::clone(&self.path), handle.offset)?);
         if let (Some(cache), true) = (&self.cache, fill_cache) {
-            cache.insert(key, Arc::clone(&block));
+            cache.insert((self.file_number, handle.offset), Arc::clone(&block));
         }
         Ok(block)
+    }
+
+    /// A data block of a mapped file: an uncompressed one borrows the mapping (checksum
+    /// verified on its first load only); a compressed one is decompressed from the mapping
+    /// once and kept in the block cache like a block read with `pread`.
+    fn load_mapped_block(&self, map: &Arc<FileMapping>, h: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
+        let len = stored_len(&self.path, h, self.data_end)?;
+        let start = usize::try_from(h.offset).unwrap_or(usize::MAX);
+        let Some(stored) = start.checked_add(len).and_then(|end| map.get(start..end)) else {
+            let why = format!("block handle {h:?} points past the end of the mapped file ({})", map.len());
+            return Err(Error::corruption(&*self.path, h.offset, why));
+        };
+        // `stored_len` includes the trailer; its first byte is the compression type.
+        let size = len - BLOCK_TRAILER_LEN;
+        if stored[size] == TYPE_NONE {
+            if !self.verified.contains(h.offset) {
+                verify_block(stored, h, &self.path)?;
+                self.verified.insert(h.offset);
+            }
+            let block = Block::mapped(Arc::clone(map), start, size, Arc::clone(&self.path), h.offset)?;
+            return Ok(Arc::new(block));
+        }
+        if let Some(b) = self.cached_block(h) {
+            return Ok(b);
+        }
+        let (size, kind) = verify_block(stored, h, &self.path)?;
+        let raw = decompress_slice(kind, &stored[..size], &self.path, h.offset)?;
+        self.cache_block(h, raw, fill_cache)
     }
 }
 
@@ -684,9 +745,33 @@ mod tests {
     /// Open, scan everything and get every key: either everything matches the model or a
     /// `Corruption` error is reported. Never a panic, never wrong data.
     fn corruption_or_exact(bytes: Vec<u8>, model: &Model) -> std::result::Result<(), String> {
-        let file = MemFile::with_bytes(bytes);
-        let size = file.bytes().len() as u64;
-        let t = match Table::open(Arc::new(file), 7, size, None) {
+        let size = bytes.len() as u64;
+        corruption_or_exact_in(Arc::new(MemFile::with_bytes(bytes)), size, model)
+    }
+
+    /// `bytes` written to `dir/000007.sst`, opened memory-mapped through `PosixFs`.
+    fn mapped_file(dir: &Path, bytes: &[u8]) -> Arc<dyn RandomAccessFile> {
+        use crate::fs::{PosixFs, Vfs};
+        let fs = PosixFs::new();
+        let path = dir.join("000007.sst");
+        let mut w = fs.create(&path).unwrap();
+        w.append(bytes).unwrap();
+        let file = fs.open_read_mapped(&path).unwrap();
+        assert_eq!(file.mapping().is_some(), !bytes.is_empty(), "table file should be mapped");
+        file
+    }
+
+    /// `corruption_or_exact` of a table read through a memory mapping.
+    fn corruption_or_exact_mapped(dir: &Path, bytes: &[u8], model: &Model) -> std::result::Result<(), String> {
+        corruption_or_exact_in(mapped_file(dir, bytes), bytes.len() as u64, model)
+    }
+
+    fn corruption_or_exact_in(
+        file: Arc<dyn RandomAccessFile>,
+        size: u64,
+        model: &Model,
+    ) -> std::result::Result<(), String> {
+        let t = match Table::open(file, 7, size, None) {
             Ok(t) => Arc::new(t),
             Err(e) if e.is_corruption() => return Err(e.to_string()),
             Err(e) => panic!("open failed with a non-corruption error: {e}"),
@@ -727,6 +812,71 @@ mod tests {
                 bad[i] ^= 0x20;
                 let r = corruption_or_exact(bad, &model);
                 assert!(r.is_err(), "flip at {i} of {} went unnoticed", good.len());
+            }
+        }
+    }
+
+    #[test]
+    fn every_flipped_byte_in_a_mapped_table_is_reported_as_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = random_model(8, 60);
+        for c in [Compression::None, Compression::Lz4] {
+            let (file, _) = build(&model, opts(256, 4, c, 10.0));
+            let good = file.bytes();
+            assert!(corruption_or_exact_mapped(dir.path(), &good, &model).is_ok());
+            for i in 0..good.len() {
+                let mut bad = good.clone();
+                bad[i] ^= 0x20;
+                let r = corruption_or_exact_mapped(dir.path(), &bad, &model);
+                assert!(r.is_err(), "flip at {i} of {} went unnoticed", good.len());
+            }
+        }
+    }
+
+    /// A block that failed its checksum is not remembered as verified: every later read of
+    /// it fails again, while the other blocks keep working.
+    #[test]
+    fn flipped_byte_in_mapped_data_block_fails_every_read_of_that_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = random_model(9, 500);
+        let (file, _) = build(&model, opts(4096, 16, Compression::None, 10.0));
+        let mut bytes = file.bytes();
+        bytes[10] ^= 1; // inside the first data block
+        let t = Arc::new(Table::open(mapped_file(dir.path(), &bytes), 7, bytes.len() as u64, None).unwrap());
+        assert!(t.is_mapped());
+        let first = &model[0].0;
+        let last = &model[model.len() - 1].0;
+        for _ in 0..3 {
+            let e = t.get(first, true).unwrap_err();
+            assert!(e.is_corruption() && e.to_string().contains("offset 0"), "{e}");
+            assert_eq!(t.get(last, true).unwrap(), Some(model[model.len() - 1].clone()));
+        }
+        assert!(scan_forward(&t).unwrap_err().is_corruption());
+    }
+
+    #[test]
+    fn mapped_tables_round_trip_with_and_without_compression() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = random_model(16, 3000);
+        for c in [Compression::None, Compression::Lz4] {
+            let (file, _) = build(&model, opts(4096, 16, c, 10.0));
+            let bytes = file.bytes();
+            let cache = new_block_cache(1 << 20);
+            let f = mapped_file(dir.path(), &bytes);
+            let t = Arc::new(Table::open(f, 7, bytes.len() as u64, Some(Arc::clone(&cache))).unwrap());
+            assert!(t.is_mapped());
+            check_table(&model, &t, 17);
+            // Again, now with every block verified (and compressed ones cached).
+            check_table(&model, &t, 18);
+            let mut it = t.iter(true);
+            it.seek_to_first().unwrap();
+            let block = it.data.as_ref().unwrap().block();
+            if c == Compression::None {
+                assert!(block.is_mapped(), "uncompressed blocks are used in place");
+                assert_eq!(cache.len(), 0, "blocks used in place stay out of the block cache");
+            } else {
+                assert!(!block.is_mapped());
+                assert!(cache.len() > 0, "decompressed blocks are cached");
             }
         }
     }
@@ -819,9 +969,10 @@ mod tests {
             }
             let summary = b.finish().unwrap();
             assert_eq!(fs.file_size(&path).unwrap(), summary.file_size);
-            let file = fs.open_read(&path).unwrap();
-            let t = Arc::new(Table::open(file, 9, summary.file_size, None).unwrap());
-            check_table(&model, &t, 15);
+            for file in [fs.open_read(&path).unwrap(), fs.open_read_mapped(&path).unwrap()] {
+                let t = Arc::new(Table::open(file, 9, summary.file_size, None).unwrap());
+                check_table(&model, &t, 15);
+            }
         }
     }
 
