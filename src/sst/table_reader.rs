@@ -436,7 +436,7 @@ impl InternalIterator for TableIterator {
                         && compare_internal(target, s.index.key()) != Ordering::Greater
                 });
             if !in_block {
-                s.index.seek(target)?;
+                prof_index_seek(&mut s.index, target)?;
                 s.init_data_block()?;
             }
             if let Some(d) = s.data_mut() {
@@ -1014,4 +1014,8 @@ mod tests {
             }
         }
     }
+}
+#[inline(never)]
+fn prof_index_seek(it: &mut BlockIter, target: &[u8]) -> Result<()> {
+    it.seek(target)
 }

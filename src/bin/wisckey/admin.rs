@@ -127,6 +127,29 @@ pub fn scan(a: ScanArgs) -> CliResult {
     Ok(())
 }
 
+#[derive(Args)]
+pub struct GcArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Collect value-log files with at least this share of garbage (0.0..=1.0).
+    #[arg(long, default_value_t = 0.5)]
+    pub min_garbage_ratio: f64,
+}
+
+/// Collect value-log files now and report what was done.
+pub fn gc(a: GcArgs) -> CliResult {
+    let db = Db::open(&a.db.db, Options::default().create_if_missing(false))?;
+    let before = db.stats();
+    let r = db.run_gc(a.min_garbage_ratio)?;
+    let after = db.stats();
+    println!(
+        "collected {} files: read {} bytes, rewrote {} bytes; value log on disk {} -> {} bytes",
+        r.files_collected, r.bytes_read, r.bytes_rewritten, before.vlog_disk_bytes, after.vlog_disk_bytes
+    );
+    db.close()?;
+    Ok(())
+}
+
 pub fn destroy(a: DbArg) -> CliResult {
     wisckey::destroy(&a.db, &Options::default())?;
     Ok(())

@@ -32,6 +32,8 @@ enum Command {
     Scan(admin::ScanArgs),
     /// Delete the database's files.
     Destroy(admin::DbArg),
+    /// Run value-log garbage collection now.
+    Gc(admin::GcArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
         Command::Put(a) => admin::put(a),
         Command::Scan(a) => admin::scan(a),
         Command::Destroy(a) => admin::destroy(a),
+        Command::Gc(a) => admin::gc(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -71,6 +71,19 @@ pub struct BenchArgs {
     #[arg(long = "open_files")]
     pub open_files: Option<usize>,
 
+    /// Values of at least this many bytes are kept in the value log (default: the engine's;
+    /// 0 separates every value as the WiscKey paper does).
+    #[arg(long = "min_blob_size")]
+    pub min_blob_size: Option<usize>,
+
+    /// Garbage ratio at which background value-log GC collects a file (default: the engine's).
+    #[arg(long = "gc_garbage_ratio")]
+    pub gc_garbage_ratio: Option<f64>,
+
+    /// Background value-log GC interval in ms; 0 turns automatic GC off (default: the engine's).
+    #[arg(long = "gc_interval_ms")]
+    pub gc_interval_ms: Option<u64>,
+
     /// Block compression: none, lz4, zstd or zstd:LEVEL.
     #[arg(long = "compression", default_value = "none", value_parser = parse_compression)]
     pub compression: Compression,
@@ -134,6 +147,15 @@ impl BenchArgs {
         }
         if let Some(v) = self.open_files {
             o = o.max_open_files(v);
+        }
+        if let Some(v) = self.min_blob_size {
+            o = o.min_blob_size(v);
+        }
+        if let Some(v) = self.gc_garbage_ratio {
+            o = o.gc_garbage_ratio(v);
+        }
+        if let Some(v) = self.gc_interval_ms {
+            o = o.gc_interval_ms(v);
         }
         o
     }

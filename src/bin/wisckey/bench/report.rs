@@ -274,6 +274,21 @@ pub fn render_db_stats(s: &DbStats, live_bytes: Option<u64>) -> String {
     );
     let _ = writeln!(r, "stall:            {:.3} s", s.stall_micros as f64 / 1e6);
     let _ = writeln!(r, "memtable:         {}", mb(s.memtable_bytes));
+    let _ = writeln!(
+        r,
+        "vlog:             {} on disk, {} values, {} garbage",
+        mb(s.vlog_disk_bytes),
+        mb(s.vlog_value_bytes),
+        mb(s.vlog_garbage_bytes)
+    );
+    let _ = writeln!(
+        r,
+        "gc:               {} files, {} read, {} rewritten, {} freed",
+        s.gc_runs,
+        mb(s.gc_bytes_read),
+        mb(s.gc_bytes_rewritten),
+        mb(s.gc_bytes_freed)
+    );
     r
 }
 
@@ -298,7 +313,14 @@ pub fn db_stats_json(s: &DbStats, live_bytes: Option<u64>) -> String {
         .int("num_flushes", s.num_flushes)
         .int("num_compactions", s.num_compactions)
         .int("stall_micros", s.stall_micros)
-        .int("memtable_bytes", s.memtable_bytes);
+        .int("memtable_bytes", s.memtable_bytes)
+        .int("vlog_disk_bytes", s.vlog_disk_bytes)
+        .int("vlog_value_bytes", s.vlog_value_bytes)
+        .int("vlog_garbage_bytes", s.vlog_garbage_bytes)
+        .int("gc_runs", s.gc_runs)
+        .int("gc_bytes_read", s.gc_bytes_read)
+        .int("gc_bytes_rewritten", s.gc_bytes_rewritten)
+        .int("gc_bytes_freed", s.gc_bytes_freed);
     j.finish()
 }
 
