@@ -26,6 +26,9 @@ pub struct Options {
     pub paranoid_checks: bool,
     /// Size at which the active memtable becomes immutable and is flushed.
     pub write_buffer_bytes: usize,
+    /// A memtable is also switched once it covers this many bytes of log: with separated
+    /// values it holds only small pointers, and this bounds how much log a recovery replays.
+    pub memtable_log_bytes: u64,
     /// Immutable memtables allowed to wait for flush before writers stall.
     pub max_immutable_memtables: usize,
     /// Capacity of the block cache.
@@ -94,6 +97,7 @@ impl Default for Options {
             paranoid_checks: true,
             write_buffer_bytes: 4 << 20,
             max_immutable_memtables: 2,
+            memtable_log_bytes: 64 << 20,
             block_cache_bytes: 8 << 20,
             max_open_files: 1000,
             block_size_bytes: 4096,
@@ -137,6 +141,7 @@ impl Options {
     setter!(paranoid_checks: bool);
     setter!(write_buffer_bytes: usize);
     setter!(max_immutable_memtables: usize);
+    setter!(memtable_log_bytes: u64);
     setter!(block_cache_bytes: usize);
     setter!(max_open_files: usize);
     setter!(block_size_bytes: usize);

@@ -50,6 +50,8 @@ pub(super) fn write_level0_table(
     let mut builder = TableBuilder::new(vfs.create(&path)?, path, opts);
     mem.for_each(|k, v| builder.add(k, v))?;
     let s = builder.finish()?;
+    // The manifest is about to name this file: its directory entry must be durable first.
+    vfs.sync_dir(dir)?;
     Ok(Some(FileMeta {
         number,
         size: s.file_size,
@@ -241,7 +243,7 @@ impl DbInner {
             };
             job::run_compaction(&ctx, task, &version)
         });
-        let r = out.and_then(|out| {
+        let r = out.and_then(|out| self.vfs.sync_dir(&self.dir).map(|_| out)).and_then(|out| {
             edit.blob_garbage = out.blob_garbage.iter().map(|(&f, &b)| (f, b)).collect();
             for f in &out.files {
                 edit.added_files.push((task.output_level as u32, f.clone()));

@@ -140,6 +140,9 @@ pub(crate) struct DbInner {
     gc_cv: Condvar,
     /// Fully collected vLog files waiting for readers older than the given sequence number.
     gc_pending: Mutex<Vec<(u64, u64)>>,
+    gc_lock: Mutex<()>,
+    /// Flush count when GC last compacted the whole tree to refresh discard statistics.
+    gc_stats_refreshed_at: Mutex<u64>,
     /// The log appender; taken by the write leader and by flushes (lock order: state, then log).
     log: Mutex<LogWriter>,
     table_cache: Arc<TableCache>,
@@ -214,6 +217,8 @@ impl Db {
             compact_cv: Condvar::new(),
             gc_cv: Condvar::new(),
             gc_pending: Mutex::new(Vec::new()),
+            gc_lock: Mutex::new(()),
+            gc_stats_refreshed_at: Mutex::new(0),
             table_cache,
             vlog,
             snapshots: Arc::new(SnapshotList::default()),

@@ -115,7 +115,9 @@ impl Replay<'_> {
             match reader.next_record()? {
                 Ok(rec) => {
                     self.apply(&rec);
-                    if self.mem.approximate_bytes() as usize >= self.opts.write_buffer_bytes {
+                    let full = self.mem.approximate_bytes() as usize >= self.opts.write_buffer_bytes
+                        || self.mem.log_bytes() >= self.opts.memtable_log_bytes;
+                    if full {
                         self.flush(LogPosition { file: n, offset: reader.offset() })?;
                     }
                 }

@@ -198,9 +198,7 @@ impl DbInner {
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
                 add(&self.counters.stall_micros, t.elapsed().as_micros() as u64);
                 allow_delay = false;
-            } else if (!force && (st.mem.approximate_bytes() as usize) < self.opts.write_buffer_bytes)
-                || (force && st.mem.is_empty())
-            {
+            } else if (!force && !self.memtable_full(&st.mem)) || (force && st.mem.is_empty()) {
                 return Ok(());
             } else if st.imms.len() >= self.opts.max_immutable_memtables || l0 >= self.opts.l0_stop_trigger {
                 let t = Instant::now();
@@ -213,6 +211,11 @@ impl DbInner {
                 force = false;
             }
         }
+    }
+
+    fn memtable_full(&self, mem: &Memtable) -> bool {
+        mem.approximate_bytes() as usize >= self.opts.write_buffer_bytes
+            || mem.log_bytes() >= self.opts.memtable_log_bytes
     }
 
     /// Make the active memtable immutable and start a new one (rolling the log file if due).

@@ -52,6 +52,8 @@ pub struct Memtable {
     /// Log position just past the last record whose ops are in this memtable; set when the
     /// memtable becomes immutable. Once it is flushed, the log before this point is redundant.
     log_end: parking_lot::Mutex<Option<LogPos>>,
+    /// Bytes of log whose groups were applied to this memtable (bounds replay at recovery).
+    log_bytes: AtomicU64,
     /// Bytes of separated values this memtable points to, per value-log file.
     blob_bytes: parking_lot::Mutex<std::collections::BTreeMap<u64, u64>>,
     /// A number for this memtable (the first log file it received writes from), for tracing.
@@ -64,6 +66,7 @@ impl Memtable {
             map: SkipMap::new(),
             bytes: AtomicU64::new(0),
             log_end: parking_lot::Mutex::new(None),
+            log_bytes: AtomicU64::new(0),
             blob_bytes: parking_lot::Mutex::new(std::collections::BTreeMap::new()),
             id,
         }
@@ -106,6 +109,12 @@ impl Memtable {
         if blob_bytes > 0 {
             *self.blob_bytes.lock().entry(pos.file).or_insert(0) += blob_bytes;
         }
+        self.log_bytes.fetch_add((HEADER_LEN + ops.len()) as u64, AtomicOrdering::Relaxed);
+    }
+
+    /// Bytes of log this memtable covers: replaying it after a crash reads this much.
+    pub fn log_bytes(&self) -> u64 {
+        self.log_bytes.load(AtomicOrdering::Relaxed)
     }
 
     /// Bytes of separated values referenced, per value-log file.
