@@ -138,7 +138,7 @@ impl Replay<'_> {
 
     fn apply(&mut self, rec: &LogRecord) {
         let pos = LogPos { file: rec.pos.file, offset: rec.pos.offset };
-        self.mem.apply_group(pos, rec.first_seq, &rec.ops, self.opts.min_blob_size);
+        self.mem.apply_group(pos, rec.first_seq, &rec.ops, self.opts.min_blob_size, None);
         if rec.count > 0 {
             self.last_seq = self.last_seq.max(rec.first_seq + rec.count as u64 - 1);
         }

@@ -166,10 +166,13 @@ impl DbInner {
                 ops.extend_from_slice(&b.rep);
             }
         }
+        let rep: &[u8] = if group.len() == 1 { &group[0].rep } else { &ops };
+        let min_blob = self.opts.min_blob_size;
+        // Checksums are computed before taking the log lock: large values cost most here.
+        let (ops_crc, value_crcs) = crate::log::ops_crc(rep, min_blob);
         let pos = {
             let mut log = self.log.lock();
-            let rep = if group.len() == 1 { &group[0].rep } else { &ops };
-            let pos = log.append(first_seq, count, rep)?;
+            let pos = log.append(first_seq, count, rep, ops_crc)?;
             if sync {
                 if let Err(e) = log.sync() {
                     log.discard_from(pos);
@@ -178,11 +181,7 @@ impl DbInner {
             }
             pos
         };
-        let min_blob = self.opts.min_blob_size;
-        match group {
-            [one] => mem.apply_group(pos, first_seq, &one.rep, min_blob),
-            _ => mem.apply_group(pos, first_seq, &ops, min_blob),
-        }
+        mem.apply_group(pos, first_seq, rep, min_blob, Some(&value_crcs));
         Ok(())
     }
 

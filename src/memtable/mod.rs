@@ -83,7 +83,17 @@ impl Memtable {
     /// Insert every op of a log record group that starts at `pos`. Values of at least
     /// `min_blob_size` bytes become pointers into the log (the group is already written
     /// there), the rest are stored inline.
-    pub fn apply_group(&self, pos: LogPos, first_seq: u64, ops: &[u8], min_blob_size: usize) {
+    /// `value_crcs` are the crcs of the separated values in order (from `log::ops_crc`), or
+    /// `None` to compute them here.
+    pub fn apply_group(
+        &self,
+        pos: LogPos,
+        first_seq: u64,
+        ops: &[u8],
+        min_blob_size: usize,
+        value_crcs: Option<&[u32]>,
+    ) {
+        let mut crcs = value_crcs.unwrap_or(&[]).iter();
         let mut it = BatchIter::over(ops);
         let mut seq = first_seq;
         let mut blob_bytes = 0u64;
@@ -96,7 +106,7 @@ impl Memtable {
                         file: pos.file,
                         offset: pos.offset + (HEADER_LEN + start) as u64,
                         op_len: (it.offset() - start) as u32,
-                        value_crc: crate::util::crc(value),
+                        value_crc: crcs.next().copied().unwrap_or_else(|| crate::util::crc(value)),
                     };
                     blob_bytes += value.len() as u64;
                     self.add(seq, ValueKind::Pointer, key, &ptr.encoded());
