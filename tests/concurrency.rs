@@ -2,7 +2,7 @@
 //! writers update pairs of keys in one batch, readers check through snapshots and iterators
 //! that both keys of a pair always carry the same version, that point reads never return a
 //! version older than one already acknowledged, and at the end every key holds its last value.
-//! Rounds per writer: env `WISCKEY_STRESS_ROUNDS` (default 300).
+//! Rounds per writer: env `WISCKEY_STRESS_ROUNDS` (default 2000).
 
 mod common;
 
@@ -209,7 +209,7 @@ fn final_model(versions: &[Vec<u64>]) -> Model {
 
 #[test]
 fn four_writers_two_readers_see_atomic_batches_and_no_lost_writes() {
-    let rounds = common::env_u64("WISCKEY_STRESS_ROUNDS", 300);
+    let rounds = common::env_u64("WISCKEY_STRESS_ROUNDS", 2000);
     let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
     let options = tiny_options(fs);
     let db = Db::open("/concurrent", options.clone()).expect("open");

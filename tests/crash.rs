@@ -3,8 +3,9 @@
 //! After a crash the recovered database must equal the model after some prefix of the
 //! attempted operations that includes every acknowledged durable one (synced writes, flushes):
 //! unsynced writes are lost only as a suffix and nothing is invented.
-//! Iterations: env `WISCKEY_CRASH_ITERS` (default 40 random workloads; the enumeration test
-//! tries every crash point up to 40 * 8 points).
+//! Iterations: env `WISCKEY_CRASH_ITERS` (default 150 random workloads; the enumeration test
+//! tries every crash point, up to 4 * ITERS of them, in each crash mode);
+//! `WISCKEY_CRASH_SEED=n` replays one random workload.
 
 mod common;
 
@@ -123,10 +124,10 @@ fn run_workload(fs: &FaultFs, options: &Options, steps: &[Step]) -> (Option<Db>,
 }
 
 /// Everything in the database, read with a forward scan.
-fn contents(db: &Db) -> Model {
+fn contents(db: &Db, ctx: &str) -> Model {
     db.scan(&ReadOptions::default())
         .and_then(|s| s.collect::<wisckey::Result<Model>>())
-        .unwrap_or_else(|e| panic!("scan after recovery failed: {e}"))
+        .unwrap_or_else(|e| panic!("{ctx}: scan after recovery failed: {e}"))
 }
 
 /// Kill the process, crash the machine, reopen, and check the prefix rule. Returns the
@@ -143,7 +144,7 @@ fn crash_and_verify(
     drop(db);
     fs.crash(mode).expect("crash");
     let db = Db::open(DB, options.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen after {mode:?} crash failed: {e}"));
-    let state = contents(&db);
+    let state = contents(&db, ctx);
     let matched = (out.floor..out.models.len()).rev().find(|&j| out.models[j] == state);
     let Some(j) = matched else {
         panic!(
@@ -183,7 +184,7 @@ fn write_after_recovery_survives_next_crash(fs: &FaultFs, options: &Options, db:
     drop(db);
     fs.crash(CrashMode::DropUnsynced).expect("crash");
     let db = Db::open(DB, options.clone()).unwrap_or_else(|e| panic!("{ctx}: second reopen: {e}"));
-    let got = contents(&db);
+    let got = contents(&db, ctx);
     assert!(
         got == state,
         "{ctx}: synced writes made after recovery were lost by the next crash: {}",
@@ -201,10 +202,11 @@ fn random_value(rng: &mut StdRng, k: &[u8], version: u64) -> Vec<u8> {
     make_value(k, version, len)
 }
 
-fn random_steps(rng: &mut StdRng, n: usize) -> Vec<Step> {
+/// `n` random steps; each write is synced with probability `sync_p`.
+fn random_steps(rng: &mut StdRng, n: usize, sync_p: f64) -> Vec<Step> {
     let mut steps = Vec::with_capacity(n);
     for version in 0..n as u64 {
-        let sync = rng.gen_bool(0.2);
+        let sync = rng.gen_bool(sync_p);
         let step = match rng.gen_range(0..100) {
             0..=59 => {
                 let k = random_key(rng);
@@ -233,19 +235,29 @@ fn random_steps(rng: &mut StdRng, n: usize) -> Vec<Step> {
 
 const MODES: [CrashMode; 3] = [CrashMode::DropUnsynced, CrashMode::TearUnsynced, CrashMode::CorruptUnsynced];
 
+/// Small buffers (frequent flushes and compactions) and frequent value-log GC, so crashes hit
+/// background work too.
 fn fault_options(fs: &FaultFs) -> Options {
-    common::tiny_options(Arc::new(fs.clone()))
+    common::tiny_options(Arc::new(fs.clone())).gc_interval_ms(20)
 }
 
 #[test]
 fn random_workload_crashed_at_random_point_keeps_synced_writes_and_a_prefix() {
-    let iters = common::env_u64("WISCKEY_CRASH_ITERS", 40);
-    for seed in 0..iters {
+    let iters = common::env_u64("WISCKEY_CRASH_ITERS", 150);
+    // `WISCKEY_CRASH_SEED=n` replays one failing seed.
+    let seeds = match std::env::var("WISCKEY_CRASH_SEED").ok().and_then(|s| s.parse().ok()) {
+        Some(one) => one..one + 1,
+        None => 0..iters,
+    };
+    let (mut attempted, mut durable) = (0, 0);
+    for seed in seeds {
         let mut rng = StdRng::seed_from_u64(seed);
         let fs = FaultFs::in_memory(seed);
         let options = fault_options(&fs);
         let n = rng.gen_range(10..120);
-        let steps = random_steps(&mut rng, n);
+        // Some runs sync rarely, so crashes have long unsynced suffixes to lose.
+        let sync_p = [0.02, 0.1, 0.3][(seed / 3) as usize % 3];
+        let steps = random_steps(&mut rng, n, sync_p);
         // Half the runs die at a random filesystem call (maybe inside a flush or compaction),
         // the others after the last step.
         if rng.gen_bool(0.5) {
@@ -254,9 +266,13 @@ fn random_workload_crashed_at_random_point_keeps_synced_writes_and_a_prefix() {
         let mode = MODES[seed as usize % MODES.len()];
         let ctx = format!("seed {seed} ({} steps, {mode:?})", steps.len());
         let (db, out) = run_workload(&fs, &options, &steps);
+        attempted += out.models.len() - 1;
+        durable += out.floor;
         let (db, state) = crash_and_verify(&fs, &options, db, &out, mode, &ctx);
         write_after_recovery_survives_next_crash(&fs, &options, db, state, &ctx);
     }
+    eprintln!("random crashes: {attempted} steps attempted, {durable} of them inside the durable prefix");
+    assert!(attempted > 0, "no workload ran");
 }
 
 /// The scripted workload of the enumeration test: writes of all kinds, a flush, a
@@ -305,6 +321,7 @@ fn deterministic_options(fs: &FaultFs) -> Options {
         .write_buffer_bytes(1 << 20)
         .l0_compaction_trigger(8)
         .block_size_bytes(512)
+        .gc_interval_ms(0)
 }
 
 #[test]
@@ -317,17 +334,19 @@ fn every_crash_point_of_scripted_workload_recovers_a_durable_prefix() {
     db.expect("open").close().expect("close");
     let total = dry.ops_count();
     assert!(total > steps.len() as u64, "suspiciously few filesystem calls: {total}");
-    let max_points = common::env_u64("WISCKEY_CRASH_ITERS", 40) * 8;
+    let max_points = common::env_u64("WISCKEY_CRASH_ITERS", 150) * 4;
     let stride = (total / max_points.max(1)).max(1);
+    eprintln!("scripted workload: {total} mutating fs calls; crashing after every {stride}");
     for n in (0..=total).step_by(stride as usize) {
-        let fs = FaultFs::in_memory(n);
-        let options = deterministic_options(&fs);
-        fs.set_crash_after_ops(n);
-        let (db, out) = run_workload(&fs, &options, &steps);
-        let mode = MODES[n as usize % MODES.len()];
-        let ctx = format!("crash after {n} of {total} fs calls ({} steps attempted)", out.models.len() - 1);
-        let (db, state) = crash_and_verify(&fs, &options, db, &out, mode, &ctx);
-        write_after_recovery_survives_next_crash(&fs, &options, db, state, &ctx);
+        for (m, mode) in MODES.into_iter().enumerate() {
+            let fs = FaultFs::in_memory(n * 3 + m as u64);
+            let options = deterministic_options(&fs);
+            fs.set_crash_after_ops(n);
+            let (db, out) = run_workload(&fs, &options, &steps);
+            let ctx = format!("crash after {n} of {total} fs calls ({} steps attempted)", out.models.len() - 1);
+            let (db, state) = crash_and_verify(&fs, &options, db, &out, mode, &ctx);
+            write_after_recovery_survives_next_crash(&fs, &options, db, state, &ctx);
+        }
     }
 }
 
@@ -374,7 +393,7 @@ fn write_fault_scenario(rule: FaultRule, check: impl Fn(&Error), seed: u64) {
     drop(db);
     fs.crash(CrashMode::DropUnsynced).expect("crash");
     let db = Db::open(DB, options).expect("reopen after the fault");
-    let mut state = contents(&db);
+    let mut state = contents(&db, &format!("after {rule:?}"));
     if let Some(v) = state.remove(b"doomed".as_slice()) {
         assert_eq!(v, b"value", "failed write recovered with a wrong value");
     }
@@ -423,7 +442,7 @@ fn enospc_during_flush_fails_the_flush_keeps_reads_and_recovers_after_resume() {
     drop(db);
     fs.crash(CrashMode::DropUnsynced).expect("crash");
     let db = Db::open(DB, options).expect("reopen");
-    let state = contents(&db);
+    let state = contents(&db, "after ENOSPC during flush");
     assert!(state == model, "acknowledged writes lost: {}", describe_gap(&state, &model, &model));
 }
 
@@ -465,7 +484,10 @@ fn crash_during_creation_leaves_an_openable_empty_database() {
         drop(db);
         fs.crash(CrashMode::DropUnsynced).expect("crash");
         let db = Db::open(DB, options).unwrap_or_else(|e| panic!("crash after {n} calls of the first open: {e}"));
-        assert!(contents(&db).is_empty(), "crash after {n} calls: data appeared from nowhere");
+        assert!(
+            contents(&db, &format!("crash after {n} calls of the first open")).is_empty(),
+            "crash after {n} calls: data appeared from nowhere"
+        );
         if completed {
             break;
         }

@@ -90,7 +90,7 @@ fn build_layered(path: &Path, options: Options) -> (Layered, Vec<(Snapshot, Mode
         "layered database: {} flushes, {} compactions, files per level {:?}",
         st.num_flushes, st.num_compactions, st.level_files
     );
-    assert!(st.num_flushes >= 3 && st.num_compactions >= 1, "the data did not spread over tables: {st:?}");
+    assert!(st.num_flushes >= 3, "the data did not spread over tables: {st:?}");
     assert!(st.level_files.iter().filter(|&&n| n > 0).count() >= 2, "all tables in one level: {st:?}");
     (l, snaps)
 }

@@ -106,7 +106,10 @@ struct Harness {
 
 impl Harness {
     fn new(path: &Path, vfs: Arc<dyn Vfs>) -> Harness {
-        let options = tiny_options(vfs);
+        // 1 KiB output files (env `WISCKEY_TARGET_FILE_BYTES`): compactions cut often, also
+        // between versions of one key.
+        let target = common::env_u64("WISCKEY_TARGET_FILE_BYTES", 1024);
+        let options = tiny_options(vfs).target_file_size_bytes(target);
         let db = Db::open(path, options.clone()).expect("open a new database");
         Harness {
             db: Some(db),

@@ -75,10 +75,7 @@ fn compaction_of_file_holding_newest_versions_leaves_older_versions_above_them()
     );
     assert_view_matches(&db, &ReadOptions::default(), &model, "after compacting [a, b]");
     for (i, (s, m)) in snapshots.iter().enumerate() {
-        let ro = ReadOptions {
-            snapshot: Some(s.clone()),
-            ..ReadOptions::default()
-        };
+        let ro = ReadOptions { snapshot: Some(s.clone()), ..ReadOptions::default() };
         assert_view_matches(&db, &ro, m, &format!("snapshot {i}"));
     }
 }
@@ -106,4 +103,25 @@ fn flushed_table_survives_power_loss_after_flush_returns() {
         matches!(&got, Ok(Some(v)) if v == b"flushed"),
         "a flushed write was lost by power loss: get returned {got:?}"
     );
+}
+
+/// Found by `model_proptest` (each reopen took a second). The value-log GC thread waits
+/// `gc_interval_ms` (default 1 s) *before* looking at the shutdown flag, so a `close` that
+/// comes before the thread first waits is not noticed: `close` right after `open` blocks
+/// for the whole interval.
+#[test]
+fn close_right_after_open_does_not_wait_for_the_gc_interval() {
+    let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
+    let options = Options::default().vfs(fs);
+    for i in 0..8 {
+        let db = Db::open("/closedb", options.clone()).expect("open");
+        db.put(b"k", b"v").expect("put");
+        let t = std::time::Instant::now();
+        db.close().expect("close");
+        let took = t.elapsed();
+        assert!(
+            took < std::time::Duration::from_millis(500),
+            "close #{i} right after open took {took:?} (gc_interval_ms is 1000)"
+        );
+    }
 }

@@ -44,11 +44,24 @@ struct OutputWriter<'a> {
     ctx: &'a JobContext<'a>,
     run: u64,
     builder: Option<(u64, TableBuilder)>,
+    /// The current output is full (or should end here): close it at the next new user key.
+    want_cut: bool,
+    last_key: Vec<u8>,
     out: JobOutput,
 }
 
 impl<'a> OutputWriter<'a> {
+    fn new(ctx: &'a JobContext<'a>, run: u64) -> Self {
+        OutputWriter { ctx, run, builder: None, want_cut: false, last_key: Vec::new(), out: JobOutput::default() }
+    }
+
+    /// Add an entry. A full output is closed only at a user-key boundary: the versions of
+    /// one key never straddle two files, so a later compaction can never move the newer
+    /// versions of a key below older ones left in a sibling file.
     fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        if self.want_cut && key::user_key(ikey) != key::user_key(&self.last_key) {
+            self.finish()?;
+        }
         if self.builder.is_none() {
             let number = (self.ctx.new_file_number)();
             let path = table_file_name(self.ctx.dir, number);
@@ -57,14 +70,20 @@ impl<'a> OutputWriter<'a> {
         }
         if let Some((_, b)) = &mut self.builder {
             b.add(ikey, value)?;
-            if b.estimated_file_size() >= self.ctx.target_file_bytes {
-                self.finish()?;
-            }
+            self.want_cut |= b.estimated_file_size() >= self.ctx.target_file_bytes;
         }
+        self.last_key.clear();
+        self.last_key.extend_from_slice(ikey);
         Ok(())
     }
 
+    /// Close the current output before the next user key.
+    fn cut_before_next_key(&mut self) {
+        self.want_cut = self.builder.is_some();
+    }
+
     fn finish(&mut self) -> Result<()> {
+        self.want_cut = false;
         let Some((number, b)) = self.builder.take() else {
             return Ok(());
         };
@@ -82,15 +101,11 @@ impl<'a> OutputWriter<'a> {
         });
         Ok(())
     }
-
-    fn is_open(&self) -> bool {
-        self.builder.is_some()
-    }
 }
 
 /// Flush one memtable (or any iterator) into table files; nothing is dropped.
 pub fn write_all(ctx: &JobContext<'_>, it: &mut dyn InternalIterator, run: u64) -> Result<JobOutput> {
-    let mut w = OutputWriter { ctx, run, builder: None, out: JobOutput::default() };
+    let mut w = OutputWriter::new(ctx, run);
     it.seek_to_first()?;
     while it.valid() {
         w.out.bytes_read += (it.key().len() + it.value().len()) as u64;
@@ -159,7 +174,7 @@ fn input_iterators(ctx: &JobContext<'_>, task: &CompactionTask) -> Vec<Box<dyn I
 pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Version) -> Result<JobOutput> {
     let run = task.output_run.unwrap_or_else(|| (ctx.new_file_number)());
     let mut it = MergingIterator::new(input_iterators(ctx, task));
-    let mut w = OutputWriter { ctx, run, builder: None, out: JobOutput::default() };
+    let mut w = OutputWriter::new(ctx, run);
     w.out.bytes_read = task.input_bytes();
     let mut cutter = GrandparentCutter {
         files: &task.grandparents,
@@ -173,8 +188,8 @@ pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Ver
     it.seek_to_first()?;
     while it.valid() {
         let ikey = it.key();
-        if cutter.should_stop_before(ikey) && w.is_open() {
-            w.finish()?;
+        if cutter.should_stop_before(ikey) {
+            w.cut_before_next_key();
         }
         let p = key::parse_internal_key(ikey).ok_or_else(|| {
             Error::corruption(

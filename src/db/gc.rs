@@ -247,6 +247,9 @@ impl DbInner {
     pub(super) fn gc_loop(&self) {
         let mut st = self.state.lock();
         loop {
+            if st.shutting_down {
+                return;
+            }
             self.gc_cv.wait_for(&mut st, Duration::from_millis(self.opts.gc_interval_ms.max(1)));
             if st.shutting_down {
                 return;

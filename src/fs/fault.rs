@@ -181,7 +181,7 @@ impl FaultRule {
 
     fn matches(&self, op: FaultOp, paths: &[&Path]) -> bool {
         self.op.matches(op)
-            && self.path_contains.as_deref().map_or(true, |s| paths.iter().any(|p| p.to_string_lossy().contains(s)))
+            && self.path_contains.as_deref().is_none_or(|s| paths.iter().any(|p| p.to_string_lossy().contains(s)))
     }
 }
 

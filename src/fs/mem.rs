@@ -87,7 +87,7 @@ impl Tree {
     }
 
     fn parent_exists(&self, path: &Path) -> bool {
-        path.parent().map_or(true, |p| self.dir_exists(p))
+        path.parent().is_none_or(|p| self.dir_exists(p))
     }
 }
 

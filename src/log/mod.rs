@@ -30,8 +30,7 @@ pub struct LogPos {
 pub fn ops_crc(ops: &[u8], min_blob_size: usize) -> (u32, Vec<u32>) {
     let mut it = crate::write_batch::BatchIter::over(ops);
     let (mut crc, mut value_crcs, mut done) = (0u32, Vec::new(), 0usize);
-    loop {
-        let Some(Ok(op)) = it.next() else { break };
+    while let Some(Ok(op)) = it.next() {
         if let crate::write_batch::BatchOp::Put { value, .. } = op {
             if value.len() >= min_blob_size {
                 let value_start = it.offset() - value.len();

@@ -123,6 +123,11 @@ impl Block {
         self.data().len()
     }
 
+    /// Number of restart points (entries that start a prefix-compression interval).
+    pub fn num_restarts(&self) -> usize {
+        self.num_restarts
+    }
+
     /// Whether the bytes are borrowed from a mapped file.
     pub fn is_mapped(&self) -> bool {
         matches!(self.bytes, Bytes::Mapped { .. })
@@ -141,12 +146,7 @@ impl Block {
     /// a block that is not in CPU caches waits for memory once (the misses overlap) instead
     /// of once per entry (entry decoding is a dependent chain of loads).
     pub fn prefetch(&self) {
-        let data = self.data();
-        let mut x = 0u8;
-        for i in (0..data.len()).step_by(64) {
-            x ^= data[i];
-        }
-        std::hint::black_box(x);
+        touch_lines(self.data());
     }
 
     /// Touch the first bytes of the restart keys `lo..=hi` with independent loads before a
@@ -170,12 +170,7 @@ impl Block {
     #[inline]
     fn touch_interval(&self, i: usize) {
         let end = if i + 1 < self.num_restarts { self.restart_point(i + 1) } else { self.restart_offset };
-        let data = self.data();
-        let mut x = 0u8;
-        for p in (self.restart_point(i)..end).step_by(64) {
-            x ^= data[p];
-        }
-        std::hint::black_box(x);
+        touch_lines(&self.data()[self.restart_point(i)..end]);
     }
 
     #[inline]
@@ -216,6 +211,20 @@ impl Block {
             _ => Err(self.corruption(format!("bad entry at restart point {i} (offset {p})"))),
         }
     }
+}
+
+/// Load every cache line of `bytes` (and its last byte) with independent reads, so their
+/// cache misses overlap instead of being taken one at a time by dependent decoding later.
+#[inline]
+pub fn touch_lines(bytes: &[u8]) {
+    let mut x = 0u8;
+    for i in (0..bytes.len()).step_by(64) {
+        x ^= bytes[i];
+    }
+    if let Some(last) = bytes.last() {
+        x ^= last;
+    }
+    std::hint::black_box(x);
 }
 
 /// Cursor over one block. Reuses its key buffer across entries and across blocks
@@ -318,6 +327,11 @@ impl BlockIter {
             Some(Ordering::Equal) => return Ok(self.restart_index),
             None => {}
         }
+        self.search_restarts(target, left, right)
+    }
+
+    /// The last restart point in `left..=right` whose key is < `target` (`left` if none).
+    fn search_restarts(&mut self, target: &[u8], mut left: usize, mut right: usize) -> Result<usize> {
         self.block.touch_restart_keys(left, right);
         while left < right {
             let mid = left + (right - left).div_ceil(2);
@@ -335,6 +349,33 @@ impl BlockIter {
             }
         }
         Ok(left)
+    }
+
+    /// `seek`, for a caller that knows every entry before restart interval `lo` is smaller
+    /// than `target` and the answer lies at or before the start of interval `hi + 1`
+    /// (index fences). Out-of-range bounds are clamped; a wrong `hi` only costs time.
+    pub fn seek_between(&mut self, target: &[u8], lo: usize, hi: usize) -> Result<()> {
+        let last = self.block.num_restarts - 1;
+        let lo = lo.min(last);
+        let left = self.search_restarts(target, lo, hi.clamp(lo, last))?;
+        self.seek_to_restart(left);
+        self.scan_to(target)
+    }
+
+    /// Whether the current entry starts restart interval `i`.
+    pub fn at_restart(&self, i: usize) -> bool {
+        self.valid() && i < self.block.num_restarts && self.block.restart_point(i) == self.current
+    }
+
+    /// Step forward to the first entry >= `target`.
+    #[inline]
+    fn scan_to(&mut self, target: &[u8]) -> Result<()> {
+        while self.parse_next_key()? {
+            if compare_internal(&self.key, target) != Ordering::Less {
+                break;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -368,12 +409,7 @@ impl InternalIterator for BlockIter {
             self.seek_to_restart(left);
             self.block.touch_interval(left);
         }
-        while self.parse_next_key()? {
-            if compare_internal(&self.key, target) != Ordering::Less {
-                break;
-            }
-        }
-        Ok(())
+        self.scan_to(target)
     }
 
     #[inline]

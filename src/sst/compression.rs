@@ -89,7 +89,7 @@ thread_local! {
 fn zstd_compress(raw: &[u8], dst: &mut [u8], level: i32) -> Option<usize> {
     ZSTD_COMPRESSOR.with(|slot| {
         let mut slot = slot.try_borrow_mut().ok()?;
-        if slot.as_ref().map_or(true, |(l, _)| *l != level) {
+        if slot.as_ref().is_none_or(|(l, _)| *l != level) {
             *slot = Some((level, zstd::bulk::Compressor::new(level).ok()?));
         }
         let (_, c) = slot.as_mut()?;

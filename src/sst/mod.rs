@@ -4,6 +4,7 @@
 pub mod block;
 pub mod block_builder;
 pub mod compression;
+pub mod fences;
 pub mod filter;
 pub mod format;
 pub mod table_builder;

@@ -13,8 +13,9 @@ use crate::fs::{FileMapping, RandomAccessFile};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, user_key};
 
-use super::block::{Block, BlockIter};
+use super::block::{touch_lines, Block, BlockIter};
 use super::compression::{decompress_slice, TYPE_NONE};
+use super::fences::IndexFences;
 use super::filter::BloomFilter;
 use super::format::{
     decode_block, read_block, stored_len, verify_block, BlockHandle, Footer, TableProperties, BLOCK_TRAILER_LEN,
@@ -29,6 +30,8 @@ pub struct Table {
     file_number: u64,
     cache: Option<Arc<BlockCache>>,
     index: Arc<Block>,
+    /// Dense copy of the index keys' distinguishing bytes (`None`: search the index block).
+    fences: Option<IndexFences>,
     filter: Option<BloomFilter>,
     props: TableProperties,
     /// End of the data-block region: data handles must lie below it.
@@ -87,12 +90,14 @@ impl Table {
         let max_blocks = usize::try_from(data_end / BLOCK_TRAILER_LEN as u64).unwrap_or(usize::MAX);
         let blocks = usize::try_from(props.num_data_blocks).unwrap_or(usize::MAX).min(max_blocks);
         let verified = VerifiedBlocks::with_capacity(if mapping.is_some() { blocks } else { 0 });
+        let fences = IndexFences::build(&index);
         Ok(Table {
             file,
             path,
             file_number,
             cache,
             index,
+            fences,
             filter,
             props,
             data_end,
@@ -117,7 +122,10 @@ impl Table {
 
     /// Bytes of index, filter and verified-block set this table keeps in memory.
     pub fn memory_usage(&self) -> usize {
-        self.index.charge() + self.filter.as_ref().map_or(0, |f| f.size()) + self.verified.size()
+        self.index.charge()
+            + self.fences.as_ref().map_or(0, |f| f.size())
+            + self.filter.as_ref().map_or(0, |f| f.size())
+            + self.verified.size()
     }
 
     /// Whether the table file is memory-mapped (data blocks used in place).
@@ -128,7 +136,7 @@ impl Table {
     /// False only when no entry of `user_key` is in the table (Bloom filter; always true
     /// without a filter).
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
-        self.filter.as_ref().map_or(true, |f| f.may_contain(user_key))
+        self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
     }
 
     /// The first entry whose internal key is >= `seek_ikey`, if its user key equals the user
@@ -139,7 +147,7 @@ impl Table {
             return Ok(None);
         }
         let mut index = self.index.iter();
-        index.seek(seek_ikey)?;
+        self.seek_index(&mut index, seek_ikey)?;
         // Normally the first block tried holds the answer; the loop only continues when a
         // separator lies past its block's last key and the target falls in that gap.
         while index.valid() {
@@ -178,6 +186,14 @@ impl Table {
             }
         }
         self.data_end
+    }
+
+    /// Position an iterator over this table's index block at the first entry >= `target`.
+    fn seek_index(&self, index: &mut BlockIter, target: &[u8]) -> Result<()> {
+        match &self.fences {
+            Some(f) => f.seek(index, target),
+            None => index.seek(target),
+        }
     }
 
     fn decode_handle(&self, handle_bytes: &[u8]) -> Result<BlockHandle> {
@@ -231,6 +247,9 @@ impl Table {
             let why = format!("block handle {h:?} points past the end of the mapped file ({})", map.len());
             return Err(Error::corruption(&*self.path, h.offset, why));
         };
+        // Fetch the whole block at once: the reads below (trailer, restart array, restart keys,
+        // the scanned interval) would otherwise wait for memory one after another.
+        touch_lines(stored);
         // `stored_len` includes the trailer; its first byte is the compression type.
         let size = len - BLOCK_TRAILER_LEN;
         if stored[size] == TYPE_NONE {
@@ -436,7 +455,7 @@ impl InternalIterator for TableIterator {
                         && compare_internal(target, s.index.key()) != Ordering::Greater
                 });
             if !in_block {
-                prof_index_seek(&mut s.index, target)?;
+                s.table.seek_index(&mut s.index, target)?;
                 s.init_data_block()?;
             }
             if let Some(d) = s.data_mut() {
@@ -876,7 +895,7 @@ mod tests {
                 assert_eq!(cache.len(), 0, "blocks used in place stay out of the block cache");
             } else {
                 assert!(!block.is_mapped());
-                assert!(cache.len() > 0, "decompressed blocks are cached");
+                assert!(!cache.is_empty(), "decompressed blocks are cached");
             }
         }
     }
@@ -1014,8 +1033,4 @@ mod tests {
             }
         }
     }
-}
-#[inline(never)]
-fn prof_index_seek(it: &mut BlockIter, target: &[u8]) -> Result<()> {
-    it.seek(target)
 }

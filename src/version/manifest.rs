@@ -243,7 +243,7 @@ mod tests {
     fn zero_filled_tail_after_crash_is_a_torn_tail() {
         let (fs, path, _) = three_records();
         let full = fs.file_size(&path).unwrap();
-        rewrite(&fs, &path, |b| b.extend(std::iter::repeat(0).take(100)));
+        rewrite(&fs, &path, |b| b.extend(std::iter::repeat_n(0, 100)));
         let c = read_manifest(&fs, &path).unwrap();
         assert_eq!((c.edits.len(), c.valid_bytes, c.dropped_bytes), (3, full, 100));
     }

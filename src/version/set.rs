@@ -240,7 +240,7 @@ impl VersionSet {
         builder.apply(&edit).map_err(|e| Error::invalid(format!("bad version edit: {e}")))?;
         let version = builder.finish().map_err(|e| Error::invalid(format!("bad version edit: {e}")))?;
 
-        let roll = self.manifest.as_ref().map_or(true, |m| m.len() >= self.max_manifest_bytes);
+        let roll = self.manifest.as_ref().is_none_or(|m| m.len() >= self.max_manifest_bytes);
         let new_manifest = roll.then(|| self.new_file_number());
         edit.next_file_number = Some(edit.next_file_number.unwrap_or(0).max(self.next_file_number));
         edit.last_sequence = Some(edit.last_sequence.unwrap_or(0).max(self.last_sequence));

@@ -15,7 +15,8 @@ use wisckey::{Db, Options, ReadOptions, Result};
 pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// Options with buffers so small that a few dozen writes flush a memtable and a few flushes
-/// trigger compactions, so tests exercise tables and levels, not just the memtable.
+/// trigger compactions, so tests exercise tables and levels, not just the memtable; value-log
+/// GC wakes up often so it runs during the tests too.
 pub fn tiny_options(vfs: Arc<dyn Vfs>) -> Options {
     Options::default()
         .vfs(vfs)
@@ -26,6 +27,7 @@ pub fn tiny_options(vfs: Arc<dyn Vfs>) -> Options {
         .max_bytes_for_level_base(32 << 10)
         .l0_compaction_trigger(2)
         .block_cache_bytes(64 << 10)
+        .gc_interval_ms(10)
 }
 
 /// Every `(key, value)` of the view `ro`, read forward with a `DbIterator`.
