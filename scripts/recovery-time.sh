@@ -24,7 +24,7 @@ echo "killed with $(du -sh "$db" | cut -f1) on disk: $(ls "$db" | tr '\n' ' ')"
 start=$(date +%s.%N)
 # Reopen with the same options the writer used (as an application would).
 "$bin" bench --benchmarks=stats --use_existing_db=1 --write_buffer_size="$wb" --num="$num" --db="$db" \
-  | grep -E "memtable|level_files"
+  | grep -E "^open|memtable|level_files"
 end=$(date +%s.%N)
 echo "reopen (recovery) + stats took $(echo "$end - $start" | bc) s"
 rm -rf "$(dirname "$db")"

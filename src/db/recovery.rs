@@ -97,6 +97,9 @@ fn open_log_writer(
     Ok(LogWriter::new(vfs.clone(), dir, number, file, len, opts.log_buffer_bytes, opts.log_file_bytes))
 }
 
+/// Log bytes read before the replayed groups are inserted (in parallel) into the memtable.
+const REPLAY_BATCH_BYTES: usize = 4 << 20;
+
 struct Replay<'a> {
     vfs: &'a Arc<dyn Vfs>,
     dir: &'a Path,
@@ -111,18 +114,32 @@ impl Replay<'_> {
     fn file(&mut self, n: u64, start: u64, is_last: bool) -> Result<u64> {
         let path = log_file_name(self.dir, n);
         let mut reader = LogReader::new(self.vfs.open_read(&path)?, n, start)?;
+        let mut batch = Vec::new();
+        let mut batch_bytes = 0;
         loop {
-            match reader.next_record()? {
+            let stop = match reader.next_record()? {
                 Ok(rec) => {
-                    self.apply(&rec);
-                    let full = self.mem.approximate_bytes() as usize >= self.opts.write_buffer_bytes
-                        || self.mem.log_bytes() >= self.opts.memtable_log_bytes;
-                    if full {
-                        self.flush(LogPosition { file: n, offset: reader.offset() })?;
-                    }
+                    batch_bytes += rec.ops.len();
+                    batch.push(rec);
+                    None
                 }
-                Err(ReadOutcome::Clean) => return Ok(reader.offset()),
-                Err(ReadOutcome::Damaged { offset, reason }) => {
+                Err(outcome) => Some(outcome),
+            };
+            let at_end = stop.is_some();
+            if at_end || batch_bytes >= REPLAY_BATCH_BYTES {
+                self.apply_batch(&batch);
+                batch.clear();
+                batch_bytes = 0;
+                let full = self.mem.approximate_bytes() as usize >= self.opts.write_buffer_bytes
+                    || self.mem.log_bytes() >= self.opts.memtable_log_bytes;
+                if full {
+                    self.flush(LogPosition { file: n, offset: reader.offset() })?;
+                }
+            }
+            match stop {
+                None => {}
+                Some(ReadOutcome::Clean) => return Ok(reader.offset()),
+                Some(ReadOutcome::Damaged { offset, reason }) => {
                     let tolerate = self.opts.recovery_mode == RecoveryMode::TolerateCorruptTail && is_last;
                     if !tolerate {
                         return Err(Error::corruption(path, offset, reason));
@@ -136,10 +153,25 @@ impl Replay<'_> {
         }
     }
 
-    fn apply(&mut self, rec: &LogRecord) {
-        let pos = LogPos { file: rec.pos.file, offset: rec.pos.offset };
-        self.mem.apply_group(pos, rec.first_seq, &rec.ops, self.opts.min_blob_size, None);
-        if rec.count > 0 {
+    /// Insert a batch of record groups, half of them from a second thread: every entry has
+    /// its own sequence number, so the memtable ends up the same in any insertion order, and
+    /// skiplist inserts are most of the replay time.
+    fn apply_batch(&mut self, records: &[LogRecord]) {
+        let (mem, min_blob) = (&self.mem, self.opts.min_blob_size);
+        let apply = |recs: &[LogRecord]| {
+            for rec in recs {
+                let pos = LogPos { file: rec.pos.file, offset: rec.pos.offset };
+                mem.apply_group(pos, rec.first_seq, &rec.ops, min_blob, None);
+            }
+        };
+        let (a, b) = records.split_at(records.len() / 2);
+        std::thread::scope(|s| {
+            if !a.is_empty() {
+                s.spawn(|| apply(a));
+            }
+            apply(b);
+        });
+        for rec in records.iter().filter(|r| r.count > 0) {
             self.last_seq = self.last_seq.max(rec.first_seq + rec.count as u64 - 1);
         }
     }

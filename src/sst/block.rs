@@ -39,7 +39,7 @@ impl std::fmt::Debug for Block {
             .field("file", &self.file)
             .field("file_offset", &self.file_offset)
             .field("len", &self.len())
-            .field("mapped", &matches!(self.bytes, Bytes::Mapped { .. }))
+            .field("mapped", &self.is_mapped())
             .field("num_restarts", &self.num_restarts)
             .finish()
     }

@@ -184,7 +184,15 @@ impl Bench {
         if !args.use_existing_db {
             wisckey::destroy(&path, &args.options())?;
         }
+        let started = std::time::Instant::now();
         let db = Db::open(&path, args.options())?;
+        if args.use_existing_db {
+            // Opening an existing database replays its log: report how long recovery took.
+            println!(
+                "open         : {:11.3} ms (recovery of the existing database)",
+                started.elapsed().as_secs_f64() * 1e3
+            );
+        }
         Ok(Bench {
             db: Some(db),
             live: LiveKeys::new(args.num, args.key_size as usize),
