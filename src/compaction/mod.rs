@@ -50,6 +50,9 @@ pub struct PickContext<'a> {
     pub version: &'a Version,
     /// Per level: where the last compaction of that level stopped.
     pub compact_pointers: &'a [Option<Vec<u8>>],
+    /// A file that point lookups had to pass over too often (LevelDB's seek compaction):
+    /// merging it down saves every later lookup a table probe.
+    pub seek_candidate: Option<(usize, Arc<FileMeta>)>,
 }
 
 /// Chooses what to compact. Implementations must be cheap: `pick` runs after every flush and

@@ -169,7 +169,8 @@ impl DbInner {
         let version = st.versions.current();
         let pointers: Vec<Option<Vec<u8>>> =
             (0..version.num_levels()).map(|l| st.versions.compact_pointer(l).map(|p| p.to_vec())).collect();
-        self.policy.pick(&PickContext { version: &version, compact_pointers: &pointers })
+        let seek_candidate = self.seek_stats.lock().candidate.clone();
+        self.policy.pick(&PickContext { version: &version, compact_pointers: &pointers, seek_candidate })
     }
 
     fn compaction_loop(&self) {
@@ -194,6 +195,9 @@ impl DbInner {
     /// Run one compaction with the state lock released during I/O, then install it.
     fn run_task(&self, st: &mut MutexGuard<'_, State>, task: CompactionTask) -> Result<()> {
         st.compacting = true;
+        if task.reason == "seeks" {
+            self.seek_stats.lock().candidate = None;
+        }
         let r = self.run_task_inner(st, &task);
         st.compacting = false;
         self.bg_cv.notify_all();

@@ -141,6 +141,7 @@ pub(crate) struct DbInner {
     /// Fully collected vLog files waiting for readers older than the given sequence number.
     gc_pending: Mutex<Vec<(u64, u64)>>,
     gc_lock: Mutex<()>,
+    seek_stats: Mutex<read::SeekStats>,
     /// Flush count when GC last compacted the whole tree to refresh discard statistics.
     gc_stats_refreshed_at: Mutex<u64>,
     /// The log appender; taken by the write leader and by flushes (lock order: state, then log).
@@ -218,6 +219,7 @@ impl Db {
             gc_cv: Condvar::new(),
             gc_pending: Mutex::new(Vec::new()),
             gc_lock: Mutex::new(()),
+            seek_stats: Mutex::new(read::SeekStats::default()),
             gc_stats_refreshed_at: Mutex::new(0),
             table_cache,
             vlog,

@@ -15,6 +15,14 @@ use crate::options::ReadOptions;
 use crate::version::Version;
 use crate::vlog::ValuePointer;
 
+/// LevelDB's seek compaction: a lookup that probed more than one table charges the first one
+/// it passed over; a table charged more than `max(100, size / 16 KiB)` times is compacted.
+#[derive(Default)]
+pub(crate) struct SeekStats {
+    charges: std::collections::HashMap<u64, u64>,
+    pub(crate) candidate: Option<(usize, Arc<crate::version::FileMeta>)>,
+}
+
 /// What one read works on: memtables (newest first) and a Version, all pinned.
 struct View {
     mems: Vec<Arc<Memtable>>,
@@ -67,7 +75,15 @@ impl DbInner {
             }
         }
         let seek = key::make_internal_key(user_key, view.seq, KIND_FOR_SEEK);
-        for (_, file) in view.version.files_for_key(user_key) {
+        let mut first_probed = None;
+        for (probes, (level, file)) in view.version.files_for_key(user_key).into_iter().enumerate() {
+            if probes == 1 {
+                if let Some((l, f)) = first_probed.take() {
+                    self.charge_seek(l, f);
+                }
+            } else if probes == 0 {
+                first_probed = Some((level, file.clone()));
+            }
             let table = self.table_cache.get(&file)?;
             if let Some((ikey, value)) = table.get(&seek, fill)? {
                 let path = || self.dir.join(format!("{:06}.sst", file.number));
@@ -78,6 +94,22 @@ impl DbInner {
             }
         }
         Ok(None)
+    }
+
+    fn charge_seek(&self, level: usize, file: Arc<crate::version::FileMeta>) {
+        let allowed = (file.size / (16 << 10)).max(100);
+        let mut s = self.seek_stats.lock();
+        if s.charges.len() > 100_000 {
+            // Mostly files compacted away since: start counting afresh.
+            s.charges.clear();
+        }
+        let n = s.charges.entry(file.number).or_insert(0);
+        *n += 1;
+        if *n >= allowed && s.candidate.is_none() {
+            s.charges.remove(&file.number);
+            s.candidate = Some((level, file));
+            self.compact_cv.notify_one();
+        }
     }
 
     /// Turn a stored entry into the user's value.

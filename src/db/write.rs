@@ -169,10 +169,10 @@ impl DbInner {
         let rep: &[u8] = if group.len() == 1 { &group[0].rep } else { &ops };
         let min_blob = self.opts.min_blob_size;
         // Checksums are computed before taking the log lock: large values cost most here.
-        let (ops_crc, value_crcs) = crate::log::ops_crc(rep, min_blob);
+        let (crc, value_crcs) = crate::log::group_crc(first_seq, count, rep, min_blob);
         let pos = {
             let mut log = self.log.lock();
-            let pos = log.append(first_seq, count, rep, ops_crc)?;
+            let pos = log.append(first_seq, count, rep, crc)?;
             if sync {
                 if let Err(e) = log.sync() {
                     log.discard_from(pos);

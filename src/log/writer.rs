@@ -75,13 +75,13 @@ impl LogWriter {
 
     /// Append one record group; returns where it starts. The group is in the buffer (or the
     /// OS) afterwards; call `sync` to make it durable.
-    pub fn append(&mut self, first_seq: u64, count: u32, ops: &[u8], ops_crc: u32) -> Result<LogPos> {
+    pub fn append(&mut self, first_seq: u64, count: u32, ops: &[u8], crc: u32) -> Result<LogPos> {
         if ops.len() >= self.buf_bytes / 2 {
-            return self.append_direct(first_seq, count, ops, ops_crc);
+            return self.append_direct(first_seq, count, ops, crc);
         }
         let pos = self.end();
         let before = self.buf.len();
-        encode_group(&mut self.buf, first_seq, count, ops, ops_crc);
+        encode_group(&mut self.buf, first_seq, count, ops, crc);
         self.bytes_appended += (self.buf.len() - before) as u64;
         if self.buf.len() >= self.buf_bytes {
             if let Err(e) = self.flush_buffer() {
@@ -95,10 +95,10 @@ impl LogWriter {
 
     /// A large group skips the buffer (one copy less): the buffer goes out first, then the
     /// group's header and ops straight from the caller's memory.
-    fn append_direct(&mut self, first_seq: u64, count: u32, ops: &[u8], ops_crc: u32) -> Result<LogPos> {
+    fn append_direct(&mut self, first_seq: u64, count: u32, ops: &[u8], crc: u32) -> Result<LogPos> {
         self.flush_buffer()?;
         let pos = self.end();
-        let header = super::encode_header(first_seq, count, ops.len(), ops_crc);
+        let header = super::encode_header(first_seq, count, ops.len(), crc);
         let r = self.file.append(&header).and_then(|_| self.file.append(ops));
         if let Err(e) = r {
             self.needs_truncate = true;

@@ -83,7 +83,7 @@ impl Memtable {
     /// Insert every op of a log record group that starts at `pos`. Values of at least
     /// `min_blob_size` bytes become pointers into the log (the group is already written
     /// there), the rest are stored inline.
-    /// `value_crcs` are the crcs of the separated values in order (from `log::ops_crc`), or
+    /// `value_crcs` are the crcs of the separated values in order (from `log::group_crc`), or
     /// `None` to compute them here.
     pub fn apply_group(
         &self,

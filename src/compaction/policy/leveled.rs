@@ -105,7 +105,9 @@ impl CompactionPolicy for LeveledPolicy {
         let (level, score) =
             scores.iter().copied().enumerate().max_by(|a, b| a.1.partial_cmp(&b.1).unwrap_or(Ordering::Equal))?;
         if score < 1.0 {
-            return None;
+            let (level, file) = ctx.seek_candidate.clone()?;
+            let still_there = v.levels.get(level)?.runs.iter().any(|r| r.files.iter().any(|f| f.number == file.number));
+            return (still_there && level + 1 < self.num_levels).then(|| self.task_for(v, level, vec![file], "seeks"));
         }
         let files: Vec<Arc<FileMeta>> = v.levels[level].runs.iter().flat_map(|r| r.files.iter().cloned()).collect();
         // Round robin: the first file after where the last compaction of this level stopped.
