@@ -1,0 +1,170 @@
+//! Key-value separation (the value log is the write-ahead log): damaged logs under both
+//! recovery modes, torn record groups, a crash between a table's sync and the head's persist,
+//! pointers to missing vLog files, and mixed sync/non-sync writers.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::{assert_view_matches, make_value, tiny_options, Model};
+use wisckey::fs::{CrashMode, FaultFs, FaultKind, FaultOp, FaultRule, PosixFs, Vfs};
+use wisckey::{Db, Error, Options, ReadOptions, RecoveryMode, WriteOptions};
+
+fn posix_options() -> Options {
+    Options::default().vfs(Arc::new(PosixFs::new())).min_blob_size(64).gc_interval_ms(0)
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+/// Synced puts of values on both sides of the 64-byte threshold.
+fn write_synced(db: &Db, range: std::ops::Range<u64>, model: &mut Model) {
+    for i in range {
+        let v = make_value(&key(i), i, if i % 2 == 0 { 300 } else { 20 });
+        db.put_opt(&WriteOptions::synced(), &key(i), &v).expect("put");
+        model.insert(key(i), v);
+    }
+}
+
+fn vlog_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "vlog"))
+        .collect();
+    v.sort();
+    v
+}
+
+fn flip_byte(path: &Path, offset: u64) {
+    let mut bytes = std::fs::read(path).expect("read");
+    bytes[offset as usize] ^= 0x40;
+    std::fs::write(path, bytes).expect("write");
+}
+
+#[test]
+fn bit_flip_mid_log_is_refused_under_absolute_consistency_and_cut_under_tolerate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let mut model = Model::new();
+    let db = Db::open(&path, posix_options()).expect("open");
+    write_synced(&db, 0..200, &mut model);
+    db.close().expect("close");
+    let log = vlog_files(&path).pop().expect("a log file");
+    let len = std::fs::metadata(&log).expect("stat").len();
+    flip_byte(&log, len / 2);
+
+    let strict = posix_options().recovery_mode(RecoveryMode::AbsoluteConsistency);
+    match Db::open(&path, strict) {
+        Err(Error::Corruption { file, .. }) => assert_eq!(file, log),
+        Err(e) => panic!("expected Corruption naming {log:?}, got {e}"),
+        Ok(_) => panic!("AbsoluteConsistency opened a damaged log"),
+    }
+    let db = Db::open(&path, posix_options()).expect("tolerant open");
+    // A prefix survives, and nothing it returns is wrong.
+    let mut present = 0;
+    for i in 0..200 {
+        match db.get(&key(i)).expect("get") {
+            Some(v) => {
+                assert_eq!(Some(&v), model.get(&key(i)), "key {i}");
+                assert_eq!(present, i, "a hole: key {i} present after a missing one");
+                present += 1;
+            }
+            None => {}
+        }
+    }
+    assert!(present > 50 && present < 200, "cut at the damage: {present} keys kept");
+}
+
+#[test]
+fn torn_group_at_the_tail_is_dropped_and_the_rest_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let mut model = Model::new();
+    let db = Db::open(&path, posix_options()).expect("open");
+    write_synced(&db, 0..50, &mut model);
+    db.close().expect("close");
+    let log = vlog_files(&path).pop().expect("a log file");
+    let len = std::fs::metadata(&log).expect("stat").len();
+    let f = std::fs::OpenOptions::new().write(true).open(&log).expect("open log");
+    f.set_len(len - 7).expect("truncate mid-group");
+    drop(f);
+    let db = Db::open(&path, posix_options()).expect("reopen");
+    model.remove(&key(49));
+    let ro = ReadOptions::default();
+    assert_view_matches(&db, &ro, &model, "after a torn tail");
+    // The log was cut at the tear: new writes land after it and survive another reopen.
+    write_synced(&db, 100..110, &mut model);
+    drop(db);
+    let db = Db::open(&path, posix_options()).expect("reopen 2");
+    assert_view_matches(&db, &ro, &model, "after writing past a cut tail");
+}
+
+#[test]
+fn pointer_to_a_missing_vlog_file_is_reported_as_corruption() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let mut model = Model::new();
+    let opts = || posix_options().log_file_bytes(4 << 10);
+    let db = Db::open(&path, opts()).expect("open");
+    write_synced(&db, 0..100, &mut model);
+    db.flush().expect("flush");
+    write_synced(&db, 100..110, &mut model);
+    db.close().expect("close");
+    let first = vlog_files(&path).into_iter().next().expect("log files");
+    std::fs::remove_file(&first).expect("remove");
+    let db = Db::open(&path, opts()).expect("open: the head is past the removed file");
+    match db.get(&key(0)) {
+        Err(Error::Corruption { file, .. }) => assert_eq!(file, first),
+        other => panic!("expected Corruption naming {first:?}, got {other:?}"),
+    }
+}
+
+#[test]
+fn crash_between_table_sync_and_head_persist_loses_no_synced_write() {
+    let fs = FaultFs::in_memory(7);
+    let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
+    let opts = || tiny_options(vfs.clone()).min_blob_size(64).gc_interval_ms(0);
+    let mut model = Model::new();
+    let db = Db::open("/db", opts()).expect("open");
+    write_synced(&db, 0..40, &mut model);
+    // The table is written and synced, then the manifest append that would move the head fails.
+    fs.inject(FaultRule::always(FaultOp::Append, FaultKind::Io).on_path("MANIFEST"));
+    assert!(db.flush().is_err(), "flush must report the failed manifest write");
+    fs.halt();
+    drop(db);
+    fs.crash(CrashMode::DropUnsynced).expect("crash");
+    let db = Db::open("/db", opts()).expect("reopen");
+    assert_view_matches(&db, &ReadOptions::default(), &model, "after crash before head persist");
+}
+
+#[test]
+fn mixed_sync_and_nonsync_writers_all_survive_a_clean_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let db = Db::open(&path, posix_options()).expect("open");
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let db = &db;
+            s.spawn(move || {
+                for i in 0..300u64 {
+                    let k = key(t * 1000 + i);
+                    let v = make_value(&k, i, if i % 3 == 0 { 500 } else { 10 });
+                    let wo = WriteOptions { sync: (i + t) % 2 == 0 };
+                    db.put_opt(&wo, &k, &v).expect("put");
+                }
+            });
+        }
+    });
+    drop(db);
+    let db = Db::open(&path, posix_options()).expect("reopen");
+    for t in 0..4u64 {
+        for i in 0..300u64 {
+            let k = key(t * 1000 + i);
+            let v = make_value(&k, i, if i % 3 == 0 { 500 } else { 10 });
+            assert_eq!(db.get(&k).expect("get"), Some(v), "writer {t} op {i}");
+        }
+    }
+}
