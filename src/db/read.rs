@@ -13,7 +13,7 @@ use crate::key::{self, ValueKind, KIND_FOR_SEEK};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::ReadOptions;
 use crate::version::Version;
-use crate::vlog::ValuePointer;
+use crate::vlog::{Access, ValuePointer};
 
 /// LevelDB's seek compaction: a lookup that probed more than one table charges the first one
 /// it passed over; a table charged more than `max(100, size / 16 KiB)` times is compacted.
@@ -117,23 +117,23 @@ impl DbInner {
         match kind {
             ValueKind::Value => Ok(Some(v)),
             ValueKind::Deletion => Ok(None),
-            ValueKind::Pointer => self.read_pointer(user_key, &v).map(Some),
+            ValueKind::Pointer => self.read_pointer(user_key, &v, Access::Point).map(Some),
         }
     }
 
     /// Read a separated value: from its vLog file, or from the log buffer when it has not
     /// been handed to the file yet.
-    pub(crate) fn read_pointer(&self, user_key: &[u8], encoded: &[u8]) -> Result<Vec<u8>> {
+    pub(crate) fn read_pointer(&self, user_key: &[u8], encoded: &[u8], access: Access) -> Result<Vec<u8>> {
         let ptr = ValuePointer::decode(encoded)
             .ok_or_else(|| Error::corruption(&self.dir, 0, "malformed value pointer in the LSM-tree"))?;
-        let op = match self.vlog.try_read_op(&ptr)? {
+        let op = match self.vlog.try_read_op(&ptr, access)? {
             Some(op) => op,
             None => {
                 let buffered = self.log.lock().read_buffered(ptr.file, ptr.offset, ptr.op_len as usize);
                 match buffered {
                     Some(op) => op,
                     // Handed to the file between the two checks.
-                    None => self.vlog.read_op(&ptr)?,
+                    None => self.vlog.read_op(&ptr, access)?,
                 }
             }
         };
@@ -162,7 +162,7 @@ impl DbInner {
             ro.upper_bound.clone(),
             {
                 let me = Arc::clone(self);
-                Arc::new(move |k: &[u8], p: &[u8]| me.read_pointer(k, p))
+                Arc::new(move |k: &[u8], p: &[u8]| me.read_pointer(k, p, Access::Scan))
             },
             Box::new(pins),
         ))

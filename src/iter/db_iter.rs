@@ -93,6 +93,14 @@ impl DbIterator {
         }
     }
 
+    /// The value pointer of the current entry, when its value lives in the value log.
+    pub(crate) fn current_pointer(&self) -> Option<crate::vlog::ValuePointer> {
+        if !self.valid || self.cur_kind != ValueKind::Pointer as u8 {
+            return None;
+        }
+        crate::vlog::ValuePointer::decode(self.raw_value())
+    }
+
     /// Read the value of the current entry if it is a pointer into the value log.
     fn resolve(&mut self) -> Result<()> {
         self.resolved = None;

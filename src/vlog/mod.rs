@@ -6,4 +6,4 @@ pub mod pointer;
 pub mod reader;
 
 pub use pointer::ValuePointer;
-pub use reader::VlogReader;
+pub use reader::{Access, VlogReader};

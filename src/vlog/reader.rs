@@ -18,7 +18,17 @@ use crate::version::log_file_name;
 pub struct VlogReader {
     vfs: Arc<dyn Vfs>,
     dir: PathBuf,
-    files: Mutex<HashMap<u64, Arc<dyn RandomAccessFile>>>,
+    /// Open handles by (file number, opened for scans). Point lookups and scans use separate
+    /// handles so each gets its own read-ahead advice: none for scattered gets, sequential
+    /// for iterators (after a key-order reorganization a scan reads the vLog in order).
+    files: Mutex<HashMap<(u64, bool), Arc<dyn RandomAccessFile>>>,
+}
+
+/// How a value is being read: a point lookup or part of a scan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Point,
+    Scan,
 }
 
 impl VlogReader {
@@ -26,8 +36,9 @@ impl VlogReader {
         VlogReader { vfs, dir, files: Mutex::new(HashMap::new()) }
     }
 
-    fn file(&self, number: u64) -> Result<Arc<dyn RandomAccessFile>> {
-        if let Some(f) = self.files.lock().get(&number) {
+    fn file(&self, number: u64, access: Access) -> Result<Arc<dyn RandomAccessFile>> {
+        let scan = access == Access::Scan;
+        if let Some(f) = self.files.lock().get(&(number, scan)) {
             return Ok(f.clone());
         }
         let path = log_file_name(&self.dir, number);
@@ -35,20 +46,22 @@ impl VlogReader {
             return Err(Error::corruption(path, 0, "a value pointer names a value-log file that does not exist"));
         }
         let f = self.vfs.open_read(&path)?;
-        // Point lookups read scattered values: tell the kernel not to read ahead.
-        let _ = f.advise(0, 0, Advice::Random);
-        self.files.lock().insert(number, f.clone());
+        // Point lookups read scattered values: no read-ahead. Scans: read ahead.
+        let _ = f.advise(0, 0, if scan { Advice::Sequential } else { Advice::Random });
+        self.files.lock().insert((number, scan), f.clone());
         Ok(f)
     }
 
     /// Forget an open handle (the file was deleted or rewritten).
     pub fn evict(&self, number: u64) {
-        self.files.lock().remove(&number);
+        let mut files = self.files.lock();
+        files.remove(&(number, false));
+        files.remove(&(number, true));
     }
 
     /// Read the op bytes a pointer names from its file.
-    pub fn read_op(&self, ptr: &ValuePointer) -> Result<Vec<u8>> {
-        let f = self.file(ptr.file)?;
+    pub fn read_op(&self, ptr: &ValuePointer, access: Access) -> Result<Vec<u8>> {
+        let f = self.file(ptr.file, access)?;
         let mut buf = vec![0u8; ptr.op_len as usize];
         f.read_exact_at(ptr.offset, &mut buf)?;
         Ok(buf)
@@ -56,8 +69,8 @@ impl VlogReader {
 
     /// Like `read_op`, but `Ok(None)` when the file ends before the op does (the op may still
     /// be in the log writer's buffer).
-    pub fn try_read_op(&self, ptr: &ValuePointer) -> Result<Option<Vec<u8>>> {
-        let f = self.file(ptr.file)?;
+    pub fn try_read_op(&self, ptr: &ValuePointer, access: Access) -> Result<Option<Vec<u8>>> {
+        let f = self.file(ptr.file, access)?;
         let mut buf = vec![0u8; ptr.op_len as usize];
         let mut done = 0;
         while done < buf.len() {

@@ -71,6 +71,11 @@ pub struct BenchArgs {
     #[arg(long = "open_files")]
     pub open_files: Option<usize>,
 
+    /// Evict the database's files from the page cache before each read benchmark.
+    #[arg(long = "cold", default_value = "false", num_args = 0..=1,
+          default_missing_value = "true", action = ArgAction::Set, value_parser = parse_bool)]
+    pub cold: bool,
+
     /// Values of at least this many bytes are kept in the value log (default: the engine's;
     /// 0 separates every value as the WiscKey paper does).
     #[arg(long = "min_blob_size")]

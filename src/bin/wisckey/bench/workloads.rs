@@ -218,6 +218,12 @@ pub fn read_while_writing(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
     Ok(())
 }
 
+/// Rewrite the separated values in key order (then collect the old copies).
+pub fn reorganize(ctx: &Ctx, _t: &mut ThreadState) -> CliResult {
+    ctx.db.reorganize_vlog()?;
+    Ok(())
+}
+
 pub fn compact(ctx: &Ctx, _t: &mut ThreadState) -> CliResult {
     ctx.db.compact_range(None, None)?;
     Ok(())
