@@ -4,29 +4,30 @@
 //! every synced write must be there, no deleted key may come back, no key may show an older
 //! value, and GC resumed after the crash must be just as safe (docs/design.md, "Value-log
 //! garbage collection" and its crash table).
-//! Iterations: env `WISCKEY_CRASH_ITERS` (default 60: the enumeration test tries up to that
-//! many crash points per crash mode, evenly spread over all of GC's calls; the race test
-//! runs ITERS / 3 seeded races).
+//! Iterations: env `WISCKEY_CRASH_ITERS` (default 150): the enumeration test builds
+//! ITERS / 50 (rounded up) setups and tries up to ITERS crash points of each (all of them
+//! when GC makes fewer calls) in each of four crash modes, crashing the resumed GC once
+//! more at a seeded call; the race test runs ITERS / 2 seeded races.
 
 mod common;
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Barrier, Condvar, Mutex};
+use std::thread::ThreadId;
 use std::time::Duration;
 
 use common::{assert_view_matches, make_value, show, Model};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use wisckey::fs::fault::{CrashMode, FaultKind, FaultOp, FaultRule};
-use wisckey::fs::{FaultFs, Vfs};
-use wisckey::{Db, Options, ReadOptions, WriteOptions};
+use wisckey::fs::{FaultFs, RandomAccessFile, Vfs, WritableFile};
+use wisckey::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
 
 const DB: &str = "/gcdb";
 /// Keys the workloads write; every one of them is checked after each crash, so a deleted
 /// key that comes back is caught even though the model no longer lists it.
 const KEYS: u64 = 60;
-/// Seed of the setup workload of the enumeration test (the same database every time).
-const SETUP_SEED: u64 = 7;
 
 fn key(i: u64) -> Vec<u8> {
     format!("gc{i:03}").into_bytes()
@@ -40,8 +41,8 @@ fn universe() -> Vec<Vec<u8>> {
 /// 64 bytes or more separated, small log files (several to collect) and chunks (several
 /// per file), and no background GC, so only `run_gc` collects and crash point `n` means
 /// the same call on every run.
-fn gc_options(fs: &FaultFs) -> Options {
-    common::tiny_options(Arc::new(fs.clone()))
+fn gc_options(vfs: Arc<dyn Vfs>) -> Options {
+    common::tiny_options(vfs)
         .min_blob_size(64)
         .log_file_bytes(16 << 10)
         .gc_interval_ms(0)
@@ -71,7 +72,12 @@ struct Fixture {
 /// filesystem's randomness (torn lengths), not the workload.
 fn setup(workload_seed: u64, fs_seed: u64) -> Fixture {
     let fs = FaultFs::in_memory(fs_seed);
-    let options = gc_options(&fs);
+    setup_on(fs.clone(), Arc::new(fs), workload_seed)
+}
+
+/// `setup` on `vfs`, which is `fs` or a wrapper around it.
+fn setup_on(fs: FaultFs, vfs: Arc<dyn Vfs>, workload_seed: u64) -> Fixture {
+    let options = gc_options(vfs);
     let db = Db::open(DB, options.clone()).expect("open");
     let mut rng = StdRng::seed_from_u64(workload_seed);
     let mut model = Model::new();
@@ -152,9 +158,9 @@ const MODES: [CrashMode; 4] =
     [CrashMode::DropUnsynced, CrashMode::TearUnsynced, CrashMode::CorruptUnsynced, CrashMode::KeepUnsynced];
 
 /// One crash point of the enumeration: returns whether the process died inside `run_gc`.
-fn crash_gc_after(n: u64, total: u64, mode: CrashMode) -> bool {
-    let fx = setup(SETUP_SEED, n);
-    let ctx = format!("GC crashed after {n} of {total} fs calls ({mode:?})");
+fn crash_gc_after(workload_seed: u64, n: u64, total: u64, mode: CrashMode) -> bool {
+    let fx = setup(workload_seed, n);
+    let ctx = format!("setup seed {workload_seed}: GC crashed after {n} of {total} fs calls ({mode:?})");
     fx.fs.reset_ops_count();
     fx.fs.set_crash_after_ops(n);
     let result = fx.db.run_gc(0.0);
@@ -164,35 +170,50 @@ fn crash_gc_after(n: u64, total: u64, mode: CrashMode) -> bool {
     }
     // GC never changes what users see, crash or not.
     let db = crash_and_reopen(&fx.fs, &fx.options, fx.db, mode, &ctx);
+    assert_state(&db, &fx.model, &format!("{ctx}, after recovery"));
+    // The resumed GC dies too, at a call picked from `n` (it may finish first).
+    let m = StdRng::seed_from_u64(n).gen_range(0..total);
+    let ctx = format!("{ctx}, resumed GC crashed after {m} calls");
+    fx.fs.set_crash_after_ops(m);
+    if let Err(e) = db.run_gc(0.0) {
+        assert!(fx.fs.is_halted(), "{ctx}: resumed run_gc failed without a fault: {e}");
+    }
+    let db = crash_and_reopen(&fx.fs, &fx.options, db, mode, &ctx);
     verify_recovery_and_resumed_gc(&fx.fs, &fx.options, db, &fx.model, &ctx);
     died
 }
 
-#[test]
-fn crash_at_every_fs_call_of_gc_loses_nothing_and_resurrects_nothing() {
-    // Dry run: count GC's mutating filesystem calls on the fixture.
-    let fx = setup(SETUP_SEED, 0);
+/// Dry run on the fixture of `workload_seed`: the number of mutating filesystem calls of a
+/// complete `run_gc(0.0)`.
+fn count_gc_calls(workload_seed: u64) -> u64 {
+    let fx = setup(workload_seed, 0);
     fx.fs.reset_ops_count();
     let report = fx.db.run_gc(0.0).expect("dry-run GC");
     let total = fx.fs.ops_count();
-    assert!(report.files_collected >= 1, "the dry run must collect a file: {report:?}");
-    assert!(total > 10, "suspiciously few filesystem calls in GC: {total} ({report:?})");
-    assert_state(&fx.db, &fx.model, "dry run");
-    drop(fx);
+    assert!(report.files_collected >= 1, "seed {workload_seed}: the dry run must collect a file: {report:?}");
+    assert!(total > 10, "seed {workload_seed}: suspiciously few filesystem calls in GC: {total} ({report:?})");
+    assert_state(&fx.db, &fx.model, &format!("seed {workload_seed}: dry run"));
+    eprintln!("setup seed {workload_seed}: GC makes {total} fs calls ({report:?})");
+    total
+}
 
-    let max_points = common::env_u64("WISCKEY_CRASH_ITERS", 60).max(1);
-    let stride = total.div_ceil(max_points).max(1);
+#[test]
+fn crash_at_every_fs_call_of_gc_loses_nothing_and_resurrects_nothing() {
+    let iters = common::env_u64("WISCKEY_CRASH_ITERS", 150).max(1);
+    // Several setups (different hot keys and deletes), every crash point of each (up to
+    // ITERS per crash mode), every crash mode.
     let (mut runs, mut died) = (0u64, 0u64);
-    for n in (0..total).step_by(stride as usize) {
-        for mode in MODES {
-            runs += 1;
-            died += u64::from(crash_gc_after(n, total, mode));
+    for workload_seed in 0..iters.div_ceil(50) {
+        let total = count_gc_calls(workload_seed);
+        let stride = total.div_ceil(iters).max(1);
+        for n in (0..total).step_by(stride as usize) {
+            for mode in MODES {
+                runs += 1;
+                died += u64::from(crash_gc_after(workload_seed, n, total, mode));
+            }
         }
     }
-    eprintln!(
-        "GC crash enumeration: {total} fs calls per GC ({report:?}); {runs} crashed runs (stride {stride}), \
-         {died} died inside run_gc"
-    );
+    eprintln!("GC crash enumeration: {runs} crashed runs, {died} died inside run_gc");
     assert_eq!(died, runs, "every crash point must land inside GC (is GC's I/O deterministic?)");
 }
 
@@ -253,9 +274,14 @@ fn gc_until(db: &Db, fs: &FaultFs, stop: &AtomicBool) -> u64 {
 /// Run writer and GC side by side (with the crash countdown, if any, already armed).
 fn race(fx: &Fixture, seed: u64, ops: u64) -> (Acked, u64) {
     let stop = AtomicBool::new(false);
+    let start = Barrier::new(2);
     std::thread::scope(|s| {
-        let gc = s.spawn(|| gc_until(&fx.db, &fx.fs, &stop));
+        let gc = s.spawn(|| {
+            start.wait();
+            gc_until(&fx.db, &fx.fs, &stop)
+        });
         let mut rng = StdRng::seed_from_u64(seed ^ 0x5EED);
+        start.wait();
         let acked = racing_writer(&fx.db, &fx.fs, fx.model.clone(), &mut rng, ops);
         stop.store(true, Ordering::Release);
         (acked, gc.join().expect("GC thread panicked"))
@@ -280,7 +306,7 @@ fn resolve_in_doubt(db: &Db, acked: &Acked, ctx: &str) -> Model {
     }
 }
 
-const RACE_OPS: u64 = 150;
+const RACE_OPS: u64 = 1500;
 
 #[test]
 fn gc_racing_overwrites_and_deletes_crashed_at_random_calls_keeps_synced_writes() {
@@ -293,7 +319,7 @@ fn gc_racing_overwrites_and_deletes_crashed_at_random_calls_keeps_synced_writes(
     assert_state(&fx.db, &acked.model, "race dry run");
     drop(fx);
 
-    let iters = (common::env_u64("WISCKEY_CRASH_ITERS", 60) / 3).max(1);
+    let iters = (common::env_u64("WISCKEY_CRASH_ITERS", 150) / 2).max(1);
     let (mut died, mut gc_passes, mut in_doubt) = (0u64, 0u64, 0u64);
     for seed in 0..iters {
         let mut rng = StdRng::seed_from_u64(seed);
@@ -322,7 +348,7 @@ fn gc_racing_overwrites_and_deletes_crashed_at_random_calls_keeps_synced_writes(
 /// keeps serving the model, GC works again after `resume`, and a crash loses nothing.
 fn gc_with_one_fault(rule: FaultRule) {
     let ctx = format!("one fault {rule:?}");
-    let fx = setup(SETUP_SEED, 3);
+    let fx = setup(0, 3);
     fx.fs.inject(rule.clone());
     let first = fx.db.run_gc(0.0);
     fx.fs.clear_faults();
@@ -354,17 +380,272 @@ fn single_io_error_at_each_kind_of_gc_call_keeps_every_value() {
     }
 }
 
+/// Lines a user write and GC up exactly: holds one thread's next sync of the log (so its
+/// write is in the log but not yet in the memtable, and it leads the write queue) and
+/// notes when another thread then opens a vLog file for reading (GC starting on a file).
+#[derive(Default)]
+struct Gate {
+    state: Mutex<GateState>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    /// The thread whose next vLog sync waits for `release`.
+    hold: Option<ThreadId>,
+    holding: bool,
+    released: bool,
+    /// Another thread opened a vLog file for reading while the sync was held.
+    vlog_read_while_holding: bool,
+    /// The next hole punch waits for `release`.
+    hold_punch: bool,
+}
+
+impl Gate {
+    fn hold_next_sync_of_this_thread(&self) {
+        self.state.lock().expect("gate").hold = Some(std::thread::current().id());
+    }
+
+    fn at_vlog_sync(&self) {
+        let mut s = self.state.lock().expect("gate");
+        if s.hold != Some(std::thread::current().id()) {
+            return;
+        }
+        s.hold = None;
+        s.holding = true;
+        self.cv.notify_all();
+        while !s.released {
+            s = self.cv.wait(s).expect("gate");
+        }
+    }
+
+    fn at_punch(&self) {
+        let mut s = self.state.lock().expect("gate");
+        if !s.hold_punch {
+            return;
+        }
+        s.hold_punch = false;
+        s.holding = true;
+        self.cv.notify_all();
+        while !s.released {
+            s = self.cv.wait(s).expect("gate");
+        }
+    }
+
+    fn at_vlog_open_read(&self) {
+        let mut s = self.state.lock().expect("gate");
+        if s.holding && !s.released {
+            s.vlog_read_while_holding = true;
+            self.cv.notify_all();
+        }
+    }
+
+    /// Wait (at most 10 s) until `cond` holds.
+    fn wait_for(&self, what: &str, cond: impl Fn(&GateState) -> bool) {
+        let s = self.state.lock().expect("gate");
+        let (_s, timeout) = self.cv.wait_timeout_while(s, Duration::from_secs(10), |s| !cond(s)).expect("gate");
+        assert!(!timeout.timed_out(), "timed out waiting until {what}");
+    }
+
+    fn release(&self) {
+        self.state.lock().expect("gate").released = true;
+        self.cv.notify_all();
+    }
+}
+
+/// `FaultFs` with a `Gate` on vLog syncs and vLog opens.
+struct GateFs {
+    inner: FaultFs,
+    gate: Arc<Gate>,
+}
+
+fn is_vlog(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "vlog")
+}
+
+struct GateWritable {
+    inner: Box<dyn WritableFile>,
+    gate: Option<Arc<Gate>>,
+}
+
+impl WritableFile for GateWritable {
+    fn append(&mut self, data: &[u8]) -> wisckey::Result<()> {
+        self.inner.append(data)
+    }
+    fn sync_data(&mut self) -> wisckey::Result<()> {
+        if let Some(g) = &self.gate {
+            g.at_vlog_sync();
+        }
+        self.inner.sync_data()
+    }
+    fn sync(&mut self) -> wisckey::Result<()> {
+        if let Some(g) = &self.gate {
+            g.at_vlog_sync();
+        }
+        self.inner.sync()
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn truncate(&mut self, len: u64) -> wisckey::Result<()> {
+        self.inner.truncate(len)
+    }
+}
+
+impl GateFs {
+    fn gated(&self, path: &Path, f: Box<dyn WritableFile>) -> Box<dyn WritableFile> {
+        Box::new(GateWritable { inner: f, gate: is_vlog(path).then(|| self.gate.clone()) })
+    }
+}
+
+impl Vfs for GateFs {
+    fn create(&self, path: &Path) -> wisckey::Result<Box<dyn WritableFile>> {
+        Ok(self.gated(path, self.inner.create(path)?))
+    }
+    fn open_append(&self, path: &Path) -> wisckey::Result<Box<dyn WritableFile>> {
+        Ok(self.gated(path, self.inner.open_append(path)?))
+    }
+    fn open_read(&self, path: &Path) -> wisckey::Result<Arc<dyn RandomAccessFile>> {
+        if is_vlog(path) {
+            self.gate.at_vlog_open_read();
+        }
+        self.inner.open_read(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> wisckey::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> wisckey::Result<()> {
+        self.inner.remove(path)
+    }
+    fn list(&self, dir: &Path) -> wisckey::Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> wisckey::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn remove_dir(&self, dir: &Path) -> wisckey::Result<()> {
+        self.inner.remove_dir(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> wisckey::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn is_dir(&self, path: &Path) -> bool {
+        self.inner.is_dir(path)
+    }
+    fn file_size(&self, path: &Path) -> wisckey::Result<u64> {
+        self.inner.file_size(path)
+    }
+    fn disk_usage(&self, path: &Path) -> wisckey::Result<u64> {
+        self.inner.disk_usage(path)
+    }
+    fn lock(&self, path: &Path) -> wisckey::Result<Box<dyn wisckey::fs::FileLock>> {
+        self.inner.lock(path)
+    }
+    fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> wisckey::Result<bool> {
+        self.gate.at_punch();
+        self.inner.punch_hole(path, offset, len)
+    }
+}
+
+/// One try of the inversion scenario, GC given `head_start` to judge values live before
+/// the user batch lands. Returns the bytes GC submitted for re-put: every key in the files
+/// it collects is dead once the batch is in the memtable, so more than 0 means GC judged
+/// values live before that, and the scenario happened.
+fn user_batch_lands_while_gc_waits_in_the_write_queue(head_start: Duration) -> u64 {
+    let fs = FaultFs::in_memory(9);
+    let gate = Arc::new(Gate::default());
+    let fx = setup_on(fs.clone(), Arc::new(GateFs { inner: fs, gate: gate.clone() }), 0);
+    // One synced batch changing every key: half deleted, half overwritten.
+    let (mut batch, mut model) = (WriteBatch::new(), fx.model.clone());
+    for i in 0..KEYS {
+        let k = key(i);
+        if i % 2 == 0 {
+            batch.delete(&k);
+            model.remove(&k);
+        } else {
+            let v = make_value(&k, 5000 + i, 200);
+            batch.put(&k, &v);
+            model.insert(k, v);
+        }
+    }
+    let report = std::thread::scope(|s| {
+        let user = s.spawn(|| {
+            gate.hold_next_sync_of_this_thread();
+            fx.db.write(&WriteOptions::synced(), &batch)
+        });
+        // The batch is in the log, not in the memtable, and its writer leads the queue.
+        gate.wait_for("the user batch waits in its log sync", |s| s.holding);
+        // Only files with garbage: the batch's own file (no garbage yet) may become
+        // collectable when its memtable is flushed, and its values are rightly live.
+        let gc = s.spawn(|| fx.db.run_gc(0.01));
+        // GC judges the values of its first chunks live (the memtable still has the old
+        // pointers), submits them and queues behind the user batch.
+        gate.wait_for("GC opens a vLog file", |s| s.vlog_read_while_holding);
+        std::thread::sleep(head_start);
+        gate.release();
+        user.join().expect("user thread").expect("user batch");
+        gc.join().expect("GC thread").expect("GC")
+    });
+    let ctx = format!("user batch landed while GC waited in the write queue ({report:?})");
+    // A stale copy re-put after the batch would be the newest version of its key.
+    assert_state(&fx.db, &model, &ctx);
+    let db = crash_and_reopen(&fx.fs, &fx.options, fx.db, CrashMode::DropUnsynced, &ctx);
+    verify_recovery_and_resumed_gc(&fx.fs, &fx.options, db, &model, &ctx);
+    report.bytes_rewritten
+}
+
 #[test]
-fn zz_debug() {
-    let fx = setup(1, 0);
-    let t = std::time::Instant::now();
-    let r = fx.db.run_gc(0.0);
-    eprintln!("{r:?} {:?}", t.elapsed());
-    let fx = setup(1, 0);
-    let stop = AtomicBool::new(true);
-    let t = std::time::Instant::now();
-    let mut rng = StdRng::seed_from_u64(3);
-    racing_writer(&fx.db, &fx.fs, fx.model.clone(), &mut rng, 150);
-    eprintln!("writer {:?}", t.elapsed());
-    gc_until(&fx.db, &fx.fs, &stop);
+fn gc_copy_judged_live_before_a_user_overwrite_or_delete_loses_to_it() {
+    // Badger's "GC version inversion": GC finds values live, a user batch overwrites or
+    // deletes them all before GC's re-put is led; the re-put must be dropped. The timing
+    // only decides whether the scenario happens (GC judged something live in time), never
+    // the verdict; retry with more time on a slow machine.
+    for ms in [20, 100, 500] {
+        let judged_live = user_batch_lands_while_gc_waits_in_the_write_queue(Duration::from_millis(ms));
+        if judged_live > 0 {
+            eprintln!("GC submitted {judged_live} bytes judged live before the user batch ({ms} ms head start)");
+            return;
+        }
+    }
+    panic!("GC never judged a value live before the user batch landed: the scenario did not happen");
+}
+
+/// Regression (found by this campaign, fixed in src/db/gc.rs): a file whose collection ended
+/// while an older reader existed used to wait in the in-memory `gc_pending` list while the
+/// manifest still listed it; after a restart GC picked it again from offset 0, read the
+/// chunks it had punched, and failed with `Corruption` forever. Now a collected file leaves
+/// the manifest at once and `gc_pending` only protects it from the sweep.
+#[test]
+fn gc_after_restart_rereads_chunks_it_punched_in_a_file_left_pending_for_a_snapshot() {
+    let fs = FaultFs::in_memory(11);
+    let gate = Arc::new(Gate::default());
+    let fx = setup_on(fs.clone(), Arc::new(GateFs { inner: fs, gate: gate.clone() }), 0);
+    gate.state.lock().expect("gate").hold_punch = true;
+    let (snapshot, report) = std::thread::scope(|s| {
+        let gc = s.spawn(|| fx.db.run_gc(0.0));
+        gate.wait_for("GC punches its first chunk", |s| s.holding);
+        // A reader arrives mid-file: GC may no longer free what it re-puts from here on,
+        // so the file ends up waiting for the reader (in memory only) instead of deleted.
+        let snap = fx.db.snapshot();
+        // A write after it: the rest of the file is freed only once the snapshot is gone.
+        fx.db.put_opt(&WriteOptions::synced(), b"after-snapshot", b"1").expect("put");
+        gate.release();
+        (snap, gc.join().expect("GC thread").expect("GC"))
+    });
+    let mut model = fx.model.clone();
+    model.insert(b"after-snapshot".to_vec(), b"1".to_vec());
+    let ctx = format!("GC with a snapshot taken after its first punch ({report:?})");
+    assert_state(&fx.db, &model, &ctx);
+    drop(snapshot);
+    fx.db.close().expect("close");
+    let db = Db::open(DB, fx.options.clone()).expect("reopen");
+    assert_state(&db, &model, &format!("{ctx}, reopened"));
+    for attempt in 0..2 {
+        let again = db.run_gc(0.0);
+        assert!(again.is_ok(), "{ctx}: GC #{attempt} after a clean restart failed: {again:?}");
+    }
+    assert_state(&db, &model, &format!("{ctx}, GC after reopen"));
 }

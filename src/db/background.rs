@@ -269,9 +269,11 @@ impl DbInner {
     pub(crate) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.flush()?;
         let mut st = self.state.lock();
-        let v = st.versions.current();
-        let max_level =
-            (0..v.num_levels()).rev().find(|&l| !v.overlapping_files(l, begin, end).is_empty()).unwrap_or(0);
+        let max_level = {
+            // Not held across the loop: a pinned Version would keep replaced tables on disk.
+            let v = st.versions.current();
+            (0..v.num_levels()).rev().find(|&l| !v.overlapping_files(l, begin, end).is_empty()).unwrap_or(0)
+        };
         for level in 0..max_level {
             while st.compacting {
                 self.bg_cv.wait(&mut st);
@@ -295,7 +297,9 @@ impl DbInner {
         let mut live = st.versions.live_files();
         live.extend(st.pending_outputs.iter().copied());
         let head_file = st.versions.log_head().file;
-        let blob_files: std::collections::HashSet<u64> = st.versions.blob_files().keys().copied().collect();
+        let mut blob_files: std::collections::HashSet<u64> = st.versions.blob_files().keys().copied().collect();
+        // Collected by GC but still readable by an older snapshot or iterator.
+        blob_files.extend(self.gc_pending.lock().iter().map(|(f, _)| *f));
         let manifest = st.versions.manifest_file_number();
         let bound = st.versions.next_file_number();
         MutexGuard::unlocked(st, || {

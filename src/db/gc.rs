@@ -203,11 +203,16 @@ impl DbInner {
     /// older reader still needs it, in which case that waits in `gc_pending`.
     fn record_gc_progress(&self, file: u64, end: u64, end_of_file: bool, install_seq: u64) -> Result<()> {
         let mut edit = VersionEdit { vlog_tail: Some(LogPosition { file, offset: end }), ..Default::default() };
+        // A collected file leaves the manifest at once, so GC never picks it again (its
+        // punched chunks would read back as zeros). While an older reader may still need it,
+        // only the in-memory `gc_pending` set keeps the sweep from deleting it; after a
+        // restart there are no such readers and the sweep removes it.
         let free_now = end_of_file && self.no_reader_older_than(install_seq);
-        if free_now {
+        if end_of_file {
             edit.blob_files_deleted.push(file);
-        } else if end_of_file {
-            self.gc_pending.lock().push((file, install_seq));
+            if !free_now {
+                self.gc_pending.lock().push((file, install_seq));
+            }
         }
         let mut st = self.state.lock();
         let size = self.vfs.file_size(&log_file_name(&self.dir, file)).unwrap_or(0);
@@ -220,7 +225,7 @@ impl DbInner {
         Ok(())
     }
 
-    /// Delete collected files whose old readers have gone.
+    /// Let the sweep delete collected files whose old readers have gone.
     pub(crate) fn finish_pending_gc_deletes(&self) -> Result<()> {
         let ready: Vec<u64> = {
             let mut pending = self.gc_pending.lock();
@@ -231,10 +236,8 @@ impl DbInner {
         if ready.is_empty() {
             return Ok(());
         }
-        let edit = VersionEdit { blob_files_deleted: ready.clone(), ..Default::default() };
         let mut st = self.state.lock();
         let sizes: u64 = ready.iter().map(|f| self.vfs.file_size(&log_file_name(&self.dir, *f)).unwrap_or(0)).sum();
-        st.versions.log_and_apply(edit)?;
         add(&self.counters.gc_bytes_freed, sizes);
         for f in ready {
             self.vlog.evict(f);
