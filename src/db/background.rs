@@ -279,8 +279,8 @@ impl DbInner {
                 self.bg_cv.wait(&mut st);
             }
             self.background_error(&st)?;
-            let v = st.versions.current();
-            if let Some(task) = self.policy.pick_range(&v, level, begin, end) {
+            let task = self.policy.pick_range(&st.versions.current(), level, begin, end);
+            if let Some(task) = task {
                 if let Err(e) = self.run_task(&mut st, task) {
                     st.bg_error = Some(e.duplicate());
                     return Err(e);

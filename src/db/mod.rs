@@ -7,6 +7,7 @@ mod gc;
 mod read;
 mod recovery;
 mod snapshot;
+mod verify;
 mod write;
 
 use std::collections::{HashSet, VecDeque};
@@ -20,6 +21,7 @@ use parking_lot::{Condvar, Mutex};
 pub use crate::iter::db_iter::{DbIterator, Entries};
 pub use gc::GcReport;
 pub use snapshot::Snapshot;
+pub use verify::VerifyReport;
 
 use crate::compaction::policy::LeveledPolicy;
 use crate::compaction::CompactionPolicy;
@@ -315,6 +317,11 @@ impl Db {
     /// scans after a random load read the value log sequentially.
     pub fn reorganize_vlog(&self) -> Result<GcReport> {
         self.inner.reorganize()
+    }
+
+    /// Check every checksum and every live value pointer; see `VerifyReport`.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        self.inner.verify()
     }
 
     /// Leave the read-only state entered after a background I/O error (e.g. once space is freed).
@@ -629,6 +636,19 @@ mod tests {
         drop(it);
         drop(db);
         let db = Db::open("/db", gc_opts(&fs)).unwrap();
+        check_all(&db, &model);
+    }
+
+    #[test]
+    fn compact_range_deletes_the_tables_it_replaced() {
+        let fs = Arc::new(MemFs::new());
+        let mut model = BTreeMap::new();
+        let db = Db::open("/db", small_opts(&fs)).unwrap();
+        overwrite_rounds(&db, &mut model, 3);
+        db.compact_range(None, None).unwrap();
+        let live: usize = db.stats().level_files.iter().sum();
+        let on_disk = fs.list(std::path::Path::new("/db")).unwrap().iter().filter(|n| n.ends_with(".sst")).count();
+        assert_eq!(on_disk, live, "obsolete tables left behind");
         check_all(&db, &model);
     }
 

@@ -3,6 +3,7 @@
 
 mod admin;
 mod bench;
+mod verify;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -34,6 +35,8 @@ enum Command {
     Destroy(admin::DbArg),
     /// Run value-log garbage collection now.
     Gc(admin::GcArgs),
+    /// Check every checksum and value pointer; exit 1 if the database is damaged.
+    Verify(verify::VerifyArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Command::Scan(a) => admin::scan(a),
         Command::Destroy(a) => admin::destroy(a),
         Command::Gc(a) => admin::gc(a),
+        Command::Verify(a) => verify::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
