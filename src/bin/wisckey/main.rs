@@ -3,6 +3,7 @@
 
 mod admin;
 mod bench;
+mod stress;
 mod verify;
 
 use std::io::IsTerminal;
@@ -37,6 +38,8 @@ enum Command {
     Gc(admin::GcArgs),
     /// Check every checksum and value pointer; exit 1 if the database is damaged.
     Verify(verify::VerifyArgs),
+    /// db_stress-like random workload checked against an expected-state file (crash testing).
+    Stress(stress::StressArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::Destroy(a) => admin::destroy(a),
         Command::Gc(a) => admin::gc(a),
         Command::Verify(a) => verify::run(a),
+        Command::Stress(a) => stress::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,501 @@
+//! `wisckey stress`: a db_stress-like crash-consistency checker. Threads run random synced
+//! writes, batches, reads, scans and snapshot reads while background flush/compaction/GC run;
+//! an "expected state" file records every acknowledged write so that, after a `kill -9`,
+//! `--verify-only` can prove that no synced write was lost and no value is wrong.
+//!
+//! Expected file layout (little endian): a 32-byte header (magic, keys, threads), then one
+//! region per thread (ops done, in-flight count, up to `MAX_BATCH` in-flight (key, version)
+//! pairs), then one u32 slot per key holding its latest acknowledged version (0 = never
+//! written; `DELETED` bit set = deleted). Each key is written only by thread `key % threads`,
+//! which records its pending write in its region before writing the DB and updates the key's
+//! slot after the DB acknowledges: after a crash a key may only hold its slot's version or,
+//! for the thread's last in-flight write, the in-flight version.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use clap::Args;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use wisckey::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+
+use crate::bench::CliResult;
+
+const MAGIC: u64 = 0x5353_4552_5453_4b57; // "WKSTRESS"
+const HEADER_BYTES: u64 = 32;
+const MAX_BATCH: usize = 6;
+const REGION_BYTES: u64 = 16 + 8 * MAX_BATCH as u64;
+const DELETED: u32 = 0x8000_0000;
+const SCAN_KEYS: u32 = 16;
+
+#[derive(Args)]
+pub struct StressArgs {
+    /// Database directory (created if missing).
+    #[arg(long)]
+    pub db: PathBuf,
+    /// Worker threads (must stay the same for a given expected file).
+    #[arg(long, default_value_t = 4)]
+    pub threads: u32,
+    /// Total operations over all threads.
+    #[arg(long, default_value_t = 100_000)]
+    pub ops: u64,
+    /// Number of distinct keys (must stay the same for a given expected file).
+    #[arg(long, default_value_t = 10_000)]
+    pub keys: u32,
+    /// Expected-state file (created if missing).
+    #[arg(long)]
+    pub expected: PathBuf,
+    /// Only check the database against the expected state, then exit.
+    #[arg(long)]
+    pub verify_only: bool,
+    /// Random seed (each thread derives its own).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+pub fn run(a: StressArgs) -> CliResult {
+    if a.threads == 0 || a.keys < a.threads || a.keys >= DELETED {
+        return Err("need 1 <= threads <= keys < 2^31".into());
+    }
+    let exp = Expected::open(&a.expected, a.keys, a.threads)?;
+    let db = Db::open(&a.db, stress_options())?;
+    let summary = verify(&db, &exp)?;
+    println!("{summary}");
+    if a.verify_only {
+        return Ok(());
+    }
+    exp.resolve_in_flight(&db)?;
+    stress(&db, &exp, &a)?;
+    println!("stress done: {} ops, seed {}", a.ops, a.seed);
+    Ok(())
+}
+
+/// Small buffers and files so flushes, compactions, log rolls and GC all happen often.
+fn stress_options() -> Options {
+    Options::default()
+        .write_buffer_bytes(256 << 10)
+        .memtable_log_bytes(1 << 20)
+        .log_file_bytes(1 << 20)
+        .target_file_size_bytes(256 << 10)
+        .max_bytes_for_level_base(1 << 20)
+        .min_blob_size(512)
+        .gc_interval_ms(50)
+        .gc_garbage_ratio(0.2)
+        .gc_chunk_bytes(256 << 10)
+        .gc_pause_ms(1)
+}
+
+// ---------------------------------------------------------------- keys and values
+
+fn key_bytes(k: u32) -> Vec<u8> {
+    format!("key{k:08}").into_bytes()
+}
+
+fn parse_key(b: &[u8]) -> Option<u32> {
+    let s = std::str::from_utf8(b.strip_prefix(b"key")?).ok()?;
+    (s.len() == 8).then(|| s.parse().ok()).flatten()
+}
+
+fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The value of `key` at `version`: half are 20 bytes (inline), half about 2 KB (separated).
+fn value_for(key: u32, version: u32) -> Vec<u8> {
+    let h = mix64(((key as u64) << 32) | version as u64);
+    let len = if h & 1 == 0 { 20 } else { 2000 + (h >> 8) as usize % 97 };
+    let mut v = Vec::with_capacity(len);
+    v.extend_from_slice(&key.to_le_bytes());
+    v.extend_from_slice(&version.to_le_bytes());
+    let mut s = h;
+    while v.len() < len {
+        s = mix64(s);
+        let take = (len - v.len()).min(8);
+        v.extend_from_slice(&s.to_le_bytes()[..take]);
+    }
+    v
+}
+
+/// The version a value encodes, if it is exactly `value_for(key, version)` for `key`.
+fn decode_value(key: u32, v: &[u8]) -> Option<u32> {
+    let k = u32::from_le_bytes(v.get(0..4)?.try_into().ok()?);
+    let ver = u32::from_le_bytes(v.get(4..8)?.try_into().ok()?);
+    (k == key && ver != 0 && ver < DELETED && value_for(key, ver) == v).then_some(ver)
+}
+
+/// What a DB read of `key` should return given an expected slot value.
+fn matches(slot: u32, found: Option<u32>) -> bool {
+    match found {
+        None => slot == 0 || slot & DELETED != 0,
+        Some(v) => slot & DELETED == 0 && slot == v,
+    }
+}
+
+/// Reads the DB value of `key`: Ok(None) absent, Ok(Some(ver)), Err(description) if garbled.
+fn read_version(db: &Db, ro: &ReadOptions, key: u32) -> CliResult<Result<Option<u32>, String>> {
+    Ok(match db.get_opt(ro, &key_bytes(key))? {
+        None => Ok(None),
+        Some(v) => match decode_value(key, &v) {
+            Some(ver) => Ok(Some(ver)),
+            None => {
+                Err(format!("key {key}: garbled value of {} bytes (header {:02x?})", v.len(), &v[..v.len().min(8)]))
+            }
+        },
+    })
+}
+
+// ---------------------------------------------------------------- expected state file
+
+struct Expected {
+    file: File,
+    keys: u32,
+    threads: u32,
+    slots: Vec<AtomicU32>,
+}
+
+impl Expected {
+    fn open(path: &Path, keys: u32, threads: u32) -> CliResult<Expected> {
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        let size = HEADER_BYTES + REGION_BYTES * threads as u64 + 4 * keys as u64;
+        if file.metadata()?.len() == 0 {
+            file.set_len(size)?;
+            let mut h = [0u8; HEADER_BYTES as usize];
+            h[0..8].copy_from_slice(&MAGIC.to_le_bytes());
+            h[8..12].copy_from_slice(&keys.to_le_bytes());
+            h[12..16].copy_from_slice(&threads.to_le_bytes());
+            file.write_all_at(&h, 0)?;
+        }
+        let mut h = [0u8; 16];
+        file.read_exact_at(&mut h, 0)?;
+        let shape = (u64::from_le_bytes(h[0..8].try_into()?), u32::from_le_bytes(h[8..12].try_into()?));
+        let t = u32::from_le_bytes(h[12..16].try_into()?);
+        if shape != (MAGIC, keys) || t != threads || file.metadata()?.len() != size {
+            return Err(format!("{}: not an expected file for {keys} keys / {threads} threads", path.display()).into());
+        }
+        let mut raw = vec![0u8; 4 * keys as usize];
+        file.read_exact_at(&mut raw, Self::slot_offset(threads, 0))?;
+        let slots = raw.chunks_exact(4).map(|c| AtomicU32::new(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect();
+        Ok(Expected { file, keys, threads, slots })
+    }
+
+    fn slot_offset(threads: u32, key: u32) -> u64 {
+        HEADER_BYTES + REGION_BYTES * threads as u64 + 4 * key as u64
+    }
+
+    fn slot(&self, key: u32) -> u32 {
+        self.slots[key as usize].load(Ordering::Acquire)
+    }
+
+    fn set_slot(&self, key: u32, v: u32) -> CliResult {
+        self.slots[key as usize].store(v, Ordering::Release);
+        self.file.write_all_at(&v.to_le_bytes(), Self::slot_offset(self.threads, key))?;
+        Ok(())
+    }
+
+    /// Record (before the DB write) the writes thread `t` is about to make, with its op count.
+    fn set_in_flight(&self, t: u32, ops: u64, writes: &[(u32, u32)]) -> CliResult {
+        let mut buf = Vec::with_capacity(REGION_BYTES as usize);
+        buf.extend_from_slice(&ops.to_le_bytes());
+        buf.extend_from_slice(&(writes.len() as u32).to_le_bytes());
+        buf.extend_from_slice(&0u32.to_le_bytes());
+        for (k, v) in writes {
+            buf.extend_from_slice(&k.to_le_bytes());
+            buf.extend_from_slice(&v.to_le_bytes());
+        }
+        self.file.write_all_at(&buf, HEADER_BYTES + REGION_BYTES * t as u64)?;
+        Ok(())
+    }
+
+    /// Thread `t`'s op count and last in-flight writes.
+    fn in_flight(&self, t: u32) -> CliResult<(u64, Vec<(u32, u32)>)> {
+        let mut b = [0u8; REGION_BYTES as usize];
+        self.file.read_exact_at(&mut b, HEADER_BYTES + REGION_BYTES * t as u64)?;
+        let ops = u64::from_le_bytes(b[0..8].try_into()?);
+        let n = (u32::from_le_bytes(b[8..12].try_into()?) as usize).min(MAX_BATCH);
+        let w = (0..n)
+            .map(|i| {
+                let o = 16 + 8 * i;
+                (
+                    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]),
+                    u32::from_le_bytes([b[o + 4], b[o + 5], b[o + 6], b[o + 7]]),
+                )
+            })
+            .filter(|(k, _)| *k < self.keys)
+            .collect();
+        Ok((ops, w))
+    }
+
+    /// After a crash: adopt in-flight writes the DB kept, so slots equal the DB again.
+    fn resolve_in_flight(&self, db: &Db) -> CliResult {
+        for t in 0..self.threads {
+            let (ops, writes) = self.in_flight(t)?;
+            for (k, v) in writes {
+                let found = read_version(db, &ReadOptions::default(), k)?.map_err(|e| e.to_string())?;
+                if matches(v, found) && !matches(self.slot(k), found) {
+                    self.set_slot(k, v)?;
+                }
+            }
+            self.set_in_flight(t, ops, &[])?;
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------- verification
+
+/// Check every key (by get and by a full scan) against the expected state; Err on any mismatch.
+fn verify(db: &Db, exp: &Expected) -> CliResult<String> {
+    let mut in_flight: HashMap<u32, u32> = HashMap::new();
+    let mut total_ops = 0;
+    for t in 0..exp.threads {
+        let (ops, writes) = exp.in_flight(t)?;
+        total_ops += ops;
+        in_flight.extend(writes);
+    }
+    let scanned = scan_all(db)?;
+    let mut errors = Vec::new();
+    let (mut present, mut adopted) = (0u64, 0u64);
+    for k in 0..exp.keys {
+        let slot = exp.slot(k);
+        let found = match read_version(db, &ReadOptions::default(), k)? {
+            Ok(f) => f,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        if scanned.get(&k).copied() != found {
+            errors.push(format!("key {k}: get says {found:?} but scan says {:?}", scanned.get(&k)));
+        }
+        present += found.is_some() as u64;
+        if matches(slot, found) {
+            continue;
+        }
+        match in_flight.get(&k) {
+            Some(&v) if matches(v, found) => adopted += 1,
+            other => errors.push(format!(
+                "key {k}: db has {found:?}, expected slot {} (in flight {:?}) — lost or wrong write",
+                show(slot),
+                other.map(|v| show(*v))
+            )),
+        }
+    }
+    check_batches_atomic(db, exp, &mut errors)?;
+    for e in errors.iter().take(20) {
+        eprintln!("MISMATCH {e}");
+    }
+    if !errors.is_empty() {
+        return Err(format!("verification failed: {} mismatches", errors.len()).into());
+    }
+    Ok(format!(
+        "verified {} keys OK ({present} present, {adopted} in-flight writes found applied), {total_ops} ops run so far",
+        exp.keys
+    ))
+}
+
+fn show(slot: u32) -> String {
+    match slot {
+        0 => "absent".into(),
+        s if s & DELETED != 0 => format!("deleted@{}", s & !DELETED),
+        s => format!("v{s}"),
+    }
+}
+
+/// Every key in the database, by a full forward scan, checking order and value encoding.
+fn scan_all(db: &Db) -> CliResult<HashMap<u32, u32>> {
+    let mut out = HashMap::new();
+    let mut last: Option<Vec<u8>> = None;
+    for e in db.scan(&ReadOptions::default())? {
+        let (k, v) = e?;
+        if last.as_ref().is_some_and(|l| *l >= k) {
+            return Err(format!("scan out of order at {:?}", String::from_utf8_lossy(&k)).into());
+        }
+        let key = parse_key(&k).ok_or_else(|| format!("unknown key {:?} in scan", String::from_utf8_lossy(&k)))?;
+        let ver =
+            decode_value(key, &v).ok_or_else(|| format!("key {key}: garbled value in scan ({} bytes)", v.len()))?;
+        out.insert(key, ver);
+        last = Some(k);
+    }
+    Ok(out)
+}
+
+/// A thread's last in-flight batch must be in the DB entirely or not at all.
+fn check_batches_atomic(db: &Db, exp: &Expected, errors: &mut Vec<String>) -> CliResult {
+    for t in 0..exp.threads {
+        let (_, writes) = exp.in_flight(t)?;
+        let (mut all_new, mut all_old) = (true, true);
+        for &(k, v) in &writes {
+            let found = read_version(db, &ReadOptions::default(), k)?.ok();
+            let Some(found) = found else { continue };
+            all_new &= matches(v, found);
+            all_old &= matches(exp.slot(k), found) && exp.slot(k) != v;
+        }
+        if writes.len() > 1 && !all_new && !all_old {
+            errors.push(format!("thread {t}: batch {writes:?} was applied partially"));
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- the stress workers
+
+fn stress(db: &Db, exp: &Expected, a: &StressArgs) -> CliResult {
+    let stop = AtomicBool::new(false);
+    let done = AtomicU64::new(0);
+    let per_thread = a.ops / a.threads as u64;
+    let results: Vec<CliResult> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..a.threads)
+            .map(|t| {
+                let w = Worker { db, exp, t, rng: StdRng::seed_from_u64(mix64(a.seed) ^ t as u64), ops: 0 };
+                let (stop, done) = (&stop, &done);
+                s.spawn(move || w.run(per_thread, stop, done))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("worker panicked".into()))).collect()
+    });
+    results.into_iter().collect()
+}
+
+struct Worker<'a> {
+    db: &'a Db,
+    exp: &'a Expected,
+    t: u32,
+    rng: StdRng,
+    ops: u64,
+}
+
+impl Worker<'_> {
+    fn run(mut self, n: u64, stop: &AtomicBool, done: &AtomicU64) -> CliResult {
+        self.ops = self.exp.in_flight(self.t)?.0;
+        for _ in 0..n {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if let Err(e) = self.one_op() {
+                stop.store(true, Ordering::Relaxed);
+                eprintln!("thread {}: {e}", self.t);
+                return Err(e);
+            }
+            self.ops += 1;
+            done.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn one_op(&mut self) -> CliResult {
+        match self.rng.gen_range(0..1000) {
+            0..=399 => self.write(1, false),
+            400..=499 => self.write(1, true),
+            500..=579 => {
+                let n = self.rng.gen_range(2..=MAX_BATCH);
+                let delete = self.rng.gen_bool(0.3);
+                self.write(n, delete)
+            }
+            580..=849 => self.get(),
+            850..=929 => self.scan(),
+            930..=994 => self.snapshot_read(),
+            995 => self.compact(),
+            996 => self.db.run_gc(0.2).map(|_| ()).map_err(Into::into),
+            _ => self.get(),
+        }
+    }
+
+    /// A random key owned by this thread.
+    fn own_key(&mut self) -> u32 {
+        let per = (self.exp.keys - self.t).div_ceil(self.exp.threads);
+        self.t + self.rng.gen_range(0..per) * self.exp.threads
+    }
+
+    /// Write `n` distinct own keys (puts, or deletes if `delete`; some mixed), synced.
+    fn write(&mut self, n: usize, delete: bool) -> CliResult {
+        let mut writes: Vec<(u32, u32)> = Vec::with_capacity(n);
+        while writes.len() < n {
+            let k = self.own_key();
+            if writes.iter().any(|(w, _)| *w == k) {
+                continue;
+            }
+            let next = (self.exp.slot(k) & !DELETED) + 1;
+            let del = if n > 1 { delete && self.rng.gen_bool(0.5) } else { delete };
+            writes.push((k, if del { next | DELETED } else { next }));
+        }
+        self.exp.set_in_flight(self.t, self.ops, &writes)?;
+        let mut b = WriteBatch::new();
+        for &(k, v) in &writes {
+            if v & DELETED != 0 {
+                b.delete(&key_bytes(k));
+            } else {
+                b.put(&key_bytes(k), &value_for(k, v));
+            }
+        }
+        self.db.write(&WriteOptions::synced(), &b)?;
+        for &(k, v) in &writes {
+            self.exp.set_slot(k, v)?;
+        }
+        Ok(())
+    }
+
+    /// Own keys must read exactly as expected; other threads' keys must decode.
+    fn get(&mut self) -> CliResult {
+        let (own, k) =
+            if self.rng.gen_bool(0.5) { (true, self.own_key()) } else { (false, self.rng.gen_range(0..self.exp.keys)) };
+        let before = self.exp.slot(k);
+        let found = read_version(self.db, &ReadOptions::default(), k)?.map_err(|e| e.to_string())?;
+        if own && !matches(before, found) {
+            return Err(format!("get key {k}: db has {found:?}, expected {}", show(before)).into());
+        }
+        Ok(())
+    }
+
+    /// A short bounded scan: ordered, in bounds, decodable, own keys exactly as expected.
+    fn scan(&mut self) -> CliResult {
+        let lo = self.rng.gen_range(0..self.exp.keys);
+        let hi = (lo + SCAN_KEYS).min(self.exp.keys);
+        let ro =
+            ReadOptions { lower_bound: Some(key_bytes(lo)), upper_bound: Some(key_bytes(hi)), ..Default::default() };
+        let mut seen = HashMap::new();
+        let mut prev = None;
+        for e in self.db.scan(&ro)? {
+            let (kb, v) = e?;
+            let k = parse_key(&kb).filter(|k| (lo..hi).contains(k) && prev < Some(*k));
+            let k = k.ok_or_else(|| format!("scan [{lo},{hi}): unexpected key {:?}", String::from_utf8_lossy(&kb)))?;
+            let ver = decode_value(k, &v).ok_or_else(|| format!("scan: garbled value for key {k}"))?;
+            seen.insert(k, ver);
+            prev = Some(k);
+        }
+        for k in (lo..hi).filter(|k| k % self.exp.threads == self.t) {
+            let found = seen.get(&k).copied();
+            if !matches(self.exp.slot(k), found) {
+                return Err(format!("scan key {k}: db has {found:?}, expected {}", show(self.exp.slot(k))).into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads through a snapshot must not see a write made after it.
+    fn snapshot_read(&mut self) -> CliResult {
+        let ro = ReadOptions { snapshot: Some(self.db.snapshot()), ..Default::default() };
+        let keys: Vec<u32> = (0..4).map(|_| self.own_key()).collect();
+        let before: Vec<u32> = keys.iter().map(|&k| self.exp.slot(k)).collect();
+        self.write(1, false)?;
+        for (&k, &slot) in keys.iter().zip(&before) {
+            let found = read_version(self.db, &ro, k)?.map_err(|e| e.to_string())?;
+            if !matches(slot, found) {
+                return Err(format!("snapshot read of key {k}: {found:?}, expected {}", show(slot)).into());
+            }
+        }
+        Ok(())
+    }
+
+    fn compact(&mut self) -> CliResult {
+        let lo = self.rng.gen_range(0..self.exp.keys);
+        let hi = (lo + self.exp.keys / 8).min(self.exp.keys - 1);
+        self.db.compact_range(Some(&key_bytes(lo)), Some(&key_bytes(hi)))?;
+        Ok(())
+    }
+}
