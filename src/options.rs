@@ -165,6 +165,16 @@ impl Options {
     setter!(gc_pause_ms: u64);
     setter!(vfs: Arc<dyn Vfs>);
 
+    /// Table-building options for a table written to `level`.
+    pub fn table_options(&self, level: usize) -> crate::sst::TableOptions {
+        crate::sst::TableOptions {
+            block_size_bytes: self.block_size_bytes,
+            restart_interval: self.block_restart_interval,
+            compression: self.compression,
+            bloom_bits_per_key: self.bloom_bits_for_level(level),
+        }
+    }
+
     /// Bloom bits per key used at `level`.
     pub fn bloom_bits_for_level(&self, level: usize) -> f64 {
         self.bloom_bits_per_key.get(level).or(self.bloom_bits_per_key.last()).copied().unwrap_or(0.0)

@@ -103,19 +103,6 @@ impl<'a> OutputWriter<'a> {
     }
 }
 
-/// Flush one memtable (or any iterator) into table files; nothing is dropped.
-pub fn write_all(ctx: &JobContext<'_>, it: &mut dyn InternalIterator, run: u64) -> Result<JobOutput> {
-    let mut w = OutputWriter::new(ctx, run);
-    it.seek_to_first()?;
-    while it.valid() {
-        w.out.bytes_read += (it.key().len() + it.value().len()) as u64;
-        w.add(it.key(), it.value())?;
-        it.next()?;
-    }
-    w.finish()?;
-    Ok(w.out)
-}
-
 /// Cuts outputs where they would overlap too many grandparent bytes (LevelDB's
 /// ShouldStopBefore), so that compacting an output later stays cheap.
 struct GrandparentCutter<'a> {

@@ -46,7 +46,7 @@ impl DbInner {
         // One collector at a time: two would punch holes under each other's reads.
         let _one = self.gc_lock.lock();
         let mut report = GcReport::default();
-        self.finish_pending_gc_deletes()?;
+        self.finish_pending_gc_deletes();
         let mut tried = std::collections::HashSet::new();
         while let Some((file, start)) = self.pick_gc_file(min_garbage_ratio) {
             if !tried.insert(file) || self.is_shutting_down() {
@@ -105,15 +105,13 @@ impl DbInner {
         let st = self.state.lock();
         let head = st.versions.log_head();
         let tail = st.versions.vlog_tail();
-        let pending = self.gc_pending.lock();
         let blobs = st.versions.blob_files();
-        if tail.offset > 0 && blobs.contains_key(&tail.file) && !pending.iter().any(|p| p.0 == tail.file) {
+        if tail.offset > 0 && blobs.contains_key(&tail.file) {
             return Some((tail.file, tail.offset));
         }
         blobs
             .iter()
             .filter(|(f, s)| **f < head.file && s.total_bytes > 0 && s.garbage_ratio() >= min_ratio)
-            .filter(|(f, _)| !pending.iter().any(|p| p.0 == **f))
             .max_by(|a, b| a.1.garbage_ratio().total_cmp(&b.1.garbage_ratio()))
             .map(|(f, _)| (*f, 0))
     }
@@ -226,7 +224,7 @@ impl DbInner {
     }
 
     /// Let the sweep delete collected files whose old readers have gone.
-    pub(crate) fn finish_pending_gc_deletes(&self) -> Result<()> {
+    pub(crate) fn finish_pending_gc_deletes(&self) {
         let ready: Vec<u64> = {
             let mut pending = self.gc_pending.lock();
             let (ready, wait): (Vec<_>, Vec<_>) = pending.drain(..).partition(|(_, s)| self.no_reader_older_than(*s));
@@ -234,7 +232,7 @@ impl DbInner {
             ready.into_iter().map(|(f, _)| f).collect()
         };
         if ready.is_empty() {
-            return Ok(());
+            return;
         }
         let mut st = self.state.lock();
         let sizes: u64 = ready.iter().map(|f| self.vfs.file_size(&log_file_name(&self.dir, *f)).unwrap_or(0)).sum();
@@ -243,7 +241,6 @@ impl DbInner {
             self.vlog.evict(f);
         }
         self.delete_obsolete_files(&mut st);
-        Ok(())
     }
 
     /// Discard statistics only learn about overwritten values when compaction merges the old

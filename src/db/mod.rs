@@ -159,12 +159,7 @@ pub(crate) struct DbInner {
 
 impl DbInner {
     fn table_options(&self, level: usize) -> TableOptions {
-        TableOptions {
-            block_size_bytes: self.opts.block_size_bytes,
-            restart_interval: self.opts.block_restart_interval,
-            compression: self.opts.compression,
-            bloom_bits_per_key: self.opts.bloom_bits_for_level(level),
-        }
+        self.opts.table_options(level)
     }
 
     fn background_error(&self, st: &State) -> Result<()> {

@@ -11,7 +11,6 @@ use crate::fs::Vfs;
 use crate::log::{LogPos, LogReader, LogRecord, LogWriter, ReadOutcome};
 use crate::memtable::Memtable;
 use crate::options::{Options, RecoveryMode};
-use crate::sst::TableOptions;
 use crate::version::{self, log_file_name, FileKind, LogPosition, VersionEdit, VersionSet};
 
 /// What recovery hands to the new DB.
@@ -179,12 +178,7 @@ impl Replay<'_> {
     /// Write the replayed memtable to level 0 and move the log head past it.
     fn flush(&mut self, head: LogPosition) -> Result<()> {
         let number = self.versions.new_file_number();
-        let opts = TableOptions {
-            block_size_bytes: self.opts.block_size_bytes,
-            restart_interval: self.opts.block_restart_interval,
-            compression: self.opts.compression,
-            bloom_bits_per_key: self.opts.bloom_bits_for_level(0),
-        };
+        let opts = self.opts.table_options(0);
         let mut edit = VersionEdit::default();
         if let Some(meta) = write_level0_table(self.vfs, self.dir, opts, &self.mem, number)? {
             edit.added_files.push((0, meta));
