@@ -74,6 +74,18 @@ pub struct Options {
     pub gc_chunk_bytes: u64,
     /// Pause between GC steps, leaving the disk to foreground writes.
     pub gc_pause_ms: u64,
+    /// Value-log space amplification (bytes on disk / estimated live value bytes) above which
+    /// background GC also collects files below `gc_garbage_ratio` (down to 0.2) and works
+    /// without pauses. `0` turns it off.
+    pub gc_space_amp_target: f64,
+    /// Space amplification above which user writes wait for GC to free space (while GC has
+    /// a file it can collect). Trades write throughput for a bound on disk use; `0` turns
+    /// it off.
+    pub gc_space_amp_stall: f64,
+    /// Read separated values in parallel through io_uring when the kernel allows it (checked
+    /// once at open; a thread pool of `pread`s is used otherwise, and for non-POSIX files).
+    /// `false` forces the thread pool.
+    pub io_uring: bool,
     /// The filesystem to use (real files by default; in-memory or fault-injecting in tests).
     pub vfs: Arc<dyn Vfs>,
 }
@@ -117,8 +129,11 @@ impl Default for Options {
             min_blob_size: 1024,
             gc_garbage_ratio: 0.5,
             gc_interval_ms: 1000,
-            gc_chunk_bytes: 4 << 20,
+            gc_chunk_bytes: 16 << 20,
             gc_pause_ms: 5,
+            gc_space_amp_target: 1.2,
+            gc_space_amp_stall: 1.3,
+            io_uring: true,
             vfs: Arc::new(PosixFs::new()),
         }
     }
@@ -163,6 +178,9 @@ impl Options {
     setter!(gc_interval_ms: u64);
     setter!(gc_chunk_bytes: u64);
     setter!(gc_pause_ms: u64);
+    setter!(gc_space_amp_target: f64);
+    setter!(gc_space_amp_stall: f64);
+    setter!(io_uring: bool);
     setter!(vfs: Arc<dyn Vfs>);
 
     /// Table-building options for a table written to `level`.
@@ -196,7 +214,7 @@ impl WriteOptions {
 }
 
 /// Options for reads and iterators.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ReadOptions {
     /// Read as of this snapshot (default: the latest state).
     pub snapshot: Option<crate::Snapshot>,
@@ -208,4 +226,27 @@ pub struct ReadOptions {
     pub lower_bound: Option<Vec<u8>>,
     /// Iterator upper bound (exclusive), user key.
     pub upper_bound: Option<Vec<u8>>,
+    /// Most separated values read in parallel: an iterator moving sequentially reads up to this
+    /// many values ahead of its position (starting at 2 and doubling while the scan goes on),
+    /// and `Db::multi_get` keeps up to this many reads in flight. `0` reads every value on its
+    /// own, when it is reached.
+    pub readahead_values: usize,
+}
+
+impl ReadOptions {
+    /// The default of `readahead_values`.
+    pub const DEFAULT_READAHEAD_VALUES: usize = 32;
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            snapshot: None,
+            fill_cache: None,
+            verify_checksums: false,
+            lower_bound: None,
+            upper_bound: None,
+            readahead_values: Self::DEFAULT_READAHEAD_VALUES,
+        }
+    }
 }

@@ -136,6 +136,8 @@ impl DbInner {
             }
             self.bg_cv.notify_all();
             self.compact_cv.notify_one();
+            // A flush adds value bytes and may move the head past a file GC can now take.
+            self.gc_cv.notify_one();
             self.delete_obsolete_files(&mut st);
         }
     }
@@ -154,6 +156,7 @@ impl DbInner {
         // Tables now point into these log files: record it in the same edit that moves the log
         // head past them, so the sweep never sees them as deletable.
         edit.blob_added = imm.blob_bytes().into_iter().collect();
+        add(&self.counters.blob_bytes_flushed, edit.blob_added.iter().map(|(_, b)| b).sum());
         if let Some(end) = imm.log_end() {
             edit.log_head = Some(crate::version::LogPosition { file: end.file, offset: end.offset });
         }
@@ -249,6 +252,7 @@ impl DbInner {
         });
         let r = out.and_then(|out| self.vfs.sync_dir(&self.dir).map(|_| out)).and_then(|out| {
             edit.blob_garbage = out.blob_garbage.iter().map(|(&f, &b)| (f, b)).collect();
+            add(&self.counters.blob_garbage_counted, out.blob_garbage.values().sum());
             for f in &out.files {
                 edit.added_files.push((task.output_level as u32, f.clone()));
             }
@@ -268,6 +272,12 @@ impl DbInner {
     /// holding such data.
     pub(crate) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.flush()?;
+        self.compact_tables(begin, end)
+    }
+
+    /// Compact the tables overlapping `[begin, end]` down to the last level that holds any,
+    /// leaving the memtables alone.
+    pub(crate) fn compact_tables(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         let mut st = self.state.lock();
         let max_level = {
             // Not held across the loop: a pinned Version would keep replaced tables on disk.

@@ -19,6 +19,9 @@ use crate::version::{log_file_name, LogPosition, VersionEdit};
 use crate::vlog::ValuePointer;
 use crate::write_batch::{BatchIter, BatchOp, WriteBatch};
 
+/// Past `gc_space_amp_target`, background GC also takes files with this much garbage.
+const EAGER_MIN_GARBAGE_RATIO: f64 = 0.2;
+
 /// What one `Db::run_gc` call did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -54,6 +57,8 @@ impl DbInner {
             }
             self.gc_file(file, start, &mut report)?;
         }
+        // Background GC re-arms the stall if the value log is still past its limit.
+        self.gc_pacing.set_stalled(false);
         Ok(report)
     }
 
@@ -145,8 +150,12 @@ impl DbInner {
             if self.is_shutting_down() {
                 return Ok(());
             }
-            // Leave the disk and the CPU to foreground work between chunks.
-            std::thread::sleep(Duration::from_millis(self.opts.gc_pause_ms));
+            // Leave the disk and the CPU to foreground work between chunks, unless the value
+            // log is past its space target (writers may be waiting for this very chunk).
+            self.update_pacing();
+            if !self.gc_pacing.is_stalled() && !self.over(self.opts.gc_space_amp_target) {
+                std::thread::sleep(Duration::from_millis(self.opts.gc_pause_ms));
+            }
         }
     }
 
@@ -213,7 +222,8 @@ impl DbInner {
             }
         }
         let mut st = self.state.lock();
-        let size = self.vfs.file_size(&log_file_name(&self.dir, file)).unwrap_or(0);
+        // What is still allocated: punched chunks were counted when they were punched.
+        let size = self.vfs.disk_usage(&log_file_name(&self.dir, file)).unwrap_or(0);
         st.versions.log_and_apply(edit)?;
         if free_now {
             add(&self.counters.gc_bytes_freed, size);
@@ -235,7 +245,7 @@ impl DbInner {
             return;
         }
         let mut st = self.state.lock();
-        let sizes: u64 = ready.iter().map(|f| self.vfs.file_size(&log_file_name(&self.dir, *f)).unwrap_or(0)).sum();
+        let sizes: u64 = ready.iter().map(|f| self.vfs.disk_usage(&log_file_name(&self.dir, *f)).unwrap_or(0)).sum();
         add(&self.counters.gc_bytes_freed, sizes);
         for f in ready {
             self.vlog.evict(f);
@@ -247,7 +257,8 @@ impl DbInner {
     /// and new versions, and a key-value separated LSM-tree is tiny, so its upper levels rarely
     /// fill up enough to be merged. When the tree is small next to the value log, compacting
     /// all of it is cheap (a few MB against GBs of vLog) and makes the statistics exact.
-    fn refresh_discard_stats(&self) -> Result<()> {
+    /// With a space target it refreshes after every flush instead of every fourth.
+    fn refresh_discard_stats(&self, eager: bool) -> Result<()> {
         let (tree_bytes, flushes) = {
             let st = self.state.lock();
             let v = st.versions.current();
@@ -255,12 +266,17 @@ impl DbInner {
         };
         let values: u64 = self.state.lock().versions.blob_files().values().map(|b| b.total_bytes).sum();
         let mut last = self.gc_stats_refreshed_at.lock();
-        if flushes < *last + 4 || tree_bytes.saturating_mul(20) > values {
+        let every = if eager { 1 } else { 4 };
+        if flushes < *last + every || tree_bytes.saturating_mul(20) > values {
             return Ok(());
         }
         *last = flushes;
         drop(last);
-        self.compact_range(None, None)
+        let flushed = self.counters.blob_bytes_flushed.load(Ordering::Relaxed);
+        // The memtables stay: their overwrites are counted once they are flushed.
+        self.compact_tables(None, None)?;
+        self.gc_pacing.mark_refreshed(flushed);
+        Ok(())
     }
 
     /// True when no snapshot or iterator reads at a sequence number below `seq`.
@@ -281,28 +297,100 @@ impl DbInner {
         }
     }
 
-    /// The background GC thread: every `gc_interval_ms`, collect files past the ratio.
+    /// The background GC thread: collects one file per round and starts the next round at
+    /// once while there is work; otherwise sleeps `gc_interval_ms` (a flush wakes it early).
     pub(super) fn gc_loop(&self) {
-        let mut st = self.state.lock();
+        let mut busy = false;
         loop {
-            if st.shutting_down {
-                return;
+            {
+                let mut st = self.state.lock();
+                if !busy && !st.shutting_down {
+                    self.gc_cv.wait_for(&mut st, Duration::from_millis(self.opts.gc_interval_ms.max(1)));
+                }
+                if st.shutting_down {
+                    break;
+                }
+                if st.bg_error.is_some() || self.opts.gc_interval_ms == 0 {
+                    self.gc_pacing.set_stalled(false);
+                    busy = false;
+                    continue;
+                }
             }
-            self.gc_cv.wait_for(&mut st, Duration::from_millis(self.opts.gc_interval_ms.max(1)));
-            if st.shutting_down {
-                return;
-            }
-            if st.bg_error.is_some() || self.opts.gc_interval_ms == 0 {
-                continue;
-            }
-            let ratio = self.opts.gc_garbage_ratio;
-            let r = parking_lot::MutexGuard::unlocked(&mut st, || {
-                self.refresh_discard_stats()?;
-                self.run_gc(ratio)
-            });
-            if let Err(e) = r {
-                tracing::warn!(error = %e, "value-log GC failed; will retry");
-            }
+            busy = match self.gc_round() {
+                Ok(did_work) => did_work,
+                Err(e) => {
+                    tracing::warn!(error = %e, "value-log GC failed; will retry");
+                    self.gc_pacing.set_stalled(false);
+                    false
+                }
+            };
         }
+        self.gc_pacing.set_stalled(false);
+    }
+
+    /// One background round: refresh the discard statistics when due, then collect the file
+    /// with the most garbage if it passes the ratio the current space amplification calls
+    /// for. Returns whether a file was collected.
+    fn gc_round(&self) -> Result<bool> {
+        // A space target needs fresh statistics: every flush's overwrites counted at once.
+        self.refresh_discard_stats(self.opts.gc_space_amp_target > 0.0)?;
+        let over_target = self.over(self.opts.gc_space_amp_target);
+        let min_ratio =
+            if over_target { self.opts.gc_garbage_ratio.min(EAGER_MIN_GARBAGE_RATIO) } else { self.opts.gc_garbage_ratio };
+        let _one = self.gc_lock.lock();
+        self.finish_pending_gc_deletes();
+        let Some((file, start)) = self.pick_gc_file(min_ratio) else {
+            self.gc_pacing.set_stalled(false);
+            return Ok(false);
+        };
+        self.update_pacing();
+        self.gc_file(file, start, &mut GcReport::default())?;
+        self.update_pacing();
+        Ok(true)
+    }
+
+    /// Stall writers while the value log is past `gc_space_amp_stall`. Called only while GC
+    /// has a file to collect, so a stall always ends with GC freeing space.
+    fn update_pacing(&self) {
+        let stall = self.opts.gc_interval_ms > 0 && self.over(self.opts.gc_space_amp_stall);
+        self.gc_pacing.set_stalled(stall);
+        self.gc_pacing.notify_progress();
+    }
+
+    /// Whether the value log's space amplification is above `limit` (`0` = no limit).
+    fn over(&self, limit: f64) -> bool {
+        limit > 0.0 && self.vlog_space_amp() > limit
+    }
+
+    /// Bytes the value-log files take on disk over the estimated live separated bytes: flushed
+    /// ones minus discard statistics, plus those only the memtables reference yet, minus the
+    /// share (the recent overwrite ratio) of the bytes whose overwrites compaction has not
+    /// counted yet: the memtables' and those flushed since GC last compacted the tree.
+    pub(crate) fn vlog_space_amp(&self) -> f64 {
+        let c = &self.counters;
+        let flushed_total = c.blob_bytes_flushed.load(Ordering::Relaxed);
+        let overwrites = self.gc_pacing.overwrite_ratio(flushed_total, c.blob_garbage_counted.load(Ordering::Relaxed));
+        let live = {
+            let st = self.state.lock();
+            let flushed: u64 = st.versions.blob_files().values().map(|b| b.live_bytes()).sum();
+            let unflushed: u64 =
+                std::iter::once(&st.mem).chain(st.imms.iter()).map(|m| m.blob_bytes().values().sum::<u64>()).sum();
+            // What the memtables and the tables flushed since the last full compaction
+            // overwrite is still counted live.
+            let uncounted = unflushed + self.gc_pacing.flushed_since_refresh(flushed_total);
+            flushed.saturating_sub((uncounted as f64 * overwrites) as u64) + unflushed
+        };
+        if live == 0 {
+            return 0.0;
+        }
+        let disk: u64 = self
+            .vfs
+            .list(&self.dir)
+            .unwrap_or_default()
+            .iter()
+            .filter(|n| matches!(crate::version::parse_file_name(n), Some((crate::version::FileKind::Log, _))))
+            .map(|n| self.vfs.disk_usage(&self.dir.join(n)).unwrap_or(0))
+            .sum();
+        disk as f64 / live as f64
     }
 }

@@ -4,6 +4,7 @@
 
 mod background;
 mod gc;
+mod gc_pacing;
 mod read;
 mod recovery;
 mod snapshot;
@@ -57,6 +58,11 @@ pub struct DbStats {
     pub num_trivial_moves: u64,
     /// Microseconds writers spent stalled waiting for flush/compaction.
     pub stall_micros: u64,
+    /// GC's estimate of the value log's space amplification (on-disk / live separated bytes),
+    /// the figure `gc_space_amp_target` and `gc_space_amp_stall` act on.
+    pub vlog_space_amp_estimate: f64,
+    /// Time user writes waited for value-log GC (`Options::gc_space_amp_stall`).
+    pub gc_stall_micros: u64,
     /// Table files per level.
     pub level_files: Vec<usize>,
     /// Sorted runs per level.
@@ -100,6 +106,11 @@ pub(crate) struct Counters {
     compactions: AtomicU64,
     trivial_moves: AtomicU64,
     stall_micros: AtomicU64,
+    gc_stall_micros: AtomicU64,
+    /// Separated bytes that flushes handed to tables, and the garbage compaction found among
+    /// them: their recent ratio tells how much of the memtables is overwrites (`GcPacing`).
+    blob_bytes_flushed: AtomicU64,
+    blob_garbage_counted: AtomicU64,
     gc_runs: AtomicU64,
     gc_bytes_read: AtomicU64,
     gc_bytes_rewritten: AtomicU64,
@@ -146,6 +157,8 @@ pub(crate) struct DbInner {
     seek_stats: Mutex<read::SeekStats>,
     /// Flush count when GC last compacted the whole tree to refresh discard statistics.
     gc_stats_refreshed_at: Mutex<u64>,
+    /// Writers wait here while GC is behind (`Options::gc_space_amp_stall`).
+    gc_pacing: gc_pacing::GcPacing,
     /// The log appender; taken by the write leader and by flushes (lock order: state, then log).
     log: Mutex<LogWriter>,
     table_cache: Arc<TableCache>,
@@ -191,8 +204,9 @@ impl Db {
         let block_cache =
             (options.block_cache_bytes > 0).then(|| crate::cache::new_block_cache(options.block_cache_bytes));
         let table_cache = Arc::new(TableCache::new(vfs.clone(), dir.clone(), options.max_open_files, block_cache));
-        let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone());
+        let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone(), options.io_uring);
         let recovered = recovery::recover(&vfs, &dir, &options, &policy.name())?;
+        let gc_pacing = gc_pacing::GcPacing::new(options.memtable_log_bytes);
         let inner = Arc::new(DbInner {
             state: Mutex::new(State {
                 mem: recovered.mem,
@@ -218,6 +232,7 @@ impl Db {
             gc_lock: Mutex::new(()),
             seek_stats: Mutex::new(read::SeekStats::default()),
             gc_stats_refreshed_at: Mutex::new(0),
+            gc_pacing,
             table_cache,
             vlog,
             snapshots: Arc::new(SnapshotList::default()),
@@ -262,6 +277,19 @@ impl Db {
         self.inner.get(ro, key)
     }
 
+    /// Look up many keys at once: the LSM-tree lookups come first, then the separated values
+    /// are read in parallel (`ro.readahead_values` at a time; io_uring or a thread pool).
+    /// Returns one entry per key, in order; all reads see the same state.
+    pub fn multi_get(&self, ro: &ReadOptions, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.inner.multi_get(ro, keys)
+    }
+
+    /// Whether parallel value reads (iterator read-ahead, `multi_get`) of real files go through
+    /// io_uring; `false` when `Options::io_uring` is off or the kernel refused a ring at open.
+    pub fn uses_io_uring(&self) -> bool {
+        self.inner.uses_io_uring()
+    }
+
     /// A cursor; call a seek method before reading from it.
     pub fn iter(&self, ro: &ReadOptions) -> Result<DbIterator> {
         self.inner.iter(ro)
@@ -299,7 +327,7 @@ impl Db {
     }
 
     pub fn stats(&self) -> DbStats {
-        self.inner.stats()
+        DbStats { vlog_space_amp_estimate: self.inner.vlog_space_amp(), ..self.inner.stats() }
     }
 
     /// Collect value-log files whose garbage ratio is at least `min_garbage_ratio` now
@@ -380,6 +408,11 @@ fn validate_options(o: &Options) -> Result<()> {
     }
     if o.l0_slowdown_trigger < o.l0_compaction_trigger || o.l0_stop_trigger < o.l0_slowdown_trigger {
         return bad("l0 triggers must satisfy compaction <= slowdown <= stop");
+    }
+    if (o.gc_space_amp_target != 0.0 && o.gc_space_amp_target <= 1.0)
+        || (o.gc_space_amp_stall != 0.0 && o.gc_space_amp_stall <= 1.0)
+    {
+        return bad("gc_space_amp_target and gc_space_amp_stall must be 0 (off) or above 1.0");
     }
     if o.max_immutable_memtables == 0 {
         return bad("max_immutable_memtables must be at least 1");

@@ -1,19 +1,19 @@
-//! The read path: point lookups (memtables, then tables newest first), iterators over a pinned
-//! view, and statistics.
+//! The read path: point lookups (memtables, then tables newest first), batched lookups whose
+//! value-log reads run in parallel, iterators over a pinned view, and statistics.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{DbInner, DbStats};
 use crate::error::{Error, Result};
-use crate::iter::db_iter::DbIterator;
+use crate::iter::db_iter::{DbIterator, ValueSource};
 use crate::iter::run::RunIterator;
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind, KIND_FOR_SEEK};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::ReadOptions;
 use crate::version::Version;
-use crate::vlog::{Access, ValuePointer};
+use crate::vlog::{Access, PendingRead, ValuePointer};
 
 /// LevelDB's seek compaction: a lookup that probed more than one table charges the first one
 /// it passed over; a table charged more than `max(100, size / 16 KiB)` times is compacted.
@@ -124,8 +124,7 @@ impl DbInner {
     /// Read a separated value: from its vLog file, or from the log buffer when it has not
     /// been handed to the file yet.
     pub(crate) fn read_pointer(&self, user_key: &[u8], encoded: &[u8], access: Access) -> Result<Vec<u8>> {
-        let ptr = ValuePointer::decode(encoded)
-            .ok_or_else(|| Error::corruption(&self.dir, 0, "malformed value pointer in the LSM-tree"))?;
+        let ptr = self.decode_pointer(encoded)?;
         let op = match self.vlog.try_read_op(&ptr, access)? {
             Some(op) => op,
             None => {
@@ -138,6 +137,64 @@ impl DbInner {
             }
         };
         self.vlog.verify_op(&ptr, &op, user_key)
+    }
+
+    fn decode_pointer(&self, encoded: &[u8]) -> Result<ValuePointer> {
+        ValuePointer::decode(encoded)
+            .ok_or_else(|| Error::corruption(&self.dir, 0, "malformed value pointer in the LSM-tree"))
+    }
+
+    /// Start reading a separated value in the background; `None` if the read cannot start
+    /// (then `read_pointer` reads it and reports why).
+    fn start_pointer_read(&self, encoded: &[u8], access: Access) -> Option<PendingRead> {
+        let ptr = ValuePointer::decode(encoded)?;
+        self.vlog.start_read(&ptr, access).ok()
+    }
+
+    /// Finish a read `start_pointer_read` began, with `read_pointer`'s checks; an op that was
+    /// not in the file yet is taken from the log buffer by `read_pointer`.
+    fn finish_pointer_read(&self, user_key: &[u8], encoded: &[u8], read: PendingRead, access: Access) -> Result<Vec<u8>> {
+        let ptr = self.decode_pointer(encoded)?;
+        match read.wait()? {
+            Some(op) => self.vlog.verify_op(&ptr, &op, user_key),
+            None => self.read_pointer(user_key, encoded, access),
+        }
+    }
+
+    /// Point lookups of many keys: every key is looked up in the LSM-tree first, then the
+    /// separated values are read with up to `ro.readahead_values` reads in flight, each
+    /// verified as `get` verifies it.
+    pub(crate) fn multi_get(&self, ro: &ReadOptions, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        let view = self.view(ro);
+        // Registered like a snapshot: value-log GC keeps what these pointers name until the
+        // reads are done.
+        let _reader = self.snapshots.acquire(view.seq);
+        let fill = self.fill_cache(ro);
+        let entries =
+            keys.iter().map(|k| self.get_entry(&view, k, fill)).collect::<Result<Vec<Option<(ValueKind, Vec<u8>)>>>>()?;
+        let in_flight = ro.readahead_values;
+        let mut reads: std::collections::VecDeque<Option<PendingRead>> = std::collections::VecDeque::new();
+        let mut started = 0;
+        let mut out = Vec::with_capacity(keys.len());
+        for (i, (key, entry)) in keys.iter().zip(&entries).enumerate() {
+            // Keep `in_flight` reads going ahead of the one being finished.
+            while started < entries.len() && started < i + in_flight {
+                reads.push_back(match &entries[started] {
+                    Some((ValueKind::Pointer, enc)) => self.start_pointer_read(enc, Access::Point),
+                    _ => None,
+                });
+                started += 1;
+            }
+            let read = if started > i { reads.pop_front().flatten() } else { None };
+            out.push(match (entry, read) {
+                (Some((ValueKind::Pointer, enc)), Some(read)) => {
+                    Some(self.finish_pointer_read(key, enc, read, Access::Point)?)
+                }
+                (Some((kind, v)), None) => self.resolve(key, *kind, v.clone())?,
+                (Some(_), Some(_)) | (None, _) => None,
+            });
+        }
+        Ok(out)
     }
 
     pub(crate) fn iter(self: &Arc<Self>, ro: &ReadOptions) -> Result<DbIterator> {
@@ -158,14 +215,16 @@ impl DbInner {
         Ok(DbIterator::new(
             Box::new(MergingIterator::new(children)),
             view.seq,
-            ro.lower_bound.clone(),
-            ro.upper_bound.clone(),
-            {
-                let me = Arc::clone(self);
-                Arc::new(move |k: &[u8], p: &[u8]| me.read_pointer(k, p, Access::Scan))
-            },
+            (ro.lower_bound.clone(), ro.upper_bound.clone()),
+            Arc::new(ScanValues(Arc::clone(self))),
+            ro.readahead_values,
             Box::new(pins),
         ))
+    }
+
+    /// Whether parallel value reads of real files go through io_uring.
+    pub(crate) fn uses_io_uring(&self) -> bool {
+        self.vlog.uses_io_uring()
     }
 
     pub(crate) fn stats(&self) -> DbStats {
@@ -196,6 +255,8 @@ impl DbInner {
             num_compactions: load(&c.compactions),
             num_trivial_moves: load(&c.trivial_moves),
             stall_micros: load(&c.stall_micros),
+            gc_stall_micros: load(&c.gc_stall_micros),
+            vlog_space_amp_estimate: 0.0,
             level_files: (0..v.num_levels()).map(|l| v.level_files(l)).collect(),
             level_runs: (0..v.num_levels()).map(|l| v.num_runs(l)).collect(),
             level_bytes: (0..v.num_levels()).map(|l| v.level_bytes(l)).collect(),
@@ -210,5 +271,22 @@ impl DbInner {
             gc_bytes_rewritten: load(&c.gc_bytes_rewritten),
             gc_bytes_freed: load(&c.gc_bytes_freed),
         }
+    }
+}
+
+/// How an iterator reads separated values: through scan handles (read-ahead advice).
+struct ScanValues(Arc<DbInner>);
+
+impl ValueSource for ScanValues {
+    fn read(&self, user_key: &[u8], encoded: &[u8]) -> Result<Vec<u8>> {
+        self.0.read_pointer(user_key, encoded, Access::Scan)
+    }
+
+    fn prefetch(&self, encoded: &[u8]) -> Option<PendingRead> {
+        self.0.start_pointer_read(encoded, Access::Scan)
+    }
+
+    fn finish(&self, user_key: &[u8], encoded: &[u8], read: PendingRead) -> Result<Vec<u8>> {
+        self.0.finish_pointer_read(user_key, encoded, read, Access::Scan)
     }
 }

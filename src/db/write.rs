@@ -36,6 +36,9 @@ impl DbInner {
     /// Commit `batch` (or, with an empty batch and `force_switch`, switch the memtable).
     pub(crate) fn write(&self, sync: bool, batch: WriteBatch) -> Result<()> {
         batch.check()?;
+        // Wait for GC outside the queue: GC's own re-puts go through the queue and must not
+        // queue up behind a writer that waits for them.
+        add(&self.counters.gc_stall_micros, self.gc_pacing.wait_while_stalled());
         self.enqueue(WriterSlot {
             batch,
             sync,

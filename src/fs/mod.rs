@@ -76,6 +76,12 @@ pub trait RandomAccessFile: Send + Sync {
     fn mapping(&self) -> Option<&Arc<FileMapping>> {
         None
     }
+    /// The OS file descriptor behind this handle, for reads submitted to the kernel directly
+    /// (io_uring). `None` (the default) means every read must go through `read_at`, so
+    /// in-memory and fault-injecting files see all of them.
+    fn raw_fd(&self) -> Option<i32> {
+        None
+    }
 }
 
 /// A held database lock; dropping it releases the lock.

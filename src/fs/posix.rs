@@ -117,6 +117,10 @@ impl RandomAccessFile for PosixReadable {
     fn advise(&self, offset: u64, len: u64, advice: Advice) -> Result<()> {
         fadvise(&self.file, &self.path, offset, len, advice)
     }
+
+    fn raw_fd(&self) -> Option<i32> {
+        Some(self.file.as_raw_fd())
+    }
 }
 
 /// `posix_fadvise` on `file`'s descriptor.

@@ -1,12 +1,353 @@
 //! The user-facing iterator: turns the merged stream of internal entries into the user's view
-//! at one sequence number (newest visible version per key, deletions hidden), within bounds.
-//! The direction-switching logic follows LevelDB's DBIter.
+//! at one sequence number (newest visible version per key, deletions hidden), within bounds,
+//! and reads separated values — ahead of the position, in parallel, once the iterator is seen
+//! moving sequentially (WiscKey §3.3.1). The direction-switching logic follows LevelDB's DBIter.
 
 use std::cmp::Ordering;
+use std::collections::VecDeque;
 
 use super::InternalIterator;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::key::{self, ValueKind, KIND_FOR_SEEK, MAX_SEQ};
+use crate::vlog::{PendingRead, ValuePointer};
+
+/// Keeps alive whatever the iterator reads from (a Version, memtables, a snapshot).
+pub trait Pin: Send {}
+impl<T: Send> Pin for T {}
+
+/// Reads separated values for an iterator, given the user key and the encoded pointer.
+pub trait ValueSource: Send + Sync {
+    /// Read the value now.
+    fn read(&self, user_key: &[u8], encoded: &[u8]) -> Result<Vec<u8>>;
+    /// Start reading it in the background; `None` when that cannot start (the value is then
+    /// read with `read` when the iterator reaches it, which reports any error).
+    fn prefetch(&self, encoded: &[u8]) -> Option<PendingRead>;
+    /// Finish a read `prefetch` started, with the same checks as `read`.
+    fn finish(&self, user_key: &[u8], encoded: &[u8], read: PendingRead) -> Result<Vec<u8>>;
+}
+
+/// A direction of travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Forward,
+    Backward,
+}
+
+/// Entries after the first this many steps in one direction are read ahead.
+const SEQUENTIAL_AFTER_STEPS: usize = 2;
+/// Values read ahead when read-ahead starts; doubles while the scan goes on.
+const FIRST_DEPTH: usize = 2;
+/// Bytes of values read ahead at most, whatever the depth (bounds memory for huge values).
+const MAX_AHEAD_BYTES: u64 = 8 << 20;
+
+/// How many values to read ahead: none until the iterator has moved `SEQUENTIAL_AFTER_STEPS`
+/// times in one direction, then `FIRST_DEPTH`, doubling each time that many more steps are
+/// taken, up to `max`. A seek or a change of direction starts over.
+#[derive(Debug, Clone)]
+pub struct Readahead {
+    max: usize,
+    last: Option<Step>,
+    run: usize,
+    depth: usize,
+    steps_at_depth: usize,
+}
+
+impl Readahead {
+    /// `max`: the most values in flight (`ReadOptions::readahead_values`); 0 turns it off.
+    pub fn new(max: usize) -> Self {
+        Readahead { max, last: None, run: 0, depth: 0, steps_at_depth: 0 }
+    }
+
+    /// Forget the access pattern (after a seek).
+    pub fn reset(&mut self) {
+        *self = Readahead::new(self.max);
+    }
+
+    /// Record one step in `dir`; returns how many values to keep read ahead now.
+    pub fn step(&mut self, dir: Step) -> usize {
+        if self.last != Some(dir) {
+            self.reset();
+            self.last = Some(dir);
+        }
+        self.run += 1;
+        if self.max == 0 || self.run < SEQUENTIAL_AFTER_STEPS {
+            return 0;
+        }
+        if self.depth == 0 {
+            self.depth = FIRST_DEPTH.min(self.max);
+        } else {
+            self.steps_at_depth += 1;
+            if self.steps_at_depth >= self.depth {
+                self.depth = (self.depth * 2).min(self.max);
+                self.steps_at_depth = 0;
+            }
+        }
+        self.depth
+    }
+}
+
+/// An entry the cursor has passed ahead of the user's position; its value may be on its way.
+struct Ahead {
+    key: Vec<u8>,
+    kind: u8,
+    stored: Vec<u8>,
+    read: Option<PendingRead>,
+    /// Bytes of the value being read ahead (0 for inline values).
+    read_bytes: u64,
+}
+
+/// Read-ahead state: the user's entry is `entries[0]`; the cursor sits at the last entry,
+/// and the ones in between have their values on the way.
+struct Window {
+    dir: Step,
+    entries: VecDeque<Ahead>,
+    /// Bytes of values being read ahead.
+    bytes: u64,
+    /// The cursor has reached the end (or failed: the error waits in `error` until the user
+    /// reaches that position).
+    done: bool,
+    error: Option<Error>,
+}
+
+/// A cursor over user keys and values (LevelDB's Iterator).
+pub struct DbIterator {
+    cursor: Cursor,
+    values: std::sync::Arc<dyn ValueSource>,
+    readahead: Readahead,
+    /// `Some` while reading ahead; `None`: the user's entry is the cursor's.
+    window: Option<Window>,
+    /// The current entry's value, when it is separated.
+    resolved: Option<Vec<u8>>,
+    /// A move failed: invalid until the next seek.
+    failed: bool,
+    _pins: Box<dyn Pin>,
+}
+
+impl DbIterator {
+    /// `readahead_values`: the most values read ahead at once (0: none).
+    pub(crate) fn new(
+        inner: Box<dyn InternalIterator>,
+        seq: u64,
+        bounds: (Option<Vec<u8>>, Option<Vec<u8>>),
+        values: std::sync::Arc<dyn ValueSource>,
+        readahead_values: usize,
+        pins: Box<dyn Pin>,
+    ) -> Self {
+        let (lower, upper) = bounds;
+        let cursor = Cursor {
+            inner,
+            seq,
+            direction: Direction::Forward,
+            valid: false,
+            saved_key: Vec::new(),
+            saved_value: Vec::new(),
+            lower,
+            upper,
+            kind: ValueKind::Value as u8,
+        };
+        DbIterator {
+            cursor,
+            values,
+            readahead: Readahead::new(readahead_values),
+            window: None,
+            resolved: None,
+            failed: false,
+            _pins: pins,
+        }
+    }
+
+    /// Whether the iterator is at an entry.
+    pub fn valid(&self) -> bool {
+        match &self.window {
+            _ if self.failed => false,
+            Some(w) => !w.entries.is_empty(),
+            None => self.cursor.valid,
+        }
+    }
+
+    /// The current key; only while `valid()`.
+    pub fn key(&self) -> &[u8] {
+        match &self.window {
+            Some(w) => &w.entries[0].key,
+            None => self.cursor.key(),
+        }
+    }
+
+    /// The current value; only while `valid()`.
+    pub fn value(&self) -> &[u8] {
+        match (&self.resolved, &self.window) {
+            (Some(v), _) => v,
+            (None, Some(w)) => &w.entries[0].stored,
+            (None, None) => self.cursor.stored(),
+        }
+    }
+
+    fn kind(&self) -> u8 {
+        match &self.window {
+            Some(w) => w.entries[0].kind,
+            None => self.cursor.kind,
+        }
+    }
+
+    /// The value pointer of the current entry, when its value lives in the value log.
+    pub(crate) fn current_pointer(&self) -> Option<ValuePointer> {
+        if !self.valid() || self.kind() != ValueKind::Pointer as u8 {
+            return None;
+        }
+        let stored = match &self.window {
+            Some(w) => &w.entries[0].stored,
+            None => self.cursor.stored(),
+        };
+        ValuePointer::decode(stored)
+    }
+
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        self.reposition(|c| c.seek_to_first())
+    }
+
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        self.reposition(|c| c.seek_to_last())
+    }
+
+    /// Position at the first key >= `target` (and >= the lower bound).
+    pub fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.reposition(|c| c.seek(target))
+    }
+
+    /// Move to the next key (LevelDB's `Next`; use `Db::scan` for a Rust `Iterator`).
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<()> {
+        self.step(Step::Forward)
+    }
+
+    pub fn prev(&mut self) -> Result<()> {
+        self.step(Step::Backward)
+    }
+
+    /// A seek: drop any read-ahead, move the cursor, read the value there.
+    fn reposition(&mut self, seek: impl FnOnce(&mut Cursor) -> Result<()>) -> Result<()> {
+        self.window = None;
+        self.readahead.reset();
+        self.failed = false;
+        self.resolved = None;
+        let r = seek(&mut self.cursor).and_then(|()| self.resolve_cursor());
+        self.fail_on_error(r)
+    }
+
+    fn step(&mut self, dir: Step) -> Result<()> {
+        if !self.valid() {
+            self.resolved = None;
+            return Ok(());
+        }
+        self.resolved = None;
+        let r = self.step_inner(dir);
+        self.fail_on_error(r)
+    }
+
+    /// After an error the iterator is invalid (not left showing a stale or unread value).
+    fn fail_on_error(&mut self, r: Result<()>) -> Result<()> {
+        if r.is_err() {
+            self.window = None;
+            self.failed = true;
+            self.resolved = None;
+        }
+        r
+    }
+
+    fn step_inner(&mut self, dir: Step) -> Result<()> {
+        if let Some(w) = &self.window {
+            if w.dir == dir {
+                return self.advance_window(dir);
+            }
+            // Turning around: the cursor is ahead of the user; put it back at the user's
+            // entry (the newest visible version of that key, which a seek finds again).
+            let key = w.entries[0].key.clone();
+            self.window = None;
+            self.cursor.seek(&key)?;
+        }
+        let depth = self.readahead.step(dir);
+        self.cursor.step(dir)?;
+        if depth > 0 && self.cursor.valid {
+            self.open_window(dir, depth);
+            return self.resolve_front();
+        }
+        self.resolve_cursor()
+    }
+
+    /// Start reading ahead from the cursor's entry, which becomes the user's.
+    fn open_window(&mut self, dir: Step, depth: usize) {
+        let mut w = Window { dir, entries: VecDeque::with_capacity(depth + 1), bytes: 0, done: false, error: None };
+        // The user's entry is read right away, so only the ones after it are prefetched.
+        w.entries.push_back(Ahead {
+            key: self.cursor.key().to_vec(),
+            kind: self.cursor.kind,
+            stored: self.cursor.stored().to_vec(),
+            read: None,
+            read_bytes: 0,
+        });
+        self.window = Some(w);
+        self.fill(depth);
+    }
+
+    /// Drop the user's entry, top the window up, and show the next entry.
+    fn advance_window(&mut self, dir: Step) -> Result<()> {
+        let depth = self.readahead.step(dir);
+        if let Some(w) = &mut self.window {
+            if let Some(gone) = w.entries.pop_front() {
+                w.bytes -= gone.read_bytes;
+            }
+        }
+        self.fill(depth.max(1));
+        let Some(w) = &mut self.window else { return Ok(()) };
+        if w.entries.is_empty() {
+            // Past the last entry: invalid, or the error the cursor met there.
+            return w.error.take().map_or(Ok(()), Err);
+        }
+        self.resolve_front()
+    }
+
+    /// Move the cursor on until `depth` entries are ahead of the user's (or the bytes being
+    /// read ahead reach `MAX_AHEAD_BYTES`), starting a read for each separated value.
+    fn fill(&mut self, depth: usize) {
+        let Some(w) = &mut self.window else { return };
+        while !w.done && w.entries.len() <= depth && (w.entries.is_empty() || w.bytes < MAX_AHEAD_BYTES) {
+            if let Err(e) = self.cursor.step(w.dir) {
+                (w.done, w.error) = (true, Some(e));
+            } else if !self.cursor.valid {
+                w.done = true;
+            } else {
+                let (kind, stored) = (self.cursor.kind, self.cursor.stored().to_vec());
+                let pointer = (kind == ValueKind::Pointer as u8).then(|| ValuePointer::decode(&stored)).flatten();
+                let read = pointer.and_then(|_| self.values.prefetch(&stored));
+                let read_bytes = if read.is_some() { pointer.map_or(0, |p| u64::from(p.op_len)) } else { 0 };
+                w.bytes += read_bytes;
+                w.entries.push_back(Ahead { key: self.cursor.key().to_vec(), kind, stored, read, read_bytes });
+            }
+        }
+    }
+
+    /// Read the value of the user's entry in the window (waiting for its prefetch).
+    fn resolve_front(&mut self) -> Result<()> {
+        let Some(front) = self.window.as_mut().and_then(|w| w.entries.front_mut()) else { return Ok(()) };
+        if front.kind != ValueKind::Pointer as u8 {
+            return Ok(());
+        }
+        let v = match front.read.take() {
+            Some(read) => self.values.finish(&front.key, &front.stored, read)?,
+            None => self.values.read(&front.key, &front.stored)?,
+        };
+        self.resolved = Some(v);
+        Ok(())
+    }
+
+    /// Read the value of the cursor's entry if it is a pointer into the value log.
+    fn resolve_cursor(&mut self) -> Result<()> {
+        if self.cursor.valid && self.cursor.kind == ValueKind::Pointer as u8 {
+            self.resolved = Some(self.values.read(self.cursor.key(), self.cursor.stored())?);
+        }
+        Ok(())
+    }
+}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -16,15 +357,10 @@ enum Direction {
     Reverse,
 }
 
-/// Keeps alive whatever the iterator reads from (a Version, memtables, a snapshot).
-pub trait Pin: Send {}
-impl<T: Send> Pin for T {}
-
-/// Reads a separated value: `(user key, encoded pointer) -> value`.
-pub type Resolver = std::sync::Arc<dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>> + Send + Sync>;
-
-/// A cursor over user keys and values (LevelDB's Iterator).
-pub struct DbIterator {
+/// LevelDB's DBIter without value reads: walks the merged stream and stops at the newest
+/// visible version of each live user key within bounds, yielding its kind and stored bytes
+/// (an inline value or an encoded pointer).
+struct Cursor {
     inner: Box<dyn InternalIterator>,
     seq: u64,
     direction: Direction,
@@ -33,85 +369,26 @@ pub struct DbIterator {
     saved_value: Vec<u8>,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
-    /// Kind of the current entry (a pointer's value is read through `resolver`).
-    cur_kind: u8,
-    resolver: Resolver,
-    resolved: Option<Vec<u8>>,
-    _pins: Box<dyn Pin>,
+    /// Kind of the current entry.
+    kind: u8,
 }
 
-impl DbIterator {
-    pub(crate) fn new(
-        inner: Box<dyn InternalIterator>,
-        seq: u64,
-        lower: Option<Vec<u8>>,
-        upper: Option<Vec<u8>>,
-        resolver: Resolver,
-        pins: Box<dyn Pin>,
-    ) -> Self {
-        DbIterator {
-            inner,
-            seq,
-            direction: Direction::Forward,
-            valid: false,
-            saved_key: Vec::new(),
-            saved_value: Vec::new(),
-            lower,
-            upper,
-            cur_kind: ValueKind::Value as u8,
-            resolver,
-            resolved: None,
-            _pins: pins,
-        }
-    }
-
-    /// Whether the iterator is at an entry.
-    pub fn valid(&self) -> bool {
-        self.valid
-    }
-
-    /// The current key; only while `valid()`.
-    pub fn key(&self) -> &[u8] {
+impl Cursor {
+    fn key(&self) -> &[u8] {
         match self.direction {
             Direction::Forward => key::user_key(self.inner.key()),
             Direction::Reverse => &self.saved_key,
         }
     }
 
-    /// The current value; only while `valid()`.
-    pub fn value(&self) -> &[u8] {
-        if let Some(v) = &self.resolved {
-            return v;
-        }
-        self.raw_value()
-    }
-
-    fn raw_value(&self) -> &[u8] {
+    fn stored(&self) -> &[u8] {
         match self.direction {
             Direction::Forward => self.inner.value(),
             Direction::Reverse => &self.saved_value,
         }
     }
 
-    /// The value pointer of the current entry, when its value lives in the value log.
-    pub(crate) fn current_pointer(&self) -> Option<crate::vlog::ValuePointer> {
-        if !self.valid || self.cur_kind != ValueKind::Pointer as u8 {
-            return None;
-        }
-        crate::vlog::ValuePointer::decode(self.raw_value())
-    }
-
-    /// Read the value of the current entry if it is a pointer into the value log.
-    fn resolve(&mut self) -> Result<()> {
-        self.resolved = None;
-        if self.valid && self.cur_kind == ValueKind::Pointer as u8 {
-            let v = (self.resolver)(self.key(), self.raw_value())?;
-            self.resolved = Some(v);
-        }
-        Ok(())
-    }
-
-    pub fn seek_to_first(&mut self) -> Result<()> {
+    fn seek_to_first(&mut self) -> Result<()> {
         if let Some(lower) = self.lower.clone() {
             return self.seek(&lower);
         }
@@ -119,10 +396,10 @@ impl DbIterator {
         self.inner.seek_to_first()?;
         self.find_next_user_entry(false)?;
         self.check_upper();
-        self.resolve()
+        Ok(())
     }
 
-    pub fn seek_to_last(&mut self) -> Result<()> {
+    fn seek_to_last(&mut self) -> Result<()> {
         self.direction = Direction::Reverse;
         match &self.upper {
             Some(upper) => {
@@ -138,11 +415,10 @@ impl DbIterator {
         }
         self.find_prev_user_entry()?;
         self.check_lower();
-        self.resolve()
+        Ok(())
     }
 
-    /// Position at the first key >= `target` (and >= the lower bound).
-    pub fn seek(&mut self, target: &[u8]) -> Result<()> {
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
         let target = match &self.lower {
             Some(l) if l.as_slice() > target => l.clone(),
             _ => target.to_vec(),
@@ -151,14 +427,11 @@ impl DbIterator {
         self.inner.seek(&key::make_internal_key(&target, self.seq, KIND_FOR_SEEK))?;
         self.find_next_user_entry(false)?;
         self.check_upper();
-        self.resolve()
+        Ok(())
     }
 
-    /// Move to the next key (LevelDB's `Next`; use `Db::scan` for a Rust `Iterator`).
-    #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> Result<()> {
+    fn next(&mut self) -> Result<()> {
         if !self.valid {
-            self.resolved = None;
             return Ok(());
         }
         if self.direction == Direction::Reverse {
@@ -181,12 +454,11 @@ impl DbIterator {
         }
         self.find_next_user_entry(true)?;
         self.check_upper();
-        self.resolve()
+        Ok(())
     }
 
-    pub fn prev(&mut self) -> Result<()> {
+    fn prev(&mut self) -> Result<()> {
         if !self.valid {
-            self.resolved = None;
             return Ok(());
         }
         if self.direction == Direction::Forward {
@@ -207,7 +479,15 @@ impl DbIterator {
         }
         self.find_prev_user_entry()?;
         self.check_lower();
-        self.resolve()
+        Ok(())
+    }
+
+    /// Move one entry in `dir`.
+    fn step(&mut self, dir: Step) -> Result<()> {
+        match dir {
+            Step::Forward => self.next(),
+            Step::Backward => self.prev(),
+        }
     }
 
     /// Forward: skip to the newest visible non-deleted entry, skipping keys <= saved_key when
@@ -222,7 +502,7 @@ impl DbIterator {
                         skipping = true;
                     } else if !(skipping && p.user_key <= self.saved_key.as_slice()) {
                         self.valid = true;
-                        self.cur_kind = p.kind;
+                        self.kind = p.kind;
                         self.saved_key.clear();
                         return Ok(());
                     }
@@ -266,7 +546,7 @@ impl DbIterator {
             self.direction = Direction::Forward;
         } else {
             self.valid = true;
-            self.cur_kind = last_kind;
+            self.kind = last_kind;
         }
         Ok(())
     }
@@ -291,6 +571,7 @@ impl DbIterator {
         }
     }
 }
+
 
 /// A Rust iterator over `(key, value)` pairs, from `Db::scan` (forward) or `Db::scan_rev`.
 pub struct Entries {
@@ -333,5 +614,46 @@ impl Iterator for Entries {
             return None;
         }
         Some(Ok((self.it.key().to_vec(), self.it.value().to_vec())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn depths(r: &mut Readahead, dir: Step, n: usize) -> Vec<usize> {
+        (0..n).map(|_| r.step(dir)).collect()
+    }
+
+    #[test]
+    fn readahead_starts_after_sequential_steps_and_doubles_to_the_max() {
+        let mut r = Readahead::new(16);
+        assert_eq!(depths(&mut r, Step::Forward, 2), [0, 2]);
+        // Doubles once as many steps as the current depth have been taken.
+        assert_eq!(depths(&mut r, Step::Forward, 2), [2, 4]);
+        assert_eq!(depths(&mut r, Step::Forward, 4), [4, 4, 4, 8]);
+        assert_eq!(depths(&mut r, Step::Forward, 8), [8, 8, 8, 8, 8, 8, 8, 16]);
+        assert!(depths(&mut r, Step::Forward, 100).iter().all(|&d| d == 16));
+    }
+
+    #[test]
+    fn readahead_resets_on_seek_and_on_turning_around() {
+        let mut r = Readahead::new(64);
+        depths(&mut r, Step::Forward, 20);
+        assert_eq!(r.step(Step::Backward), 0, "a change of direction starts over");
+        assert_eq!(r.step(Step::Backward), 2, "reverse scans read ahead too");
+        r.reset();
+        assert_eq!(depths(&mut r, Step::Backward, 2), [0, 2]);
+        assert_eq!(r.step(Step::Forward), 0);
+    }
+
+    #[test]
+    fn readahead_off_and_small_maxima() {
+        let mut off = Readahead::new(0);
+        assert!(depths(&mut off, Step::Forward, 50).iter().all(|&d| d == 0));
+        let mut one = Readahead::new(1);
+        assert_eq!(depths(&mut one, Step::Forward, 5), [0, 1, 1, 1, 1]);
+        let mut three = Readahead::new(3);
+        assert_eq!(*depths(&mut three, Step::Forward, 10).last().unwrap(), 3);
     }
 }

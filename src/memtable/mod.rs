@@ -144,7 +144,8 @@ impl Memtable {
                         op_len: (it.offset() - start) as u32,
                         value_crc: crcs.next().copied().unwrap_or_else(|| crate::util::crc(value)),
                     };
-                    blob_bytes += value.len() as u64;
+                    // Counted as whole ops, the unit compaction's discard statistics use.
+                    blob_bytes += u64::from(ptr.op_len);
                     self.add(seq, ValueKind::Pointer, key, &ptr.encoded());
                 }
                 BatchOp::Put { key, value } => self.add(seq, ValueKind::Value, key, value),
@@ -163,7 +164,7 @@ impl Memtable {
         self.log_bytes.load(AtomicOrdering::Relaxed)
     }
 
-    /// Bytes of separated values referenced, per value-log file.
+    /// Bytes of separated values referenced (as whole log ops), per value-log file.
     pub fn blob_bytes(&self) -> std::collections::BTreeMap<u64, u64> {
         self.blob_bytes.lock().clone()
     }

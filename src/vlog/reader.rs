@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::prefetch::{ParallelReader, PendingRead};
 use super::ValuePointer;
 use crate::error::{Error, Result};
 use crate::fs::{Advice, RandomAccessFile, Vfs};
@@ -22,6 +23,8 @@ pub struct VlogReader {
     /// handles so each gets its own read-ahead advice: none for scattered gets, sequential
     /// for iterators (after a key-order reorganization a scan reads the vLog in order).
     files: Mutex<HashMap<(u64, bool), Arc<dyn RandomAccessFile>>>,
+    /// Reads many ops at once (iterator read-ahead, `multi_get`).
+    parallel: ParallelReader,
 }
 
 /// How a value is being read: a point lookup or part of a scan.
@@ -32,8 +35,14 @@ pub enum Access {
 }
 
 impl VlogReader {
-    pub fn new(vfs: Arc<dyn Vfs>, dir: PathBuf) -> Self {
-        VlogReader { vfs, dir, files: Mutex::new(HashMap::new()) }
+    /// `use_io_uring`: read in parallel through io_uring if this process may (`Options::io_uring`).
+    pub fn new(vfs: Arc<dyn Vfs>, dir: PathBuf, use_io_uring: bool) -> Self {
+        VlogReader { vfs, dir, files: Mutex::new(HashMap::new()), parallel: ParallelReader::new(use_io_uring) }
+    }
+
+    /// Whether parallel reads of real files go through io_uring (else a `pread` thread pool).
+    pub fn uses_io_uring(&self) -> bool {
+        self.parallel.uses_io_uring()
     }
 
     fn file(&self, number: u64, access: Access) -> Result<Arc<dyn RandomAccessFile>> {
@@ -71,16 +80,14 @@ impl VlogReader {
     /// be in the log writer's buffer).
     pub fn try_read_op(&self, ptr: &ValuePointer, access: Access) -> Result<Option<Vec<u8>>> {
         let f = self.file(ptr.file, access)?;
-        let mut buf = vec![0u8; ptr.op_len as usize];
-        let mut done = 0;
-        while done < buf.len() {
-            let n = f.read_at(ptr.offset + done as u64, &mut buf[done..])?;
-            if n == 0 {
-                return Ok(None);
-            }
-            done += n;
-        }
-        Ok(Some(buf))
+        read_full(&*f, ptr.offset, ptr.op_len as usize)
+    }
+
+    /// Start reading the op a pointer names in the background; `PendingRead::wait` then
+    /// gives what `try_read_op` would have (check it with `verify_op`).
+    pub fn start_read(&self, ptr: &ValuePointer, access: Access) -> Result<PendingRead> {
+        let f = self.file(ptr.file, access)?;
+        Ok(self.parallel.submit(f, ptr.offset, ptr.op_len as usize))
     }
 
     /// Check that `op` (read at `ptr`) is a put of `user_key` whose value matches the pointer's
@@ -104,4 +111,18 @@ impl VlogReader {
         }
         Ok(value.to_vec())
     }
+}
+
+/// Read `len` bytes at `offset`; `Ok(None)` when the file ends first.
+pub(crate) fn read_full(f: &dyn RandomAccessFile, offset: u64, len: usize) -> Result<Option<Vec<u8>>> {
+    let mut buf = vec![0u8; len];
+    let mut done = 0;
+    while done < buf.len() {
+        let n = f.read_at(offset + done as u64, &mut buf[done..])?;
+        if n == 0 {
+            return Ok(None);
+        }
+        done += n;
+    }
+    Ok(Some(buf))
 }

@@ -1,10 +1,12 @@
-//! The `wisckey` command line: `bench` (LevelDB db_bench-compatible) and small admin
-//! commands on an existing database (stats, compact, get, put, scan, destroy).
+//! The `wisckey` command line: `bench` (LevelDB db_bench-compatible), `ycsb` (YCSB A–F against
+//! wisckey or peer engines) and small admin commands on an existing database (stats, compact,
+//! get, put, scan, destroy).
 
 mod admin;
 mod bench;
 mod stress;
 mod verify;
+mod ycsb;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -40,6 +42,11 @@ enum Command {
     Verify(verify::VerifyArgs),
     /// db_stress-like random workload checked against an expected-state file (crash testing).
     Stress(stress::StressArgs),
+    /// YCSB core workloads A–F (or a YCSB property file) against wisckey or a peer engine.
+    Ycsb(ycsb::YcsbArgs),
+    /// SVG charts of ratios from scripts/compare.sh's summary JSON (feature `plot`).
+    #[cfg(feature = "plot")]
+    Plot(ycsb::plot::PlotArgs),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +70,9 @@ fn main() -> ExitCode {
         Command::Gc(a) => admin::gc(a),
         Command::Verify(a) => verify::run(a),
         Command::Stress(a) => stress::run(a),
+        Command::Ycsb(a) => ycsb::run(a),
+        #[cfg(feature = "plot")]
+        Command::Plot(a) => ycsb::plot::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args};
-use wisckey::{Compression, Options};
+use wisckey::{Compression, Options, ReadOptions};
 
 /// The suite run when `--benchmarks` is not given.
 pub const DEFAULT_BENCHMARKS: &str =
@@ -13,7 +13,7 @@ pub const DEFAULT_BENCHMARKS: &str =
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
     /// Comma-separated benchmarks, run in order: fillseq, fillbatch, fillrandom, overwrite,
-    /// fillsync, fill100K, readrandom, readseq, readreverse, readmissing, readhot, seekrandom,
+    /// fillsync, fill100K, readrandom, multireadrandom, readseq, readreverse, readmissing, readhot, seekrandom,
     /// seekordered, readwhilewriting, deleteseq, deleterandom, compact, stats.
     #[arg(long = "benchmarks", value_delimiter = ',', default_value = DEFAULT_BENCHMARKS)]
     pub benchmarks: Vec<String>,
@@ -89,6 +89,37 @@ pub struct BenchArgs {
     #[arg(long = "gc_interval_ms")]
     pub gc_interval_ms: Option<u64>,
 
+    /// Bytes of value log one GC step reads (default: the engine's).
+    #[arg(long = "gc_chunk_bytes")]
+    pub gc_chunk_bytes: Option<u64>,
+
+    /// vLog space amplification above which GC works eagerly; 0 = off (default: the engine's).
+    #[arg(long = "gc_space_amp_target")]
+    pub gc_space_amp_target: Option<f64>,
+
+    /// vLog space amplification above which writes wait for GC; 0 = off (default: the engine's).
+    #[arg(long = "gc_space_amp_stall")]
+    pub gc_space_amp_stall: Option<f64>,
+
+    /// seekrandom: after each seek, step this many times with `next`, reading each value.
+    #[arg(long = "seek_nexts", default_value_t = 0)]
+    pub seek_nexts: u64,
+
+    /// multireadrandom: keys per `multi_get` call.
+    #[arg(long = "multiget_batch_size", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
+    pub multiget_batch_size: u64,
+
+    /// Read separated values ahead of iterators and in parallel in multi_get; 0 reads one
+    /// value at a time (to measure the difference).
+    #[arg(long = "prefetch", default_value = "true", num_args = 0..=1,
+          default_missing_value = "true", action = ArgAction::Set, value_parser = parse_bool)]
+    pub prefetch: bool,
+
+    /// Use io_uring for parallel value reads when the kernel allows it; 0 forces the thread pool.
+    #[arg(long = "io_uring", default_value = "true", num_args = 0..=1,
+          default_missing_value = "true", action = ArgAction::Set, value_parser = parse_bool)]
+    pub io_uring: bool,
+
     /// Block compression: none, lz4, zstd or zstd:LEVEL.
     #[arg(long = "compression", default_value = "none", value_parser = parse_compression)]
     pub compression: Compression,
@@ -136,6 +167,12 @@ impl BenchArgs {
         u64::try_from(self.reads).unwrap_or(self.num)
     }
 
+    /// Read options of the read benchmarks (`--prefetch`).
+    pub fn read_options(&self) -> ReadOptions {
+        let readahead_values = if self.prefetch { ReadOptions::DEFAULT_READAHEAD_VALUES } else { 0 };
+        ReadOptions { readahead_values, ..ReadOptions::default() }
+    }
+
     /// Engine options for these flags; `create` is false when reusing an existing database.
     pub fn options(&self) -> Options {
         let mut o = Options::default()
@@ -143,7 +180,8 @@ impl BenchArgs {
             .block_cache_bytes(self.cache_size)
             .write_buffer_bytes(self.write_buffer_size)
             .compression(self.compression)
-            .bloom_bits_per_key(vec![self.bloom_bits.max(0.0)]);
+            .bloom_bits_per_key(vec![self.bloom_bits.max(0.0)])
+            .io_uring(self.io_uring);
         if let Some(v) = self.max_file_size {
             o = o.target_file_size_bytes(v);
         }
@@ -161,6 +199,15 @@ impl BenchArgs {
         }
         if let Some(v) = self.gc_interval_ms {
             o = o.gc_interval_ms(v);
+        }
+        if let Some(v) = self.gc_chunk_bytes {
+            o = o.gc_chunk_bytes(v);
+        }
+        if let Some(v) = self.gc_space_amp_target {
+            o = o.gc_space_amp_target(v);
+        }
+        if let Some(v) = self.gc_space_amp_stall {
+            o = o.gc_space_amp_stall(v);
         }
         o
     }
@@ -210,6 +257,19 @@ mod tests {
         assert_eq!((d.cache_size, d.write_buffer_size), (8 << 20, 4 << 20));
         assert!(parse(&["--value-size=10"]).is_err());
         assert!(parse(&["--threads=0"]).is_err());
+    }
+
+    #[test]
+    fn read_flags_map_to_read_options() {
+        let d = parse(&[]).unwrap();
+        assert_eq!((d.seek_nexts, d.multiget_batch_size), (0, 32));
+        assert_eq!(d.read_options().readahead_values, ReadOptions::DEFAULT_READAHEAD_VALUES);
+        assert!(d.options().io_uring);
+        let off = parse(&["--prefetch=0", "--io_uring=0", "--seek_nexts=100", "--multiget_batch_size=8"]).unwrap();
+        assert_eq!(off.read_options().readahead_values, 0);
+        assert!(!off.options().io_uring);
+        assert_eq!((off.seek_nexts, off.multiget_batch_size), (100, 8));
+        assert!(parse(&["--multiget_batch_size=0"]).is_err());
     }
 
     #[test]

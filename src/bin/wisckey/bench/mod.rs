@@ -18,7 +18,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use wisckey::{Db, ReadOptions, WriteOptions};
 
 pub use flags::BenchArgs;
-pub use report::{db_stats_json, render_db_stats};
+pub use report::{db_stats_json, render_db_stats, JsonObject};
 
 use keys::{KeyFormat, Random};
 use live::LiveKeys;
@@ -60,6 +60,7 @@ const NAMES: &[&str] = &[
     "readseq",
     "readreverse",
     "readrandom",
+    "multireadrandom",
     "readmissing",
     "readhot",
     "readrandomsmall",
@@ -101,6 +102,7 @@ fn step_for(name: &str, args: &BenchArgs) -> Option<Step> {
         "readseq" => s.method = workloads::read_seq,
         "readreverse" => s.method = workloads::read_reverse,
         "readrandom" => s.method = workloads::read_random,
+        "multireadrandom" => s.method = workloads::multi_read_random,
         "readrandomsmall" => (s.method, s.reads) = (workloads::read_random, s.reads / 1000),
         "readmissing" => s.method = workloads::read_missing,
         "readhot" => s.method = workloads::read_hot,
@@ -239,6 +241,11 @@ impl Bench {
             a.bloom_bits,
             a.threads
         );
+        if let Some(db) = &self.db {
+            let engine = if db.uses_io_uring() { "io_uring" } else { "thread pool" };
+            let prefetch = if a.prefetch { "on" } else { "off" };
+            eprintln!("Prefetch:   {prefetch} (parallel value reads: {engine})");
+        }
         let key = a.key_size as f64;
         let value = a.value_size as f64;
         let num = a.num as f64;

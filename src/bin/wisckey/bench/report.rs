@@ -273,6 +273,8 @@ pub fn render_db_stats(s: &DbStats, live_bytes: Option<u64>) -> String {
         s.num_compactions
     );
     let _ = writeln!(r, "stall:            {:.3} s", s.stall_micros as f64 / 1e6);
+    let _ = writeln!(r, "gc_stall:         {:.3} s", s.gc_stall_micros as f64 / 1e6);
+    let _ = writeln!(r, "vlog_space_amp:   {:.2} (GC's estimate)", s.vlog_space_amp_estimate);
     let _ = writeln!(r, "memtable:         {}", mb(s.memtable_bytes));
     let _ = writeln!(
         r,
@@ -313,6 +315,7 @@ pub fn db_stats_json(s: &DbStats, live_bytes: Option<u64>) -> String {
         .int("num_flushes", s.num_flushes)
         .int("num_compactions", s.num_compactions)
         .int("stall_micros", s.stall_micros)
+        .int("gc_stall_micros", s.gc_stall_micros)
         .int("memtable_bytes", s.memtable_bytes)
         .int("vlog_disk_bytes", s.vlog_disk_bytes)
         .int("vlog_value_bytes", s.vlog_value_bytes)

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use wisckey::{Db, ReadOptions, WriteBatch, WriteOptions};
+use wisckey::{Db, WriteBatch, WriteOptions};
 
 use super::flags::BenchArgs;
 use super::keys::{KeyFormat, Random};
@@ -89,7 +89,7 @@ pub fn read_reverse(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
 }
 
 fn read_scan(ctx: &Ctx, t: &mut ThreadState, reverse: bool) -> CliResult {
-    let mut it = ctx.db.iter(&ReadOptions::default())?;
+    let mut it = ctx.db.iter(&ctx.args.read_options())?;
     if reverse {
         it.seek_to_last()?;
     } else {
@@ -124,6 +124,28 @@ pub fn read_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
     Ok(())
 }
 
+/// db_bench's multireadrandom: random keys looked up `--multiget_batch_size` at a time with
+/// `multi_get` (each key counts as one op).
+pub fn multi_read_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    let ro = ctx.args.read_options();
+    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let (mut found, mut done) = (0u64, 0u64);
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    while done < ctx.reads {
+        let n = ctx.args.multiget_batch_size.min(ctx.reads - done);
+        keys.clear();
+        keys.extend((0..n).map(|_| key.key(t.rand.uniform(ctx.args.num)).to_vec()));
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        found += ctx.db.multi_get(&ro, &refs)?.iter().filter(|v| v.is_some()).count() as u64;
+        for _ in 0..n {
+            t.stats.finished_single_op();
+        }
+        done += n;
+    }
+    t.stats.add_message(&format!("({found} of {} found)", ctx.reads));
+    Ok(())
+}
+
 /// Looks up keys one byte shorter than the stored ones: never present.
 pub fn read_missing(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
     let mut key = KeyFormat::new(ctx.args.key_size as usize);
@@ -146,18 +168,30 @@ pub fn read_hot(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
     Ok(())
 }
 
-/// A new iterator per op, seeking to a random key.
+/// A new iterator per op, seeking to a random key, then (`--seek_nexts`, as in RocksDB's
+/// db_bench) stepping on that many times, reading every key and value.
 pub fn seek_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    let ro = ctx.args.read_options();
     let mut key = KeyFormat::new(ctx.args.key_size as usize);
-    let mut found = 0u64;
+    let (mut found, mut bytes) = (0u64, 0u64);
     for _ in 0..ctx.reads {
-        let mut it = ctx.db.iter(&ReadOptions::default())?;
+        let mut it = ctx.db.iter(&ro)?;
         let k = key.key(t.rand.uniform(ctx.args.num));
         it.seek(k)?;
         if it.valid() && it.key() == k {
             found += 1;
         }
+        for _ in 0..ctx.args.seek_nexts {
+            if !it.valid() {
+                break;
+            }
+            bytes += (it.key().len() + it.value().len()) as u64;
+            it.next()?;
+        }
         t.stats.finished_single_op();
+    }
+    if ctx.args.seek_nexts > 0 {
+        t.stats.add_bytes(bytes);
     }
     t.stats.add_message(&format!("({found} of {} found)", ctx.num));
     Ok(())
@@ -166,7 +200,7 @@ pub fn seek_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
 /// One iterator seeking forward by random small steps.
 pub fn seek_ordered(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
     let mut key = KeyFormat::new(ctx.args.key_size as usize);
-    let mut it = ctx.db.iter(&ReadOptions::default())?;
+    let mut it = ctx.db.iter(&ctx.args.read_options())?;
     let (mut found, mut k) = (0u64, 0u64);
     for _ in 0..ctx.reads {
         k = (k + t.rand.uniform(100)) % ctx.args.num;

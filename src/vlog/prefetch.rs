@@ -1,0 +1,201 @@
+//! Reads many value-log ops at once. Each read is handed to a background engine — an io_uring
+//! ring when the kernel allows it and the file has a descriptor (`RandomAccessFile::raw_fd`),
+//! otherwise a small fixed pool of threads doing `pread` through the `Vfs` handle — and the
+//! caller collects the bytes later through a `PendingRead`. Verifying the bytes is the
+//! caller's job (`VlogReader::verify_op`), exactly as for a synchronous read.
+
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+use parking_lot::{Condvar, Mutex};
+
+use super::reader::read_full;
+use super::uring;
+use crate::error::Result;
+use crate::fs::RandomAccessFile;
+
+/// Threads of the `pread` pool: enough to keep a device's queue busy for one or two scans,
+/// few enough to cost nothing when idle.
+const POOL_THREADS: usize = 8;
+/// Reads waiting for an engine; a submitter blocks when the queue is full.
+const QUEUE_DEPTH: usize = 1024;
+
+/// What a read produced: the bytes, `None` when the file ends before them (the op may still
+/// be in the log writer's buffer), or the I/O error.
+pub type ReadOutcome = Result<Option<Vec<u8>>>;
+
+/// One read: `len` bytes at `offset` of `file`. Holding the handle keeps the file (and its
+/// descriptor, which io_uring reads through) open until the read is done.
+pub(crate) struct ReadRequest {
+    pub(crate) file: Arc<dyn RandomAccessFile>,
+    pub(crate) offset: u64,
+    pub(crate) len: usize,
+    pub(crate) done: Arc<Completion>,
+}
+
+impl ReadRequest {
+    /// Do the read on the calling thread (the pool's way, and every engine's fallback).
+    pub(crate) fn run_inline(self) {
+        let outcome = read_full(&*self.file, self.offset, self.len);
+        self.done.finish(outcome);
+    }
+}
+
+/// Where an engine leaves a finished read's outcome for the submitter.
+#[derive(Default)]
+pub(crate) struct Completion {
+    outcome: Mutex<Option<ReadOutcome>>,
+    ready: Condvar,
+}
+
+impl Completion {
+    pub(crate) fn finish(&self, outcome: ReadOutcome) {
+        *self.outcome.lock() = Some(outcome);
+        self.ready.notify_all();
+    }
+}
+
+/// A read in flight. Dropping it abandons the result (the engine still completes the read).
+pub struct PendingRead {
+    done: Arc<Completion>,
+}
+
+impl PendingRead {
+    /// Block until the read is done.
+    pub fn wait(self) -> ReadOutcome {
+        let mut slot = self.done.outcome.lock();
+        loop {
+            if let Some(outcome) = slot.take() {
+                return outcome;
+            }
+            self.done.ready.wait(&mut slot);
+        }
+    }
+}
+
+/// A running engine: its queue and threads. Dropping it closes the queue and waits for the
+/// threads, which finish every read already queued or in flight first.
+struct Engine {
+    tx: Option<Sender<ReadRequest>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Engine {
+    fn pool() -> Engine {
+        let (tx, rx) = bounded::<ReadRequest>(QUEUE_DEPTH);
+        let threads = (0..POOL_THREADS)
+            .filter_map(|i| {
+                let rx: Receiver<ReadRequest> = rx.clone();
+                let spawned = std::thread::Builder::new()
+                    .name(format!("wisckey-read-{i}"))
+                    .spawn(move || rx.iter().for_each(ReadRequest::run_inline));
+                spawned.map_err(|e| tracing::warn!(error = %e, "cannot start a value read thread")).ok()
+            })
+            .collect::<Vec<_>>();
+        // Without any thread, `submit` reads inline.
+        Engine { tx: (!threads.is_empty()).then_some(tx), threads }
+    }
+
+    fn uring() -> Option<Engine> {
+        let (tx, rx) = bounded::<ReadRequest>(QUEUE_DEPTH);
+        match uring::start(rx) {
+            Ok(thread) => Some(Engine { tx: Some(tx), threads: vec![thread] }),
+            Err(e) => {
+                tracing::info!(error = %e, "io_uring unavailable; value reads use a thread pool");
+                None
+            }
+        }
+    }
+
+    /// Queue a read, or do it inline when the engine cannot take it.
+    fn submit(&self, req: ReadRequest) {
+        match &self.tx {
+            Some(tx) => {
+                if let Err(e) = tx.send(req) {
+                    e.into_inner().run_inline();
+                }
+            }
+            None => req.run_inline(),
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.tx.take();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Submits value reads to the best engine available; engines start on first use.
+pub struct ParallelReader {
+    /// io_uring was asked for (`Options::io_uring`) and a ring could be set up at open.
+    uring_ok: bool,
+    uring: OnceLock<Option<Engine>>,
+    pool: OnceLock<Engine>,
+}
+
+impl ParallelReader {
+    /// Decide once whether io_uring may be used: asked for, and a ring can be created here
+    /// (it cannot under some seccomp profiles, old kernels, or `io_uring_disabled`).
+    pub fn new(use_io_uring: bool) -> Self {
+        let uring_ok = use_io_uring && uring::probe();
+        ParallelReader { uring_ok, uring: OnceLock::new(), pool: OnceLock::new() }
+    }
+
+    /// Whether reads of descriptor-backed files go through io_uring.
+    pub fn uses_io_uring(&self) -> bool {
+        self.uring_ok && self.uring.get_or_init(Engine::uring).is_some()
+    }
+
+    /// Start reading `len` bytes at `offset` of `file`.
+    pub fn submit(&self, file: Arc<dyn RandomAccessFile>, offset: u64, len: usize) -> PendingRead {
+        let done = Arc::new(Completion::default());
+        let use_uring = file.raw_fd().is_some() && self.uses_io_uring();
+        let req = ReadRequest { file, offset, len, done: done.clone() };
+        match self.uring.get() {
+            Some(Some(engine)) if use_uring => engine.submit(req),
+            _ => self.pool.get_or_init(Engine::pool).submit(req),
+        }
+        PendingRead { done }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{MemFs, PosixFs, Vfs};
+
+    fn check_reads(vfs: &dyn Vfs, path: &std::path::Path, reader: &ParallelReader) {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut w = vfs.create(path).unwrap();
+        w.append(&data).unwrap();
+        w.sync().unwrap();
+        let f = vfs.open_read(path).unwrap();
+        let reads: Vec<_> =
+            (0..200u64).map(|i| (i * 487 % 99_000, (i % 13 + 1) as usize * 50)).collect::<Vec<_>>();
+        let pending: Vec<_> = reads.iter().map(|&(off, len)| reader.submit(f.clone(), off, len)).collect();
+        for ((off, len), p) in reads.iter().zip(pending) {
+            let got = p.wait().unwrap().unwrap();
+            assert_eq!(got, &data[*off as usize..*off as usize + len]);
+        }
+        // Past the end: `None`, not an error.
+        assert!(reader.submit(f.clone(), 99_990, 20).wait().unwrap().is_none());
+    }
+
+    #[test]
+    fn pool_and_uring_read_the_right_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let posix = PosixFs::new();
+        for use_uring in [false, true] {
+            let reader = ParallelReader::new(use_uring);
+            check_reads(&posix, &dir.path().join(format!("f{use_uring}")), &reader);
+        }
+        let mem = MemFs::new();
+        mem.create_dir_all(std::path::Path::new("/d")).unwrap();
+        check_reads(&mem, std::path::Path::new("/d/f"), &ParallelReader::new(true));
+    }
+}
