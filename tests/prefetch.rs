@@ -143,12 +143,18 @@ fn random_walk(db: &Db, ro: &ReadOptions, model: &Model, rng: &mut StdRng, ctx: 
                 at = if from >= hi {
                     None
                 } else {
-                    model.range::<[u8], _>((Bound::Included(&from[..]), Bound::Excluded(&hi[..]))).next().map(|e| e.0.clone())
+                    model
+                        .range::<[u8], _>((Bound::Included(&from[..]), Bound::Excluded(&hi[..])))
+                        .next()
+                        .map(|e| e.0.clone())
                 };
             }
             1 => {
                 it.seek_to_first().expect("seek_to_first");
-                at = model.range::<[u8], _>((Bound::Included(&lo[..]), Bound::Excluded(&hi[..]))).next().map(|e| e.0.clone());
+                at = model
+                    .range::<[u8], _>((Bound::Included(&lo[..]), Bound::Excluded(&hi[..])))
+                    .next()
+                    .map(|e| e.0.clone());
             }
             2 => {
                 it.seek_to_last().expect("seek_to_last");
@@ -191,11 +197,7 @@ fn cursors_match_the_model_with_read_ahead_on_and_off_and_each_engine() {
                 assert_same_entries(&back, &want, &format!("{ctx} {view} backward"));
                 random_walk(&db, &r, m, &mut rng, &format!("{ctx} {view} walk"));
             }
-            let bounded = ReadOptions {
-                lower_bound: Some(key(150)),
-                upper_bound: Some(key(420)),
-                ..ro(None, depth)
-            };
+            let bounded = ReadOptions { lower_bound: Some(key(150)), upper_bound: Some(key(420)), ..ro(None, depth) };
             let want = model_range(&model, Some(&key(150)), Some(&key(420)));
             assert_same_entries(&read_forward(&db, &bounded).expect("forward"), &want, &format!("{ctx} bounded"));
             let mut back = read_backward(&db, &bounded).expect("backward");
@@ -337,7 +339,11 @@ fn scan_until_corruption(db: &Db, depth: usize, model: &Model, bad: &[u8], ctx: 
     }
     assert_corruption(r, ctx);
     assert!(!it.valid(), "{ctx}: invalid after the error");
-    assert_eq!(seen, model.range::<[u8], _>((Bound::Unbounded, Bound::Excluded(bad))).count(), "{ctx}: entries before the damage");
+    assert_eq!(
+        seen,
+        model.range::<[u8], _>((Bound::Unbounded, Bound::Excluded(bad))).count(),
+        "{ctx}: entries before the damage"
+    );
 }
 
 #[test]

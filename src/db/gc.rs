@@ -121,44 +121,69 @@ impl DbInner {
             .map(|(f, _)| (*f, 0))
     }
 
+    /// Collect `file` from `start`. A helper thread reads and checks the next chunk while
+    /// this one is re-put and freed, so each half keeps a core busy (at most three chunks are
+    /// in memory). A liveness answer that went stale meanwhile is safe: the write leader
+    /// re-checks every key before it re-puts.
     fn gc_file(&self, file: u64, start: u64, report: &mut GcReport) -> Result<()> {
         let path = log_file_name(&self.dir, file);
         let mut reader = LogReader::new(self.vfs.open_read(&path)?, file, start)?;
-        let mut chunk_start = start;
-        loop {
-            let chunk = self.read_chunk(&mut reader)?;
-            report.bytes_read += chunk.bytes_read;
-            add(&self.counters.gc_bytes_read, chunk.bytes_read);
-            if !chunk.batch.is_empty() {
-                let bytes = chunk.batch.user_bytes;
-                self.gc_write(chunk.batch, chunk.old)?;
-                report.bytes_rewritten += bytes;
-                add(&self.counters.gc_bytes_rewritten, bytes);
+        std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Chunk>>(1);
+            s.spawn(move || loop {
+                let chunk = self.read_chunk(&mut reader);
+                let last = !matches!(&chunk, Ok(c) if !c.end_of_file);
+                // A closed channel means the collector stopped (error or shutdown).
+                if tx.send(chunk).is_err() || last {
+                    return;
+                }
+            });
+            let mut chunk_start = start;
+            for chunk in rx {
+                let chunk = chunk?;
+                let end = chunk.end;
+                if self.collect_chunk(file, chunk_start, chunk, report)? {
+                    break;
+                }
+                chunk_start = end;
             }
-            let install_seq = self.visible_seq.load(Ordering::Acquire);
-            self.record_gc_progress(file, chunk.end, chunk.end_of_file, install_seq)?;
-            if chunk.end_of_file {
-                tracing::info!(file, bytes_read = report.bytes_read, "value-log file collected");
-                report.files_collected += 1;
-                add(&self.counters.gc_runs, 1);
-                return Ok(());
-            }
-            if self.no_reader_older_than(install_seq) {
-                self.punch(file, chunk_start, chunk.end);
-            }
-            chunk_start = chunk.end;
-            if self.is_shutting_down() {
-                return Ok(());
-            }
-            // Leave the disk and the CPU to foreground work between chunks, unless the value
-            // log is past its space target (writers may be waiting for this very chunk).
-            self.update_pacing();
-            if !self.gc_pacing.is_stalled() && !self.over(self.opts.gc_space_amp_target) {
-                std::thread::sleep(Duration::from_millis(self.opts.gc_pause_ms));
-            }
-        }
+            Ok(())
+        })
     }
 
+    /// Re-put a chunk's live values, record the progress and free the chunk (or the whole
+    /// file at its end). Returns whether collection of this file stops here.
+    fn collect_chunk(&self, file: u64, chunk_start: u64, chunk: Chunk, report: &mut GcReport) -> Result<bool> {
+        report.bytes_read += chunk.bytes_read;
+        add(&self.counters.gc_bytes_read, chunk.bytes_read);
+        if !chunk.batch.is_empty() {
+            let bytes = chunk.batch.user_bytes;
+            self.gc_write(chunk.batch, chunk.old)?;
+            report.bytes_rewritten += bytes;
+            add(&self.counters.gc_bytes_rewritten, bytes);
+        }
+        let install_seq = self.visible_seq.load(Ordering::Acquire);
+        self.record_gc_progress(file, chunk.end, chunk.end_of_file, install_seq)?;
+        if chunk.end_of_file {
+            tracing::info!(file, bytes_read = report.bytes_read, "value-log file collected");
+            report.files_collected += 1;
+            add(&self.counters.gc_runs, 1);
+            return Ok(true);
+        }
+        if self.no_reader_older_than(install_seq) {
+            self.punch(file, chunk_start, chunk.end);
+        }
+        if self.is_shutting_down() {
+            return Ok(true);
+        }
+        // Leave the disk and the CPU to foreground work between chunks, unless the value
+        // log is past its space target (writers may be waiting for this very chunk).
+        self.update_pacing();
+        if !self.gc_pacing.is_stalled() && !self.over(self.opts.gc_space_amp_target) {
+            std::thread::sleep(Duration::from_millis(self.opts.gc_pause_ms));
+        }
+        Ok(false)
+    }
     /// Read groups until `gc_chunk_bytes`, keeping the puts whose key still points here.
     fn read_chunk(&self, reader: &mut LogReader) -> Result<Chunk> {
         let start = reader.offset();

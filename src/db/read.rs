@@ -45,13 +45,44 @@ impl DbInner {
         View { mems, version, seq }
     }
 
+    /// A view for a reader that must keep its separated values readable (iterators,
+    /// `multi_get`), with its registration as a reader. It registers *before* its sequence
+    /// number is read: value-log GC then either sees it (and keeps the files it may read) or
+    /// had made its re-puts visible before, so the view already points at the new copies.
+    fn registered_view(&self, ro: &ReadOptions) -> (View, crate::Snapshot) {
+        let reader = match &ro.snapshot {
+            Some(s) => s.clone(),
+            None => self.snapshots.acquire(self.visible_seq.load(Ordering::Acquire)),
+        };
+        (self.view(ro), reader)
+    }
+
     fn fill_cache(&self, ro: &ReadOptions) -> bool {
         ro.fill_cache.unwrap_or(true)
     }
 
     pub(crate) fn get(&self, ro: &ReadOptions, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let view = self.view(ro);
-        match self.get_entry(&view, user_key, self.fill_cache(ro))? {
+        let fill = self.fill_cache(ro);
+        let mut entry = self.get_entry(&self.view(ro), user_key, fill)?;
+        // A get does not register as a reader (that would cost every lookup two trips through
+        // the snapshot list), so value-log GC may move the value and delete its old file
+        // between the lookup and the read. GC deletes only after the new copy is visible:
+        // a failed read whose key now points elsewhere is retried there.
+        for _ in 0..3 {
+            let Some((ValueKind::Pointer, ptr)) = &entry else { break };
+            match self.read_pointer(user_key, ptr, Access::Point) {
+                Ok(v) => return Ok(Some(v)),
+                Err(e) if ro.snapshot.is_some() => return Err(e),
+                Err(e) => {
+                    let again = self.get_entry(&self.view(ro), user_key, fill)?;
+                    if again == entry {
+                        return Err(e);
+                    }
+                    entry = again;
+                }
+            }
+        }
+        match entry {
             Some((kind, v)) => self.resolve(user_key, kind, v),
             None => Ok(None),
         }
@@ -153,7 +184,13 @@ impl DbInner {
 
     /// Finish a read `start_pointer_read` began, with `read_pointer`'s checks; an op that was
     /// not in the file yet is taken from the log buffer by `read_pointer`.
-    fn finish_pointer_read(&self, user_key: &[u8], encoded: &[u8], read: PendingRead, access: Access) -> Result<Vec<u8>> {
+    fn finish_pointer_read(
+        &self,
+        user_key: &[u8],
+        encoded: &[u8],
+        read: PendingRead,
+        access: Access,
+    ) -> Result<Vec<u8>> {
         let ptr = self.decode_pointer(encoded)?;
         match read.wait()? {
             Some(op) => self.vlog.verify_op(&ptr, &op, user_key),
@@ -165,13 +202,14 @@ impl DbInner {
     /// separated values are read with up to `ro.readahead_values` reads in flight, each
     /// verified as `get` verifies it.
     pub(crate) fn multi_get(&self, ro: &ReadOptions, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        let view = self.view(ro);
         // Registered like a snapshot: value-log GC keeps what these pointers name until the
         // reads are done.
-        let _reader = self.snapshots.acquire(view.seq);
+        let (view, _reader) = self.registered_view(ro);
         let fill = self.fill_cache(ro);
-        let entries =
-            keys.iter().map(|k| self.get_entry(&view, k, fill)).collect::<Result<Vec<Option<(ValueKind, Vec<u8>)>>>>()?;
+        let entries = keys
+            .iter()
+            .map(|k| self.get_entry(&view, k, fill))
+            .collect::<Result<Vec<Option<(ValueKind, Vec<u8>)>>>>()?;
         let in_flight = ro.readahead_values;
         let mut reads: std::collections::VecDeque<Option<PendingRead>> = std::collections::VecDeque::new();
         let mut started = 0;
@@ -198,7 +236,7 @@ impl DbInner {
     }
 
     pub(crate) fn iter(self: &Arc<Self>, ro: &ReadOptions) -> Result<DbIterator> {
-        let view = self.view(ro);
+        let (view, reader) = self.registered_view(ro);
         let fill = self.fill_cache(ro);
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         for m in &view.mems {
@@ -209,9 +247,9 @@ impl DbInner {
                 children.push(Box::new(RunIterator::new(self.table_cache.clone(), run.files.clone(), fill)));
             }
         }
-        // An iterator is a reader at `view.seq` like a snapshot: register it, so value-log GC
-        // keeps every value it may still read.
-        let pins = (view.mems, view.version.clone(), self.snapshots.acquire(view.seq));
+        // An iterator is registered like a snapshot, so value-log GC keeps every value it may
+        // still read.
+        let pins = (view.mems, view.version.clone(), reader);
         Ok(DbIterator::new(
             Box::new(MergingIterator::new(children)),
             view.seq,

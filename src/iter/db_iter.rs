@@ -572,7 +572,6 @@ impl Cursor {
     }
 }
 
-
 /// A Rust iterator over `(key, value)` pairs, from `Db::scan` (forward) or `Db::scan_rev`.
 pub struct Entries {
     it: DbIterator,

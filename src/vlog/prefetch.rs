@@ -11,7 +11,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
 use super::reader::read_full;
-use super::uring;
+use super::uring::{self, UringEngine};
 use crate::error::Result;
 use crate::fs::RandomAccessFile;
 
@@ -74,15 +74,15 @@ impl PendingRead {
     }
 }
 
-/// A running engine: its queue and threads. Dropping it closes the queue and waits for the
-/// threads, which finish every read already queued or in flight first.
-struct Engine {
+/// The `pread` pool: a queue and the threads serving it. Dropping it closes the queue and
+/// waits for the threads, which finish every read already queued first.
+struct Pool {
     tx: Option<Sender<ReadRequest>>,
     threads: Vec<JoinHandle<()>>,
 }
 
-impl Engine {
-    fn pool() -> Engine {
+impl Pool {
+    fn start() -> Pool {
         let (tx, rx) = bounded::<ReadRequest>(QUEUE_DEPTH);
         let threads = (0..POOL_THREADS)
             .filter_map(|i| {
@@ -94,21 +94,10 @@ impl Engine {
             })
             .collect::<Vec<_>>();
         // Without any thread, `submit` reads inline.
-        Engine { tx: (!threads.is_empty()).then_some(tx), threads }
+        Pool { tx: (!threads.is_empty()).then_some(tx), threads }
     }
 
-    fn uring() -> Option<Engine> {
-        let (tx, rx) = bounded::<ReadRequest>(QUEUE_DEPTH);
-        match uring::start(rx) {
-            Ok(thread) => Some(Engine { tx: Some(tx), threads: vec![thread] }),
-            Err(e) => {
-                tracing::info!(error = %e, "io_uring unavailable; value reads use a thread pool");
-                None
-            }
-        }
-    }
-
-    /// Queue a read, or do it inline when the engine cannot take it.
+    /// Queue a read, or do it inline when the pool cannot take it.
     fn submit(&self, req: ReadRequest) {
         match &self.tx {
             Some(tx) => {
@@ -121,7 +110,7 @@ impl Engine {
     }
 }
 
-impl Drop for Engine {
+impl Drop for Pool {
     fn drop(&mut self) {
         self.tx.take();
         for t in self.threads.drain(..) {
@@ -130,12 +119,18 @@ impl Drop for Engine {
     }
 }
 
+fn start_uring() -> Option<UringEngine> {
+    UringEngine::start()
+        .map_err(|e| tracing::info!(error = %e, "io_uring unavailable; value reads use a thread pool"))
+        .ok()
+}
+
 /// Submits value reads to the best engine available; engines start on first use.
 pub struct ParallelReader {
     /// io_uring was asked for (`Options::io_uring`) and a ring could be set up at open.
     uring_ok: bool,
-    uring: OnceLock<Option<Engine>>,
-    pool: OnceLock<Engine>,
+    uring: OnceLock<Option<UringEngine>>,
+    pool: OnceLock<Pool>,
 }
 
 impl ParallelReader {
@@ -148,7 +143,7 @@ impl ParallelReader {
 
     /// Whether reads of descriptor-backed files go through io_uring.
     pub fn uses_io_uring(&self) -> bool {
-        self.uring_ok && self.uring.get_or_init(Engine::uring).is_some()
+        self.uring_ok && self.uring.get_or_init(start_uring).is_some()
     }
 
     /// Start reading `len` bytes at `offset` of `file`.
@@ -158,7 +153,7 @@ impl ParallelReader {
         let req = ReadRequest { file, offset, len, done: done.clone() };
         match self.uring.get() {
             Some(Some(engine)) if use_uring => engine.submit(req),
-            _ => self.pool.get_or_init(Engine::pool).submit(req),
+            _ => self.pool.get_or_init(Pool::start).submit(req),
         }
         PendingRead { done }
     }
@@ -175,8 +170,7 @@ mod tests {
         w.append(&data).unwrap();
         w.sync().unwrap();
         let f = vfs.open_read(path).unwrap();
-        let reads: Vec<_> =
-            (0..200u64).map(|i| (i * 487 % 99_000, (i % 13 + 1) as usize * 50)).collect::<Vec<_>>();
+        let reads: Vec<_> = (0..200u64).map(|i| (i * 487 % 99_000, (i % 13 + 1) as usize * 50)).collect::<Vec<_>>();
         let pending: Vec<_> = reads.iter().map(|&(off, len)| reader.submit(f.clone(), off, len)).collect();
         for ((off, len), p) in reads.iter().zip(pending) {
             let got = p.wait().unwrap().unwrap();

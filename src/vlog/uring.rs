@@ -1,19 +1,25 @@
-//! The io_uring engine of `ParallelReader`: one thread owns a ring, turns queued reads into
-//! submission entries (many per `io_uring_enter`), and hands each completion back to its
-//! submitter. Only used for files with a descriptor (`RandomAccessFile::raw_fd`).
+//! The io_uring engine of `ParallelReader`. The thread that asks for a read pushes its entry
+//! and enters the kernel itself (a read of cached pages completes right there, on that thread,
+//! so many readers copy in parallel); a driver thread waits for the reads that go to the
+//! device and hands each completion back to its submitter. Only used for files with a
+//! descriptor (`RandomAccessFile::raw_fd`).
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{Receiver, TryRecvError};
 use io_uring::{opcode, types, IoUring};
+use parking_lot::{Condvar, Mutex};
 
 use super::prefetch::ReadRequest;
 use super::reader::read_full;
 use crate::error::Error;
 
-/// Submission queue size: reads in flight at once.
-const RING_ENTRIES: u32 = 128;
+/// Submission queue size: reads in flight at once (more are read inline).
+const RING_ENTRIES: u32 = 256;
+/// `user_data` of the no-op that wakes the driver for shutdown.
+const WAKE: u64 = u64::MAX;
 
 /// Whether a ring can be set up and used here: `io_uring_setup` and `io_uring_enter` both
 /// work (seccomp profiles, `kernel.io_uring_disabled` or old kernels refuse them).
@@ -31,13 +37,6 @@ pub(crate) fn probe() -> bool {
     done.is_some_and(|c| c.user_data() == 7 && c.result() >= 0)
 }
 
-/// Set up a ring and start the thread that drives it; it exits when `rx` is closed and every
-/// read in flight has completed.
-pub(crate) fn start(rx: Receiver<ReadRequest>) -> io::Result<JoinHandle<()>> {
-    let ring = IoUring::new(RING_ENTRIES)?;
-    std::thread::Builder::new().name("wisckey-uring".into()).spawn(move || Driver::new(ring).run(rx))
-}
-
 /// A read the kernel owns: `buf` must stay where it is, and `req.file` open, until its
 /// completion is reaped.
 struct InFlight {
@@ -45,91 +44,192 @@ struct InFlight {
     buf: Vec<u8>,
 }
 
-struct Driver {
-    ring: IoUring,
-    /// Reads in flight, indexed by their entry's `user_data`.
+/// Reads in flight, indexed by their entry's `user_data`.
+struct Table {
     slots: Vec<Option<InFlight>>,
     free: Vec<usize>,
     in_flight: usize,
 }
 
-impl Driver {
-    fn new(ring: IoUring) -> Self {
+struct Ring {
+    ring: IoUring,
+    /// Held while pushing: the submission queue may have one user at a time.
+    sq: Mutex<()>,
+    /// Held while reaping, for the same reason, and guarding the reads in flight.
+    table: Mutex<Table>,
+    /// Signalled when reads are left in flight for the driver to wait on.
+    work: Condvar,
+    stopping: AtomicBool,
+    /// `io_uring_enter` failed for good: every read goes inline.
+    broken: AtomicBool,
+}
+
+/// A running ring and its driver thread; dropping it waits for every read in flight.
+pub(crate) struct UringEngine {
+    ring: Arc<Ring>,
+    driver: Option<JoinHandle<()>>,
+}
+
+impl UringEngine {
+    pub(crate) fn start() -> io::Result<UringEngine> {
         let n = RING_ENTRIES as usize;
-        Driver { ring, slots: (0..n).map(|_| None).collect(), free: (0..n).rev().collect(), in_flight: 0 }
+        let ring = Arc::new(Ring {
+            ring: IoUring::new(RING_ENTRIES)?,
+            sq: Mutex::new(()),
+            table: Mutex::new(Table { slots: (0..n).map(|_| None).collect(), free: (0..n).collect(), in_flight: 0 }),
+            work: Condvar::new(),
+            stopping: AtomicBool::new(false),
+            broken: AtomicBool::new(false),
+        });
+        let r = ring.clone();
+        let driver = std::thread::Builder::new().name("wisckey-uring".into()).spawn(move || drive(&r))?;
+        Ok(UringEngine { ring, driver: Some(driver) })
     }
 
-    fn run(mut self, rx: Receiver<ReadRequest>) {
-        let mut open = true;
-        loop {
-            if self.in_flight == 0 {
-                match rx.recv() {
-                    Ok(req) if open => self.push(req),
-                    _ => return,
-                }
-            }
-            // Take everything queued (up to the ring's size) into one submission.
-            while open && !self.free.is_empty() {
-                match rx.try_recv() {
-                    Ok(req) => self.push(req),
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => open = false,
-                }
-            }
-            if let Err(e) = self.ring.submit_and_wait(1) {
-                let transient = matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY));
-                if !transient {
-                    self.abandon(rx, e);
-                    return;
-                }
-            }
-            self.reap();
+    pub(crate) fn submit(&self, req: ReadRequest) {
+        self.ring.submit(req);
+    }
+}
+
+impl Drop for UringEngine {
+    fn drop(&mut self) {
+        self.ring.stopping.store(true, Ordering::Release);
+        {
+            let _t = self.ring.table.lock();
+            self.ring.work.notify_all();
+        }
+        // Wake the driver if it waits in the kernel.
+        let nop = opcode::Nop::new().build().user_data(WAKE);
+        let pushed = {
+            let _sq = self.ring.sq.lock();
+            // SAFETY: a NOP references no memory; `sq` makes this the only submission queue.
+            unsafe { self.ring.ring.submission_shared().push(&nop) }.is_ok()
+        };
+        if pushed {
+            let _ = self.ring.ring.submit();
+        }
+        if let Some(d) = self.driver.take() {
+            let _ = d.join();
         }
     }
+}
 
-    /// Turn a request into a submission entry; read it inline if the ring cannot take it.
-    fn push(&mut self, req: ReadRequest) {
-        let (Some(fd), Ok(len), Some(slot)) = (req.file.raw_fd(), u32::try_from(req.len), self.free.pop()) else {
+impl Ring {
+    /// Push a read and enter the kernel; read inline if the ring cannot take it.
+    fn submit(&self, req: ReadRequest) {
+        let (Some(fd), Ok(len)) = (req.file.raw_fd(), u32::try_from(req.len)) else {
             return req.run_inline();
         };
-        let mut buf = vec![0u8; req.len];
-        let entry = opcode::Read::new(types::Fd(fd), buf.as_mut_ptr(), len).offset(req.offset).build().user_data(slot as u64);
-        // SAFETY: the entry points at `buf`'s heap block and `fd`. Both stay valid until the
-        // completion is reaped: the `InFlight` stored below owns the `Vec` (moving a `Vec`
-        // does not move its heap block) and `req.file`, the handle that owns the descriptor;
-        // a slot is only emptied in `reap` or leaked in `abandon`.
-        let pushed = unsafe { self.ring.submission().push(&entry) };
-        if pushed.is_err() {
-            self.free.push(slot);
+        if self.broken.load(Ordering::Acquire) {
             return req.run_inline();
         }
-        self.slots[slot] = Some(InFlight { req, buf });
-        self.in_flight += 1;
+        let offset = req.offset;
+        let mut buf = vec![0u8; req.len];
+        let ptr = buf.as_mut_ptr();
+        let slot = {
+            let mut t = self.table.lock();
+            let Some(slot) = t.free.pop() else {
+                drop(t);
+                return req.run_inline();
+            };
+            t.slots[slot] = Some(InFlight { req, buf });
+            t.in_flight += 1;
+            slot
+        };
+        let entry = opcode::Read::new(types::Fd(fd), ptr, len).offset(offset).build().user_data(slot as u64);
+        let pushed = {
+            let _sq = self.sq.lock();
+            // SAFETY: the entry points at the heap block of the `Vec` now owned by the table
+            // slot (moving a `Vec` does not move its block) and at `fd`, owned by the slot's
+            // `req.file`. A slot is only emptied when its completion is reaped (or, if the push
+            // fails, right below, before the kernel saw it), or leaked if the ring breaks. `sq`
+            // makes this the only submission queue in use.
+            unsafe { self.ring.submission_shared().push(&entry) }.is_ok()
+        };
+        if !pushed {
+            if let Some(taken) = self.release(slot) {
+                taken.req.run_inline();
+            }
+            return;
+        }
+        // Reads of cached pages complete inside this call; the rest go to the device.
+        if let Err(e) = self.ring.submit() {
+            tracing::debug!(error = %e, "io_uring submit failed; the driver retries");
+        }
+        self.reap();
+        let t = self.table.lock();
+        if t.in_flight > 0 {
+            self.work.notify_one();
+        }
+    }
+
+    /// Take a slot back that the kernel never saw.
+    fn release(&self, slot: usize) -> Option<InFlight> {
+        let mut t = self.table.lock();
+        let taken = t.slots[slot].take()?;
+        t.in_flight -= 1;
+        t.free.push(slot);
+        Some(taken)
     }
 
     /// Hand every completed read back to its submitter.
-    fn reap(&mut self) {
-        let done: Vec<(u64, i32)> = self.ring.completion().map(|c| (c.user_data(), c.result())).collect();
-        for (slot, res) in done {
-            let Some(f) = self.slots.get_mut(slot as usize).and_then(Option::take) else { continue };
-            self.free.push(slot as usize);
-            self.in_flight -= 1;
+    fn reap(&self) {
+        let done: Vec<(InFlight, i32)> = {
+            let mut t = self.table.lock();
+            // SAFETY: the table lock makes this the only completion queue in use.
+            let cq: Vec<(u64, i32)> =
+                unsafe { self.ring.completion_shared() }.map(|c| (c.user_data(), c.result())).collect();
+            let mut done = Vec::with_capacity(cq.len());
+            for (slot, res) in cq {
+                let Some(f) = t.slots.get_mut(slot as usize).and_then(Option::take) else { continue };
+                t.free.push(slot as usize);
+                t.in_flight -= 1;
+                done.push((f, res));
+            }
+            done
+        };
+        for (f, res) in done {
             complete(f, res);
         }
     }
 
-    /// The ring failed for good: answer every read in flight with the error, leak the ring
-    /// and the buffers the kernel may still write into, and serve the queue with `pread`.
-    fn abandon(self, rx: Receiver<ReadRequest>, e: io::Error) {
+    /// The ring failed for good: answer every read in flight with the error and leak the
+    /// buffers the kernel may still write into (the caller leaks the ring itself).
+    fn abandon(&self, e: &io::Error) {
         tracing::error!(error = %e, "io_uring failed; value reads fall back to pread");
-        let Driver { ring, slots, .. } = self;
-        for f in slots.iter().flatten() {
+        self.broken.store(true, Ordering::Release);
+        let mut t = self.table.lock();
+        for f in t.slots.iter_mut().filter_map(Option::take) {
             let err = io::Error::new(e.kind(), format!("io_uring_enter failed: {e}"));
             f.req.done.finish(Err(Error::io("io_uring read", f.req.file.path(), err)));
+            std::mem::forget(f.buf);
         }
-        std::mem::forget(slots);
-        std::mem::forget(ring);
-        rx.iter().for_each(ReadRequest::run_inline);
+        t.in_flight = 0;
+    }
+}
+
+/// The driver: while reads are in flight, wait in the kernel for completions and reap them;
+/// exits at shutdown once none is left.
+fn drive(ring: &Arc<Ring>) {
+    loop {
+        {
+            let mut t = ring.table.lock();
+            while t.in_flight == 0 {
+                if ring.stopping.load(Ordering::Acquire) {
+                    return;
+                }
+                ring.work.wait(&mut t);
+            }
+        }
+        if let Err(e) = ring.ring.submit_and_wait(1) {
+            if !matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)) {
+                ring.abandon(&e);
+                // The kernel may still write into the leaked buffers: never tear the ring down.
+                std::mem::forget(ring.clone());
+                return;
+            }
+        }
+        ring.reap();
     }
 }
 

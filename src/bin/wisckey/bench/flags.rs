@@ -13,8 +13,8 @@ pub const DEFAULT_BENCHMARKS: &str =
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
     /// Comma-separated benchmarks, run in order: fillseq, fillbatch, fillrandom, overwrite,
-    /// fillsync, fill100K, readrandom, multireadrandom, readseq, readreverse, readmissing, readhot, seekrandom,
-    /// seekordered, readwhilewriting, deleteseq, deleterandom, compact, stats.
+    /// fillsync, fill100K, readrandom, multireadrandom, readseq, readreverse, readmissing,
+    /// readhot, seekrandom, seekordered, readwhilewriting, deleteseq, deleterandom, compact, stats.
     #[arg(long = "benchmarks", value_delimiter = ',', default_value = DEFAULT_BENCHMARKS)]
     pub benchmarks: Vec<String>,
 

@@ -125,7 +125,12 @@ fn step_for(name: &str, args: &BenchArgs) -> Option<Step> {
 fn evict_page_cache(dir: &std::path::Path) -> CliResult {
     use std::os::unix::io::AsRawFd;
     for entry in std::fs::read_dir(dir)? {
-        let file = std::fs::File::open(entry?.path())?;
+        let file = match std::fs::File::open(entry?.path()) {
+            Ok(f) => f,
+            // Deleted meanwhile (value-log GC, compaction): nothing to evict.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e.into()),
+        };
         file.sync_all()?;
         // SAFETY: plain syscall on a descriptor we own; it only advises the kernel.
         let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };

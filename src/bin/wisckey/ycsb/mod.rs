@@ -138,6 +138,8 @@ pub fn run(a: YcsbArgs) -> CliResult {
         records: first.record_count,
         json: a.json,
     };
+    let io_start = ProcIo::now();
+    let engine = engine::open(a.engine, &path)?;
     eprintln!(
         "{}: db={} threads={} value_size={} records={}",
         ctx.engine,
@@ -146,8 +148,6 @@ pub fn run(a: YcsbArgs) -> CliResult {
         ctx.value_size,
         ctx.records
     );
-    let io_start = ProcIo::now();
-    let engine = engine::open(a.engine, &path)?;
     let result = drive(&a, &ctx, engine.as_ref(), &list, io_start, &path);
     let closed = engine.close();
     result.and(closed)

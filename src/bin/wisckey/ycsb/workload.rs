@@ -208,6 +208,25 @@ mod tests {
     }
 
     #[test]
+    fn preset_mixes_are_drawn_in_their_proportions() {
+        use super::super::generators::{Discrete, Rng};
+        let mut rng = Rng::new(42);
+        for name in ["a", "b", "c", "d", "e", "f"] {
+            let w = Workload::preset(name).unwrap();
+            let chooser = Discrete::new(&w.mix);
+            let n = 100_000;
+            let mut counts = std::collections::HashMap::new();
+            for _ in 0..n {
+                *counts.entry(chooser.next(&mut rng).unwrap()).or_insert(0usize) += 1;
+            }
+            for (p, op) in &w.mix {
+                let got = counts.get(op).copied().unwrap_or(0) as f64 / n as f64;
+                assert!((got - p).abs() < 0.02, "workload {name} {op:?}: {got} vs {p}");
+            }
+        }
+    }
+
+    #[test]
     fn property_files_override_core_workload_defaults() {
         let p = properties::parse(
             "recordcount=5000\noperationcount=100\nfieldcount=4\nfieldlength=256\n\
