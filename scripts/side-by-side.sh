@@ -7,11 +7,13 @@ cd "$(dirname "$0")/.."
 num="$1"; vsz="$2"; benches="$3"; rounds="${4:-3}"; shift $(( $# >= 4 ? 4 : 3 ))
 peers="${PEERS:-../shared/peers/run-peers.sh}"
 out="$(mktemp -d)"
-cargo build --release --bin wisckey >&2
+# WISCKEY_BIN pins a copy of the binary, so a rebuild during a long run cannot swap it.
+bin="${WISCKEY_BIN:-target/release/wisckey}"
+[ -n "${WISCKEY_BIN:-}" ] || cargo build --release --bin wisckey >&2
 for r in $(seq "$rounds"); do
   db="$(mktemp -d)/db"
   echo "== wisckey num=$num value_size=$vsz" >>"$out/raw"
-  target/release/wisckey bench --num="$num" --value_size="$vsz" --benchmarks="$benches" --db="$db" "$@" \
+  "$bin" bench --num="$num" --value_size="$vsz" --benchmarks="$benches" --db="$db" "$@" \
     | grep -E ' : ' >>"$out/raw"
   rm -rf "$(dirname "$db")"
   bash "$peers" "$num" "$vsz" "$benches" >>"$out/raw" 2>/dev/null

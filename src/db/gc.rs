@@ -343,6 +343,8 @@ impl DbInner {
             }
             busy = match self.gc_round() {
                 Ok(did_work) => did_work,
+                // Shutting down mid-round is not a failure.
+                Err(Error::Closed) => false,
                 Err(e) => {
                     tracing::warn!(error = %e, "value-log GC failed; will retry");
                     self.gc_pacing.set_stalled(false);

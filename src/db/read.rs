@@ -167,7 +167,7 @@ impl DbInner {
                 }
             }
         };
-        self.vlog.verify_op(&ptr, &op, user_key)
+        self.vlog.verify_op(&ptr, op, user_key)
     }
 
     fn decode_pointer(&self, encoded: &[u8]) -> Result<ValuePointer> {
@@ -193,7 +193,7 @@ impl DbInner {
     ) -> Result<Vec<u8>> {
         let ptr = self.decode_pointer(encoded)?;
         match read.wait()? {
-            Some(op) => self.vlog.verify_op(&ptr, &op, user_key),
+            Some(op) => self.vlog.verify_op(&ptr, op, user_key),
             None => self.read_pointer(user_key, encoded, access),
         }
     }

@@ -152,7 +152,7 @@ impl DbInner {
         let Some(ptr) = ValuePointer::decode(encoded) else {
             return report.error(Error::corruption(table, 0, "malformed value pointer"));
         };
-        let checked = self.vlog.read_op(&ptr, Access::Scan).and_then(|op| self.vlog.verify_op(&ptr, &op, user_key));
+        let checked = self.vlog.read_op(&ptr, Access::Scan).and_then(|op| self.vlog.verify_op(&ptr, op, user_key));
         let Err(e) = checked else {
             report.pointers_checked += 1;
             return;

@@ -91,10 +91,11 @@ impl VlogReader {
     }
 
     /// Check that `op` (read at `ptr`) is a put of `user_key` whose value matches the pointer's
-    /// crc, and return the value.
-    pub fn verify_op(&self, ptr: &ValuePointer, op: &[u8], user_key: &[u8]) -> Result<Vec<u8>> {
+    /// crc, and return the value, moved to the front of the op's own buffer (a scan reads
+    /// gigabytes: a second allocation and copy per value cost a quarter of a warm scan).
+    pub fn verify_op(&self, ptr: &ValuePointer, mut op: Vec<u8>, user_key: &[u8]) -> Result<Vec<u8>> {
         let bad = |reason: &str| Error::corruption(log_file_name(&self.dir, ptr.file), ptr.offset, reason.to_string());
-        let mut r = Reader::new(op);
+        let mut r = Reader::new(&op);
         let kind = r.u8().ok_or_else(|| bad("value pointer leads past the end of the op"))?;
         let klen = r.varint32().ok_or_else(|| bad("malformed op header at value pointer"))? as usize;
         let vlen = r.varint32().ok_or_else(|| bad("malformed op header at value pointer"))? as usize;
@@ -109,7 +110,10 @@ impl VlogReader {
         if crate::util::crc(value) != ptr.value_crc {
             return Err(bad("value checksum mismatch"));
         }
-        Ok(value.to_vec())
+        let start = r.pos() - vlen;
+        op.copy_within(start..start + vlen, 0);
+        op.truncate(vlen);
+        Ok(op)
     }
 }
 
