@@ -84,6 +84,16 @@ impl Readahead {
         }
         self.depth
     }
+
+    /// A value read ahead was already in the page cache: reading further ahead gains
+    /// nothing, so the depth falls back to its first value (a warm short scan then wastes
+    /// at most that many reads when it stops).
+    pub fn note_cached(&mut self) {
+        if self.depth > 0 {
+            self.depth = FIRST_DEPTH.min(self.max);
+            self.steps_at_depth = 0;
+        }
+    }
 }
 
 /// An entry the cursor has passed ahead of the user's position; its value may be on its way.
@@ -319,6 +329,9 @@ impl DbIterator {
                 let (kind, stored) = (self.cursor.kind, self.cursor.stored().to_vec());
                 let pointer = (kind == ValueKind::Pointer as u8).then(|| ValuePointer::decode(&stored)).flatten();
                 let read = pointer.and_then(|_| self.values.prefetch(&stored));
+                if read.as_ref().is_some_and(PendingRead::was_cached) {
+                    self.readahead.note_cached();
+                }
                 let read_bytes = if read.is_some() { pointer.map_or(0, |p| u64::from(p.op_len)) } else { 0 };
                 w.bytes += read_bytes;
                 w.entries.push_back(Ahead { key: self.cursor.key().to_vec(), kind, stored, read, read_bytes });
@@ -619,6 +632,17 @@ impl Iterator for Entries {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cached_reads_hold_the_depth_down() {
+        let mut r = Readahead::new(32);
+        depths(&mut r, Step::Forward, 20);
+        r.note_cached();
+        assert_eq!(depths(&mut r, Step::Forward, 1), [2], "back to the first depth");
+        let mut fresh = Readahead::new(32);
+        fresh.note_cached();
+        assert_eq!(depths(&mut fresh, Step::Forward, 1), [0], "no read-ahead before a run starts");
+    }
 
     fn depths(r: &mut Readahead, dir: Step, n: usize) -> Vec<usize> {
         (0..n).map(|_| r.step(dir)).collect()

@@ -56,22 +56,50 @@ impl Completion {
     }
 }
 
-/// A read in flight. Dropping it abandons the result (the engine still completes the read).
+/// A read in flight, or one already served from the page cache. Dropping it abandons the
+/// result (the engine still completes the read).
 pub struct PendingRead {
-    done: Arc<Completion>,
+    state: Pending,
+}
+
+enum Pending {
+    Cached(Vec<u8>),
+    Waiting(Arc<Completion>),
 }
 
 impl PendingRead {
+    /// Whether the bytes were in the page cache, so the read cost no more than a plain
+    /// `pread` and reading ahead gained nothing.
+    pub fn was_cached(&self) -> bool {
+        matches!(self.state, Pending::Cached(_))
+    }
+
     /// Block until the read is done.
     pub fn wait(self) -> ReadOutcome {
-        let mut slot = self.done.outcome.lock();
+        let done = match self.state {
+            Pending::Cached(bytes) => return Ok(Some(bytes)),
+            Pending::Waiting(done) => done,
+        };
+        let mut slot = done.outcome.lock();
         loop {
             if let Some(outcome) = slot.take() {
                 return outcome;
             }
-            self.done.ready.wait(&mut slot);
+            done.ready.wait(&mut slot);
         }
     }
+}
+
+/// Read `len` bytes at `offset` of `fd` only if they are all in the page cache
+/// (`preadv2(RWF_NOWAIT)`); `None` when the read would block, fall short or is unsupported.
+fn read_if_cached(fd: i32, offset: u64, len: usize) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    let iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: len };
+    let off = i64::try_from(offset).ok()?;
+    // SAFETY: `iov` describes `buf`, which is valid for `len` writable bytes and outlives the
+    // call; a bad or closed descriptor only makes the call fail.
+    let n = unsafe { libc::preadv2(fd, &iov, 1, off, libc::RWF_NOWAIT) };
+    (usize::try_from(n).ok()? == len).then_some(buf)
 }
 
 /// The `pread` pool: a queue and the threads serving it. Dropping it closes the queue and
@@ -131,6 +159,9 @@ pub struct ParallelReader {
     uring_ok: bool,
     uring: OnceLock<Option<UringEngine>>,
     pool: OnceLock<Pool>,
+    /// Serve reads whose bytes are in the page cache on the caller (off only in tests, so
+    /// the engines see reads of freshly written files).
+    cached_fast_path: bool,
 }
 
 impl ParallelReader {
@@ -138,7 +169,7 @@ impl ParallelReader {
     /// (it cannot under some seccomp profiles, old kernels, or `io_uring_disabled`).
     pub fn new(use_io_uring: bool) -> Self {
         let uring_ok = use_io_uring && uring::probe();
-        ParallelReader { uring_ok, uring: OnceLock::new(), pool: OnceLock::new() }
+        ParallelReader { uring_ok, uring: OnceLock::new(), pool: OnceLock::new(), cached_fast_path: true }
     }
 
     /// Whether reads of descriptor-backed files go through io_uring.
@@ -148,6 +179,11 @@ impl ParallelReader {
 
     /// Start reading `len` bytes at `offset` of `file`.
     pub fn submit(&self, file: Arc<dyn RandomAccessFile>, offset: u64, len: usize) -> PendingRead {
+        // Cached bytes cost one syscall here; handing them to an engine would cost more.
+        let cached = self.cached_fast_path.then(|| file.raw_fd()).flatten();
+        if let Some(bytes) = cached.and_then(|fd| read_if_cached(fd, offset, len)) {
+            return PendingRead { state: Pending::Cached(bytes) };
+        }
         let done = Arc::new(Completion::default());
         let use_uring = file.raw_fd().is_some() && self.uses_io_uring();
         let req = ReadRequest { file, offset, len, done: done.clone() };
@@ -155,7 +191,7 @@ impl ParallelReader {
             Some(Some(engine)) if use_uring => engine.submit(req),
             _ => self.pool.get_or_init(Pool::start).submit(req),
         }
-        PendingRead { done }
+        PendingRead { state: Pending::Waiting(done) }
     }
 }
 
@@ -176,6 +212,9 @@ mod tests {
             let got = p.wait().unwrap().unwrap();
             assert_eq!(got, &data[*off as usize..*off as usize + len]);
         }
+        // Freshly written bytes are cached: with the fast path they never reach an engine.
+        let p = reader.submit(f.clone(), 0, 100);
+        assert_eq!(p.was_cached(), reader.cached_fast_path && f.raw_fd().is_some());
         // Past the end: `None`, not an error.
         assert!(reader.submit(f.clone(), 99_990, 20).wait().unwrap().is_none());
     }
@@ -185,8 +224,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let posix = PosixFs::new();
         for use_uring in [false, true] {
-            let reader = ParallelReader::new(use_uring);
-            check_reads(&posix, &dir.path().join(format!("f{use_uring}")), &reader);
+            for fast in [false, true] {
+                let reader = ParallelReader { cached_fast_path: fast, ..ParallelReader::new(use_uring) };
+                check_reads(&posix, &dir.path().join(format!("f{use_uring}{fast}")), &reader);
+            }
         }
         let mem = MemFs::new();
         mem.create_dir_all(std::path::Path::new("/d")).unwrap();
