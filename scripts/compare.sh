@@ -54,6 +54,10 @@ log "building (results in $out)"
 cargo build --release --bin wisckey >&2
 ours=target/release/wisckey
 harness="$peers_target/release/wisckey"
+# librocksdb-sys runs bindgen, which needs libclang.
+if [ "$want_peers" = 1 ] && ! ldconfig -p 2>/dev/null | grep -q 'libclang[-.0-9]*\.so'; then
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-dev; } >&2 || true
+fi
 if [ "$want_peers" = 1 ] && CARGO_TARGET_DIR="$peers_target" cargo build --release --bin wisckey --features peers \
     2>"$out/peers-build.log"; then
   peers_ok=1
@@ -173,9 +177,11 @@ md.append(f"Do not edit by hand: `scripts/compare.sh` rewrites everything betwee
           f"`compare:end` markers. Run on {machine['date']}, {machine['rounds']} round(s), median per cell, "
           f"{machine['seconds']} s in all. Figures are **µs per operation (lower is better)**; a ratio is "
           f"peer ÷ wisckey, so **above 1 means wisckey is faster**. In-process engines (wisckey, fjall, RocksDB, "
-          f"RocksDB blob) run the very same loop (`wisckey ycsb --engine E --micro ...`); the db_bench columns set "
+          f"RocksDB blob) run the very same loop (`wisckey ycsb --engine E --micro ...`), which flushes memtables "
+          f"(untimed) after each write benchmark so reads measure the engines' files; the db_bench columns set "
           f"`wisckey bench` (our db_bench port) beside LevelDB's and RocksDB's own `db_bench`, and their ratios "
-          f"are against `wisckey bench`.")
+          f"are against `wisckey bench` (db_bench does not flush: RocksDB's 64 MiB default memtable can hold much "
+          f"of a quick run's data).")
 md.append("")
 md.append("| machine | |")
 md.append("|---|---|")
@@ -283,11 +289,14 @@ if workloads:
                                for e in engines] + [fmt(amp(e, w, "space_amp"), 2) for e in engines]
         md.append("| " + " | ".join(cells) + " |")
     md.append("")
-md.append("Exact commands (in run order, one round):")
+md.append("<details><summary>Exact commands (in run order, one round)</summary>")
 md.append("")
 md.append("```sh")
 md.extend(commands)
 md.append("```")
+md.append("")
+md.append("</details>")
+md.append("")
 md.append("<!-- compare:end -->")
 section = "\n".join(md) + "\n"
 open(os.path.join(out, "section.md"), "w").write(section)

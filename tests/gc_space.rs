@@ -110,4 +110,3 @@ fn an_old_snapshot_does_not_hang_stalled_writers() {
     let db = Db::open(dir.path(), options(1.3)).unwrap();
     check(&db, &model);
 }
-

@@ -362,8 +362,11 @@ impl DbInner {
         // A space target needs fresh statistics: every flush's overwrites counted at once.
         self.refresh_discard_stats(self.opts.gc_space_amp_target > 0.0)?;
         let over_target = self.over(self.opts.gc_space_amp_target);
-        let min_ratio =
-            if over_target { self.opts.gc_garbage_ratio.min(EAGER_MIN_GARBAGE_RATIO) } else { self.opts.gc_garbage_ratio };
+        let min_ratio = if over_target {
+            self.opts.gc_garbage_ratio.min(EAGER_MIN_GARBAGE_RATIO)
+        } else {
+            self.opts.gc_garbage_ratio
+        };
         let _one = self.gc_lock.lock();
         self.finish_pending_gc_deletes();
         let Some((file, start)) = self.pick_gc_file(min_ratio) else {

@@ -110,6 +110,8 @@ fn draw(c: &Chart, path: &std::path::Path) -> Result<(), Box<dyn std::error::Err
                 String::new()
             }
         })
+        .y_labels(8)
+        .y_label_formatter(&|v| if *v >= 1.0 { format!("{v:.1}") } else { format!("{v:.2}") })
         .y_desc("ratio (log scale)")
         .draw()?;
     let width = 0.8 / c.series.len().max(1) as f64;
