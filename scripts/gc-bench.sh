@@ -10,7 +10,7 @@ cargo build --release --bin wisckey >&2
 declare -A cfg=(
   [defaults]=""
   [gc-50pct-no-stall]="--gc_space_amp_target=0 --gc_space_amp_stall=0"
-  [stall-1.5]="--gc_space_amp_target=1.3 --gc_space_amp_stall=1.5"
+  [stall-1.5]="--gc_space_amp_target=1.4 --gc_space_amp_stall=1.5"
   [gc-off]="--gc_interval_ms=0"
 )
 order=(defaults gc-50pct-no-stall stall-1.5 gc-off)

@@ -8,7 +8,7 @@ use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{assert_view_matches, make_value, show, tiny_options, Model};
+use common::{assert_view_matches, check_at, make_value, show, tiny_options, Model};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use wisckey::fs::{MemFs, PosixFs, Vfs};
@@ -102,18 +102,6 @@ fn memfs_layered() -> (Layered, Vec<(Snapshot, Model)>) {
 
 fn read_options(snap: Option<&Snapshot>) -> ReadOptions {
     ReadOptions { snapshot: snap.cloned(), ..ReadOptions::default() }
-}
-
-/// The cursor is at `want` (with the model's value), or invalid when `want` is `None`.
-fn check_at(it: &DbIterator, model: &Model, want: Option<&Vec<u8>>, ctx: &str) {
-    match want {
-        None => assert!(!it.valid(), "{ctx}: iterator at {}, model is off the end", show(it.key())),
-        Some(k) => {
-            assert!(it.valid(), "{ctx}: iterator invalid, model at {}", show(k));
-            assert_eq!(show(it.key()), show(k), "{ctx}: key");
-            assert!(it.value() == model[k].as_slice(), "{ctx}: value of {}", show(k));
-        }
-    }
 }
 
 fn model_next(model: &Model, k: &[u8]) -> Option<Vec<u8>> {

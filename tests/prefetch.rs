@@ -10,11 +10,11 @@ mod common;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
-use common::{assert_same_entries, make_value, model_range, read_backward, read_forward, show, Model};
+use common::{assert_same_entries, check_at, make_value, model_range, read_backward, read_forward, show, Model};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use wisckey::fs::{FaultFs, MemFs, PosixFs, Vfs};
-use wisckey::{Db, DbIterator, Error, Options, ReadOptions, Snapshot};
+use wisckey::{Db, Error, Options, ReadOptions, Snapshot};
 
 /// Values of at least this many bytes are separated.
 const BLOB: usize = 100;
@@ -113,17 +113,6 @@ fn model_step(model: &Model, k: &[u8], forward: bool, lo: &[u8], hi: &[u8]) -> O
         model.range::<[u8], _>((Bound::Included(lo), Bound::Excluded(k))).next_back()
     };
     next.map(|(k, _)| k.clone())
-}
-
-fn check_at(it: &DbIterator, model: &Model, want: Option<&Vec<u8>>, ctx: &str) {
-    match want {
-        None => assert!(!it.valid(), "{ctx}: iterator at {}, model is off the end", show(it.key())),
-        Some(k) => {
-            assert!(it.valid(), "{ctx}: iterator invalid, model at {}", show(k));
-            assert_eq!(show(it.key()), show(k), "{ctx}: key");
-            assert!(it.value() == model[k].as_slice(), "{ctx}: value of {}", show(k));
-        }
-    }
 }
 
 /// Seeks, then runs of nexts and prevs long enough for read-ahead to ramp up, turning around

@@ -252,7 +252,12 @@ impl DbInner {
         });
         let r = out.and_then(|out| self.vfs.sync_dir(&self.dir).map(|_| out)).and_then(|out| {
             edit.blob_garbage = out.blob_garbage.iter().map(|(&f, &b)| (f, b)).collect();
-            add(&self.counters.blob_garbage_counted, out.blob_garbage.values().sum());
+            // Pointers into files GC already collected are GC's own doing, not overwrites.
+            let blobs = st.versions.blob_files();
+            add(
+                &self.counters.blob_garbage_counted,
+                out.blob_garbage.iter().filter(|(f, _)| blobs.contains_key(f)).map(|(_, b)| b).sum(),
+            );
             for f in &out.files {
                 edit.added_files.push((task.output_level as u32, f.clone()));
             }

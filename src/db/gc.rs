@@ -34,8 +34,13 @@ pub struct GcReport {
     pub bytes_rewritten: u64,
 }
 
+/// Bytes of live values one GC write re-puts at most.
+const GC_WRITE_BYTES: usize = 4 << 20;
+
 /// One chunk's work: live values to re-put and where the chunk ends.
 struct Chunk {
+    /// Re-puts of `GC_WRITE_BYTES` each, before the last (partial) one in `batch`/`old`.
+    full: Vec<(WriteBatch, Vec<ValuePointer>)>,
     batch: WriteBatch,
     old: Vec<ValuePointer>,
     end: u64,
@@ -82,13 +87,13 @@ impl DbInner {
                 }
                 if batch.approximate_size() as u64 >= self.opts.gc_chunk_bytes {
                     report.bytes_rewritten += batch.user_bytes;
-                    self.gc_write(std::mem::take(&mut batch), std::mem::take(&mut old))?;
+                    self.gc_write(std::mem::take(&mut batch), std::mem::take(&mut old), true)?;
                 }
                 it.next()?;
             }
             report.bytes_rewritten += batch.user_bytes;
             if !batch.is_empty() {
-                self.gc_write(batch, old)?;
+                self.gc_write(batch, old, true)?;
             }
         }
         add(&self.counters.gc_bytes_rewritten, report.bytes_rewritten);
@@ -156,9 +161,17 @@ impl DbInner {
     fn collect_chunk(&self, file: u64, chunk_start: u64, chunk: Chunk, report: &mut GcReport) -> Result<bool> {
         report.bytes_read += chunk.bytes_read;
         add(&self.counters.gc_bytes_read, chunk.bytes_read);
-        if !chunk.batch.is_empty() {
-            let bytes = chunk.batch.user_bytes;
-            self.gc_write(chunk.batch, chunk.old)?;
+        let writes: Vec<_> = chunk
+            .full
+            .into_iter()
+            .chain(std::iter::once((chunk.batch, chunk.old)))
+            .filter(|(b, _)| !b.is_empty())
+            .collect();
+        let last = writes.len().saturating_sub(1);
+        for (i, (batch, old)) in writes.into_iter().enumerate() {
+            let bytes = batch.user_bytes;
+            // One sync, with the last piece, before the tail moves (it covers the earlier ones).
+            self.gc_write(batch, old, i == last)?;
             report.bytes_rewritten += bytes;
             add(&self.counters.gc_bytes_rewritten, bytes);
         }
@@ -187,7 +200,14 @@ impl DbInner {
     /// Read groups until `gc_chunk_bytes`, keeping the puts whose key still points here.
     fn read_chunk(&self, reader: &mut LogReader) -> Result<Chunk> {
         let start = reader.offset();
-        let mut c = Chunk { batch: WriteBatch::new(), old: Vec::new(), end: start, end_of_file: false, bytes_read: 0 };
+        let mut c = Chunk {
+            full: Vec::new(),
+            batch: WriteBatch::new(),
+            old: Vec::new(),
+            end: start,
+            end_of_file: false,
+            bytes_read: 0,
+        };
         while reader.offset() - start < self.opts.gc_chunk_bytes {
             let rec = match reader.next_record()? {
                 Ok(rec) => rec,
@@ -213,6 +233,11 @@ impl DbInner {
                 if self.points_at(key, &here)? {
                     c.batch.put(key, value);
                     c.old.push(here);
+                    // Re-put in pieces: a GC write leads the write queue alone, and user
+                    // writers wait behind it.
+                    if c.batch.approximate_size() >= GC_WRITE_BYTES {
+                        c.full.push((std::mem::take(&mut c.batch), std::mem::take(&mut c.old)));
+                    }
                 }
             }
         }
@@ -292,7 +317,13 @@ impl DbInner {
         let values: u64 = self.state.lock().versions.blob_files().values().map(|b| b.total_bytes).sum();
         let mut last = self.gc_stats_refreshed_at.lock();
         let every = if eager { 1 } else { 4 };
-        if flushes < *last + every || tree_bytes.saturating_mul(20) > values {
+        if tree_bytes.saturating_mul(20) > values {
+            // No whole-tree refresh at this size: the estimate relies on compaction's own
+            // counts and corrects only the memtables.
+            self.gc_pacing.mark_refreshed(self.counters.blob_bytes_flushed.load(Ordering::Relaxed));
+            return Ok(());
+        }
+        if flushes < *last + every {
             return Ok(());
         }
         *last = flushes;
@@ -325,6 +356,14 @@ impl DbInner {
     /// The background GC thread: collects one file per round and starts the next round at
     /// once while there is work; otherwise sleeps `gc_interval_ms` (a flush wakes it early).
     pub(super) fn gc_loop(&self) {
+        // Even if this thread dies (a panic), writers must not wait for it.
+        struct EndStall<'a>(&'a super::gc_pacing::GcPacing);
+        impl Drop for EndStall<'_> {
+            fn drop(&mut self) {
+                self.0.set_stalled(false);
+            }
+        }
+        let _end_stall = EndStall(&self.gc_pacing);
         let mut busy = false;
         loop {
             {
@@ -359,8 +398,11 @@ impl DbInner {
     /// with the most garbage if it passes the ratio the current space amplification calls
     /// for. Returns whether a file was collected.
     fn gc_round(&self) -> Result<bool> {
-        // A space target needs fresh statistics: every flush's overwrites counted at once.
-        self.refresh_discard_stats(self.opts.gc_space_amp_target > 0.0)?;
+        // A stall stays on through the refresh: it is part of GC's work (the tree is under
+        // 1/20 of the value bytes, so it is short) and ends with a pick below, or is lifted.
+        // Near the space target, statistics must be fresh: every flush's overwrites counted.
+        let target = self.opts.gc_space_amp_target;
+        self.refresh_discard_stats(target > 0.0 && self.over(1.0 + (target - 1.0) / 2.0))?;
         let over_target = self.over(self.opts.gc_space_amp_target);
         let min_ratio = if over_target {
             self.opts.gc_garbage_ratio.min(EAGER_MIN_GARBAGE_RATIO)
@@ -381,8 +423,11 @@ impl DbInner {
 
     /// Stall writers while the value log is past `gc_space_amp_stall`. Called only while GC
     /// has a file to collect, so a stall always ends with GC freeing space.
+    /// While a reader keeps collected files alive, collecting more frees nothing: no stall.
     fn update_pacing(&self) {
-        let stall = self.opts.gc_interval_ms > 0 && self.over(self.opts.gc_space_amp_stall);
+        // A separate statement: `over` takes the state lock, which ranks before `gc_pending`.
+        let readers_block_freeing = !self.gc_pending.lock().is_empty();
+        let stall = self.opts.gc_interval_ms > 0 && !readers_block_freeing && self.over(self.opts.gc_space_amp_stall);
         self.gc_pacing.set_stalled(stall);
         self.gc_pacing.notify_progress();
     }
@@ -400,7 +445,7 @@ impl DbInner {
         let c = &self.counters;
         let flushed_total = c.blob_bytes_flushed.load(Ordering::Relaxed);
         let overwrites = self.gc_pacing.overwrite_ratio(flushed_total, c.blob_garbage_counted.load(Ordering::Relaxed));
-        let live = {
+        let (live, files, unflushed) = {
             let st = self.state.lock();
             let flushed: u64 = st.versions.blob_files().values().map(|b| b.live_bytes()).sum();
             let unflushed: u64 =
@@ -408,19 +453,30 @@ impl DbInner {
             // What the memtables and the tables flushed since the last full compaction
             // overwrite is still counted live.
             let uncounted = unflushed + self.gc_pacing.flushed_since_refresh(flushed_total);
-            flushed.saturating_sub((uncounted as f64 * overwrites) as u64) + unflushed
+            let live = flushed.saturating_sub((uncounted as f64 * overwrites) as u64) + unflushed;
+            let files: Vec<(u64, u64)> = st.versions.blob_files().iter().map(|(f, b)| (*f, b.total_bytes)).collect();
+            (live, files, unflushed)
         };
         if live == 0 {
             return 0.0;
         }
-        let disk: u64 = self
-            .vfs
-            .list(&self.dir)
-            .unwrap_or_default()
+        // Each file's allocated bytes (holes punched out) times its separated share: inline
+        // values, deletes and WAL-only logs are not GC's to free, and files collected but
+        // kept for old readers are out of the manifest.
+        let disk: u64 = files
             .iter()
-            .filter(|n| matches!(crate::version::parse_file_name(n), Some((crate::version::FileKind::Log, _))))
-            .map(|n| self.vfs.disk_usage(&self.dir.join(n)).unwrap_or(0))
-            .sum();
+            .map(|&(f, separated)| {
+                let path = log_file_name(&self.dir, f);
+                let size = self.vfs.file_size(&path).unwrap_or(0);
+                let used = self.vfs.disk_usage(&path).unwrap_or(0).min(size);
+                if size == 0 {
+                    0
+                } else {
+                    (used as f64 * (separated.min(size) as f64 / size as f64)) as u64
+                }
+            })
+            .sum::<u64>()
+            + unflushed;
         disk as f64 / live as f64
     }
 }

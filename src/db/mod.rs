@@ -73,7 +73,8 @@ pub struct DbStats {
     pub disk_bytes: u64,
     /// Bytes the value-log files occupy on the device (`st_blocks`).
     pub vlog_disk_bytes: u64,
-    /// Bytes of separated values the value log holds, and how many of them are garbage.
+    /// Bytes of separated values the value log holds (as whole log ops: header, key and
+    /// value), and how many of them are garbage.
     pub vlog_value_bytes: u64,
     pub vlog_garbage_bytes: u64,
     /// Bytes in memtables (active + immutable).
@@ -413,6 +414,9 @@ fn validate_options(o: &Options) -> Result<()> {
         || (o.gc_space_amp_stall != 0.0 && o.gc_space_amp_stall <= 1.0)
     {
         return bad("gc_space_amp_target and gc_space_amp_stall must be 0 (off) or above 1.0");
+    }
+    if o.gc_space_amp_stall != 0.0 && o.gc_space_amp_stall < o.gc_space_amp_target {
+        return bad("gc_space_amp_stall must be 0 (off) or at least gc_space_amp_target");
     }
     if o.max_immutable_memtables == 0 {
         return bad("max_immutable_memtables must be at least 1");

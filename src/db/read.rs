@@ -216,7 +216,7 @@ impl DbInner {
         let mut out = Vec::with_capacity(keys.len());
         for (i, (key, entry)) in keys.iter().zip(&entries).enumerate() {
             // Keep `in_flight` reads going ahead of the one being finished.
-            while started < entries.len() && started < i + in_flight {
+            while started < entries.len() && started < i.saturating_add(in_flight) {
                 reads.push_back(match &entries[started] {
                     Some((ValueKind::Pointer, enc)) => self.start_pointer_read(enc, Access::Point),
                     _ => None,

@@ -49,11 +49,12 @@ impl DbInner {
         })
     }
 
-    /// Re-put relocated values (see `WriterSlot::gc_old`); durable when it returns.
-    pub(crate) fn gc_write(&self, batch: WriteBatch, old: Vec<ValuePointer>) -> Result<()> {
+    /// Re-put relocated values (see `WriterSlot::gc_old`); durable when it returns if `sync`
+    /// (a later synced write makes an unsynced one durable too: the log is a prefix).
+    pub(crate) fn gc_write(&self, batch: WriteBatch, old: Vec<ValuePointer>, sync: bool) -> Result<()> {
         self.enqueue(WriterSlot {
             batch,
-            sync: true,
+            sync,
             force_switch: false,
             gc_old: Some(old),
             result: Mutex::new(None),

@@ -85,7 +85,7 @@ impl Readahead {
         self.depth
     }
 
-    /// A value read ahead was already in the page cache: reading further ahead gains
+    /// The values just read ahead were all in the page cache: reading further ahead gains
     /// nothing, so the depth falls back to its first value (a warm short scan then wastes
     /// at most that many reads when it stops).
     pub fn note_cached(&mut self) {
@@ -320,6 +320,7 @@ impl DbIterator {
     /// read ahead reach `MAX_AHEAD_BYTES`), starting a read for each separated value.
     fn fill(&mut self, depth: usize) {
         let Some(w) = &mut self.window else { return };
+        let (mut issued, mut cached) = (0, 0);
         while !w.done && w.entries.len() <= depth && (w.entries.is_empty() || w.bytes < MAX_AHEAD_BYTES) {
             if let Err(e) = self.cursor.step(w.dir) {
                 (w.done, w.error) = (true, Some(e));
@@ -329,13 +330,18 @@ impl DbIterator {
                 let (kind, stored) = (self.cursor.kind, self.cursor.stored().to_vec());
                 let pointer = (kind == ValueKind::Pointer as u8).then(|| ValuePointer::decode(&stored)).flatten();
                 let read = pointer.and_then(|_| self.values.prefetch(&stored));
-                if read.as_ref().is_some_and(PendingRead::was_cached) {
-                    self.readahead.note_cached();
+                if let Some(r) = &read {
+                    issued += 1;
+                    cached += usize::from(r.was_cached());
                 }
                 let read_bytes = if read.is_some() { pointer.map_or(0, |p| u64::from(p.op_len)) } else { 0 };
                 w.bytes += read_bytes;
                 w.entries.push_back(Ahead { key: self.cursor.key().to_vec(), kind, stored, read, read_bytes });
             }
+        }
+        // Every value read ahead was in the page cache: reading further gains nothing.
+        if issued > 0 && cached == issued {
+            self.readahead.note_cached();
         }
     }
 

@@ -9,7 +9,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use wisckey::fs::Vfs;
-use wisckey::{Db, Options, ReadOptions, Result};
+use wisckey::{Db, DbIterator, Options, ReadOptions, Result};
 
 /// The model every test compares the database against.
 pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -134,4 +134,16 @@ pub fn show(b: &[u8]) -> String {
 /// A `u64` from the environment variable `name`, or `default`.
 pub fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+/// The cursor is at `want` (with the model's value), or invalid when `want` is `None`.
+pub fn check_at(it: &DbIterator, model: &Model, want: Option<&Vec<u8>>, ctx: &str) {
+    match want {
+        None => assert!(!it.valid(), "{ctx}: iterator at {}, model is off the end", show(it.key())),
+        Some(k) => {
+            assert!(it.valid(), "{ctx}: iterator invalid, model at {}", show(k));
+            assert_eq!(show(it.key()), show(k), "{ctx}: key");
+            assert!(it.value() == model[k].as_slice(), "{ctx}: value of {}", show(k));
+        }
+    }
 }
