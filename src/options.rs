@@ -131,8 +131,8 @@ impl Default for Options {
             gc_interval_ms: 1000,
             gc_chunk_bytes: 16 << 20,
             gc_pause_ms: 5,
-            gc_space_amp_target: 1.15,
-            gc_space_amp_stall: 1.25,
+            gc_space_amp_target: 1.1,
+            gc_space_amp_stall: 1.2,
             io_uring: true,
             vfs: Arc::new(PosixFs::new()),
         }
