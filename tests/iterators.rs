@@ -12,7 +12,7 @@ use common::{assert_view_matches, check_at, make_value, show, tiny_options, Mode
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use wisckey::fs::{MemFs, PosixFs, Vfs};
-use wisckey::{Db, DbIterator, Options, ReadOptions, Snapshot};
+use wisckey::{Db, Options, ReadOptions, Snapshot};
 
 const KEYS: u32 = 400;
 
