@@ -37,6 +37,9 @@ pub enum Step {
 const SEQUENTIAL_AFTER_STEPS: usize = 2;
 /// Values read ahead when read-ahead starts; doubles while the scan goes on.
 const FIRST_DEPTH: usize = 2;
+/// Steps read-ahead pauses for after a fill found every value in the page cache; then it
+/// probes again at `FIRST_DEPTH`.
+const CACHED_PAUSE_STEPS: usize = 64;
 /// Bytes of values read ahead at most, whatever the depth (bounds memory for huge values).
 const MAX_AHEAD_BYTES: u64 = 8 << 20;
 
@@ -50,12 +53,14 @@ pub struct Readahead {
     run: usize,
     depth: usize,
     steps_at_depth: usize,
+    /// Steps left without read-ahead because the values were in the page cache.
+    paused: usize,
 }
 
 impl Readahead {
     /// `max`: the most values in flight (`ReadOptions::readahead_values`); 0 turns it off.
     pub fn new(max: usize) -> Self {
-        Readahead { max, last: None, run: 0, depth: 0, steps_at_depth: 0 }
+        Readahead { max, last: None, run: 0, depth: 0, steps_at_depth: 0, paused: 0 }
     }
 
     /// Forget the access pattern (after a seek).
@@ -71,6 +76,10 @@ impl Readahead {
         }
         self.run += 1;
         if self.max == 0 || self.run < SEQUENTIAL_AFTER_STEPS {
+            return 0;
+        }
+        if self.paused > 0 {
+            self.paused -= 1;
             return 0;
         }
         if self.depth == 0 {
@@ -90,8 +99,9 @@ impl Readahead {
     /// at most that many reads when it stops).
     pub fn note_cached(&mut self) {
         if self.depth > 0 {
-            self.depth = FIRST_DEPTH.min(self.max);
+            self.depth = 0;
             self.steps_at_depth = 0;
+            self.paused = CACHED_PAUSE_STEPS;
         }
     }
 }
@@ -302,12 +312,21 @@ impl DbIterator {
     /// Drop the user's entry, top the window up, and show the next entry.
     fn advance_window(&mut self, dir: Step) -> Result<()> {
         let depth = self.readahead.step(dir);
+        // Read-ahead paused and nothing left ahead: the cursor is at the user's entry, so
+        // drop the window and step plainly (no per-entry copies or pending reads).
+        if depth == 0 && self.window.as_ref().is_some_and(|w| w.entries.len() == 1 && !w.done) {
+            self.window = None;
+            self.cursor.step(dir)?;
+            return self.resolve_cursor();
+        }
         if let Some(w) = &mut self.window {
             if let Some(gone) = w.entries.pop_front() {
                 w.bytes -= gone.read_bytes;
             }
         }
-        self.fill(depth.max(1));
+        // Depth 0 (paused): drain the window; the step above drops it once it is down to the
+        // user's entry.
+        self.fill(depth);
         let Some(w) = &mut self.window else { return Ok(()) };
         if w.entries.is_empty() {
             // Past the last entry: invalid, or the error the cursor met there.
@@ -640,11 +659,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cached_reads_hold_the_depth_down() {
+    fn cached_reads_pause_read_ahead() {
         let mut r = Readahead::new(32);
         depths(&mut r, Step::Forward, 20);
         r.note_cached();
-        assert_eq!(depths(&mut r, Step::Forward, 1), [2], "back to the first depth");
+        let paused = depths(&mut r, Step::Forward, CACHED_PAUSE_STEPS);
+        assert!(paused.iter().all(|&d| d == 0), "paused while values are cached: {paused:?}");
+        assert_eq!(depths(&mut r, Step::Forward, 1), [2], "then probes again at the first depth");
         let mut fresh = Readahead::new(32);
         fresh.note_cached();
         assert_eq!(depths(&mut fresh, Step::Forward, 1), [0], "no read-ahead before a run starts");
