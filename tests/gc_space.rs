@@ -55,10 +55,7 @@ fn live_bytes(model: &Model) -> u64 {
 }
 
 fn check(db: &Db, model: &Model) {
-    let got = common::read_forward(db, &ReadOptions::default()).unwrap();
-    let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    assert_eq!(got.len(), want.len());
-    assert!(got == want, "a scan differs from the model");
+    common::assert_view_matches(db, &ReadOptions::default(), model, "latest view");
 }
 
 #[test]
@@ -100,8 +97,7 @@ fn an_old_snapshot_does_not_hang_stalled_writers() {
     overwrite(&db, 4, &mut model);
     check(&db, &model);
     let ro = ReadOptions { snapshot: Some(snap.clone()), ..Default::default() };
-    let got = common::read_forward(&db, &ro).unwrap();
-    assert!(got == old.into_iter().collect::<Vec<_>>(), "the snapshot's view changed");
+    common::assert_view_matches(&db, &ro, &old, "the snapshot's view");
     drop(ro);
     drop(snap);
     overwrite(&db, 2, &mut model);

@@ -22,6 +22,11 @@ use crate::write_batch::{BatchIter, BatchOp, WriteBatch};
 /// Past `gc_space_amp_target`, background GC also takes files with this much garbage.
 const EAGER_MIN_GARBAGE_RATIO: f64 = 0.2;
 
+/// Whether a space amplification is above `limit` (`0` = no limit).
+fn above(amp: f64, limit: f64) -> bool {
+    limit > 0.0 && amp > limit
+}
+
 /// What one `Db::run_gc` call did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -191,8 +196,9 @@ impl DbInner {
         }
         // Leave the disk and the CPU to foreground work between chunks, unless the value
         // log is past its space target (writers may be waiting for this very chunk).
-        self.update_pacing();
-        if !self.gc_pacing.is_stalled() && !self.over(self.opts.gc_space_amp_target) {
+        let amp = self.vlog_space_amp();
+        self.pace(amp);
+        if !self.gc_pacing.is_stalled() && !above(amp, self.opts.gc_space_amp_target) {
             std::thread::sleep(Duration::from_millis(self.opts.gc_pause_ms));
         }
         Ok(false)
@@ -307,8 +313,9 @@ impl DbInner {
     /// and new versions, and a key-value separated LSM-tree is tiny, so its upper levels rarely
     /// fill up enough to be merged. When the tree is small next to the value log, compacting
     /// all of it is cheap (a few MB against GBs of vLog) and makes the statistics exact.
-    /// With a space target it refreshes after every flush instead of every fourth.
-    fn refresh_discard_stats(&self, eager: bool) -> Result<()> {
+    /// Near the space target it refreshes after every flush instead of every fourth. Returns
+    /// whether the space estimate's inputs changed (it compacted, or moved the refresh mark).
+    fn refresh_discard_stats(&self, eager: bool) -> Result<bool> {
         let (tree_bytes, flushes) = {
             let st = self.state.lock();
             let v = st.versions.current();
@@ -321,10 +328,10 @@ impl DbInner {
             // No whole-tree refresh at this size: the estimate relies on compaction's own
             // counts and corrects only the memtables.
             self.gc_pacing.mark_refreshed(self.counters.blob_bytes_flushed.load(Ordering::Relaxed));
-            return Ok(());
+            return Ok(true);
         }
         if flushes < *last + every {
-            return Ok(());
+            return Ok(false);
         }
         *last = flushes;
         drop(last);
@@ -332,7 +339,7 @@ impl DbInner {
         // The memtables stay: their overwrites are counted once they are flushed.
         self.compact_tables(None, None)?;
         self.gc_pacing.mark_refreshed(flushed);
-        Ok(())
+        Ok(true)
     }
 
     /// True when no snapshot or iterator reads at a sequence number below `seq`.
@@ -402,8 +409,11 @@ impl DbInner {
         // 1/20 of the value bytes, so it is short) and ends with a pick below, or is lifted.
         // Near the space target, statistics must be fresh: every flush's overwrites counted.
         let target = self.opts.gc_space_amp_target;
-        self.refresh_discard_stats(target > 0.0 && self.over(1.0 + (target - 1.0) / 2.0))?;
-        let over_target = self.over(self.opts.gc_space_amp_target);
+        let mut amp = self.vlog_space_amp();
+        if self.refresh_discard_stats(target > 0.0 && above(amp, 1.0 + (target - 1.0) / 2.0))? {
+            amp = self.vlog_space_amp();
+        }
+        let over_target = above(amp, target);
         let min_ratio = if over_target {
             self.opts.gc_garbage_ratio.min(EAGER_MIN_GARBAGE_RATIO)
         } else {
@@ -415,26 +425,21 @@ impl DbInner {
             self.gc_pacing.set_stalled(false);
             return Ok(false);
         };
-        self.update_pacing();
+        self.pace(amp);
         self.gc_file(file, start, &mut GcReport::default())?;
-        self.update_pacing();
+        self.pace(self.vlog_space_amp());
         Ok(true)
     }
 
-    /// Stall writers while the value log is past `gc_space_amp_stall`. Called only while GC
-    /// has a file to collect, so a stall always ends with GC freeing space.
-    /// While a reader keeps collected files alive, collecting more frees nothing: no stall.
-    fn update_pacing(&self) {
-        // A separate statement: `over` takes the state lock, which ranks before `gc_pending`.
+    /// Stall writers while the value log's space amplification `amp` is past
+    /// `gc_space_amp_stall`. Called only while GC has a file to collect, so a stall always
+    /// ends with GC freeing space. While a reader keeps collected files alive, collecting
+    /// more frees nothing: no stall.
+    fn pace(&self, amp: f64) {
         let readers_block_freeing = !self.gc_pending.lock().is_empty();
-        let stall = self.opts.gc_interval_ms > 0 && !readers_block_freeing && self.over(self.opts.gc_space_amp_stall);
+        let stall = self.opts.gc_interval_ms > 0 && !readers_block_freeing && above(amp, self.opts.gc_space_amp_stall);
         self.gc_pacing.set_stalled(stall);
         self.gc_pacing.notify_progress();
-    }
-
-    /// Whether the value log's space amplification is above `limit` (`0` = no limit).
-    fn over(&self, limit: f64) -> bool {
-        limit > 0.0 && self.vlog_space_amp() > limit
     }
 
     /// Bytes the value-log files take on disk over the estimated live separated bytes: flushed
