@@ -425,7 +425,8 @@ impl DbInner {
             self.gc_pacing.set_stalled(false);
             return Ok(false);
         };
-        self.pace(amp);
+        // Fresh: the pending deletes just finished may have freed space.
+        self.pace(self.vlog_space_amp());
         self.gc_file(file, start, &mut GcReport::default())?;
         self.pace(self.vlog_space_amp());
         Ok(true)
