@@ -198,41 +198,53 @@ impl DbInner {
         }
     }
 
-    /// Point lookups of many keys: every key is looked up in the LSM-tree first, then the
-    /// separated values are read with up to `ro.readahead_values` reads in flight, each
-    /// verified as `get` verifies it.
+    /// Point lookups of many keys. A key's value read starts as soon as its lookup in the
+    /// LSM-tree is done, so the device works while later keys are looked up; up to
+    /// `ro.readahead_values` reads are in flight, each verified as `get` verifies it.
     pub(crate) fn multi_get(&self, ro: &ReadOptions, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
         // Registered like a snapshot: value-log GC keeps what these pointers name until the
         // reads are done.
         let (view, _reader) = self.registered_view(ro);
         let fill = self.fill_cache(ro);
-        let entries = keys
-            .iter()
-            .map(|k| self.get_entry(&view, k, fill))
-            .collect::<Result<Vec<Option<(ValueKind, Vec<u8>)>>>>()?;
-        let in_flight = ro.readahead_values;
-        let mut reads: std::collections::VecDeque<Option<PendingRead>> = std::collections::VecDeque::new();
-        let mut started = 0;
-        let mut out = Vec::with_capacity(keys.len());
-        for (i, (key, entry)) in keys.iter().zip(&entries).enumerate() {
-            // Keep `in_flight` reads going ahead of the one being finished.
-            while started < entries.len() && started < i.saturating_add(in_flight) {
-                reads.push_back(match &entries[started] {
-                    Some((ValueKind::Pointer, enc)) => self.start_pointer_read(enc, Access::Point),
-                    _ => None,
-                });
-                started += 1;
-            }
-            let read = if started > i { reads.pop_front().flatten() } else { None };
-            out.push(match (entry, read) {
-                (Some((ValueKind::Pointer, enc)), Some(read)) => {
-                    Some(self.finish_pointer_read(key, enc, read, Access::Point)?)
+        let mut out: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
+        // Started reads, oldest first: (index in `out`, encoded pointer, the read).
+        let mut reads = std::collections::VecDeque::new();
+        for (i, key) in keys.iter().enumerate() {
+            let entry = self.get_entry(&view, key, fill)?;
+            let started = match &entry {
+                Some((ValueKind::Pointer, enc)) if ro.readahead_values > 0 => {
+                    self.start_pointer_read(enc, Access::Point)
                 }
-                (Some((kind, v)), None) => self.resolve(key, *kind, v.clone())?,
-                (Some(_), Some(_)) | (None, _) => None,
-            });
+                _ => None,
+            };
+            match (entry, started) {
+                (Some((_, enc)), Some(read)) => {
+                    out.push(None);
+                    reads.push_back((i, enc, read));
+                    if reads.len() > ro.readahead_values {
+                        self.finish_multi_read(keys, &mut out, reads.pop_front())?;
+                    }
+                }
+                (Some((kind, v)), None) => out.push(self.resolve(key, kind, v)?),
+                (None, _) => out.push(None),
+            }
+        }
+        while let Some(read) = reads.pop_front() {
+            self.finish_multi_read(keys, &mut out, Some(read))?;
         }
         Ok(out)
+    }
+
+    fn finish_multi_read(
+        &self,
+        keys: &[&[u8]],
+        out: &mut [Option<Vec<u8>>],
+        read: Option<(usize, Vec<u8>, PendingRead)>,
+    ) -> Result<()> {
+        if let Some((i, enc, read)) = read {
+            out[i] = Some(self.finish_pointer_read(keys[i], &enc, read, Access::Point)?);
+        }
+        Ok(())
     }
 
     pub(crate) fn iter(self: &Arc<Self>, ro: &ReadOptions) -> Result<DbIterator> {
@@ -326,5 +338,9 @@ impl ValueSource for ScanValues {
 
     fn finish(&self, user_key: &[u8], encoded: &[u8], read: PendingRead) -> Result<Vec<u8>> {
         self.0.finish_pointer_read(user_key, encoded, read, Access::Scan)
+    }
+
+    fn read_region(&self, region: crate::iter::value_regions::Region) {
+        self.0.vlog.will_need(region.file, region.offset, region.len);
     }
 }

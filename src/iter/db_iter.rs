@@ -6,6 +6,7 @@
 use std::cmp::Ordering;
 use std::collections::VecDeque;
 
+use super::value_regions::{Region, ValueRegions};
 use super::InternalIterator;
 use crate::error::{Error, Result};
 use crate::key::{self, ValueKind, KIND_FOR_SEEK, MAX_SEQ};
@@ -24,6 +25,9 @@ pub trait ValueSource: Send + Sync {
     fn prefetch(&self, encoded: &[u8]) -> Option<PendingRead>;
     /// Finish a read `prefetch` started, with the same checks as `read`.
     fn finish(&self, user_key: &[u8], encoded: &[u8], read: PendingRead) -> Result<Vec<u8>>;
+    /// Start reading a whole region of a value-log file into the page cache (a long scan keeps
+    /// coming back to it); a hint, so it reports nothing.
+    fn read_region(&self, _region: Region) {}
 }
 
 /// A direction of travel.
@@ -55,12 +59,14 @@ pub struct Readahead {
     steps_at_depth: usize,
     /// Steps left without read-ahead because the values were in the page cache.
     paused: usize,
+    /// The last step was one of those.
+    pausing: bool,
 }
 
 impl Readahead {
     /// `max`: the most values in flight (`ReadOptions::readahead_values`); 0 turns it off.
     pub fn new(max: usize) -> Self {
-        Readahead { max, last: None, run: 0, depth: 0, steps_at_depth: 0, paused: 0 }
+        Readahead { max, last: None, run: 0, depth: 0, steps_at_depth: 0, paused: 0, pausing: false }
     }
 
     /// Forget the access pattern (after a seek).
@@ -78,7 +84,8 @@ impl Readahead {
         if self.max == 0 || self.run < SEQUENTIAL_AFTER_STEPS {
             return 0;
         }
-        if self.paused > 0 {
+        self.pausing = self.paused > 0;
+        if self.pausing {
             self.paused -= 1;
             return 0;
         }
@@ -103,6 +110,18 @@ impl Readahead {
             self.steps_at_depth = 0;
             self.paused = CACHED_PAUSE_STEPS;
         }
+    }
+
+    /// Whether the last step went without read-ahead because the values were cached.
+    pub fn pausing(&self) -> bool {
+        self.pausing
+    }
+
+    /// A value read while paused was not in the page cache: the pause ends, and read-ahead
+    /// starts again from the next step.
+    pub fn note_miss(&mut self) {
+        self.paused = 0;
+        self.pausing = false;
     }
 }
 
@@ -134,6 +153,8 @@ pub struct DbIterator {
     cursor: Cursor,
     values: std::sync::Arc<dyn ValueSource>,
     readahead: Readahead,
+    /// Where this scan's read-ahead missed the page cache (regions worth reading whole).
+    regions: ValueRegions,
     /// `Some` while reading ahead; `None`: the user's entry is the cursor's.
     window: Option<Window>,
     /// The current entry's value, when it is separated.
@@ -169,6 +190,7 @@ impl DbIterator {
             cursor,
             values,
             readahead: Readahead::new(readahead_values),
+            regions: ValueRegions::default(),
             window: None,
             resolved: None,
             failed: false,
@@ -248,6 +270,7 @@ impl DbIterator {
     fn reposition(&mut self, seek: impl FnOnce(&mut Cursor) -> Result<()>) -> Result<()> {
         self.window = None;
         self.readahead.reset();
+        self.regions.reset();
         self.failed = false;
         self.resolved = None;
         let r = seek(&mut self.cursor).and_then(|()| self.resolve_cursor());
@@ -291,6 +314,9 @@ impl DbIterator {
             self.open_window(dir, depth);
             return self.resolve_front();
         }
+        if self.readahead.pausing() {
+            return self.resolve_cursor_paused();
+        }
         self.resolve_cursor()
     }
 
@@ -317,7 +343,7 @@ impl DbIterator {
         if depth == 0 && self.window.as_ref().is_some_and(|w| w.entries.len() == 1 && !w.done) {
             self.window = None;
             self.cursor.step(dir)?;
-            return self.resolve_cursor();
+            return self.resolve_cursor_paused();
         }
         if let Some(w) = &mut self.window {
             if let Some(gone) = w.entries.pop_front() {
@@ -349,9 +375,12 @@ impl DbIterator {
                 let (kind, stored) = (self.cursor.kind, self.cursor.stored().to_vec());
                 let pointer = (kind == ValueKind::Pointer as u8).then(|| ValuePointer::decode(&stored)).flatten();
                 let read = pointer.and_then(|_| self.values.prefetch(&stored));
-                if let Some(r) = &read {
+                if let (Some(r), Some(p)) = (&read, &pointer) {
                     issued += 1;
                     cached += usize::from(r.was_cached());
+                    if let Some(region) = (!r.was_cached()).then(|| self.regions.miss(p)).flatten() {
+                        self.values.read_region(region);
+                    }
                 }
                 let read_bytes = if read.is_some() { pointer.map_or(0, |p| u64::from(p.op_len)) } else { 0 };
                 w.bytes += read_bytes;
@@ -375,6 +404,25 @@ impl DbIterator {
             None => self.values.read(&front.key, &front.stored)?,
         };
         self.resolved = Some(v);
+        Ok(())
+    }
+
+    /// `resolve_cursor` while read-ahead pauses for cached values: the read goes through the
+    /// page-cache probe, and a value that was not cached ends the pause (the scan has left
+    /// the cached part of the log, and plain reads from the device would be one at a time).
+    fn resolve_cursor_paused(&mut self) -> Result<()> {
+        if !(self.cursor.valid && self.cursor.kind == ValueKind::Pointer as u8) {
+            return Ok(());
+        }
+        let stored = self.cursor.stored();
+        let Some(read) = self.values.prefetch(stored) else { return self.resolve_cursor() };
+        if !read.was_cached() {
+            self.readahead.note_miss();
+            if let Some(region) = ValuePointer::decode(stored).and_then(|p| self.regions.miss(&p)) {
+                self.values.read_region(region);
+            }
+        }
+        self.resolved = Some(self.values.finish(self.cursor.key(), stored, read)?);
         Ok(())
     }
 
@@ -695,6 +743,115 @@ mod tests {
         r.reset();
         assert_eq!(depths(&mut r, Step::Backward, 2), [0, 2]);
         assert_eq!(r.step(Step::Forward), 0);
+    }
+
+    /// Values are the pointer's offset as text; a read counts as cached when a region holding
+    /// it was requested (a model of the page cache) or `all_cached` says so.
+    struct ModelValues {
+        regions: parking_lot::Mutex<Vec<Region>>,
+        plain_reads: std::sync::atomic::AtomicUsize,
+        all_cached: bool,
+    }
+
+    impl ModelValues {
+        fn new(all_cached: bool) -> Self {
+            ModelValues { regions: Default::default(), plain_reads: Default::default(), all_cached }
+        }
+
+        fn value(encoded: &[u8]) -> Vec<u8> {
+            ValuePointer::decode(encoded).map(|p| p.offset.to_string().into_bytes()).unwrap_or_default()
+        }
+    }
+
+    impl ValueSource for ModelValues {
+        fn read(&self, _key: &[u8], encoded: &[u8]) -> Result<Vec<u8>> {
+            self.plain_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(Self::value(encoded))
+        }
+        fn prefetch(&self, encoded: &[u8]) -> Option<PendingRead> {
+            let p = ValuePointer::decode(encoded)?;
+            let in_region = self
+                .regions
+                .lock()
+                .iter()
+                .any(|r| r.file == p.file && (r.offset..r.offset + r.len).contains(&p.offset));
+            Some(PendingRead::done_for_test(Self::value(encoded), self.all_cached || in_region))
+        }
+        fn finish(&self, _key: &[u8], encoded: &[u8], read: PendingRead) -> Result<Vec<u8>> {
+            let got = read.wait()?.unwrap_or_default();
+            assert_eq!(got, Self::value(encoded));
+            Ok(got)
+        }
+        fn read_region(&self, region: Region) {
+            self.regions.lock().push(region);
+        }
+    }
+
+    /// An iterator over `n` keys whose values sit at `offset(i)` of vLog file 1.
+    fn scan_over(n: u32, offset: impl Fn(u32) -> u64, values: std::sync::Arc<ModelValues>) -> DbIterator {
+        let mem = std::sync::Arc::new(crate::memtable::Memtable::new(1));
+        for i in 0..n {
+            let ptr = ValuePointer { file: 1, offset: offset(i), op_len: 100, value_crc: 0 };
+            mem.add(u64::from(i) + 1, ValueKind::Pointer, format!("k{i:06}").as_bytes(), &ptr.encoded());
+        }
+        DbIterator::new(Box::new(mem.iter()), MAX_SEQ, (None, None), values, 32, Box::new(()))
+    }
+
+    fn walk(it: &mut DbIterator, offset: impl Fn(u32) -> u64) -> u32 {
+        let mut seen = 0;
+        it.seek_to_first().unwrap();
+        while it.valid() {
+            assert_eq!(it.value(), offset(seen).to_string().as_bytes(), "entry {seen}");
+            seen += 1;
+            it.next().unwrap();
+        }
+        seen
+    }
+
+    #[test]
+    fn a_long_scan_over_scattered_values_reads_each_region_once() {
+        use super::super::value_regions::REGION_BYTES;
+        // A random load: neighbouring keys' values are far apart, each region holds many.
+        let regions = 40u64;
+        let offset = move |i: u32| (u64::from(i) * 7919 % regions) * REGION_BYTES + u64::from(i) * 101 % 200_000;
+        let values = std::sync::Arc::new(ModelValues::new(false));
+        let mut it = scan_over(4000, offset, values.clone());
+        assert_eq!(walk(&mut it, offset), 4000);
+        let asked = values.regions.lock().clone();
+        let mut starts: Vec<u64> = asked.iter().map(|r| r.offset).collect();
+        starts.sort_unstable();
+        starts.dedup();
+        assert_eq!(starts.len(), asked.len(), "a region is requested once: {asked:?}");
+        assert_eq!(asked.len() as u64, regions, "every region the scan keeps coming back to");
+    }
+
+    #[test]
+    fn a_short_scan_over_scattered_values_reads_no_region() {
+        use super::super::value_regions::REGION_BYTES;
+        let offset = |i: u32| u64::from(i) * REGION_BYTES;
+        let values = std::sync::Arc::new(ModelValues::new(false));
+        let mut it = scan_over(100, offset, values.clone());
+        assert_eq!(walk(&mut it, offset), 100);
+        assert!(values.regions.lock().is_empty(), "one value per region: read value by value");
+    }
+
+    #[test]
+    fn a_miss_while_paused_resumes_read_ahead() {
+        // Warm: read-ahead pauses, and paused steps probe the cache instead of plain reads.
+        let offset = |i: u32| u64::from(i) * 5000;
+        let warm = std::sync::Arc::new(ModelValues::new(true));
+        let mut it = scan_over(1000, offset, warm.clone());
+        assert_eq!(walk(&mut it, offset), 1000);
+        // Plain reads: the steps before read-ahead starts, and the first entry of each probe.
+        let plain = warm.plain_reads.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(plain <= 3 + 1000 / CACHED_PAUSE_STEPS, "{plain} plain reads: paused steps must probe");
+        let mut r = Readahead::new(32);
+        depths(&mut r, Step::Forward, 20);
+        r.note_cached();
+        depths(&mut r, Step::Forward, 3);
+        assert!(r.pausing());
+        r.note_miss();
+        assert_eq!(depths(&mut r, Step::Forward, 1), [2], "a miss ends the pause at once");
     }
 
     #[test]

@@ -68,6 +68,17 @@ enum Pending {
 }
 
 impl PendingRead {
+    /// A read already done, counted as a page-cache hit or not (tests of read-ahead policy).
+    #[cfg(test)]
+    pub(crate) fn done_for_test(bytes: Vec<u8>, cached: bool) -> PendingRead {
+        if cached {
+            return PendingRead { state: Pending::Cached(bytes) };
+        }
+        let done = Arc::new(Completion::default());
+        done.finish(Ok(Some(bytes)));
+        PendingRead { state: Pending::Waiting(done) }
+    }
+
     /// Whether the bytes were in the page cache, so the read cost no more than a plain
     /// `pread` and reading ahead gained nothing.
     pub fn was_cached(&self) -> bool {

@@ -90,6 +90,15 @@ impl VlogReader {
         Ok(self.parallel.submit(f, ptr.offset, ptr.op_len as usize))
     }
 
+    /// Ask the kernel to read `len` bytes at `offset` of a vLog file into the page cache in the
+    /// background (`POSIX_FADV_WILLNEED`), through the scan handle. A hint: a file gone or a
+    /// refused advice only means the values are read one by one.
+    pub fn will_need(&self, number: u64, offset: u64, len: u64) {
+        if let Ok(f) = self.file(number, Access::Scan) {
+            let _ = f.advise(offset, len, Advice::WillNeed);
+        }
+    }
+
     /// Check that `op` (read at `ptr`) is a put of `user_key` whose value matches the pointer's
     /// crc, and return the value, moved to the front of the op's own buffer (a scan reads
     /// gigabytes: a second allocation and copy per value cost a quarter of a warm scan).

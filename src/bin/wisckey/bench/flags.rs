@@ -71,7 +71,9 @@ pub struct BenchArgs {
     #[arg(long = "open_files")]
     pub open_files: Option<usize>,
 
-    /// Evict the database's files from the page cache before each read benchmark.
+    /// Evict the database's files from the page cache before each read benchmark, after
+    /// waiting for pending flushes and compactions (data at rest on the device, as after a
+    /// load in the WiscKey paper; otherwise a compaction racing the reads is measured too).
     #[arg(long = "cold", default_value = "false", num_args = 0..=1,
           default_missing_value = "true", action = ArgAction::Set, value_parser = parse_bool)]
     pub cold: bool,

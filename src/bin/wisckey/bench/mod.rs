@@ -278,6 +278,7 @@ impl Bench {
             self.reopen_fresh()?;
         }
         if self.args.cold && !spec.writes {
+            self.db()?.wait_for_background_work()?;
             evict_page_cache(&self.path)?;
         }
         let value_class = self.live.class_for(spec.value_size);
