@@ -61,12 +61,26 @@ pub struct Readahead {
     paused: usize,
     /// The last step was one of those.
     pausing: bool,
+    /// Values read ahead in a row that were in the page cache.
+    cached_run: usize,
+    /// The depth when the pause began, taken up again when a miss ends it.
+    resume_depth: usize,
 }
 
 impl Readahead {
     /// `max`: the most values in flight (`ReadOptions::readahead_values`); 0 turns it off.
     pub fn new(max: usize) -> Self {
-        Readahead { max, last: None, run: 0, depth: 0, steps_at_depth: 0, paused: 0, pausing: false }
+        Readahead {
+            max,
+            last: None,
+            run: 0,
+            depth: 0,
+            steps_at_depth: 0,
+            paused: 0,
+            pausing: false,
+            cached_run: 0,
+            resume_depth: 0,
+        }
     }
 
     /// Forget the access pattern (after a seek).
@@ -101,13 +115,29 @@ impl Readahead {
         self.depth
     }
 
+    /// Record whether a value read ahead was in the page cache. A window's worth of cached
+    /// values in a row pauses read-ahead (`note_cached`); a single one does not, as a scan
+    /// half through a log being read into the cache meets both kinds.
+    pub fn note_read(&mut self, cached: bool) {
+        if !cached {
+            self.cached_run = 0;
+            return;
+        }
+        self.cached_run += 1;
+        if self.cached_run >= self.depth.max(FIRST_DEPTH) {
+            self.note_cached();
+        }
+    }
+
     /// The values just read ahead were all in the page cache: reading further ahead gains
-    /// nothing, so the depth falls back to its first value (a warm short scan then wastes
-    /// at most that many reads when it stops).
+    /// nothing, so read-ahead pauses for `CACHED_PAUSE_STEPS` and then probes again at its
+    /// first depth (a warm short scan then wastes at most that many reads when it stops).
     pub fn note_cached(&mut self) {
         if self.depth > 0 {
+            self.resume_depth = self.depth;
             self.depth = 0;
             self.steps_at_depth = 0;
+            self.cached_run = 0;
             self.paused = CACHED_PAUSE_STEPS;
         }
     }
@@ -118,10 +148,14 @@ impl Readahead {
     }
 
     /// A value read while paused was not in the page cache: the pause ends, and read-ahead
-    /// starts again from the next step.
+    /// goes on from the next step at the depth it had.
     pub fn note_miss(&mut self) {
-        self.paused = 0;
-        self.pausing = false;
+        if self.pausing {
+            self.paused = 0;
+            self.pausing = false;
+            self.depth = self.resume_depth;
+            self.steps_at_depth = 0;
+        }
     }
 }
 
@@ -365,7 +399,6 @@ impl DbIterator {
     /// read ahead reach `MAX_AHEAD_BYTES`), starting a read for each separated value.
     fn fill(&mut self, depth: usize) {
         let Some(w) = &mut self.window else { return };
-        let (mut issued, mut cached) = (0, 0);
         while !w.done && w.entries.len() <= depth && (w.entries.is_empty() || w.bytes < MAX_AHEAD_BYTES) {
             if let Err(e) = self.cursor.step(w.dir) {
                 (w.done, w.error) = (true, Some(e));
@@ -376,8 +409,7 @@ impl DbIterator {
                 let pointer = (kind == ValueKind::Pointer as u8).then(|| ValuePointer::decode(&stored)).flatten();
                 let read = pointer.and_then(|_| self.values.prefetch(&stored));
                 if let (Some(r), Some(p)) = (&read, &pointer) {
-                    issued += 1;
-                    cached += usize::from(r.was_cached());
+                    self.readahead.note_read(r.was_cached());
                     if let Some(region) = (!r.was_cached()).then(|| self.regions.miss(p)).flatten() {
                         self.values.read_region(region);
                     }
@@ -386,10 +418,6 @@ impl DbIterator {
                 w.bytes += read_bytes;
                 w.entries.push_back(Ahead { key: self.cursor.key().to_vec(), kind, stored, read, read_bytes });
             }
-        }
-        // Every value read ahead was in the page cache: reading further gains nothing.
-        if issued > 0 && cached == issued {
-            self.readahead.note_cached();
         }
     }
 
@@ -851,7 +879,17 @@ mod tests {
         depths(&mut r, Step::Forward, 3);
         assert!(r.pausing());
         r.note_miss();
-        assert_eq!(depths(&mut r, Step::Forward, 1), [2], "a miss ends the pause at once");
+        assert_eq!(depths(&mut r, Step::Forward, 1), [16], "a miss ends the pause at the depth it had");
+        let mut r = Readahead::new(32);
+        depths(&mut r, Step::Forward, 40);
+        for i in 0..31 {
+            r.note_read(i % 8 != 0);
+        }
+        assert_eq!(r.step(Step::Forward), 32, "cached reads mixed with misses do not pause");
+        for _ in 0..32 {
+            r.note_read(true);
+        }
+        assert_eq!(r.step(Step::Forward), 0, "a window's worth of cached reads in a row does");
     }
 
     #[test]
