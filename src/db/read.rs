@@ -198,53 +198,43 @@ impl DbInner {
         }
     }
 
-    /// Point lookups of many keys. A key's value read starts as soon as its lookup in the
-    /// LSM-tree is done, so the device works while later keys are looked up; up to
-    /// `ro.readahead_values` reads are in flight, each verified as `get` verifies it.
+    /// Point lookups of many keys, `ro.readahead_values` at a time: the keys are looked up in
+    /// the LSM-tree, then their value reads are submitted together (one kernel entry with
+    /// io_uring) and collected in order, each verified as `get` verifies it.
     pub(crate) fn multi_get(&self, ro: &ReadOptions, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
         // Registered like a snapshot: value-log GC keeps what these pointers name until the
         // reads are done.
         let (view, _reader) = self.registered_view(ro);
         let fill = self.fill_cache(ro);
-        let mut out: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
-        // Started reads, oldest first: (index in `out`, encoded pointer, the read).
-        let mut reads = std::collections::VecDeque::new();
-        for (i, key) in keys.iter().enumerate() {
-            let entry = self.get_entry(&view, key, fill)?;
-            let started = match &entry {
-                Some((ValueKind::Pointer, enc)) if ro.readahead_values > 0 => {
-                    self.start_pointer_read(enc, Access::Point)
-                }
-                _ => None,
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(ro.readahead_values.max(1)) {
+            let entries = chunk.iter().map(|k| self.get_entry(&view, k, fill)).collect::<Result<Vec<_>>>()?;
+            let ptrs: Vec<ValuePointer> = match ro.readahead_values {
+                0 => Vec::new(),
+                _ => entries
+                    .iter()
+                    .filter_map(|e| match e {
+                        Some((ValueKind::Pointer, enc)) => ValuePointer::decode(enc),
+                        _ => None,
+                    })
+                    .collect(),
             };
-            match (entry, started) {
-                (Some((_, enc)), Some(read)) => {
-                    out.push(None);
-                    reads.push_back((i, enc, read));
-                    if reads.len() > ro.readahead_values {
-                        self.finish_multi_read(keys, &mut out, reads.pop_front())?;
+            let mut reads = self.vlog.start_reads(&ptrs, Access::Point).into_iter();
+            for (key, entry) in chunk.iter().zip(entries) {
+                let started = match &entry {
+                    Some((ValueKind::Pointer, enc)) if !ptrs.is_empty() && ValuePointer::decode(enc).is_some() => {
+                        reads.next().flatten()
                     }
-                }
-                (Some((kind, v)), None) => out.push(self.resolve(key, kind, v)?),
-                (None, _) => out.push(None),
+                    _ => None,
+                };
+                out.push(match (entry, started) {
+                    (Some((_, enc)), Some(read)) => Some(self.finish_pointer_read(key, &enc, read, Access::Point)?),
+                    (Some((kind, v)), None) => self.resolve(key, kind, v)?,
+                    (None, _) => None,
+                });
             }
         }
-        while let Some(read) = reads.pop_front() {
-            self.finish_multi_read(keys, &mut out, Some(read))?;
-        }
         Ok(out)
-    }
-
-    fn finish_multi_read(
-        &self,
-        keys: &[&[u8]],
-        out: &mut [Option<Vec<u8>>],
-        read: Option<(usize, Vec<u8>, PendingRead)>,
-    ) -> Result<()> {
-        if let Some((i, enc, read)) = read {
-            out[i] = Some(self.finish_pointer_read(keys[i], &enc, read, Access::Point)?);
-        }
-        Ok(())
     }
 
     pub(crate) fn iter(self: &Arc<Self>, ro: &ReadOptions) -> Result<DbIterator> {

@@ -190,19 +190,43 @@ impl ParallelReader {
 
     /// Start reading `len` bytes at `offset` of `file`.
     pub fn submit(&self, file: Arc<dyn RandomAccessFile>, offset: u64, len: usize) -> PendingRead {
-        // Cached bytes cost one syscall here; handing them to an engine would cost more.
-        let cached = self.cached_fast_path.then(|| file.raw_fd()).flatten();
-        if let Some(bytes) = cached.and_then(|fd| read_if_cached(fd, offset, len)) {
-            return PendingRead { state: Pending::Cached(bytes) };
+        let mut reads = self.submit_many(std::iter::once((file, offset, len)));
+        reads.pop().unwrap_or_else(|| unreachable!("one read submitted, one returned"))
+    }
+
+    /// Start reading each `(file, offset, len)`, in order. Reads that go to io_uring are
+    /// submitted together, with one kernel entry.
+    pub fn submit_many(
+        &self,
+        reads: impl IntoIterator<Item = (Arc<dyn RandomAccessFile>, u64, usize)>,
+    ) -> Vec<PendingRead> {
+        let mut ring_batch = Vec::new();
+        let pending = reads
+            .into_iter()
+            .map(|(file, offset, len)| {
+                // Cached bytes cost one syscall here; handing them to an engine would cost more.
+                let cached = self.cached_fast_path.then(|| file.raw_fd()).flatten();
+                if let Some(bytes) = cached.and_then(|fd| read_if_cached(fd, offset, len)) {
+                    return PendingRead { state: Pending::Cached(bytes) };
+                }
+                let done = Arc::new(Completion::default());
+                let use_uring = file.raw_fd().is_some() && self.uses_io_uring();
+                let req = ReadRequest { file, offset, len, done: done.clone() };
+                if use_uring {
+                    ring_batch.push(req);
+                } else {
+                    self.pool.get_or_init(Pool::start).submit(req);
+                }
+                PendingRead { state: Pending::Waiting(done) }
+            })
+            .collect();
+        if !ring_batch.is_empty() {
+            match self.uring.get() {
+                Some(Some(engine)) => engine.submit_many(ring_batch),
+                _ => ring_batch.into_iter().for_each(|r| self.pool.get_or_init(Pool::start).submit(r)),
+            }
         }
-        let done = Arc::new(Completion::default());
-        let use_uring = file.raw_fd().is_some() && self.uses_io_uring();
-        let req = ReadRequest { file, offset, len, done: done.clone() };
-        match self.uring.get() {
-            Some(Some(engine)) if use_uring => engine.submit(req),
-            _ => self.pool.get_or_init(Pool::start).submit(req),
-        }
-        PendingRead { state: Pending::Waiting(done) }
+        pending
     }
 }
 
@@ -222,6 +246,12 @@ mod tests {
         for ((off, len), p) in reads.iter().zip(pending) {
             let got = p.wait().unwrap().unwrap();
             assert_eq!(got, &data[*off as usize..*off as usize + len]);
+        }
+        // The same reads as one batch (one kernel entry with io_uring), answered in order.
+        let batch = reader.submit_many(reads.iter().map(|&(off, len)| (f.clone(), off, len)));
+        assert_eq!(batch.len(), reads.len());
+        for ((off, len), p) in reads.iter().zip(batch) {
+            assert_eq!(p.wait().unwrap().unwrap(), &data[*off as usize..*off as usize + len]);
         }
         // Freshly written bytes are cached: with the fast path they never reach an engine.
         let p = reader.submit(f.clone(), 0, 100);

@@ -90,6 +90,18 @@ impl VlogReader {
         Ok(self.parallel.submit(f, ptr.offset, ptr.op_len as usize))
     }
 
+    /// `start_read` for many pointers, submitted together (one kernel entry for those that go
+    /// to io_uring); `None` where a read cannot start (its file is missing: the synchronous
+    /// read then reports it).
+    pub fn start_reads(&self, ptrs: &[ValuePointer], access: Access) -> Vec<Option<PendingRead>> {
+        let files: Vec<Option<Arc<dyn RandomAccessFile>>> =
+            ptrs.iter().map(|p| self.file(p.file, access).ok()).collect();
+        let reads =
+            ptrs.iter().zip(&files).filter_map(|(p, f)| f.as_ref().map(|f| (f.clone(), p.offset, p.op_len as usize)));
+        let mut started = self.parallel.submit_many(reads).into_iter();
+        files.iter().map(|f| f.as_ref().and_then(|_| started.next())).collect()
+    }
+
     /// Ask the kernel to read `len` bytes at `offset` of a vLog file into the page cache in the
     /// background (`POSIX_FADV_WILLNEED`), through the scan handle. A hint: a file gone or a
     /// refused advice only means the values are read one by one.

@@ -86,8 +86,10 @@ impl UringEngine {
         Ok(UringEngine { ring, driver: Some(driver) })
     }
 
-    pub(crate) fn submit(&self, req: ReadRequest) {
-        self.ring.submit(req);
+    /// Start reads with a single `io_uring_enter` (one kernel entry and one device doorbell
+    /// for the batch).
+    pub(crate) fn submit_many(&self, reqs: impl IntoIterator<Item = ReadRequest>) {
+        self.ring.submit_many(reqs);
     }
 }
 
@@ -115,13 +117,36 @@ impl Drop for UringEngine {
 }
 
 impl Ring {
-    /// Push a read and enter the kernel; read inline if the ring cannot take it.
-    fn submit(&self, req: ReadRequest) {
+    /// Push reads and enter the kernel once for all of them; a read the ring cannot take is
+    /// read inline.
+    fn submit_many(&self, reqs: impl IntoIterator<Item = ReadRequest>) {
+        let mut pushed = 0;
+        for req in reqs {
+            pushed += usize::from(self.push(req));
+        }
+        if pushed == 0 {
+            return;
+        }
+        // Reads of cached pages complete inside this call; the rest go to the device.
+        if let Err(e) = self.ring.submit() {
+            tracing::debug!(error = %e, "io_uring submit failed; the driver retries");
+        }
+        self.reap();
+        let t = self.table.lock();
+        if t.in_flight > 0 {
+            self.work.notify_one();
+        }
+    }
+
+    /// Put a read on the submission queue; false when it was read inline instead.
+    fn push(&self, req: ReadRequest) -> bool {
         let (Some(fd), Ok(len)) = (req.file.raw_fd(), u32::try_from(req.len)) else {
-            return req.run_inline();
+            req.run_inline();
+            return false;
         };
         if self.broken.load(Ordering::Acquire) {
-            return req.run_inline();
+            req.run_inline();
+            return false;
         }
         let offset = req.offset;
         let mut buf = vec![0u8; req.len];
@@ -130,7 +155,8 @@ impl Ring {
             let mut t = self.table.lock();
             let Some(slot) = t.free.pop() else {
                 drop(t);
-                return req.run_inline();
+                req.run_inline();
+                return false;
             };
             t.slots[slot] = Some(InFlight { req, buf });
             t.in_flight += 1;
@@ -150,17 +176,9 @@ impl Ring {
             if let Some(taken) = self.release(slot) {
                 taken.req.run_inline();
             }
-            return;
+            return false;
         }
-        // Reads of cached pages complete inside this call; the rest go to the device.
-        if let Err(e) = self.ring.submit() {
-            tracing::debug!(error = %e, "io_uring submit failed; the driver retries");
-        }
-        self.reap();
-        let t = self.table.lock();
-        if t.in_flight > 0 {
-            self.work.notify_one();
-        }
+        true
     }
 
     /// Take a slot back that the kernel never saw.
