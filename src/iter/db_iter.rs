@@ -410,7 +410,7 @@ impl DbIterator {
                 let read = pointer.and_then(|_| self.values.prefetch(&stored));
                 if let (Some(r), Some(p)) = (&read, &pointer) {
                     self.readahead.note_read(r.was_cached());
-                    if let Some(region) = (!r.was_cached()).then(|| self.regions.miss(p)).flatten() {
+                    if let Some(region) = self.regions.visit(p, !r.was_cached()) {
                         self.values.read_region(region);
                     }
                 }
@@ -446,7 +446,7 @@ impl DbIterator {
         let Some(read) = self.values.prefetch(stored) else { return self.resolve_cursor() };
         if !read.was_cached() {
             self.readahead.note_miss();
-            if let Some(region) = ValuePointer::decode(stored).and_then(|p| self.regions.miss(&p)) {
+            if let Some(region) = ValuePointer::decode(stored).and_then(|p| self.regions.visit(&p, true)) {
                 self.values.read_region(region);
             }
         }

@@ -4,13 +4,14 @@
 //! After a random load, key order and value-log order are unrelated: a scan's values are
 //! scattered over every vLog file, and reading them one by one costs one small device read
 //! each, however many are in flight. A long scan comes back to the same region of a file again
-//! and again, though. Once a scan's reads have missed the page cache `REGION_MISSES` times in
-//! one `REGION_BYTES` region, the rest of its values there are likely to be read too (a scan
-//! that went this far tends to go on as far again), so the region is read whole with one
+//! and again, though. Once a scan has read `REGION_VISITS` values in one `REGION_BYTES` region,
+//! more of its values there are likely to be read too (a scan that went this far tends to go
+//! on as far again), so at its next page-cache miss there the region is read whole with one
 //! large sequential request and later values come from the page cache. The device reads large
 //! requests an order of magnitude faster per byte than scattered 4 KiB ones.
 //!
-//! Short scans rarely miss several times in one region, so they keep reading value by value.
+//! Short scans over scattered values rarely read several in one region, so they keep reading
+//! value by value.
 
 use std::collections::HashMap;
 
@@ -20,17 +21,17 @@ use crate::vlog::ValuePointer;
 const REGION_SHIFT: u32 = 18;
 /// Bytes of a region.
 pub const REGION_BYTES: u64 = 1 << REGION_SHIFT;
-/// Misses in one region that make reading it whole worthwhile.
-pub const REGION_MISSES: u32 = 3;
+/// Reads in one region that make reading it whole worthwhile.
+pub const REGION_VISITS: u32 = 3;
 /// Regions tracked at most (16 GiB of value log); past that, counting starts afresh.
 const MAX_TRACKED: usize = 1 << 16;
 /// Count of a region already requested whole.
 const REQUESTED: u32 = u32::MAX;
 
-/// Page-cache misses per value-log region seen by one scan.
+/// Reads per value-log region by one scan.
 #[derive(Debug, Default)]
 pub struct ValueRegions {
-    misses: HashMap<(u64, u64), u32>,
+    visits: HashMap<(u64, u64), u32>,
 }
 
 /// A byte range of a value-log file to read whole.
@@ -44,22 +45,23 @@ pub struct Region {
 impl ValueRegions {
     /// Forget what was counted (a seek starts a new scan).
     pub fn reset(&mut self) {
-        self.misses.clear();
+        self.visits.clear();
     }
 
-    /// Record that the value at `ptr` had to be read from the device; returns its region when
-    /// this miss makes the region worth reading whole (once per region).
-    pub fn miss(&mut self, ptr: &ValuePointer) -> Option<Region> {
-        if self.misses.len() >= MAX_TRACKED {
-            self.misses.clear();
+    /// Record a read of the value at `ptr` (`missed`: it had to come from the device); returns
+    /// its region when the region has been visited `REGION_VISITS` times and this read missed
+    /// (a region the page cache already holds is never requested), once per region.
+    pub fn visit(&mut self, ptr: &ValuePointer, missed: bool) -> Option<Region> {
+        if self.visits.len() >= MAX_TRACKED {
+            self.visits.clear();
         }
         let index = ptr.offset >> REGION_SHIFT;
-        let count = self.misses.entry((ptr.file, index)).or_insert(0);
+        let count = self.visits.entry((ptr.file, index)).or_insert(0);
         if *count == REQUESTED {
             return None;
         }
         *count += 1;
-        if *count < REGION_MISSES {
+        if *count < REGION_VISITS || !missed {
             return None;
         }
         *count = REQUESTED;
@@ -76,38 +78,39 @@ mod tests {
     }
 
     #[test]
-    fn a_region_is_requested_once_after_enough_misses() {
+    fn a_region_is_requested_once_at_a_miss_after_enough_visits() {
         let mut r = ValueRegions::default();
         let base = 3 * REGION_BYTES;
-        for i in 0..u64::from(REGION_MISSES) - 1 {
-            assert_eq!(r.miss(&ptr(7, base + i * 5000)), None, "miss {i} is too few");
+        for i in 0..u64::from(REGION_VISITS) - 1 {
+            assert_eq!(r.visit(&ptr(7, base + i * 5000), true), None, "visit {i} is too few");
         }
+        assert_eq!(r.visit(&ptr(7, base + 1), false), None, "a cached read requests nothing");
         let want = Region { file: 7, offset: base, len: REGION_BYTES };
-        assert_eq!(r.miss(&ptr(7, base + REGION_BYTES - 1)), Some(want));
+        assert_eq!(r.visit(&ptr(7, base + REGION_BYTES - 1), true), Some(want));
         for _ in 0..20 {
-            assert_eq!(r.miss(&ptr(7, base + 10)), None, "requested once only");
+            assert_eq!(r.visit(&ptr(7, base + 10), true), None, "requested once only");
         }
     }
 
     #[test]
     fn regions_are_counted_per_file_and_per_offset() {
         let mut r = ValueRegions::default();
-        for i in 0..u64::from(REGION_MISSES) - 1 {
-            assert_eq!(r.miss(&ptr(1, i)), None);
-            assert_eq!(r.miss(&ptr(2, i)), None, "another file's region");
-            assert_eq!(r.miss(&ptr(1, REGION_BYTES + i)), None, "the next region of the file");
+        for i in 0..u64::from(REGION_VISITS) - 1 {
+            assert_eq!(r.visit(&ptr(1, i), true), None);
+            assert_eq!(r.visit(&ptr(2, i), true), None, "another file's region");
+            assert_eq!(r.visit(&ptr(1, REGION_BYTES + i), true), None, "the next region of the file");
         }
-        assert!(r.miss(&ptr(1, 0)).is_some());
-        assert!(r.miss(&ptr(2, 0)).is_some());
+        assert!(r.visit(&ptr(1, 0), true).is_some());
+        assert!(r.visit(&ptr(2, 0), true).is_some());
     }
 
     #[test]
     fn reset_starts_counting_afresh() {
         let mut r = ValueRegions::default();
-        for _ in 0..REGION_MISSES - 1 {
-            r.miss(&ptr(1, 0));
+        for _ in 0..REGION_VISITS - 1 {
+            r.visit(&ptr(1, 0), true);
         }
         r.reset();
-        assert_eq!(r.miss(&ptr(1, 0)), None, "a new scan counts from zero");
+        assert_eq!(r.visit(&ptr(1, 0), true), None, "a new scan counts from zero");
     }
 }

@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
@@ -25,7 +26,16 @@ pub struct VlogReader {
     files: Mutex<HashMap<(u64, bool), Arc<dyn RandomAccessFile>>>,
     /// Reads many ops at once (iterator read-ahead, `multi_get`).
     parallel: ParallelReader,
+    /// Whole-region read requests for a thread that passes them to the kernel
+    /// (`POSIX_FADV_WILLNEED` takes tens of µs to queue 256 KiB: not on the scan's thread).
+    region_reads: OnceLock<Option<SyncSender<RegionRead>>>,
 }
+
+/// A region of a vLog file to read into the page cache; the handle keeps the file open.
+type RegionRead = (Arc<dyn RandomAccessFile>, u64, u64);
+
+/// Region reads waiting for the advising thread; more are dropped (they are hints).
+const REGION_QUEUE: usize = 256;
 
 /// How a value is being read: a point lookup or part of a scan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +47,13 @@ pub enum Access {
 impl VlogReader {
     /// `use_io_uring`: read in parallel through io_uring if this process may (`Options::io_uring`).
     pub fn new(vfs: Arc<dyn Vfs>, dir: PathBuf, use_io_uring: bool) -> Self {
-        VlogReader { vfs, dir, files: Mutex::new(HashMap::new()), parallel: ParallelReader::new(use_io_uring) }
+        VlogReader {
+            vfs,
+            dir,
+            files: Mutex::new(HashMap::new()),
+            parallel: ParallelReader::new(use_io_uring),
+            region_reads: OnceLock::new(),
+        }
     }
 
     /// Whether parallel reads of real files go through io_uring (else a `pread` thread pool).
@@ -103,11 +119,18 @@ impl VlogReader {
     }
 
     /// Ask the kernel to read `len` bytes at `offset` of a vLog file into the page cache in the
-    /// background (`POSIX_FADV_WILLNEED`), through the scan handle. A hint: a file gone or a
-    /// refused advice only means the values are read one by one.
+    /// background (`POSIX_FADV_WILLNEED` through the scan handle, from a helper thread). A
+    /// hint: a file gone, a full queue or a refused advice only means the values are read one
+    /// by one.
     pub fn will_need(&self, number: u64, offset: u64, len: u64) {
-        if let Ok(f) = self.file(number, Access::Scan) {
-            let _ = f.advise(offset, len, Advice::WillNeed);
+        let Ok(f) = self.file(number, Access::Scan) else { return };
+        match self.region_reads.get_or_init(start_region_reader) {
+            Some(queue) => {
+                let _ = queue.try_send((f, offset, len));
+            }
+            None => {
+                let _ = f.advise(offset, len, Advice::WillNeed);
+            }
         }
     }
 
@@ -136,6 +159,18 @@ impl VlogReader {
         op.truncate(vlen);
         Ok(op)
     }
+}
+
+/// The thread that passes region reads to the kernel; it ends when the reader is dropped.
+/// `None` if it cannot be started (the caller then advises inline).
+fn start_region_reader() -> Option<SyncSender<RegionRead>> {
+    let (tx, rx) = sync_channel::<RegionRead>(REGION_QUEUE);
+    let spawned = std::thread::Builder::new().name("wisckey-region".into()).spawn(move || {
+        for (file, offset, len) in rx {
+            let _ = file.advise(offset, len, Advice::WillNeed);
+        }
+    });
+    spawned.ok().map(|_| tx)
 }
 
 /// Read `len` bytes at `offset`; `Ok(None)` when the file ends first.

@@ -117,6 +117,11 @@ pub struct BenchArgs {
           default_missing_value = "true", action = ArgAction::Set, value_parser = parse_bool)]
     pub prefetch: bool,
 
+    /// Most values read in parallel with --prefetch (`ReadOptions::readahead_values`; default
+    /// the engine's).
+    #[arg(long = "readahead_values", value_parser = clap::value_parser!(u64).range(1..4097))]
+    pub readahead_values: Option<u64>,
+
     /// Use io_uring for parallel value reads when the kernel allows it; 0 forces the thread pool.
     #[arg(long = "io_uring", default_value = "true", num_args = 0..=1,
           default_missing_value = "true", action = ArgAction::Set, value_parser = parse_bool)]
@@ -171,7 +176,8 @@ impl BenchArgs {
 
     /// Read options of the read benchmarks (`--prefetch`).
     pub fn read_options(&self) -> ReadOptions {
-        let readahead_values = if self.prefetch { ReadOptions::DEFAULT_READAHEAD_VALUES } else { 0 };
+        let depth = self.readahead_values.map_or(ReadOptions::DEFAULT_READAHEAD_VALUES, |n| n as usize);
+        let readahead_values = if self.prefetch { depth } else { 0 };
         ReadOptions { readahead_values, ..ReadOptions::default() }
     }
 
