@@ -35,6 +35,13 @@ pub(crate) struct ReadRequest {
 }
 
 impl ReadRequest {
+    /// A request and the handle its submitter waits on.
+    fn new(file: Arc<dyn RandomAccessFile>, offset: u64, len: usize) -> (ReadRequest, PendingRead) {
+        let done = Arc::new(Completion::default());
+        let read = PendingRead { state: Pending::Waiting(done.clone()) };
+        (ReadRequest { file, offset, len, done }, read)
+    }
+
     /// Do the read on the calling thread (the pool's way, and every engine's fallback).
     pub(crate) fn run_inline(self) {
         let outcome = read_full(&*self.file, self.offset, self.len);
@@ -190,8 +197,18 @@ impl ParallelReader {
 
     /// Start reading `len` bytes at `offset` of `file`.
     pub fn submit(&self, file: Arc<dyn RandomAccessFile>, offset: u64, len: usize) -> PendingRead {
-        let mut reads = self.submit_many(std::iter::once((file, offset, len)));
-        reads.pop().unwrap_or_else(|| unreachable!("one read submitted, one returned"))
+        // A warm scan comes here once per value: no allocation beyond the bytes themselves.
+        if let Some(read) = self.probe_cache(&file, offset, len) {
+            return read;
+        }
+        let (req, read) = ReadRequest::new(file, offset, len);
+        match self.uring.get() {
+            Some(Some(engine)) if req.file.raw_fd().is_some() && self.uses_io_uring() => {
+                engine.submit_many(std::iter::once(req))
+            }
+            _ => self.pool.get_or_init(Pool::start).submit(req),
+        }
+        read
     }
 
     /// Start reading each `(file, offset, len)`, in order. Reads that go to io_uring are
@@ -204,20 +221,16 @@ impl ParallelReader {
         let pending = reads
             .into_iter()
             .map(|(file, offset, len)| {
-                // Cached bytes cost one syscall here; handing them to an engine would cost more.
-                let cached = self.cached_fast_path.then(|| file.raw_fd()).flatten();
-                if let Some(bytes) = cached.and_then(|fd| read_if_cached(fd, offset, len)) {
-                    return PendingRead { state: Pending::Cached(bytes) };
+                if let Some(read) = self.probe_cache(&file, offset, len) {
+                    return read;
                 }
-                let done = Arc::new(Completion::default());
-                let use_uring = file.raw_fd().is_some() && self.uses_io_uring();
-                let req = ReadRequest { file, offset, len, done: done.clone() };
-                if use_uring {
+                let (req, read) = ReadRequest::new(file, offset, len);
+                if req.file.raw_fd().is_some() && self.uses_io_uring() {
                     ring_batch.push(req);
                 } else {
                     self.pool.get_or_init(Pool::start).submit(req);
                 }
-                PendingRead { state: Pending::Waiting(done) }
+                read
             })
             .collect();
         if !ring_batch.is_empty() {
@@ -227,6 +240,13 @@ impl ParallelReader {
             }
         }
         pending
+    }
+
+    /// The bytes, when they are all in the page cache: cached bytes cost one syscall here;
+    /// handing them to an engine would cost more.
+    fn probe_cache(&self, file: &Arc<dyn RandomAccessFile>, offset: u64, len: usize) -> Option<PendingRead> {
+        let fd = if self.cached_fast_path { file.raw_fd()? } else { return None };
+        read_if_cached(fd, offset, len).map(|bytes| PendingRead { state: Pending::Cached(bytes) })
     }
 }
 
