@@ -86,6 +86,12 @@ pub struct Options {
     /// once at open; a thread pool of `pread`s is used otherwise, and for non-POSIX files).
     /// `false` forces the thread pool.
     pub io_uring: bool,
+    /// Let scans read cached values through read-only memory mappings of the value-log files
+    /// (no system call per value) while read-ahead pauses because the values are cached.
+    /// Like every mmap reader (LevelDB's tables, RocksDB's `allow_mmap_reads`), a device
+    /// error while the kernel faults a mapped page in raises SIGBUS instead of returning
+    /// an error; `false` reads every value with `pread`.
+    pub mmap_value_reads: bool,
     /// The filesystem to use (real files by default; in-memory or fault-injecting in tests).
     pub vfs: Arc<dyn Vfs>,
 }
@@ -134,6 +140,7 @@ impl Default for Options {
             gc_space_amp_target: 1.1,
             gc_space_amp_stall: 1.2,
             io_uring: true,
+            mmap_value_reads: true,
             vfs: Arc::new(PosixFs::new()),
         }
     }
@@ -181,6 +188,7 @@ impl Options {
     setter!(gc_space_amp_target: f64);
     setter!(gc_space_amp_stall: f64);
     setter!(io_uring: bool);
+    setter!(mmap_value_reads: bool);
     setter!(vfs: Arc<dyn Vfs>);
 
     /// Table-building options for a table written to `level`.

@@ -387,6 +387,59 @@ fn a_damaged_value_under_read_ahead_is_corruption_not_data() {
     }
 }
 
+/// Warm scans read most values through the vLog files' memory mappings (read-ahead paused for
+/// cached values): they must still match the model in both directions and still report a
+/// damaged value as corruption, never as data.
+#[test]
+fn warm_scans_through_mapped_logs_match_the_model_and_catch_damage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let open = || Db::open(&path, options(Arc::new(PosixFs::new()), true)).expect("open");
+    let db = open();
+    let mut model = Model::new();
+    for i in 0..3000 {
+        let k = key(i);
+        let v = make_value(&k, u64::from(i), BLOB * 2);
+        db.put(&k, &v).expect("put");
+        model.insert(k, v);
+    }
+    db.flush().expect("flush");
+    for round in 0..2 {
+        common::assert_view_matches(&db, &ReadOptions::default(), &model, &format!("warm round {round}"));
+        let mut it = db.iter(&ReadOptions::default()).expect("iter");
+        it.seek_to_last().expect("seek_to_last");
+        let mut expect = model.iter().rev();
+        while it.valid() {
+            let (k, v) = expect.next().expect("the scan went past the model");
+            assert_eq!((it.key(), it.value()), (k.as_slice(), v.as_slice()), "reverse round {round}");
+            it.prev().expect("prev");
+        }
+        assert!(expect.next().is_none(), "the reverse scan stopped early");
+    }
+    db.close().expect("close");
+    // Flip one byte of key 2500's value in place (the file keeps its inode and page cache).
+    let bad = key(2500);
+    let needle = &model[&bad][..40];
+    let mut hit = false;
+    for entry in std::fs::read_dir(&path).expect("list") {
+        let p = entry.expect("entry").path();
+        if p.extension().is_some_and(|e| e == "vlog") {
+            let bytes = std::fs::read(&p).expect("read");
+            if let Some(at) = bytes.windows(needle.len()).position(|w| w == needle) {
+                use std::os::unix::fs::FileExt;
+                let f = std::fs::OpenOptions::new().write(true).open(&p).expect("open for write");
+                f.write_all_at(&[bytes[at + 100] ^ 0x20], (at + 100) as u64).expect("write");
+                hit = true;
+            }
+        }
+    }
+    assert!(hit, "value of key 2500 not found in the log");
+    let db = open();
+    for round in 0..3 {
+        scan_until_corruption(&db, ReadOptions::DEFAULT_READAHEAD_VALUES, &model, &bad, &format!("round {round}"));
+    }
+}
+
 /// FaultFs flips bits in some value reads (the same ones every time). Read-ahead through the
 /// thread pool must report each damaged value as corruption when the cursor reaches it, and
 /// return every other value intact.

@@ -205,7 +205,8 @@ impl Db {
         let block_cache =
             (options.block_cache_bytes > 0).then(|| crate::cache::new_block_cache(options.block_cache_bytes));
         let table_cache = Arc::new(TableCache::new(vfs.clone(), dir.clone(), options.max_open_files, block_cache));
-        let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone(), options.io_uring);
+        let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone(), options.io_uring)
+            .with_mapped_reads(options.mmap_value_reads);
         let recovered = recovery::recover(&vfs, &dir, &options, &policy.name())?;
         let gc_pacing = gc_pacing::GcPacing::new(options.memtable_log_bytes);
         let inner = Arc::new(DbInner {

@@ -330,6 +330,12 @@ impl ValueSource for ScanValues {
         self.0.finish_pointer_read(user_key, encoded, read, Access::Scan)
     }
 
+    fn read_mapped(&self, user_key: &[u8], encoded: &[u8]) -> Option<Result<Vec<u8>>> {
+        let ptr = ValuePointer::decode(encoded)?;
+        let op = self.0.vlog.read_mapped(&ptr)?;
+        Some(self.0.vlog.verify_op(&ptr, op, user_key))
+    }
+
     fn read_region(&self, region: crate::iter::value_regions::Region) {
         self.0.vlog.will_need(region.file, region.offset, region.len);
     }

@@ -101,6 +101,13 @@ pub trait Vfs: Send + Sync + 'static {
     fn open_read_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
         self.open_read(path)
     }
+    /// Map a value-log file read-only for scans of cached values, advised for random access
+    /// (a fault reads only its page), or `None` (unsupported, no free slot, empty file). The
+    /// mapping covers the file as it is now; the caller must only read bytes that will never
+    /// be truncated away. Default: `None`, so wrappers see every read.
+    fn map_for_reads(&self, _path: &Path) -> Option<Arc<FileMapping>> {
+        None
+    }
     /// Atomically replace `to` with `from`.
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     /// Delete a file.

@@ -30,6 +30,13 @@ const MAX_MAPPED_FILES: usize = 1000;
 /// Live `FileMapping`s of this process.
 static MAPPED_FILES: AtomicUsize = AtomicUsize::new(0);
 
+/// Most value-log files mapped at once (`Vfs::map_for_reads`; 64 MiB files: 256 GiB of
+/// address space), counted apart so value logs never take the tables' slots.
+const MAX_MAPPED_LOGS: usize = 4096;
+
+/// Live value-log mappings of this process.
+static MAPPED_LOGS: AtomicUsize = AtomicUsize::new(0);
+
 /// The real filesystem.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct PosixFs;
@@ -185,10 +192,12 @@ fn map_file(file: &File, slots: &'static AtomicUsize, limit: usize) -> Option<Fi
     if len == 0 || usize::try_from(len).is_err() || !reserve_slot(slots, limit) {
         return None;
     }
-    // SAFETY: only immutable files are mapped (`Vfs::open_read_mapped`: finished tables,
-    // never written again and never truncated while open), so the mapped bytes do not change
-    // under the `&[u8]` handed out and no access runs past the end of the file (SIGBUS).
-    // Deleting the file does not invalidate the mapping: its pages live until unmapped.
+    // SAFETY: the mapped bytes do not change under the `&[u8]` handed out and no access runs
+    // past the end of the file (SIGBUS): finished tables (`Vfs::open_read_mapped`) are never
+    // written again nor truncated while open; value-log files (`Vfs::map_for_reads`) only grow
+    // past the mapping, the one truncation (after a failed append) cuts bytes no pointer
+    // names, and GC punches a range only once no registered reader can read it. Deleting the
+    // file does not invalidate the mapping: its pages live until unmapped.
     match unsafe { memmap2::Mmap::map(file) } {
         Ok(map) => Some(FileMapping { map, slots }),
         Err(e) => {
@@ -276,6 +285,14 @@ impl Vfs for PosixFs {
             Some(map) => Arc::new(PosixMapped { file, path, map: Arc::new(map) }),
             None => Arc::new(PosixReadable { file, path }),
         })
+    }
+
+    fn map_for_reads(&self, path: &Path) -> Option<Arc<FileMapping>> {
+        let file = File::open(path).ok()?;
+        let map = map_file(&file, &MAPPED_LOGS, MAX_MAPPED_LOGS)?;
+        // Values are scattered: a fault should read its own page, not megabytes around it.
+        let _ = map.map.advise(memmap2::Advice::Random);
+        Some(Arc::new(map))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {

@@ -25,6 +25,11 @@ pub trait ValueSource: Send + Sync {
     fn prefetch(&self, encoded: &[u8]) -> Option<PendingRead>;
     /// Finish a read `prefetch` started, with the same checks as `read`.
     fn finish(&self, user_key: &[u8], encoded: &[u8], read: PendingRead) -> Result<Vec<u8>>;
+    /// Read the value from a memory mapping of its file, when there is one that covers it
+    /// (`None`: use `prefetch` or `read`). For values the page cache holds: no system call.
+    fn read_mapped(&self, _user_key: &[u8], _encoded: &[u8]) -> Option<Result<Vec<u8>>> {
+        None
+    }
     /// Start reading a whole region of a value-log file into the page cache (a long scan keeps
     /// coming back to it); a hint, so it reports nothing.
     fn read_region(&self, _region: Region) {}
@@ -44,6 +49,9 @@ const FIRST_DEPTH: usize = 2;
 /// Steps read-ahead pauses for after a fill found every value in the page cache; then it
 /// probes again at `FIRST_DEPTH`.
 const CACHED_PAUSE_STEPS: usize = 64;
+/// While read-ahead pauses, every this many steps reads through the page-cache probe (the
+/// others through the file's mapping, when there is one), to notice a scan leaving the cache.
+const PROBE_EVERY: usize = 8;
 /// Bytes of values read ahead at most, whatever the depth (bounds memory for huge values).
 const MAX_AHEAD_BYTES: u64 = 8 << 20;
 
@@ -189,6 +197,8 @@ pub struct DbIterator {
     readahead: Readahead,
     /// Where this scan's read-ahead missed the page cache (regions worth reading whole).
     regions: ValueRegions,
+    /// Steps taken while read-ahead paused (every `PROBE_EVERY`th probes the page cache).
+    paused_steps: usize,
     /// `Some` while reading ahead; `None`: the user's entry is the cursor's.
     window: Option<Window>,
     /// The current entry's value, when it is separated.
@@ -225,6 +235,7 @@ impl DbIterator {
             values,
             readahead: Readahead::new(readahead_values),
             regions: ValueRegions::default(),
+            paused_steps: 0,
             window: None,
             resolved: None,
             failed: false,
@@ -443,6 +454,15 @@ impl DbIterator {
             return Ok(());
         }
         let stored = self.cursor.stored();
+        // Between probes, read through the file's mapping: no system call for cached values.
+        // A value that is not cached costs one page fault, and the next probe ends the pause.
+        self.paused_steps += 1;
+        if self.paused_steps % PROBE_EVERY != 0 {
+            if let Some(v) = self.values.read_mapped(self.cursor.key(), stored) {
+                self.resolved = Some(v?);
+                return Ok(());
+            }
+        }
         let Some(read) = self.values.prefetch(stored) else { return self.resolve_cursor() };
         if !read.was_cached() {
             self.readahead.note_miss();
@@ -778,12 +798,18 @@ mod tests {
     struct ModelValues {
         regions: parking_lot::Mutex<Vec<Region>>,
         plain_reads: std::sync::atomic::AtomicUsize,
+        mapped_reads: std::sync::atomic::AtomicUsize,
         all_cached: bool,
     }
 
     impl ModelValues {
         fn new(all_cached: bool) -> Self {
-            ModelValues { regions: Default::default(), plain_reads: Default::default(), all_cached }
+            ModelValues {
+                regions: Default::default(),
+                plain_reads: Default::default(),
+                mapped_reads: Default::default(),
+                all_cached,
+            }
         }
 
         fn value(encoded: &[u8]) -> Vec<u8> {
@@ -812,6 +838,10 @@ mod tests {
         }
         fn read_region(&self, region: Region) {
             self.regions.lock().push(region);
+        }
+        fn read_mapped(&self, _key: &[u8], encoded: &[u8]) -> Option<Result<Vec<u8>>> {
+            self.mapped_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Some(Ok(Self::value(encoded)))
         }
     }
 
@@ -873,6 +903,9 @@ mod tests {
         // Plain reads: the steps before read-ahead starts, and the first entry of each probe.
         let plain = warm.plain_reads.load(std::sync::atomic::Ordering::Relaxed);
         assert!(plain <= 3 + 1000 / CACHED_PAUSE_STEPS, "{plain} plain reads: paused steps must probe");
+        // Most paused steps read through the mapping; every PROBE_EVERY-th probes the cache.
+        let mapped = warm.mapped_reads.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(mapped > 700, "{mapped} of 1000 values read through the mapping");
         let mut r = Readahead::new(32);
         depths(&mut r, Step::Forward, 20);
         r.note_cached();

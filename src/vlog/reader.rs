@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use super::prefetch::{ParallelReader, PendingRead};
 use super::ValuePointer;
 use crate::error::{Error, Result};
-use crate::fs::{Advice, RandomAccessFile, Vfs};
+use crate::fs::{Advice, FileMapping, RandomAccessFile, Vfs};
 use crate::key::ValueKind;
 use crate::util::coding::Reader;
 use crate::version::log_file_name;
@@ -26,6 +26,11 @@ pub struct VlogReader {
     files: Mutex<HashMap<(u64, bool), Arc<dyn RandomAccessFile>>>,
     /// Reads many ops at once (iterator read-ahead, `multi_get`).
     parallel: ParallelReader,
+    /// Read-only mappings of vLog files for scans of cached values (`read_mapped`); `None`
+    /// where the file system maps nothing.
+    maps: Mutex<HashMap<u64, Mapped>>,
+    /// `Options::mmap_value_reads`.
+    mapped_reads: bool,
     /// Whole-region read requests for a thread that passes them to the kernel
     /// (`POSIX_FADV_WILLNEED` takes tens of µs to queue 256 KiB: not on the scan's thread).
     region_reads: OnceLock<Option<SyncSender<RegionRead>>>,
@@ -33,6 +38,14 @@ pub struct VlogReader {
 
 /// A region of a vLog file to read into the page cache; the handle keeps the file open.
 type RegionRead = (Arc<dyn RandomAccessFile>, u64, u64);
+
+/// The latest mapping of a vLog file (`None`: the file system mapped nothing), and the end of
+/// the read it was made for.
+type Mapped = (Option<Arc<FileMapping>>, u64);
+
+/// A mapping of a growing file is replaced once the file has grown this much past it (the log
+/// head gets a few fresh mappings as it fills, not one per read).
+const REMAP_GROWTH: u64 = 4 << 20;
 
 /// Region reads waiting for the advising thread; more are dropped (they are hints).
 const REGION_QUEUE: usize = 256;
@@ -53,7 +66,16 @@ impl VlogReader {
             files: Mutex::new(HashMap::new()),
             parallel: ParallelReader::new(use_io_uring),
             region_reads: OnceLock::new(),
+            maps: Mutex::new(HashMap::new()),
+            mapped_reads: true,
         }
+    }
+
+    /// Whether `read_mapped` may map files (`Options::mmap_value_reads`).
+    #[must_use]
+    pub fn with_mapped_reads(mut self, on: bool) -> Self {
+        self.mapped_reads = on;
+        self
     }
 
     /// Whether parallel reads of real files go through io_uring (else a `pread` thread pool).
@@ -82,6 +104,41 @@ impl VlogReader {
         let mut files = self.files.lock();
         files.remove(&(number, false));
         files.remove(&(number, true));
+        drop(files);
+        self.maps.lock().remove(&number);
+    }
+
+    /// The op a pointer names, copied out of a memory mapping of its file: a read of cached
+    /// bytes without a system call, for scans whose values the page cache holds (a page that
+    /// is not cached is read by the fault, one page at a time). `None` when the file system
+    /// maps nothing or the op lies past the mapping (the file grew since): use `try_read_op`.
+    pub fn read_mapped(&self, ptr: &ValuePointer) -> Option<Vec<u8>> {
+        if !self.mapped_reads {
+            return None;
+        }
+        let end = ptr.offset.checked_add(u64::from(ptr.op_len))?;
+        let map = self.mapping(ptr.file, end)?;
+        let start = usize::try_from(ptr.offset).ok()?;
+        Some(map.get(start..start + ptr.op_len as usize)?.to_vec())
+    }
+
+    /// A mapping of vLog file `number` covering bytes up to `end`. One is made when none
+    /// covers them, unless the last attempt was for a read less than `REMAP_GROWTH` earlier in
+    /// the file (a growing log head is remapped a few times as it fills, not at every read, and
+    /// a file system that maps nothing is asked once per `REMAP_GROWTH`).
+    fn mapping(&self, number: u64, end: u64) -> Option<Arc<FileMapping>> {
+        let mut maps = self.maps.lock();
+        if let Some((map, tried)) = maps.get(&number) {
+            if let Some(m) = map.as_ref().filter(|m| m.len() as u64 >= end) {
+                return Some(m.clone());
+            }
+            if end < tried.saturating_add(REMAP_GROWTH) {
+                return None;
+            }
+        }
+        let fresh = self.vfs.map_for_reads(&log_file_name(&self.dir, number));
+        maps.insert(number, (fresh.clone(), end));
+        fresh.filter(|m| m.len() as u64 >= end)
     }
 
     /// Read the op bytes a pointer names from its file.
@@ -185,4 +242,45 @@ pub(crate) fn read_full(f: &dyn RandomAccessFile, offset: u64, len: usize) -> Re
         done += n;
     }
     Ok(Some(buf))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{MemFs, PosixFs};
+
+    fn append(vfs: &dyn Vfs, path: &std::path::Path, bytes: usize, fill: u8) {
+        let mut w = if vfs.exists(path) { vfs.open_append(path) } else { vfs.create(path) }.unwrap();
+        w.append(&vec![fill; bytes]).unwrap();
+        w.sync().unwrap();
+    }
+
+    #[test]
+    fn mapped_reads_follow_a_growing_file_and_skip_unmapped_file_systems() {
+        let dir = tempfile::tempdir().unwrap();
+        let vfs: Arc<dyn Vfs> = Arc::new(PosixFs::new());
+        let path = log_file_name(dir.path(), 5);
+        append(&*vfs, &path, 1 << 20, 1);
+        let reader = VlogReader::new(vfs.clone(), dir.path().to_path_buf(), false);
+        let ptr = |offset: u64, op_len: u32| ValuePointer { file: 5, offset, op_len, value_crc: 0 };
+        assert_eq!(reader.read_mapped(&ptr(100, 50)), Some(vec![1; 50]));
+        // The file grows past the mapping: a little, no new mapping; a lot, a new one.
+        append(&*vfs, &path, 1 << 20, 2);
+        assert_eq!(reader.read_mapped(&ptr((1 << 20) + 10, 50)), None, "grown by less than REMAP_GROWTH");
+        append(&*vfs, &path, REMAP_GROWTH as usize, 3);
+        let far = (2 << 20) + REMAP_GROWTH - 100;
+        assert_eq!(reader.read_mapped(&ptr(far, 50)), Some(vec![3; 50]), "remapped once grown enough");
+        assert_eq!(reader.read_mapped(&ptr((1 << 20) + 10, 50)), Some(vec![2; 50]));
+        assert_eq!(reader.read_mapped(&ptr(far + 90, 50)), None, "past the end of the file");
+        reader.evict(5);
+        assert_eq!(reader.read_mapped(&ptr(0, 8)), Some(vec![1; 8]), "mapped again after eviction");
+
+        let mem: Arc<dyn Vfs> = Arc::new(MemFs::new());
+        mem.create_dir_all(std::path::Path::new("/d")).unwrap();
+        append(&*mem, &log_file_name(std::path::Path::new("/d"), 5), 4096, 1);
+        let reader = VlogReader::new(mem, "/d".into(), false);
+        assert_eq!(reader.read_mapped(&ptr(0, 8)), None, "in-memory files are never mapped");
+        let off = VlogReader::new(vfs, dir.path().to_path_buf(), false).with_mapped_reads(false);
+        assert_eq!(off.read_mapped(&ptr(0, 8)), None, "mapped reads turned off");
+    }
 }

@@ -127,6 +127,11 @@ pub struct BenchArgs {
           default_missing_value = "true", action = ArgAction::Set, value_parser = parse_bool)]
     pub io_uring: bool,
 
+    /// Read cached values of scans through memory mappings of the value log; 0 uses pread.
+    #[arg(long = "mmap_value_reads", default_value = "true", num_args = 0..=1,
+          default_missing_value = "true", action = ArgAction::Set, value_parser = parse_bool)]
+    pub mmap_value_reads: bool,
+
     /// Block compression: none, lz4, zstd or zstd:LEVEL.
     #[arg(long = "compression", default_value = "none", value_parser = parse_compression)]
     pub compression: Compression,
@@ -189,7 +194,8 @@ impl BenchArgs {
             .write_buffer_bytes(self.write_buffer_size)
             .compression(self.compression)
             .bloom_bits_per_key(vec![self.bloom_bits.max(0.0)])
-            .io_uring(self.io_uring);
+            .io_uring(self.io_uring)
+            .mmap_value_reads(self.mmap_value_reads);
         if let Some(v) = self.max_file_size {
             o = o.target_file_size_bytes(v);
         }
