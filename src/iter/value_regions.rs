@@ -23,6 +23,11 @@ const REGION_SHIFT: u32 = 18;
 pub const REGION_BYTES: u64 = 1 << REGION_SHIFT;
 /// Reads in one region that make reading it whole worthwhile.
 pub const REGION_VISITS: u32 = 3;
+/// The same once the scan has read `LONG_SCAN_VALUES` values: a scan that long is likely to
+/// go on, and each region it has come back to twice is likely to see more of it.
+pub const LONG_SCAN_REGION_VISITS: u32 = 2;
+/// Values read ahead since the last seek that make a scan long.
+pub const LONG_SCAN_VALUES: u64 = 1024;
 /// Regions tracked at most (16 GiB of value log); past that, counting starts afresh.
 const MAX_TRACKED: usize = 1 << 16;
 /// Count of a region already requested whole.
@@ -32,6 +37,8 @@ const REQUESTED: u32 = u32::MAX;
 #[derive(Debug, Default)]
 pub struct ValueRegions {
     visits: HashMap<(u64, u64), u32>,
+    /// Values counted since the last reset.
+    seen: u64,
 }
 
 /// A byte range of a value-log file to read whole.
@@ -46,11 +53,13 @@ impl ValueRegions {
     /// Forget what was counted (a seek starts a new scan).
     pub fn reset(&mut self) {
         self.visits.clear();
+        self.seen = 0;
     }
 
     /// Record a read of the value at `ptr` (`missed`: it had to come from the device); returns
-    /// its region when the region has been visited `REGION_VISITS` times and this read missed
-    /// (a region the page cache already holds is never requested), once per region.
+    /// its region when the region has been visited `REGION_VISITS` times
+    /// (`LONG_SCAN_REGION_VISITS` in a long scan) and this read missed (a region the page cache
+    /// already holds is never requested), once per region.
     pub fn visit(&mut self, ptr: &ValuePointer, missed: bool) -> Option<Region> {
         if self.visits.len() >= MAX_TRACKED {
             self.visits.clear();
@@ -61,7 +70,9 @@ impl ValueRegions {
             return None;
         }
         *count += 1;
-        if *count < REGION_VISITS || !missed {
+        self.seen += 1;
+        let needed = if self.seen >= LONG_SCAN_VALUES { LONG_SCAN_REGION_VISITS } else { REGION_VISITS };
+        if *count < needed || !missed {
             return None;
         }
         *count = REQUESTED;
@@ -102,6 +113,21 @@ mod tests {
         }
         assert!(r.visit(&ptr(1, 0), true).is_some());
         assert!(r.visit(&ptr(2, 0), true).is_some());
+    }
+
+    #[test]
+    fn a_long_scan_needs_fewer_visits() {
+        let mut r = ValueRegions::default();
+        // Spread over many regions: none reaches REGION_VISITS.
+        for i in 0..LONG_SCAN_VALUES {
+            assert_eq!(r.visit(&ptr(1, (i % 1000 + 10) * REGION_BYTES), true), None, "visit {i}");
+        }
+        let second = r.visit(&ptr(1, 5 * REGION_BYTES), true);
+        assert_eq!(second, None, "one visit so far in region 5");
+        assert!(r.visit(&ptr(1, 5 * REGION_BYTES + 9), true).is_some(), "two suffice in a long scan");
+        r.reset();
+        r.visit(&ptr(1, 0), true);
+        assert_eq!(r.visit(&ptr(1, 1), true), None, "a seek makes the scan short again");
     }
 
     #[test]

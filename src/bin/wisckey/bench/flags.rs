@@ -71,9 +71,10 @@ pub struct BenchArgs {
     #[arg(long = "open_files")]
     pub open_files: Option<usize>,
 
-    /// Evict the database's files from the page cache before each read benchmark, after
-    /// waiting for pending flushes and compactions (data at rest on the device, as after a
-    /// load in the WiscKey paper; otherwise a compaction racing the reads is measured too).
+    /// Before each read benchmark: wait for pending flushes and compactions (data at rest on
+    /// the device, as after a load in the WiscKey paper), close the database, evict its files
+    /// from the page cache and open it again (a restart on a cold cache; an open database's
+    /// memory mappings would keep their pages cached).
     #[arg(long = "cold", default_value = "false", num_args = 0..=1,
           default_missing_value = "true", action = ArgAction::Set, value_parser = parse_bool)]
     pub cold: bool,

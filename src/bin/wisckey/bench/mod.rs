@@ -278,8 +278,7 @@ impl Bench {
             self.reopen_fresh()?;
         }
         if self.args.cold && !spec.writes {
-            self.db()?.wait_for_background_work()?;
-            evict_page_cache(&self.path)?;
+            self.reopen_cold()?;
         }
         let value_class = self.live.class_for(spec.value_size);
         let threads = self.args.threads as usize + spec.extra_threads;
@@ -329,6 +328,21 @@ impl Bench {
         self.db = Some(Db::open(&self.path, options)?);
         self.live.clear();
         self.live_known = true;
+        Ok(())
+    }
+
+    /// `--cold`: let pending flushes and compactions finish (data at rest), close the
+    /// database so no memory mapping of its files pins pages in the cache (mapped pages
+    /// survive `POSIX_FADV_DONTNEED`), evict its files, and open it again: a restart on a
+    /// cold cache.
+    fn reopen_cold(&mut self) -> CliResult {
+        if let Some(db) = self.db.take() {
+            db.wait_for_background_work()?;
+            db.close()?;
+        }
+        evict_page_cache(&self.path)?;
+        let options = self.args.options().create_if_missing(false);
+        self.db = Some(Db::open(&self.path, options)?);
         Ok(())
     }
 
