@@ -333,11 +333,6 @@ impl DbInner {
                     _ => false,
                 };
                 if obsolete {
-                    match kind {
-                        FileKind::Table => self.table_cache.evict(number),
-                        FileKind::Log => self.vlog.evict(number),
-                        _ => {}
-                    }
                     match self.vfs.remove(&self.dir.join(&name)) {
                         // The other background thread swept it first.
                         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
@@ -345,6 +340,13 @@ impl DbInner {
                             tracing::warn!(file = %name, error = %e, "could not delete an obsolete file")
                         }
                         Ok(()) => {}
+                    }
+                    // Evicted after the removal: a reader racing it cannot open or map the
+                    // file again and keep its blocks allocated.
+                    match kind {
+                        FileKind::Table => self.table_cache.evict(number),
+                        FileKind::Log => self.vlog.evict(number),
+                        _ => {}
                     }
                 }
             }

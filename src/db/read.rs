@@ -23,6 +23,10 @@ pub(crate) struct SeekStats {
     pub(crate) candidate: Option<(usize, Arc<crate::version::FileMeta>)>,
 }
 
+/// Most value reads `multi_get` submits together (half the io_uring submission queue, so
+/// other readers keep room).
+const MULTI_GET_BATCH: usize = 128;
+
 /// What one read works on: memtables (newest first) and a Version, all pinned.
 struct View {
     mems: Vec<Arc<Memtable>>,
@@ -207,7 +211,8 @@ impl DbInner {
         let (view, _reader) = self.registered_view(ro);
         let fill = self.fill_cache(ro);
         let mut out = Vec::with_capacity(keys.len());
-        for chunk in keys.chunks(ro.readahead_values.max(1)) {
+        // At most `MULTI_GET_BATCH` per batch: more would not fit the ring at once.
+        for chunk in keys.chunks(ro.readahead_values.clamp(1, MULTI_GET_BATCH)) {
             let entries = chunk.iter().map(|k| self.get_entry(&view, k, fill)).collect::<Result<Vec<_>>>()?;
             let ptrs: Vec<ValuePointer> = match ro.readahead_values {
                 0 => Vec::new(),

@@ -816,6 +816,10 @@ mod tests {
         plain_reads: std::sync::atomic::AtomicUsize,
         mapped_reads: std::sync::atomic::AtomicUsize,
         all_cached: bool,
+        /// Values at lower offsets count as cached too.
+        cached_below: u64,
+        /// Offsets of the values read ahead, in order.
+        prefetched: parking_lot::Mutex<Vec<u64>>,
     }
 
     impl ModelValues {
@@ -825,6 +829,8 @@ mod tests {
                 plain_reads: Default::default(),
                 mapped_reads: Default::default(),
                 all_cached,
+                cached_below: 0,
+                prefetched: Default::default(),
             }
         }
 
@@ -845,7 +851,9 @@ mod tests {
                 .lock()
                 .iter()
                 .any(|r| r.file == p.file && (r.offset..r.offset + r.len).contains(&p.offset));
-            Some(PendingRead::done_for_test(Self::value(encoded), self.all_cached || in_region))
+            self.prefetched.lock().push(p.offset);
+            let cached = self.all_cached || in_region || p.offset < self.cached_below;
+            Some(PendingRead::done_for_test(Self::value(encoded), cached))
         }
         fn finish(&self, _key: &[u8], encoded: &[u8], read: PendingRead) -> Result<Vec<u8>> {
             let got = read.wait()?.unwrap_or_default();
@@ -948,6 +956,24 @@ mod tests {
             r.note_read(true);
         }
         assert_eq!(r.step(Step::Forward), 0, "a window's worth of cached reads in a row does");
+    }
+
+    #[test]
+    fn a_scan_leaving_cached_data_resumes_read_ahead_at_once() {
+        // The first half of the values is cached: read-ahead pauses there (and trusts the
+        // mapping); the first probe in the second half must end the pause. One value per
+        // region, so no region is read whole (which would cache the values after it).
+        let offset = |i: u32| u64::from(i) * super::super::value_regions::REGION_BYTES;
+        let half = 1000u32;
+        let values = std::sync::Arc::new(ModelValues { cached_below: offset(half), ..ModelValues::new(false) });
+        let mut it = scan_over(2 * half, offset, values.clone());
+        assert_eq!(walk(&mut it, offset), 2 * half);
+        assert!(values.mapped_reads.load(std::sync::atomic::Ordering::Relaxed) > 0, "never trusted the cache");
+        let prefetched = values.prefetched.lock().clone();
+        let resume = offset(half + PROBE_EVERY as u32 + 1);
+        let missing: Vec<u64> =
+            (half + PROBE_EVERY as u32 + 1..2 * half).map(offset).filter(|o| !prefetched.contains(o)).collect();
+        assert!(missing.is_empty(), "values past {resume} not read ahead: {missing:?}");
     }
 
     #[test]

@@ -4,10 +4,10 @@
 //! After a random load, key order and value-log order are unrelated: a scan's values are
 //! scattered over every vLog file, and reading them one by one costs one small device read
 //! each, however many are in flight. A long scan comes back to the same region of a file again
-//! and again, though. Once a scan has read `REGION_VISITS` values in one `REGION_BYTES` region,
-//! more of its values there are likely to be read too (a scan that went this far tends to go
-//! on as far again), so at its next page-cache miss there the region is read whole with one
-//! large sequential request and later values come from the page cache. The device reads large
+//! and again, though. When a scan's `REGION_VISITS`-th (or a later) read in one `REGION_BYTES`
+//! region misses the page cache, more of its values there are likely to be read too (a scan
+//! that went this far tends to go on as far again), so the region is read whole with one large
+//! sequential request and later values come from the page cache. The device reads large
 //! requests an order of magnitude faster per byte than scattered 4 KiB ones.
 //!
 //! Short scans over scattered values rarely read several in one region, so they keep reading

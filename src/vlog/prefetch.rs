@@ -202,10 +202,10 @@ impl ParallelReader {
             return read;
         }
         let (req, read) = ReadRequest::new(file, offset, len);
+        // `uses_io_uring` starts the engine on first use, so it must run before the match.
+        let use_uring = req.file.raw_fd().is_some() && self.uses_io_uring();
         match self.uring.get() {
-            Some(Some(engine)) if req.file.raw_fd().is_some() && self.uses_io_uring() => {
-                engine.submit_many(std::iter::once(req))
-            }
+            Some(Some(engine)) if use_uring => engine.submit_many(std::iter::once(req)),
             _ => self.pool.get_or_init(Pool::start).submit(req),
         }
         read
@@ -278,6 +278,25 @@ mod tests {
         assert_eq!(p.was_cached(), reader.cached_fast_path && f.raw_fd().is_some());
         // Past the end: `None`, not an error.
         assert!(reader.submit(f.clone(), 99_990, 20).wait().unwrap().is_none());
+    }
+
+    #[test]
+    fn a_single_read_starts_the_uring_engine() {
+        let dir = tempfile::tempdir().unwrap();
+        let posix = PosixFs::new();
+        let path = dir.path().join("f");
+        let mut w = posix.create(&path).unwrap();
+        w.append(&[7u8; 4096]).unwrap();
+        w.sync().unwrap();
+        let f = posix.open_read(&path).unwrap();
+        let reader = ParallelReader { cached_fast_path: false, ..ParallelReader::new(true) };
+        assert_eq!(reader.submit(f, 10, 20).wait().unwrap(), Some(vec![7u8; 20]));
+        // Where the kernel allows a ring, the first read started it (not only batches do).
+        if reader.uring_ok {
+            assert!(reader.uring.get().is_some(), "the ring was never started");
+        } else {
+            assert!(reader.uring.get().is_none());
+        }
     }
 
     #[test]

@@ -3,10 +3,11 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, OnceLock};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use super::prefetch::{ParallelReader, PendingRead};
 use super::ValuePointer;
@@ -28,9 +29,13 @@ pub struct VlogReader {
     parallel: ParallelReader,
     /// Read-only mappings of vLog files for scans of cached values (`read_mapped`); `None`
     /// where the file system maps nothing.
-    maps: Mutex<HashMap<u64, Mapped>>,
+    maps: RwLock<HashMap<u64, Mapped>>,
     /// `Options::mmap_value_reads`.
     mapped_reads: bool,
+    /// The log file being appended to: only files below it are mapped. The head may shrink
+    /// (a failed append is truncated away, with groups readers already reach in the buffer),
+    /// and a mapping over bytes truncated away would fault with SIGBUS; rolled files never do.
+    head_file: AtomicU64,
     /// Whole-region read requests for a thread that passes them to the kernel
     /// (`POSIX_FADV_WILLNEED` takes tens of µs to queue 256 KiB: not on the scan's thread).
     region_reads: OnceLock<Option<SyncSender<RegionRead>>>,
@@ -66,8 +71,9 @@ impl VlogReader {
             files: Mutex::new(HashMap::new()),
             parallel: ParallelReader::new(use_io_uring),
             region_reads: OnceLock::new(),
-            maps: Mutex::new(HashMap::new()),
+            maps: RwLock::new(HashMap::new()),
             mapped_reads: true,
+            head_file: AtomicU64::new(0),
         }
     }
 
@@ -76,6 +82,12 @@ impl VlogReader {
     pub fn with_mapped_reads(mut self, on: bool) -> Self {
         self.mapped_reads = on;
         self
+    }
+
+    /// The log writer moved on to file `number`: every file below it is sealed (only GC's hole
+    /// punching and deletion touch it from now on) and may be mapped.
+    pub fn set_head_file(&self, number: u64) {
+        self.head_file.fetch_max(number, Ordering::AcqRel);
     }
 
     /// Whether parallel reads of real files go through io_uring (else a `pread` thread pool).
@@ -105,7 +117,7 @@ impl VlogReader {
         files.remove(&(number, false));
         files.remove(&(number, true));
         drop(files);
-        self.maps.lock().remove(&number);
+        self.maps.write().remove(&number);
     }
 
     /// The op a pointer names, copied out of a memory mapping of its file: a read of cached
@@ -113,7 +125,7 @@ impl VlogReader {
     /// is not cached is read by the fault, one page at a time). `None` when the file system
     /// maps nothing or the op lies past the mapping (the file grew since): use `try_read_op`.
     pub fn read_mapped(&self, ptr: &ValuePointer) -> Option<Vec<u8>> {
-        if !self.mapped_reads {
+        if !self.mapped_reads || ptr.file >= self.head_file.load(Ordering::Acquire) {
             return None;
         }
         let end = ptr.offset.checked_add(u64::from(ptr.op_len))?;
@@ -127,8 +139,8 @@ impl VlogReader {
     /// the file (a growing log head is remapped a few times as it fills, not at every read, and
     /// a file system that maps nothing is asked once per `REMAP_GROWTH`).
     fn mapping(&self, number: u64, end: u64) -> Option<Arc<FileMapping>> {
-        let mut maps = self.maps.lock();
-        if let Some((map, tried)) = maps.get(&number) {
+        // Shared lock for the common case: parallel scans do not queue behind each other.
+        if let Some((map, tried)) = self.maps.read().get(&number) {
             if let Some(m) = map.as_ref().filter(|m| m.len() as u64 >= end) {
                 return Some(m.clone());
             }
@@ -136,8 +148,9 @@ impl VlogReader {
                 return None;
             }
         }
+        // Mapped outside the lock; a racing reader may map it too, and one mapping wins.
         let fresh = self.vfs.map_for_reads(&log_file_name(&self.dir, number));
-        maps.insert(number, (fresh.clone(), end));
+        self.maps.write().insert(number, (fresh.clone(), end));
         fresh.filter(|m| m.len() as u64 >= end)
     }
 
@@ -263,6 +276,9 @@ mod tests {
         append(&*vfs, &path, 1 << 20, 1);
         let reader = VlogReader::new(vfs.clone(), dir.path().to_path_buf(), false);
         let ptr = |offset: u64, op_len: u32| ValuePointer { file: 5, offset, op_len, value_crc: 0 };
+        reader.set_head_file(5);
+        assert_eq!(reader.read_mapped(&ptr(100, 50)), None, "the log head is never mapped");
+        reader.set_head_file(6);
         assert_eq!(reader.read_mapped(&ptr(100, 50)), Some(vec![1; 50]));
         // The file grows past the mapping: a little, no new mapping; a lot, a new one.
         append(&*vfs, &path, 1 << 20, 2);
@@ -279,8 +295,10 @@ mod tests {
         mem.create_dir_all(std::path::Path::new("/d")).unwrap();
         append(&*mem, &log_file_name(std::path::Path::new("/d"), 5), 4096, 1);
         let reader = VlogReader::new(mem, "/d".into(), false);
+        reader.set_head_file(6);
         assert_eq!(reader.read_mapped(&ptr(0, 8)), None, "in-memory files are never mapped");
         let off = VlogReader::new(vfs, dir.path().to_path_buf(), false).with_mapped_reads(false);
+        off.set_head_file(6);
         assert_eq!(off.read_mapped(&ptr(0, 8)), None, "mapped reads turned off");
     }
 }
