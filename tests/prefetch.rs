@@ -335,6 +335,38 @@ fn scan_until_corruption(db: &Db, depth: usize, model: &Model, bad: &[u8], ctx: 
     );
 }
 
+/// Put keys 0..n in key order with values of `len` bytes; returns the model.
+fn put_in_key_order(db: &Db, n: u32, len: usize) -> Model {
+    let mut model = Model::new();
+    for i in 0..n {
+        let k = key(i);
+        let v = make_value(&k, u64::from(i), len);
+        db.put(&k, &v).expect("put");
+        model.insert(k, v);
+    }
+    model
+}
+
+/// Flip one byte in the middle of `value`, wherever it is in the database's logs, in place
+/// (the file keeps its inode and page cache).
+fn damage_value_in_logs(db_dir: &std::path::Path, value: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let needle = &value[..40];
+    let mut hit = false;
+    for entry in std::fs::read_dir(db_dir).expect("list") {
+        let p = entry.expect("entry").path();
+        if p.extension().is_some_and(|e| e == "vlog") {
+            let bytes = std::fs::read(&p).expect("read");
+            if let Some(at) = bytes.windows(needle.len()).position(|w| w == needle) {
+                let f = std::fs::OpenOptions::new().write(true).open(&p).expect("open for write");
+                f.write_all_at(&[bytes[at + 100] ^ 0x20], (at + 100) as u64).expect("write");
+                hit = true;
+            }
+        }
+    }
+    assert!(hit, "the value to damage is not in the logs");
+}
+
 #[test]
 fn a_damaged_value_under_read_ahead_is_corruption_not_data() {
     for uring in [true, false] {
@@ -342,31 +374,11 @@ fn a_damaged_value_under_read_ahead_is_corruption_not_data() {
         let path = dir.path().join("db");
         let open = || Db::open(&path, options(Arc::new(PosixFs::new()), uring)).expect("open");
         let db = open();
-        let mut model = Model::new();
-        for i in 0..300 {
-            let k = key(i);
-            let v = make_value(&k, u64::from(i), BLOB * 3);
-            db.put(&k, &v).expect("put");
-            model.insert(k, v);
-        }
+        let model = put_in_key_order(&db, 300, BLOB * 3);
         db.flush().expect("flush");
         db.close().expect("close");
-        // Flip a byte in the middle of key 200's value, wherever it is in the log.
         let bad = key(200);
-        let needle = &model[&bad][..40];
-        let mut hit = false;
-        for entry in std::fs::read_dir(&path).expect("list") {
-            let p = entry.expect("entry").path();
-            if p.extension().is_some_and(|e| e == "vlog") {
-                let mut bytes = std::fs::read(&p).expect("read");
-                if let Some(at) = bytes.windows(needle.len()).position(|w| w == needle) {
-                    bytes[at + 100] ^= 0x20;
-                    std::fs::write(&p, &bytes).expect("write");
-                    hit = true;
-                }
-            }
-        }
-        assert!(hit, "value of key 200 not found in the log");
+        damage_value_in_logs(&path, &model[&bad]);
         let db = open();
         for depth in DEPTHS {
             let ctx = format!("io_uring={uring} depth {depth}");
@@ -396,13 +408,7 @@ fn warm_scans_through_mapped_logs_match_the_model_and_catch_damage() {
     let path = dir.path().join("db");
     let open = || Db::open(&path, options(Arc::new(PosixFs::new()), true)).expect("open");
     let db = open();
-    let mut model = Model::new();
-    for i in 0..3000 {
-        let k = key(i);
-        let v = make_value(&k, u64::from(i), BLOB * 2);
-        db.put(&k, &v).expect("put");
-        model.insert(k, v);
-    }
+    let model = put_in_key_order(&db, 3000, BLOB * 2);
     db.flush().expect("flush");
     for round in 0..2 {
         common::assert_view_matches(&db, &ReadOptions::default(), &model, &format!("warm round {round}"));
@@ -417,23 +423,8 @@ fn warm_scans_through_mapped_logs_match_the_model_and_catch_damage() {
         assert!(expect.next().is_none(), "the reverse scan stopped early");
     }
     db.close().expect("close");
-    // Flip one byte of key 2500's value in place (the file keeps its inode and page cache).
     let bad = key(2500);
-    let needle = &model[&bad][..40];
-    let mut hit = false;
-    for entry in std::fs::read_dir(&path).expect("list") {
-        let p = entry.expect("entry").path();
-        if p.extension().is_some_and(|e| e == "vlog") {
-            let bytes = std::fs::read(&p).expect("read");
-            if let Some(at) = bytes.windows(needle.len()).position(|w| w == needle) {
-                use std::os::unix::fs::FileExt;
-                let f = std::fs::OpenOptions::new().write(true).open(&p).expect("open for write");
-                f.write_all_at(&[bytes[at + 100] ^ 0x20], (at + 100) as u64).expect("write");
-                hit = true;
-            }
-        }
-    }
-    assert!(hit, "value of key 2500 not found in the log");
+    damage_value_in_logs(&path, &model[&bad]);
     let db = open();
     // Scans starting one key apart reach the damaged value at every phase of the probe cycle,
     // so most of them read it through the mapping (one in PROBE_EVERY through the probe).
