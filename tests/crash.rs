@@ -512,3 +512,30 @@ fn unsynced_writes_lost_on_crash_are_a_suffix_of_acknowledged_writes() {
         crash_and_verify(&fs, &options, db, &out, CrashMode::TearUnsynced, &ctx);
     }
 }
+
+/// After a synced write's sync fails, the log forgets the failed group (`discard_from`) but its
+/// bytes stay in the file until the next append truncates them, and a new write lands at the
+/// same offset. Writes are refused until `resume`, which truncates them first: a get of the new
+/// value must never find the failed group's bytes (a false checksum mismatch) in the file.
+#[test]
+fn a_value_written_after_a_failed_sync_and_resume_reads_back_intact() {
+    let fs = FaultFs::in_memory(5);
+    let options = Options::default().vfs(Arc::new(fs.clone())).min_blob_size(64).gc_interval_ms(0);
+    let db = Db::open("/db", options).expect("open");
+    let mut model = Model::new();
+    let v = make_value(b"before", 1, 300);
+    db.put(b"before", &v).expect("put");
+    model.insert(b"before".to_vec(), v);
+    db.put_opt(&WriteOptions::synced(), b"synced", b"yes").expect("synced put");
+    model.insert(b"synced".to_vec(), b"yes".to_vec());
+    fs.inject(FaultRule::once(FaultOp::Sync, FaultKind::Io));
+    let doomed = make_value(b"doomed", 2, 300);
+    db.put_opt(&WriteOptions::synced(), b"doomed", &doomed).expect_err("the sync fails");
+    db.resume().expect("resume");
+    // Same size as the failed group, so the new value sits exactly where its bytes are.
+    let after = make_value(b"doomed", 3, 300);
+    db.put(b"doomed", &after).expect("put after the failed sync");
+    model.insert(b"doomed".to_vec(), after.clone());
+    assert_eq!(db.get(b"doomed").expect("get").as_deref(), Some(after.as_slice()), "value after the failed sync");
+    assert_view_matches(&db, &ReadOptions::default(), &model, "after the failed sync");
+}
