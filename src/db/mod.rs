@@ -208,7 +208,7 @@ impl Db {
         let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone(), options.io_uring)
             .with_mapped_reads(options.mmap_value_reads);
         let recovered = recovery::recover(&vfs, &dir, &options, &policy.name())?;
-        vlog.set_head_file(recovered.log.file_number());
+        vlog.set_durable_extent(recovered.log.extent());
         let gc_pacing = gc_pacing::GcPacing::new(options.memtable_log_bytes);
         let inner = Arc::new(DbInner {
             state: Mutex::new(State {

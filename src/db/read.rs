@@ -328,7 +328,9 @@ impl ValueSource for ScanValues {
     }
 
     fn prefetch(&self, encoded: &[u8]) -> Option<PendingRead> {
-        self.0.start_pointer_read(encoded, Access::Scan)
+        let read = self.0.start_pointer_read(encoded, Access::Scan)?;
+        self.0.vlog.note_probe(read.was_cached());
+        Some(read)
     }
 
     fn finish(&self, user_key: &[u8], encoded: &[u8], read: PendingRead) -> Result<Vec<u8>> {
@@ -336,9 +338,11 @@ impl ValueSource for ScanValues {
     }
 
     fn read_mapped(&self, user_key: &[u8], encoded: &[u8]) -> Option<Result<Vec<u8>>> {
-        let ptr = ValuePointer::decode(encoded)?;
-        let op = self.0.vlog.read_mapped(&ptr)?;
-        Some(self.0.vlog.verify_op(&ptr, op, user_key))
+        self.0.vlog.read_mapped(&ValuePointer::decode(encoded)?, user_key)
+    }
+
+    fn is_warm(&self) -> bool {
+        self.0.vlog.is_warm()
     }
 
     fn read_region(&self, region: crate::iter::value_regions::Region) {

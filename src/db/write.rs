@@ -235,7 +235,6 @@ impl DbInner {
                     st.bg_error = Some(e.duplicate());
                     return Err(e);
                 }
-                self.vlog.set_head_file(n);
             }
             log.end()
         };

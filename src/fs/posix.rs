@@ -194,8 +194,8 @@ fn map_file(file: &File, slots: &'static AtomicUsize, limit: usize) -> Option<Fi
     }
     // SAFETY: the mapped bytes do not change under the `&[u8]` handed out and no access runs
     // past the end of the file (SIGBUS): finished tables (`Vfs::open_read_mapped`) are never
-    // written again nor truncated while open; value-log files (`Vfs::map_for_reads`) are mapped
-    // only once rolled (`VlogReader::set_head_file`), after which they never shrink, and GC
+    // written again nor truncated while open; value-log files (`Vfs::map_for_reads`) are read
+    // through a mapping only where `log::DurableExtent` says no truncation can reach, and GC
     // punches a range (it then reads as zeros) only once no registered reader can read it. Deleting the
     // file does not invalidate the mapping: its pages live until unmapped.
     match unsafe { memmap2::Mmap::map(file) } {

@@ -30,6 +30,11 @@ pub trait ValueSource: Send + Sync {
     fn read_mapped(&self, _user_key: &[u8], _encoded: &[u8]) -> Option<Result<Vec<u8>>> {
         None
     }
+    /// Whether the page cache has held the values scans read lately: a new iterator then
+    /// trusts it from the start (`Readahead::trusts_cache`).
+    fn is_warm(&self) -> bool {
+        false
+    }
     /// Start reading a whole region of a value-log file into the page cache (a long scan keeps
     /// coming back to it); a hint, so it reports nothing.
     fn read_region(&self, _region: Region) {}
@@ -97,7 +102,15 @@ impl Readahead {
 
     /// Forget the access pattern (after a seek).
     pub fn reset(&mut self) {
+        // Whether the cache holds the data does not change with the position.
+        let trusted = self.trusted;
         *self = Readahead::new(self.max);
+        self.trusted = trusted;
+    }
+
+    /// Start out trusting the page cache (the values scans read lately were all cached).
+    pub fn trust_cache(&mut self) {
+        self.trusted = self.max > 0;
     }
 
     /// Record one step in `dir`; returns how many values to keep read ahead now.
@@ -234,6 +247,10 @@ impl DbIterator {
         pins: Box<dyn Pin>,
     ) -> Self {
         let (lower, upper) = bounds;
+        let mut readahead = Readahead::new(readahead_values);
+        if values.is_warm() {
+            readahead.trust_cache();
+        }
         let cursor = Cursor {
             inner,
             seq,
@@ -248,7 +265,7 @@ impl DbIterator {
         DbIterator {
             cursor,
             values,
-            readahead: Readahead::new(readahead_values),
+            readahead,
             regions: ValueRegions::default(),
             paused_steps: 0,
             window: None,
@@ -455,6 +472,10 @@ impl DbIterator {
         }
         let v = match front.read.take() {
             Some(read) => self.values.finish(&front.key, &front.stored, read)?,
+            None if self.readahead.trusts_cache() => match self.values.read_mapped(&front.key, &front.stored) {
+                Some(v) => v?,
+                None => self.values.read(&front.key, &front.stored)?,
+            },
             None => self.values.read(&front.key, &front.stored)?,
         };
         self.resolved = Some(v);
@@ -490,9 +511,16 @@ impl DbIterator {
         Ok(())
     }
 
-    /// Read the value of the cursor's entry if it is a pointer into the value log.
+    /// Read the value of the cursor's entry if it is a pointer into the value log (through
+    /// the file's mapping while the page cache is trusted to hold it).
     fn resolve_cursor(&mut self) -> Result<()> {
         if self.cursor.valid && self.cursor.kind == ValueKind::Pointer as u8 {
+            if self.readahead.trusts_cache() {
+                if let Some(v) = self.values.read_mapped(self.cursor.key(), self.cursor.stored()) {
+                    self.resolved = Some(v?);
+                    return Ok(());
+                }
+            }
             self.resolved = Some(self.values.read(self.cursor.key(), self.cursor.stored())?);
         }
         Ok(())
@@ -816,6 +844,8 @@ mod tests {
         plain_reads: std::sync::atomic::AtomicUsize,
         mapped_reads: std::sync::atomic::AtomicUsize,
         all_cached: bool,
+        /// What `is_warm` says.
+        warm: bool,
         /// Values at lower offsets count as cached too.
         cached_below: u64,
         /// Offsets of the values read ahead, in order.
@@ -829,6 +859,7 @@ mod tests {
                 plain_reads: Default::default(),
                 mapped_reads: Default::default(),
                 all_cached,
+                warm: false,
                 cached_below: 0,
                 prefetched: Default::default(),
             }
@@ -862,6 +893,9 @@ mod tests {
         }
         fn read_region(&self, region: Region) {
             self.regions.lock().push(region);
+        }
+        fn is_warm(&self) -> bool {
+            self.warm
         }
         fn read_mapped(&self, _key: &[u8], encoded: &[u8]) -> Option<Result<Vec<u8>>> {
             self.mapped_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -956,6 +990,32 @@ mod tests {
             r.note_read(true);
         }
         assert_eq!(r.step(Step::Forward), 0, "a window's worth of cached reads in a row does");
+    }
+
+    #[test]
+    fn a_scan_starts_out_on_the_mapping_when_scans_found_the_cache_warm() {
+        let offset = |i: u32| u64::from(i) * 5000;
+        for warm in [false, true] {
+            let values = std::sync::Arc::new(ModelValues { warm, ..ModelValues::new(true) });
+            let mut it = scan_over(40, offset, values.clone());
+            assert_eq!(walk(&mut it, offset), 40);
+            let plain = values.plain_reads.load(std::sync::atomic::Ordering::Relaxed);
+            let mapped = values.mapped_reads.load(std::sync::atomic::Ordering::Relaxed);
+            if warm {
+                assert_eq!(plain, 0, "a warm start reads through the mapping from the first value");
+                assert!(mapped > 25, "{mapped} of 40 values through the mapping");
+            } else {
+                assert_eq!(mapped, 0, "a short scan never proves the cache warm by itself");
+            }
+        }
+        // A seek keeps the trust: whether the cache holds the data does not depend on where.
+        let mut r = Readahead::new(32);
+        r.trust_cache();
+        r.reset();
+        assert!(r.trusts_cache());
+        let mut off = Readahead::new(0);
+        off.trust_cache();
+        assert!(!off.trusts_cache(), "read-ahead off: plain reads, as asked");
     }
 
     #[test]

@@ -12,7 +12,7 @@ pub mod reader;
 pub mod writer;
 
 pub use reader::{LogReader, LogRecord, ReadOutcome};
-pub use writer::LogWriter;
+pub use writer::{DurableExtent, LogWriter};
 
 /// Bytes of a record group's header.
 pub const HEADER_LEN: usize = 20;

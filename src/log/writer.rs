@@ -2,6 +2,7 @@
 //! file past `log_file_bytes`, and makes the log durable on request.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -10,6 +11,40 @@ use super::{encode_group, LogPos};
 use crate::error::Result;
 use crate::fs::{Vfs, WritableFile};
 use crate::version::log_file_name;
+
+/// The part of the log no truncation can ever take back, for readers that map log files
+/// (a mapped page past the end of a file faults with SIGBUS): every file below the one being
+/// appended to, and that file's fdatasync'ed bytes. Only bytes past them are ever cut (a
+/// failed append or sync), and the synced length of a file never goes down.
+#[derive(Debug, Default)]
+pub struct DurableExtent {
+    file: AtomicU64,
+    len: AtomicU64,
+}
+
+impl DurableExtent {
+    /// `file` is the file being appended to, with `len` bytes durable.
+    fn publish(&self, file: u64, len: u64) {
+        if self.file.load(Ordering::Acquire) != file {
+            // Zeroed before the file changes: a reader that sees the new file never pairs it
+            // with the old file's length.
+            self.len.store(0, Ordering::Release);
+            self.file.store(file, Ordering::Release);
+        }
+        self.len.fetch_max(len, Ordering::AcqRel);
+    }
+
+    /// Whether the bytes of log file `file` up to `end` will never be truncated away.
+    pub fn covers(&self, file: u64, end: u64) -> bool {
+        let head = self.file.load(Ordering::Acquire);
+        if file != head {
+            return file < head;
+        }
+        let len = self.len.load(Ordering::Acquire);
+        // A roll between the two loads would pair `len` with the wrong file.
+        end <= len && self.file.load(Ordering::Acquire) == head
+    }
+}
 
 /// The single appender of the log. Callers serialize access (the DB's write leader owns it).
 pub struct LogWriter {
@@ -33,6 +68,8 @@ pub struct LogWriter {
     dir_dirty: bool,
     /// Total bytes appended to log files since open (for write-amp accounting).
     pub bytes_appended: u64,
+    /// What of the log is durable, published for readers that map log files.
+    extent: Arc<DurableExtent>,
 }
 
 impl LogWriter {
@@ -46,6 +83,9 @@ impl LogWriter {
         buf_bytes: usize,
         roll_bytes: u64,
     ) -> Self {
+        let extent = Arc::new(DurableExtent::default());
+        // The valid bytes found at open were read back from the file: nothing cuts them now.
+        extent.publish(number, len);
         LogWriter {
             vfs,
             dir: dir.to_path_buf(),
@@ -60,7 +100,13 @@ impl LogWriter {
             unsynced_old: Arc::new(Mutex::new(Vec::new())),
             dir_dirty: false,
             bytes_appended: 0,
+            extent,
         }
+    }
+
+    /// The durable part of the log, kept current as the log is synced and rolled.
+    pub fn extent(&self) -> Arc<DurableExtent> {
+        self.extent.clone()
     }
 
     /// The position the next record group will be written at.
@@ -139,6 +185,7 @@ impl LogWriter {
         if self.synced < self.written {
             self.file.sync_data()?;
             self.synced = self.written;
+            self.extent.publish(self.number, self.synced);
         }
         Ok(())
     }
@@ -190,6 +237,7 @@ impl LogWriter {
         self.number = number;
         self.written = 0;
         self.synced = 0;
+        self.extent.publish(number, 0);
         Ok(())
     }
 
@@ -221,4 +269,35 @@ pub fn sync_old_files(old: &Mutex<Vec<Box<dyn WritableFile>>>) -> Result<()> {
         files.remove(0);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::MemFs;
+
+    fn writer(vfs: &Arc<dyn Vfs>, number: u64) -> LogWriter {
+        let dir = Path::new("/d");
+        vfs.create_dir_all(dir).unwrap();
+        let file = vfs.create(&log_file_name(dir, number)).unwrap();
+        LogWriter::new(vfs.clone(), dir, number, file, 0, 1 << 10, 1 << 20)
+    }
+
+    #[test]
+    fn the_durable_extent_covers_synced_bytes_and_rolled_files_only() {
+        let vfs: Arc<dyn Vfs> = Arc::new(MemFs::new());
+        let mut w = writer(&vfs, 7);
+        let extent = w.extent();
+        w.append(1, 1, &[5u8; 300], 0).unwrap();
+        let end = w.end().offset;
+        w.flush_buffer().unwrap();
+        assert!(!extent.covers(7, end), "handed to the file but not synced: a failed sync may cut it");
+        assert!(extent.covers(6, u64::MAX), "files below the head are sealed");
+        w.sync().unwrap();
+        assert!(extent.covers(7, end) && !extent.covers(7, end + 1));
+        w.roll(9).unwrap();
+        assert!(extent.covers(7, u64::MAX), "the rolled file is sealed");
+        assert!(!extent.covers(9, 1), "nothing of the new head is durable yet");
+        assert!(!extent.covers(10, 1), "files above the head are never covered");
+    }
 }

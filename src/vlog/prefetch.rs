@@ -71,6 +71,8 @@ pub struct PendingRead {
 
 enum Pending {
     Cached(Vec<u8>),
+    /// The file ends before the bytes do (they are still in the log writer's buffer).
+    PastEnd,
     Waiting(Arc<Completion>),
 }
 
@@ -89,13 +91,14 @@ impl PendingRead {
     /// Whether the bytes were in the page cache, so the read cost no more than a plain
     /// `pread` and reading ahead gained nothing.
     pub fn was_cached(&self) -> bool {
-        matches!(self.state, Pending::Cached(_))
+        matches!(self.state, Pending::Cached(_) | Pending::PastEnd)
     }
 
     /// Block until the read is done.
     pub fn wait(self) -> ReadOutcome {
         let done = match self.state {
             Pending::Cached(bytes) => return Ok(Some(bytes)),
+            Pending::PastEnd => return Ok(None),
             Pending::Waiting(done) => done,
         };
         let mut slot = done.outcome.lock();
@@ -110,14 +113,29 @@ impl PendingRead {
 
 /// Read `len` bytes at `offset` of `fd` only if they are all in the page cache
 /// (`preadv2(RWF_NOWAIT)`); `None` when the read would block, fall short or is unsupported.
-fn read_if_cached(fd: i32, offset: u64, len: usize) -> Option<Vec<u8>> {
+fn read_if_cached(fd: i32, offset: u64, len: usize) -> Option<Pending> {
     let mut buf = vec![0u8; len];
     let iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: len };
     let off = i64::try_from(offset).ok()?;
     // SAFETY: `iov` describes `buf`, which is valid for `len` writable bytes and outlives the
     // call; a bad or closed descriptor only makes the call fail.
-    let n = unsafe { libc::preadv2(fd, &iov, 1, off, libc::RWF_NOWAIT) };
-    (usize::try_from(n).ok()? == len).then_some(buf)
+    let n = usize::try_from(unsafe { libc::preadv2(fd, &iov, 1, off, libc::RWF_NOWAIT) }).ok()?;
+    if n == len {
+        return Some(Pending::Cached(buf));
+    }
+    // Short: either the rest is not cached, or the file ends first (the op is still in the
+    // log buffer, which the caller reads without any device read).
+    let size = file_size(fd)?;
+    (offset.saturating_add(n as u64) >= size).then_some(Pending::PastEnd)
+}
+
+/// The size of the file behind `fd`.
+fn file_size(fd: i32) -> Option<u64> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `fstat` writes a `stat` into the pointer it is given, which is valid for one.
+    let rc = unsafe { libc::fstat(fd, st.as_mut_ptr()) };
+    // SAFETY: a zero return means `fstat` filled `st`.
+    (rc == 0).then(|| u64::try_from(unsafe { st.assume_init() }.st_size).unwrap_or(0))
 }
 
 /// The `pread` pool: a queue and the threads serving it. Dropping it closes the queue and
@@ -246,7 +264,7 @@ impl ParallelReader {
     /// handing them to an engine would cost more.
     fn probe_cache(&self, file: &Arc<dyn RandomAccessFile>, offset: u64, len: usize) -> Option<PendingRead> {
         let fd = if self.cached_fast_path { file.raw_fd()? } else { return None };
-        read_if_cached(fd, offset, len).map(|bytes| PendingRead { state: Pending::Cached(bytes) })
+        read_if_cached(fd, offset, len).map(|state| PendingRead { state })
     }
 }
 
@@ -276,8 +294,11 @@ mod tests {
         // Freshly written bytes are cached: with the fast path they never reach an engine.
         let p = reader.submit(f.clone(), 0, 100);
         assert_eq!(p.was_cached(), reader.cached_fast_path && f.raw_fd().is_some());
-        // Past the end: `None`, not an error.
-        assert!(reader.submit(f.clone(), 99_990, 20).wait().unwrap().is_none());
+        // Past the end: `None`, not an error; with the fast path, no engine is involved (the op
+        // is in the log buffer, which costs no device read).
+        let past = reader.submit(f.clone(), 99_990, 20);
+        assert_eq!(past.was_cached(), reader.cached_fast_path && f.raw_fd().is_some());
+        assert!(past.wait().unwrap().is_none());
     }
 
     #[test]

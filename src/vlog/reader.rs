@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, OnceLock};
 
@@ -14,6 +14,7 @@ use super::ValuePointer;
 use crate::error::{Error, Result};
 use crate::fs::{Advice, FileMapping, RandomAccessFile, Vfs};
 use crate::key::ValueKind;
+use crate::log::DurableExtent;
 use crate::util::coding::Reader;
 use crate::version::log_file_name;
 
@@ -32,10 +33,14 @@ pub struct VlogReader {
     maps: RwLock<HashMap<u64, Mapped>>,
     /// `Options::mmap_value_reads`.
     mapped_reads: bool,
-    /// The log file being appended to: only files below it are mapped. The head may shrink
-    /// (a failed append is truncated away, with groups readers already reach in the buffer),
-    /// and a mapping over bytes truncated away would fault with SIGBUS; rolled files never do.
-    head_file: AtomicU64,
+    /// What of the log can never be truncated away (set at open): only those bytes are read
+    /// through a mapping, as a mapped page past the end of a file faults with SIGBUS. The log
+    /// head can shrink (a failed append or sync is cut away, with groups readers may already
+    /// reach in the log buffer); rolled files and the head's synced bytes never do.
+    extent: OnceLock<Arc<DurableExtent>>,
+    /// Page-cache probes of scans in a row that found their value cached (saturating): a
+    /// new scan trusts the cache (reads through mappings) when the last many did.
+    warm_probes: AtomicU32,
     /// Whole-region read requests for a thread that passes them to the kernel
     /// (`POSIX_FADV_WILLNEED` takes tens of µs to queue 256 KiB: not on the scan's thread).
     region_reads: OnceLock<Option<SyncSender<RegionRead>>>,
@@ -47,6 +52,9 @@ type RegionRead = (Arc<dyn RandomAccessFile>, u64, u64);
 /// The latest mapping of a vLog file (`None`: the file system mapped nothing), and the end of
 /// the read it was made for.
 type Mapped = (Option<Arc<FileMapping>>, u64);
+
+/// Probes in a row that must find their value cached before new scans trust the cache.
+const WARM_PROBES: u32 = 64;
 
 /// A mapping of a growing file is replaced once the file has grown this much past it (the log
 /// head gets a few fresh mappings as it fills, not one per read).
@@ -73,7 +81,8 @@ impl VlogReader {
             region_reads: OnceLock::new(),
             maps: RwLock::new(HashMap::new()),
             mapped_reads: true,
-            head_file: AtomicU64::new(0),
+            extent: OnceLock::new(),
+            warm_probes: AtomicU32::new(0),
         }
     }
 
@@ -84,10 +93,26 @@ impl VlogReader {
         self
     }
 
-    /// The log writer moved on to file `number`: every file below it is sealed (only GC's hole
-    /// punching and deletion touch it from now on) and may be mapped.
-    pub fn set_head_file(&self, number: u64) {
-        self.head_file.fetch_max(number, Ordering::AcqRel);
+    /// Map only what `extent` covers (the log writer's, set once at open; until then nothing
+    /// is mapped).
+    pub fn set_durable_extent(&self, extent: Arc<DurableExtent>) {
+        let _ = self.extent.set(extent);
+    }
+
+    /// Record whether a scan's page-cache probe found its value cached.
+    pub fn note_probe(&self, cached: bool) {
+        let n = self.warm_probes.load(Ordering::Relaxed);
+        // Written only when it changes: parallel warm scans do not bounce the line.
+        if !cached && n != 0 {
+            self.warm_probes.store(0, Ordering::Relaxed);
+        } else if cached && n < WARM_PROBES {
+            self.warm_probes.store(n + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the last `WARM_PROBES` probes all found their values cached.
+    pub fn is_warm(&self) -> bool {
+        self.warm_probes.load(Ordering::Relaxed) >= WARM_PROBES
     }
 
     /// Whether parallel reads of real files go through io_uring (else a `pread` thread pool).
@@ -120,18 +145,24 @@ impl VlogReader {
         self.maps.write().remove(&number);
     }
 
-    /// The op a pointer names, copied out of a memory mapping of its file: a read of cached
-    /// bytes without a system call, for scans whose values the page cache holds (a page that
+    /// The value a pointer names, checked like `verify_op` and copied out of a memory mapping
+    /// of its file: a read of cached bytes without a system call, for scans whose values the page cache holds (a page that
     /// is not cached is read by the fault, one page at a time). `None` when the file system
     /// maps nothing or the op lies past the mapping (the file grew since): use `try_read_op`.
-    pub fn read_mapped(&self, ptr: &ValuePointer) -> Option<Vec<u8>> {
-        if !self.mapped_reads || ptr.file >= self.head_file.load(Ordering::Acquire) {
+    pub fn read_mapped(&self, ptr: &ValuePointer, user_key: &[u8]) -> Option<Result<Vec<u8>>> {
+        // Checked in place, then only the value is copied out.
+        self.with_mapped_op(ptr, |op| self.verified_value(ptr, op, user_key).map(<[u8]>::to_vec))
+    }
+
+    /// `f` of the op's bytes in a mapping of its file, when `read_mapped` may use one.
+    fn with_mapped_op<T>(&self, ptr: &ValuePointer, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+        let end = ptr.offset.checked_add(u64::from(ptr.op_len))?;
+        if !self.mapped_reads || !self.extent.get().is_some_and(|e| e.covers(ptr.file, end)) {
             return None;
         }
-        let end = ptr.offset.checked_add(u64::from(ptr.op_len))?;
         let map = self.mapping(ptr.file, end)?;
         let start = usize::try_from(ptr.offset).ok()?;
-        Some(map.get(start..start + ptr.op_len as usize)?.to_vec())
+        Some(f(map.get(start..start + ptr.op_len as usize)?))
     }
 
     /// A mapping of vLog file `number` covering bytes up to `end`. One is made when none
@@ -208,8 +239,17 @@ impl VlogReader {
     /// crc, and return the value, moved to the front of the op's own buffer (a scan reads
     /// gigabytes: a second allocation and copy per value cost a quarter of a warm scan).
     pub fn verify_op(&self, ptr: &ValuePointer, mut op: Vec<u8>, user_key: &[u8]) -> Result<Vec<u8>> {
+        let value = self.verified_value(ptr, &op, user_key)?;
+        let (start, len) = (value.as_ptr() as usize - op.as_ptr() as usize, value.len());
+        op.copy_within(start..start + len, 0);
+        op.truncate(len);
+        Ok(op)
+    }
+
+    /// `verify_op` on bytes borrowed in place (a mapping): the value within them.
+    pub fn verified_value<'a>(&self, ptr: &ValuePointer, op: &'a [u8], user_key: &[u8]) -> Result<&'a [u8]> {
         let bad = |reason: &str| Error::corruption(log_file_name(&self.dir, ptr.file), ptr.offset, reason.to_string());
-        let mut r = Reader::new(&op);
+        let mut r = Reader::new(op);
         let kind = r.u8().ok_or_else(|| bad("value pointer leads past the end of the op"))?;
         let klen = r.varint32().ok_or_else(|| bad("malformed op header at value pointer"))? as usize;
         let vlen = r.varint32().ok_or_else(|| bad("malformed op header at value pointer"))? as usize;
@@ -224,10 +264,7 @@ impl VlogReader {
         if crate::util::crc(value) != ptr.value_crc {
             return Err(bad("value checksum mismatch"));
         }
-        let start = r.pos() - vlen;
-        op.copy_within(start..start + vlen, 0);
-        op.truncate(vlen);
-        Ok(op)
+        Ok(value)
     }
 }
 
@@ -262,6 +299,32 @@ mod tests {
     use super::*;
     use crate::fs::{MemFs, PosixFs};
 
+    fn bytes(reader: &VlogReader, ptr: &ValuePointer) -> Option<Vec<u8>> {
+        reader.with_mapped_op(ptr, <[u8]>::to_vec)
+    }
+
+    /// An extent where the log head is file `head` with nothing durable in it yet.
+    fn sealed_below(head: u64) -> Arc<DurableExtent> {
+        let dir = tempfile::tempdir().unwrap();
+        let mem: Arc<dyn Vfs> = Arc::new(MemFs::new());
+        mem.create_dir_all(dir.path()).unwrap();
+        let file = mem.create(&log_file_name(dir.path(), head)).unwrap();
+        crate::log::LogWriter::new(mem, dir.path(), head, file, 0, 4096, 1 << 20).extent()
+    }
+
+    #[test]
+    fn warmth_needs_a_run_of_cached_probes_and_one_miss_ends_it() {
+        let reader = VlogReader::new(Arc::new(MemFs::new()), "/d".into(), false);
+        for _ in 0..WARM_PROBES - 1 {
+            reader.note_probe(true);
+        }
+        assert!(!reader.is_warm());
+        reader.note_probe(true);
+        assert!(reader.is_warm());
+        reader.note_probe(false);
+        assert!(!reader.is_warm(), "a miss ends it");
+    }
+
     fn append(vfs: &dyn Vfs, path: &std::path::Path, bytes: usize, fill: u8) {
         let mut w = if vfs.exists(path) { vfs.open_append(path) } else { vfs.create(path) }.unwrap();
         w.append(&vec![fill; bytes]).unwrap();
@@ -276,29 +339,28 @@ mod tests {
         append(&*vfs, &path, 1 << 20, 1);
         let reader = VlogReader::new(vfs.clone(), dir.path().to_path_buf(), false);
         let ptr = |offset: u64, op_len: u32| ValuePointer { file: 5, offset, op_len, value_crc: 0 };
-        reader.set_head_file(5);
-        assert_eq!(reader.read_mapped(&ptr(100, 50)), None, "the log head is never mapped");
-        reader.set_head_file(6);
-        assert_eq!(reader.read_mapped(&ptr(100, 50)), Some(vec![1; 50]));
+        assert_eq!(bytes(&reader, &ptr(100, 50)), None, "nothing is mapped before the extent is known");
+        reader.set_durable_extent(sealed_below(6));
+        assert_eq!(bytes(&reader, &ptr(100, 50)), Some(vec![1; 50]));
         // The file grows past the mapping: a little, no new mapping; a lot, a new one.
         append(&*vfs, &path, 1 << 20, 2);
-        assert_eq!(reader.read_mapped(&ptr((1 << 20) + 10, 50)), None, "grown by less than REMAP_GROWTH");
+        assert_eq!(bytes(&reader, &ptr((1 << 20) + 10, 50)), None, "grown by less than REMAP_GROWTH");
         append(&*vfs, &path, REMAP_GROWTH as usize, 3);
         let far = (2 << 20) + REMAP_GROWTH - 100;
-        assert_eq!(reader.read_mapped(&ptr(far, 50)), Some(vec![3; 50]), "remapped once grown enough");
-        assert_eq!(reader.read_mapped(&ptr((1 << 20) + 10, 50)), Some(vec![2; 50]));
-        assert_eq!(reader.read_mapped(&ptr(far + 90, 50)), None, "past the end of the file");
+        assert_eq!(bytes(&reader, &ptr(far, 50)), Some(vec![3; 50]), "remapped once grown enough");
+        assert_eq!(bytes(&reader, &ptr((1 << 20) + 10, 50)), Some(vec![2; 50]));
+        assert_eq!(bytes(&reader, &ptr(far + 90, 50)), None, "past the end of the file");
         reader.evict(5);
-        assert_eq!(reader.read_mapped(&ptr(0, 8)), Some(vec![1; 8]), "mapped again after eviction");
+        assert_eq!(bytes(&reader, &ptr(0, 8)), Some(vec![1; 8]), "mapped again after eviction");
 
         let mem: Arc<dyn Vfs> = Arc::new(MemFs::new());
         mem.create_dir_all(std::path::Path::new("/d")).unwrap();
         append(&*mem, &log_file_name(std::path::Path::new("/d"), 5), 4096, 1);
         let reader = VlogReader::new(mem, "/d".into(), false);
-        reader.set_head_file(6);
-        assert_eq!(reader.read_mapped(&ptr(0, 8)), None, "in-memory files are never mapped");
+        reader.set_durable_extent(sealed_below(6));
+        assert_eq!(bytes(&reader, &ptr(0, 8)), None, "in-memory files are never mapped");
         let off = VlogReader::new(vfs, dir.path().to_path_buf(), false).with_mapped_reads(false);
-        off.set_head_file(6);
-        assert_eq!(off.read_mapped(&ptr(0, 8)), None, "mapped reads turned off");
+        off.set_durable_extent(sealed_below(6));
+        assert_eq!(bytes(&off, &ptr(0, 8)), None, "mapped reads turned off");
     }
 }
