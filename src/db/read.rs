@@ -329,7 +329,10 @@ impl ValueSource for ScanValues {
 
     fn prefetch(&self, encoded: &[u8]) -> Option<PendingRead> {
         let read = self.0.start_pointer_read(encoded, Access::Scan)?;
-        self.0.vlog.note_probe(read.was_cached());
+        // Buffered values say nothing about whether the page cache holds the sealed files.
+        if !read.past_end() {
+            self.0.vlog.note_probe(read.was_cached());
+        }
         Some(read)
     }
 

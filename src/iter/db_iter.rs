@@ -225,7 +225,8 @@ pub struct DbIterator {
     readahead: Readahead,
     /// Where this scan's read-ahead missed the page cache (regions worth reading whole).
     regions: ValueRegions,
-    /// Steps taken while read-ahead paused (every `PROBE_EVERY`th probes the page cache).
+    /// Values read through the mapping or the probe, outside read-ahead (every
+    /// `PROBE_EVERY`th probes the page cache).
     paused_steps: usize,
     /// `Some` while reading ahead; `None`: the user's entry is the cursor's.
     window: Option<Window>,
@@ -472,10 +473,9 @@ impl DbIterator {
         }
         let v = match front.read.take() {
             Some(read) => self.values.finish(&front.key, &front.stored, read)?,
-            None if self.readahead.trusts_cache() => match self.values.read_mapped(&front.key, &front.stored) {
-                Some(v) => v?,
-                None => self.values.read(&front.key, &front.stored)?,
-            },
+            None if self.readahead.trusts_cache() => {
+                read_trusted(&*self.values, &mut self.readahead, &mut self.paused_steps, &front.key, &front.stored)?
+            }
             None => self.values.read(&front.key, &front.stored)?,
         };
         self.resolved = Some(v);
@@ -515,15 +515,40 @@ impl DbIterator {
     /// the file's mapping while the page cache is trusted to hold it).
     fn resolve_cursor(&mut self) -> Result<()> {
         if self.cursor.valid && self.cursor.kind == ValueKind::Pointer as u8 {
-            if self.readahead.trusts_cache() {
-                if let Some(v) = self.values.read_mapped(self.cursor.key(), self.cursor.stored()) {
-                    self.resolved = Some(v?);
-                    return Ok(());
-                }
-            }
-            self.resolved = Some(self.values.read(self.cursor.key(), self.cursor.stored())?);
+            let (key, stored) = (self.cursor.key(), self.cursor.stored());
+            self.resolved = Some(match self.readahead.trusts_cache() {
+                true => read_trusted(&*self.values, &mut self.readahead, &mut self.paused_steps, key, stored)?,
+                false => self.values.read(key, stored)?,
+            });
         }
         Ok(())
+    }
+}
+
+/// A value read outside read-ahead while the page cache is trusted: through the file's mapping,
+/// except every `PROBE_EVERY`th read, which probes the cache, so a scan (or a run of seeks)
+/// that has left the cached data loses the trust instead of faulting pages in one at a time.
+fn read_trusted(
+    values: &dyn ValueSource,
+    readahead: &mut Readahead,
+    reads: &mut usize,
+    key: &[u8],
+    stored: &[u8],
+) -> Result<Vec<u8>> {
+    *reads += 1;
+    if *reads % PROBE_EVERY != 0 {
+        if let Some(v) = values.read_mapped(key, stored) {
+            return v;
+        }
+    }
+    match values.prefetch(stored) {
+        Some(read) => {
+            if !read.was_cached() {
+                readahead.note_miss();
+            }
+            values.finish(key, stored, read)
+        }
+        None => values.read(key, stored),
     }
 }
 
@@ -1008,6 +1033,16 @@ mod tests {
                 assert_eq!(mapped, 0, "a short scan never proves the cache warm by itself");
             }
         }
+        // Trust that turns out wrong is withdrawn by the next probe, even when the iterator
+        // only seeks (it never reads ahead, so only the probes among its reads can tell).
+        let cold = std::sync::Arc::new(ModelValues { warm: true, ..ModelValues::new(false) });
+        let mut it = scan_over(200, offset, cold.clone());
+        for i in (0..200).step_by(3) {
+            it.seek(format!("k{i:06}").as_bytes()).unwrap();
+            assert_eq!(it.value(), offset(i).to_string().as_bytes());
+        }
+        let mapped = cold.mapped_reads.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(mapped < PROBE_EVERY, "{mapped} mapped reads after the first probe missed");
         // A seek keeps the trust: whether the cache holds the data does not depend on where.
         let mut r = Readahead::new(32);
         r.trust_cache();

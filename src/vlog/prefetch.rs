@@ -94,6 +94,12 @@ impl PendingRead {
         matches!(self.state, Pending::Cached(_) | Pending::PastEnd)
     }
 
+    /// Whether the file ended before the bytes (they are in the log writer's buffer): no
+    /// device read, but nothing learned about the page cache either.
+    pub fn past_end(&self) -> bool {
+        matches!(self.state, Pending::PastEnd)
+    }
+
     /// Block until the read is done.
     pub fn wait(self) -> ReadOutcome {
         let done = match self.state {
