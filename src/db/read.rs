@@ -214,25 +214,17 @@ impl DbInner {
         // At most `MULTI_GET_BATCH` per batch: more would not fit the ring at once.
         for chunk in keys.chunks(ro.readahead_values.clamp(1, MULTI_GET_BATCH)) {
             let entries = chunk.iter().map(|k| self.get_entry(&view, k, fill)).collect::<Result<Vec<_>>>()?;
-            let ptrs: Vec<ValuePointer> = match ro.readahead_values {
-                0 => Vec::new(),
-                _ => entries
-                    .iter()
-                    .filter_map(|e| match e {
-                        Some((ValueKind::Pointer, enc)) => ValuePointer::decode(enc),
-                        _ => None,
-                    })
-                    .collect(),
-            };
-            let mut reads = self.vlog.start_reads(&ptrs, Access::Point).into_iter();
-            for (key, entry) in chunk.iter().zip(entries) {
-                let started = match &entry {
-                    Some((ValueKind::Pointer, enc)) if !ptrs.is_empty() && ValuePointer::decode(enc).is_some() => {
-                        reads.next().flatten()
-                    }
+            // Entries whose value is read in the background; the others are resolved in place.
+            let ptrs: Vec<Option<ValuePointer>> = entries
+                .iter()
+                .map(|e| match e {
+                    Some((ValueKind::Pointer, enc)) if ro.readahead_values > 0 => ValuePointer::decode(enc),
                     _ => None,
-                };
-                out.push(match (entry, started) {
+                })
+                .collect();
+            let reads = self.vlog.start_reads(&ptrs, Access::Point);
+            for ((key, entry), read) in chunk.iter().zip(entries).zip(reads) {
+                out.push(match (entry, read) {
                     (Some((_, enc)), Some(read)) => Some(self.finish_pointer_read(key, &enc, read, Access::Point)?),
                     (Some((kind, v)), None) => self.resolve(key, kind, v)?,
                     (None, _) => None,

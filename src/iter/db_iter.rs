@@ -227,7 +227,7 @@ pub struct DbIterator {
     regions: ValueRegions,
     /// Values read through the mapping or the probe, outside read-ahead (every
     /// `PROBE_EVERY`th probes the page cache).
-    paused_steps: usize,
+    reads_outside_window: usize,
     /// `Some` while reading ahead; `None`: the user's entry is the cursor's.
     window: Option<Window>,
     /// The current entry's value, when it is separated.
@@ -268,7 +268,7 @@ impl DbIterator {
             values,
             readahead,
             regions: ValueRegions::default(),
-            paused_steps: 0,
+            reads_outside_window: 0,
             window: None,
             resolved: None,
             failed: false,
@@ -473,9 +473,12 @@ impl DbIterator {
         }
         let v = match front.read.take() {
             Some(read) => self.values.finish(&front.key, &front.stored, read)?,
-            None if self.readahead.trusts_cache() => {
-                read_trusted(&*self.values, &mut self.readahead, &mut self.paused_steps, &front.key, &front.stored)?
-            }
+            None if self.readahead.trusts_cache() => read_probing(
+                &*self.values,
+                (&mut self.readahead, &mut self.reads_outside_window, None),
+                &front.key,
+                &front.stored,
+            )?,
             None => self.values.read(&front.key, &front.stored)?,
         };
         self.resolved = Some(v);
@@ -483,31 +486,15 @@ impl DbIterator {
     }
 
     /// `resolve_cursor` while read-ahead pauses for cached values: the read goes through the
-    /// page-cache probe, and a value that was not cached ends the pause (the scan has left
-    /// the cached part of the log, and plain reads from the device would be one at a time).
+    /// page-cache probe (or, while the cache is trusted, mostly through the mapping), and a
+    /// value that was not cached ends the pause (the scan has left the cached part of the log,
+    /// and plain reads from the device would be one at a time) and counts toward its region.
     fn resolve_cursor_paused(&mut self) -> Result<()> {
-        if !(self.cursor.valid && self.cursor.kind == ValueKind::Pointer as u8) {
-            return Ok(());
+        if self.cursor.valid && self.cursor.kind == ValueKind::Pointer as u8 {
+            let (key, stored) = (self.cursor.key(), self.cursor.stored());
+            let counts = (&mut self.readahead, &mut self.reads_outside_window, Some(&mut self.regions));
+            self.resolved = Some(read_probing(&*self.values, counts, key, stored)?);
         }
-        let stored = self.cursor.stored();
-        // Once a whole pause found every value cached, read through the file's mapping between
-        // probes: no system call for cached values. A value that is not cached costs one page
-        // fault, and the next probe ends the pause.
-        self.paused_steps += 1;
-        if self.readahead.trusts_cache() && self.paused_steps % PROBE_EVERY != 0 {
-            if let Some(v) = self.values.read_mapped(self.cursor.key(), stored) {
-                self.resolved = Some(v?);
-                return Ok(());
-            }
-        }
-        let Some(read) = self.values.prefetch(stored) else { return self.resolve_cursor() };
-        if !read.was_cached() {
-            self.readahead.note_miss();
-            if let Some(region) = ValuePointer::decode(stored).and_then(|p| self.regions.visit(&p, true)) {
-                self.values.read_region(region);
-            }
-        }
-        self.resolved = Some(self.values.finish(self.cursor.key(), stored, read)?);
         Ok(())
     }
 
@@ -517,7 +504,12 @@ impl DbIterator {
         if self.cursor.valid && self.cursor.kind == ValueKind::Pointer as u8 {
             let (key, stored) = (self.cursor.key(), self.cursor.stored());
             self.resolved = Some(match self.readahead.trusts_cache() {
-                true => read_trusted(&*self.values, &mut self.readahead, &mut self.paused_steps, key, stored)?,
+                true => read_probing(
+                    &*self.values,
+                    (&mut self.readahead, &mut self.reads_outside_window, None),
+                    key,
+                    stored,
+                )?,
                 false => self.values.read(key, stored)?,
             });
         }
@@ -525,31 +517,32 @@ impl DbIterator {
     }
 }
 
-/// A value read outside read-ahead while the page cache is trusted: through the file's mapping,
-/// except every `PROBE_EVERY`th read, which probes the cache, so a scan (or a run of seeks)
-/// that has left the cached data loses the trust instead of faulting pages in one at a time.
-fn read_trusted(
+/// A value read outside read-ahead's window, through the page-cache probe, except that while
+/// the cache is trusted every read but each `PROBE_EVERY`th goes through the file's mapping.
+/// So a scan (or a run of seeks) that has left the cached data notices within a few reads: a
+/// probe that misses withdraws the trust and ends a pause (`Readahead::note_miss`) and, with
+/// `regions`, counts toward reading the value's region whole.
+fn read_probing(
     values: &dyn ValueSource,
-    readahead: &mut Readahead,
-    reads: &mut usize,
+    (readahead, reads, regions): (&mut Readahead, &mut usize, Option<&mut ValueRegions>),
     key: &[u8],
     stored: &[u8],
 ) -> Result<Vec<u8>> {
     *reads += 1;
-    if *reads % PROBE_EVERY != 0 {
+    if readahead.trusts_cache() && *reads % PROBE_EVERY != 0 {
         if let Some(v) = values.read_mapped(key, stored) {
             return v;
         }
     }
-    match values.prefetch(stored) {
-        Some(read) => {
-            if !read.was_cached() {
-                readahead.note_miss();
-            }
-            values.finish(key, stored, read)
+    let Some(read) = values.prefetch(stored) else { return values.read(key, stored) };
+    if !read.was_cached() {
+        readahead.note_miss();
+        let region = regions.zip(ValuePointer::decode(stored)).and_then(|(r, p)| r.visit(&p, true));
+        if let Some(region) = region {
+            values.read_region(region);
         }
-        None => values.read(key, stored),
     }
+    values.finish(key, stored, read)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -226,11 +226,9 @@ impl ParallelReader {
             return read;
         }
         let (req, read) = ReadRequest::new(file, offset, len);
-        // `uses_io_uring` starts the engine on first use, so it must run before the match.
-        let use_uring = req.file.raw_fd().is_some() && self.uses_io_uring();
-        match self.uring.get() {
-            Some(Some(engine)) if use_uring => engine.submit_many(std::iter::once(req)),
-            _ => self.pool.get_or_init(Pool::start).submit(req),
+        match self.ring_for(&req) {
+            Some(engine) => engine.submit_many(std::iter::once(req)),
+            None => self.pool.get_or_init(Pool::start).submit(req),
         }
         read
     }
@@ -241,7 +239,7 @@ impl ParallelReader {
         &self,
         reads: impl IntoIterator<Item = (Arc<dyn RandomAccessFile>, u64, usize)>,
     ) -> Vec<PendingRead> {
-        let mut ring_batch = Vec::new();
+        let (mut ring, mut ring_batch) = (None, Vec::new());
         let pending = reads
             .into_iter()
             .map(|(file, offset, len)| {
@@ -249,21 +247,29 @@ impl ParallelReader {
                     return read;
                 }
                 let (req, read) = ReadRequest::new(file, offset, len);
-                if req.file.raw_fd().is_some() && self.uses_io_uring() {
-                    ring_batch.push(req);
-                } else {
-                    self.pool.get_or_init(Pool::start).submit(req);
+                match self.ring_for(&req) {
+                    Some(engine) => {
+                        ring = Some(engine);
+                        ring_batch.push(req);
+                    }
+                    None => self.pool.get_or_init(Pool::start).submit(req),
                 }
                 read
             })
             .collect();
-        if !ring_batch.is_empty() {
-            match self.uring.get() {
-                Some(Some(engine)) => engine.submit_many(ring_batch),
-                _ => ring_batch.into_iter().for_each(|r| self.pool.get_or_init(Pool::start).submit(r)),
-            }
+        if let Some(engine) = ring {
+            engine.submit_many(ring_batch);
         }
         pending
+    }
+
+    /// The io_uring engine `req` goes to, or `None` for the pool: the one place that decides
+    /// (it starts the engine on first use).
+    fn ring_for(&self, req: &ReadRequest) -> Option<&UringEngine> {
+        if req.file.raw_fd().is_none() || !self.uses_io_uring() {
+            return None;
+        }
+        self.uring.get().and_then(Option::as_ref)
     }
 
     /// The bytes, when they are all in the page cache: cached bytes cost one syscall here;

@@ -206,14 +206,17 @@ impl VlogReader {
         Ok(self.parallel.submit(f, ptr.offset, ptr.op_len as usize))
     }
 
-    /// `start_read` for many pointers, submitted together (one kernel entry for those that go
-    /// to io_uring); `None` where a read cannot start (its file is missing: the synchronous
-    /// read then reports it).
-    pub fn start_reads(&self, ptrs: &[ValuePointer], access: Access) -> Vec<Option<PendingRead>> {
+    /// `start_read` for each pointer given, submitted together (one kernel entry for those
+    /// that go to io_uring); the answer is aligned with `ptrs`, `None` where no pointer was
+    /// given or the read cannot start (its file is missing: the synchronous read then
+    /// reports it).
+    pub fn start_reads(&self, ptrs: &[Option<ValuePointer>], access: Access) -> Vec<Option<PendingRead>> {
         let files: Vec<Option<Arc<dyn RandomAccessFile>>> =
-            ptrs.iter().map(|p| self.file(p.file, access).ok()).collect();
-        let reads =
-            ptrs.iter().zip(&files).filter_map(|(p, f)| f.as_ref().map(|f| (f.clone(), p.offset, p.op_len as usize)));
+            ptrs.iter().map(|p| p.and_then(|p| self.file(p.file, access).ok())).collect();
+        let reads = ptrs
+            .iter()
+            .zip(&files)
+            .filter_map(|(p, f)| Some((f.clone()?, p.as_ref()?.offset, p.as_ref()?.op_len as usize)));
         let mut started = self.parallel.submit_many(reads).into_iter();
         files.iter().map(|f| f.as_ref().and_then(|_| started.next())).collect()
     }

@@ -112,7 +112,7 @@ impl ScanLength {
 }
 
 /// Run `body(tid, latencies)` on every thread, started together; merge their latencies.
-fn on_threads(s: &Session, body: impl Fn(usize, &mut Latencies) -> CliResult + Sync) -> CliResult<Phase> {
+pub(super) fn on_threads(s: &Session, body: impl Fn(usize, &mut Latencies) -> CliResult + Sync) -> CliResult<Phase> {
     let barrier = std::sync::Barrier::new(s.threads);
     let started = Instant::now();
     let results: Vec<CliResult<Latencies>> = std::thread::scope(|scope| {
@@ -126,7 +126,7 @@ fn on_threads(s: &Session, body: impl Fn(usize, &mut Latencies) -> CliResult + S
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a YCSB thread panicked".into()))).collect()
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a client thread panicked".into()))).collect()
     });
     let elapsed = started.elapsed();
     let mut latencies = Latencies::default();

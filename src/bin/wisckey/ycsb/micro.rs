@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use super::client::{Phase, Session};
+use super::client::{on_threads, Phase, Session};
 use super::generators::Rng;
 use super::keys::bench_key;
 use super::latency::Latencies;
@@ -58,33 +58,16 @@ pub fn run(s: &Session, m: &Micro, name: &str, round: u64) -> CliResult<(Phase, 
     let writes = matches!(name, "fillseq" | "fillrandom" | "overwrite" | "deleterandom");
     let total = if writes { m.num } else { m.reads };
     let scanned = AtomicU64::new(0);
-    let barrier = std::sync::Barrier::new(s.threads);
-    let started = Instant::now();
-    let results: Vec<CliResult<Latencies>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..s.threads)
-            .map(|tid| {
-                let (barrier, scanned) = (&barrier, &scanned);
-                scope.spawn(move || {
-                    let share = total / threads + u64::from((tid as u64) < total % threads);
-                    // Contiguous key ranges per thread for fillseq.
-                    let first = tid as u64 * (total / threads) + (tid as u64).min(total % threads);
-                    let seed = s.seed.wrapping_add(round << 16).wrapping_add(tid as u64);
-                    let mut t = Thread { s, m, rng: Rng::new(seed), key: Vec::new() };
-                    let mut lat = Latencies::default();
-                    barrier.wait();
-                    t.ops(name, first, share, &mut lat, scanned).map(|()| lat)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a benchmark thread panicked".into()))).collect()
-    });
-    let elapsed = started.elapsed();
-    let mut latencies = Latencies::default();
-    for r in results {
-        latencies.merge(&r?);
-    }
-    let ops = if name == "readseq" { scanned.load(Ordering::Relaxed) } else { latencies.total_ops() };
-    Ok((Phase { elapsed, latencies }, ops))
+    let phase = on_threads(s, |tid, lat| {
+        let share = total / threads + u64::from((tid as u64) < total % threads);
+        // Contiguous key ranges per thread for fillseq.
+        let first = tid as u64 * (total / threads) + (tid as u64).min(total % threads);
+        let seed = s.seed.wrapping_add(round << 16).wrapping_add(tid as u64);
+        let mut t = Thread { s, m, rng: Rng::new(seed), key: Vec::new() };
+        t.ops(name, first, share, lat, &scanned)
+    })?;
+    let ops = if name == "readseq" { scanned.load(Ordering::Relaxed) } else { phase.latencies.total_ops() };
+    Ok((phase, ops))
 }
 
 struct Thread<'a, 's> {
