@@ -58,14 +58,14 @@ harness="$peers_target/release/wisckey"
 if [ "$want_peers" = 1 ] && ! ldconfig -p 2>/dev/null | grep -q 'libclang[-.0-9]*\.so'; then
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-dev; } >&2 || true
 fi
-if [ "$want_peers" = 1 ] && CARGO_TARGET_DIR="$peers_target" cargo build --release --bin wisckey --features peers \
+if [ "$want_peers" = 1 ] && CARGO_TARGET_DIR="$peers_target" cargo build --release -p wisckey-cli --features peers \
     2>"$out/peers-build.log"; then
   peers_ok=1
 else
   [ "$want_peers" = 0 ] || log "the peers build failed (see $out/peers-build.log); in-process peers are skipped"
   peers_ok=$([ "$want_peers" = 0 ] && echo skipped || echo 0)
   harness_engines=(wisckey)
-  CARGO_TARGET_DIR="$peers_target" cargo build --release --bin wisckey --features plot >&2
+  CARGO_TARGET_DIR="$peers_target" cargo build --release -p wisckey-cli --features plot >&2
 fi
 
 # Append each JSON line of a command's stdout to results.jsonl with extra fields merged in.

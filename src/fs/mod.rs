@@ -6,10 +6,12 @@ use std::sync::Arc;
 
 use crate::error::Result;
 
+#[cfg(any(test, feature = "test-util"))]
 pub mod fault;
 pub mod mem;
 pub mod posix;
 
+#[cfg(any(test, feature = "test-util"))]
 pub use fault::{CrashMode, FaultFs, FaultKind, FaultOp, FaultRule};
 pub use mem::MemFs;
 pub use posix::{FileMapping, PosixFs};
