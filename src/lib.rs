@@ -10,10 +10,10 @@
 //! # Ok::<(), wisckey::Error>(())
 //! ```
 
-pub mod cache;
 pub mod compaction;
 pub mod db;
 pub mod error;
+pub mod filename;
 pub mod fs;
 pub mod iter;
 pub mod key;
@@ -21,7 +21,6 @@ pub mod log;
 pub mod memtable;
 pub mod options;
 pub mod sst;
-pub mod table_cache;
 pub mod util;
 pub mod version;
 pub mod vlog;

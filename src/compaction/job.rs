@@ -8,12 +8,13 @@ use std::sync::Arc;
 use crate::compaction::CompactionTask;
 use crate::error::{Error, Result};
 use crate::fs::Vfs;
-use crate::iter::run::RunIterator;
+use crate::version::run_iter::RunIterator;
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, compare_internal, ValueKind, MAX_SEQ};
 use crate::sst::{TableBuilder, TableOptions};
-use crate::table_cache::TableCache;
-use crate::version::{table_file_name, FileMeta, Version};
+use crate::sst::table_cache::TableCache;
+use crate::filename::table_file_name;
+use crate::version::{FileMeta, Version};
 
 /// What a job needs from the database.
 pub struct JobContext<'a> {

@@ -17,7 +17,8 @@ use crate::fs::Vfs;
 use crate::key;
 use crate::memtable::Memtable;
 use crate::sst::{TableBuilder, TableOptions};
-use crate::version::{table_file_name, FileKind, FileMeta, Version, VersionEdit};
+use crate::filename::{table_file_name, FileKind};
+use crate::version::{FileMeta, Version, VersionEdit};
 
 /// Start the flush and compaction threads.
 pub(super) fn spawn(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
@@ -322,7 +323,7 @@ impl DbInner {
                 return;
             };
             for name in names {
-                let Some((kind, number)) = crate::version::parse_file_name(&name) else {
+                let Some((kind, number)) = crate::filename::parse_file_name(&name) else {
                     continue;
                 };
                 let obsolete = match kind {

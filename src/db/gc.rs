@@ -15,7 +15,8 @@ use super::{add, DbInner};
 use crate::error::{Error, Result};
 use crate::key::ValueKind;
 use crate::log::{LogReader, ReadOutcome, HEADER_LEN};
-use crate::version::{log_file_name, LogPosition, VersionEdit};
+use crate::filename::log_file_name;
+use crate::version::{LogPosition, VersionEdit};
 use crate::vlog::ValuePointer;
 use crate::write_batch::{BatchIter, BatchOp, WriteBatch};
 

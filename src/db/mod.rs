@@ -5,6 +5,7 @@
 mod background;
 mod gc;
 mod gc_pacing;
+mod iter;
 mod read;
 mod recovery;
 mod snapshot;
@@ -19,7 +20,7 @@ use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
 
-pub use crate::iter::db_iter::{DbIterator, Entries};
+pub use iter::{DbIterator, Entries};
 pub use gc::GcReport;
 pub use snapshot::Snapshot;
 pub use verify::VerifyReport;
@@ -32,8 +33,9 @@ use crate::log::LogWriter;
 use crate::memtable::Memtable;
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::sst::TableOptions;
-use crate::table_cache::TableCache;
-use crate::version::{self, FileKind, VersionSet};
+use crate::sst::table_cache::TableCache;
+use crate::filename::{self, FileKind};
+use crate::version::VersionSet;
 use crate::write_batch::WriteBatch;
 use snapshot::SnapshotList;
 use write::WriterSlot;
@@ -203,7 +205,7 @@ impl Db {
         let lock = prepare_dir(&*vfs, &dir, &options)?;
         let policy: Box<dyn CompactionPolicy> = Box::new(LeveledPolicy::from_options(&options));
         let block_cache =
-            (options.block_cache_bytes > 0).then(|| crate::cache::new_block_cache(options.block_cache_bytes));
+            (options.block_cache_bytes > 0).then(|| crate::sst::block_cache::new_block_cache(options.block_cache_bytes));
         let table_cache = Arc::new(TableCache::new(vfs.clone(), dir.clone(), options.max_open_files, block_cache));
         let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone(), options.io_uring)
             .with_mapped_reads(options.mmap_value_reads);
@@ -438,8 +440,8 @@ fn prepare_dir(vfs: &dyn Vfs, dir: &Path, o: &Options) -> Result<Box<dyn FileLoc
         }
         vfs.create_dir_all(dir)?;
     }
-    let lock = vfs.lock(&version::lock_file_name(dir))?;
-    let current = vfs.exists(&version::current_file_name(dir));
+    let lock = vfs.lock(&filename::lock_file_name(dir))?;
+    let current = vfs.exists(&filename::current_file_name(dir));
     if current && o.error_if_exists {
         return Err(Error::AlreadyExists { path: dir.to_path_buf() });
     }
@@ -450,7 +452,7 @@ fn prepare_dir(vfs: &dyn Vfs, dir: &Path, o: &Options) -> Result<Box<dyn FileLoc
         let has_data = vfs
             .list(dir)?
             .iter()
-            .any(|n| matches!(version::parse_file_name(n), Some((FileKind::Table, _)) | Some((FileKind::Manifest, _))));
+            .any(|n| matches!(filename::parse_file_name(n), Some((FileKind::Table, _)) | Some((FileKind::Manifest, _))));
         if has_data {
             return Err(not_db("table or manifest files exist but CURRENT is missing"));
         }
@@ -465,10 +467,10 @@ pub fn destroy(path: impl AsRef<Path>, options: &Options) -> Result<()> {
     if !vfs.exists(dir) {
         return Ok(());
     }
-    let lock_path = version::lock_file_name(dir);
+    let lock_path = filename::lock_file_name(dir);
     let lock = vfs.lock(&lock_path)?;
     for name in vfs.list(dir)? {
-        if let Some((kind, _)) = version::parse_file_name(&name) {
+        if let Some((kind, _)) = filename::parse_file_name(&name) {
             if kind != FileKind::Lock {
                 vfs.remove(&dir.join(&name))?;
             }

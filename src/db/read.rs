@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use super::{DbInner, DbStats};
 use crate::error::{Error, Result};
-use crate::iter::db_iter::{DbIterator, ValueSource};
-use crate::iter::run::RunIterator;
+use crate::db::iter::{DbIterator, ValueSource};
+use crate::version::run_iter::RunIterator;
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind, KIND_FOR_SEEK};
 use crate::memtable::{Lookup, Memtable};
@@ -278,7 +278,7 @@ impl DbInner {
         for name in self.vfs.list(&self.dir).unwrap_or_default() {
             let used = self.vfs.disk_usage(&self.dir.join(&name)).unwrap_or(0);
             disk_bytes += used;
-            if matches!(crate::version::parse_file_name(&name), Some((crate::version::FileKind::Log, _))) {
+            if matches!(crate::filename::parse_file_name(&name), Some((crate::filename::FileKind::Log, _))) {
                 vlog_disk_bytes += used;
             }
         }
@@ -340,7 +340,7 @@ impl ValueSource for ScanValues {
         self.0.vlog.is_warm()
     }
 
-    fn read_region(&self, region: crate::iter::value_regions::Region) {
+    fn read_region(&self, region: crate::db::iter::regions::Region) {
         self.0.vlog.will_need(region.file, region.offset, region.len);
     }
 }

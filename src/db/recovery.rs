@@ -11,7 +11,8 @@ use crate::fs::Vfs;
 use crate::log::{LogPos, LogReader, LogRecord, LogWriter, ReadOutcome};
 use crate::memtable::Memtable;
 use crate::options::{Options, RecoveryMode};
-use crate::version::{self, log_file_name, FileKind, LogPosition, VersionEdit, VersionSet};
+use crate::filename::{self, log_file_name, FileKind};
+use crate::version::{LogPosition, VersionEdit, VersionSet};
 
 /// What recovery hands to the new DB.
 pub(super) struct Recovered {
@@ -22,7 +23,7 @@ pub(super) struct Recovered {
 }
 
 pub(super) fn recover(vfs: &Arc<dyn Vfs>, dir: &Path, opts: &Options, policy: &str) -> Result<Recovered> {
-    let mut versions = if vfs.exists(&version::current_file_name(dir)) {
+    let mut versions = if vfs.exists(&filename::current_file_name(dir)) {
         VersionSet::recover(vfs.clone(), dir, opts.num_levels)?
     } else {
         VersionSet::create(vfs.clone(), dir, opts.num_levels, policy)?
@@ -61,7 +62,7 @@ fn log_files_from(vfs: &dyn Vfs, dir: &Path, first: u64) -> Result<Vec<u64>> {
     let mut logs: Vec<u64> = vfs
         .list(dir)?
         .iter()
-        .filter_map(|n| version::parse_file_name(n))
+        .filter_map(|n| filename::parse_file_name(n))
         .filter(|(k, n)| *k == FileKind::Log && *n >= first)
         .map(|(_, n)| n)
         .collect();

@@ -12,7 +12,8 @@ use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
 use crate::log::{LogReader, ReadOutcome};
 use crate::sst::Table;
-use crate::version::{self, log_file_name, table_file_name, FileKind, FileMeta, LogPosition};
+use crate::filename::{self, log_file_name, table_file_name, FileKind};
+use crate::version::{FileMeta, LogPosition};
 use crate::vlog::{Access, ValuePointer};
 
 /// Errors kept in a report; past this only the count grows (one bad disk can fail thousands).
@@ -173,7 +174,7 @@ impl DbInner {
             .vfs
             .list(&self.dir)?
             .iter()
-            .filter_map(|n| version::parse_file_name(n))
+            .filter_map(|n| filename::parse_file_name(n))
             .filter(|&(k, n)| k == FileKind::Log && n >= head.file)
             .map(|(_, n)| n)
             .collect();

@@ -49,9 +49,6 @@ impl InternalIterator for EmptyIterator {
     }
 }
 
-pub mod db_iter;
 pub mod merge;
-pub mod run;
-pub mod value_regions;
 
 pub use merge::MergingIterator;

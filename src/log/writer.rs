@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use super::{encode_group, LogPos};
 use crate::error::Result;
 use crate::fs::{Vfs, WritableFile};
-use crate::version::log_file_name;
+use crate::filename::log_file_name;
 
 /// The part of the log no truncation can ever take back, for readers that map log files
 /// (a mapped page past the end of a file faults with SIGBUS): every file below the one being

@@ -2,12 +2,14 @@
 //! `docs/format/sst.md`), their builder and reader.
 
 pub mod block;
+pub mod block_cache;
 pub mod block_builder;
 pub mod compression;
 pub mod fences;
 pub mod filter;
 pub mod format;
 pub mod table_builder;
+pub mod table_cache;
 pub mod table_reader;
 pub mod verified;
 

@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::cache::BlockCache;
+use crate::sst::block_cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::{FileMapping, RandomAccessFile};
 use crate::iter::InternalIterator;
@@ -510,7 +510,7 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
-    use crate::cache::new_block_cache;
+    use crate::sst::block_cache::new_block_cache;
     use crate::fs::WritableFile;
     use crate::key::{make_internal_key, KIND_FOR_SEEK, MAX_SEQ};
     use crate::sst::compression::Compression;

@@ -2,7 +2,7 @@
 //! runs), the lookups a read or a compaction needs on it, and building the next one from edits.
 //!
 //! Submodules: `edit` (the change record), `manifest` (its durable log and `CURRENT`),
-//! `set` (`VersionSet`: the current version, counters, persistence), `filename` (file names).
+//! `set` (`VersionSet`: the current version, counters, persistence), `run_iter` (one sorted run's tables as one stream).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -10,15 +10,11 @@ use std::sync::Arc;
 use crate::key::{compare_internal, user_key};
 
 pub mod edit;
-pub mod filename;
 pub mod manifest;
+pub mod run_iter;
 pub mod set;
 
 pub use edit::{EditDecodeError, FileMeta, LogPosition, VersionEdit};
-pub use filename::{
-    current_file_name, info_log_file_name, lock_file_name, log_file_name, manifest_file_name, parse_file_name,
-    table_file_name, temp_file_name, FileKind,
-};
 pub use set::{BlobFileStats, VersionSet};
 
 /// The only key order we know; stored in the manifest so a foreign database is refused.

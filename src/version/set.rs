@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
 use super::edit::{LogPosition, VersionEdit};
-use super::filename::{current_file_name, manifest_file_name};
+use crate::filename::{current_file_name, manifest_file_name};
 use super::manifest::{read_current, read_manifest, set_current, ManifestWriter};
 use super::{ApplyError, Builder, Version, COMPARATOR_NAME, FORMAT_VERSION};
 use crate::error::{Error, Result};

@@ -16,7 +16,7 @@ use crate::fs::{Advice, FileMapping, RandomAccessFile, Vfs};
 use crate::key::ValueKind;
 use crate::log::DurableExtent;
 use crate::util::coding::Reader;
-use crate::version::log_file_name;
+use crate::filename::log_file_name;
 
 /// Open vLog files, shared by all readers.
 pub struct VlogReader {

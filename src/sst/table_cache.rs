@@ -4,11 +4,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::cache::BlockCache;
+use crate::sst::block_cache::BlockCache;
 use crate::error::Result;
 use crate::fs::Vfs;
 use crate::sst::Table;
-use crate::version::{table_file_name, FileMeta};
+use crate::filename::table_file_name;
+use crate::version::FileMeta;
 
 /// Open tables by file number.
 pub struct TableCache {

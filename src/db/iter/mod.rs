@@ -3,11 +3,13 @@
 //! and reads separated values — ahead of the position, in parallel, once the iterator is seen
 //! moving sequentially (WiscKey §3.3.1). The direction-switching logic follows LevelDB's DBIter.
 
+pub(crate) mod regions;
+
 use std::cmp::Ordering;
 use std::collections::VecDeque;
 
-use super::value_regions::{Region, ValueRegions};
-use super::InternalIterator;
+use self::regions::{Region, ValueRegions};
+use crate::iter::InternalIterator;
 use crate::error::{Error, Result};
 use crate::key::{self, ValueKind, KIND_FOR_SEEK, MAX_SEQ};
 use crate::vlog::{PendingRead, ValuePointer};
@@ -944,7 +946,7 @@ mod tests {
 
     #[test]
     fn a_long_scan_over_scattered_values_reads_each_region_once() {
-        use super::super::value_regions::REGION_BYTES;
+        use super::regions::REGION_BYTES;
         // A random load: neighbouring keys' values are far apart, each region holds many.
         let regions = 40u64;
         let offset = move |i: u32| (u64::from(i) * 7919 % regions) * REGION_BYTES + u64::from(i) * 101 % 200_000;
@@ -961,7 +963,7 @@ mod tests {
 
     #[test]
     fn a_short_scan_over_scattered_values_reads_no_region() {
-        use super::super::value_regions::REGION_BYTES;
+        use super::regions::REGION_BYTES;
         let offset = |i: u32| u64::from(i) * REGION_BYTES;
         let values = std::sync::Arc::new(ModelValues::new(false));
         let mut it = scan_over(100, offset, values.clone());
@@ -1051,7 +1053,7 @@ mod tests {
         // The first half of the values is cached: read-ahead pauses there (and trusts the
         // mapping); the first probe in the second half must end the pause. One value per
         // region, so no region is read whole (which would cache the values after it).
-        let offset = |i: u32| u64::from(i) * super::super::value_regions::REGION_BYTES;
+        let offset = |i: u32| u64::from(i) * super::regions::REGION_BYTES;
         let half = 1000u32;
         let values = std::sync::Arc::new(ModelValues { cached_below: offset(half), ..ModelValues::new(false) });
         let mut it = scan_over(2 * half, offset, values.clone());
