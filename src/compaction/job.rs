@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use crate::compaction::CompactionTask;
 use crate::error::{Error, Result};
+use crate::filename::table_file_name;
 use crate::fs::Vfs;
-use crate::version::run_iter::RunIterator;
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, compare_internal, ValueKind, MAX_SEQ};
-use crate::sst::{TableBuilder, TableOptions};
 use crate::sst::table_cache::TableCache;
-use crate::filename::table_file_name;
+use crate::sst::{TableBuilder, TableOptions};
+use crate::version::run_iter::RunIterator;
 use crate::version::{FileMeta, Version};
 
 /// What a job needs from the database.

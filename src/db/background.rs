@@ -13,11 +13,11 @@ use super::{add, DbInner, State};
 use crate::compaction::job::{self, JobContext};
 use crate::compaction::{CompactionTask, PickContext};
 use crate::error::{Error, Result};
+use crate::filename::{table_file_name, FileKind};
 use crate::fs::Vfs;
 use crate::key;
 use crate::memtable::Memtable;
 use crate::sst::{TableBuilder, TableOptions};
-use crate::filename::{table_file_name, FileKind};
 use crate::version::{FileMeta, Version, VersionEdit};
 
 /// Start the flush and compaction threads.

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use super::{add, DbInner};
 use crate::error::{Error, Result};
+use crate::filename::log_file_name;
 use crate::key::ValueKind;
 use crate::log::{LogReader, ReadOutcome, HEADER_LEN};
-use crate::filename::log_file_name;
 use crate::version::{LogPosition, VersionEdit};
 use crate::vlog::ValuePointer;
 use crate::write_batch::{BatchIter, BatchOp, WriteBatch};

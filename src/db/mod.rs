@@ -20,21 +20,21 @@ use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
 
-pub use iter::{DbIterator, Entries};
 pub use gc::GcReport;
+pub use iter::{DbIterator, Entries};
 pub use snapshot::Snapshot;
 pub use verify::VerifyReport;
 
 use crate::compaction::policy::LeveledPolicy;
 use crate::compaction::CompactionPolicy;
 use crate::error::{Error, Result};
+use crate::filename::{self, FileKind};
 use crate::fs::{FileLock, Vfs};
 use crate::log::LogWriter;
 use crate::memtable::Memtable;
 use crate::options::{Options, ReadOptions, WriteOptions};
-use crate::sst::TableOptions;
 use crate::sst::table_cache::TableCache;
-use crate::filename::{self, FileKind};
+use crate::sst::TableOptions;
 use crate::version::VersionSet;
 use crate::write_batch::WriteBatch;
 use snapshot::SnapshotList;
@@ -204,8 +204,8 @@ impl Db {
         let vfs = options.vfs.clone();
         let lock = prepare_dir(&*vfs, &dir, &options)?;
         let policy: Box<dyn CompactionPolicy> = Box::new(LeveledPolicy::from_options(&options));
-        let block_cache =
-            (options.block_cache_bytes > 0).then(|| crate::sst::block_cache::new_block_cache(options.block_cache_bytes));
+        let block_cache = (options.block_cache_bytes > 0)
+            .then(|| crate::sst::block_cache::new_block_cache(options.block_cache_bytes));
         let table_cache = Arc::new(TableCache::new(vfs.clone(), dir.clone(), options.max_open_files, block_cache));
         let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone(), options.io_uring)
             .with_mapped_reads(options.mmap_value_reads);
@@ -449,10 +449,9 @@ fn prepare_dir(vfs: &dyn Vfs, dir: &Path, o: &Options) -> Result<Box<dyn FileLoc
         if !o.create_if_missing {
             return Err(not_db("no CURRENT file (create_if_missing is off)"));
         }
-        let has_data = vfs
-            .list(dir)?
-            .iter()
-            .any(|n| matches!(filename::parse_file_name(n), Some((FileKind::Table, _)) | Some((FileKind::Manifest, _))));
+        let has_data = vfs.list(dir)?.iter().any(|n| {
+            matches!(filename::parse_file_name(n), Some((FileKind::Table, _)) | Some((FileKind::Manifest, _)))
+        });
         if has_data {
             return Err(not_db("table or manifest files exist but CURRENT is missing"));
         }

@@ -5,13 +5,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{DbInner, DbStats};
-use crate::error::{Error, Result};
 use crate::db::iter::{DbIterator, ValueSource};
-use crate::version::run_iter::RunIterator;
+use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind, KIND_FOR_SEEK};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::ReadOptions;
+use crate::version::run_iter::RunIterator;
 use crate::version::Version;
 use crate::vlog::{Access, PendingRead, ValuePointer};
 

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use super::background::write_level0_table;
 use crate::error::{Error, Result};
+use crate::filename::{self, log_file_name, FileKind};
 use crate::fs::Vfs;
 use crate::log::{LogPos, LogReader, LogRecord, LogWriter, ReadOutcome};
 use crate::memtable::Memtable;
 use crate::options::{Options, RecoveryMode};
-use crate::filename::{self, log_file_name, FileKind};
 use crate::version::{LogPosition, VersionEdit, VersionSet};
 
 /// What recovery hands to the new DB.

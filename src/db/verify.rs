@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use super::DbInner;
 use crate::error::{Error, Result};
+use crate::filename::{self, log_file_name, table_file_name, FileKind};
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
 use crate::log::{LogReader, ReadOutcome};
 use crate::sst::Table;
-use crate::filename::{self, log_file_name, table_file_name, FileKind};
 use crate::version::{FileMeta, LogPosition};
 use crate::vlog::{Access, ValuePointer};
 

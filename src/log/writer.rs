@@ -9,8 +9,8 @@ use parking_lot::Mutex;
 
 use super::{encode_group, LogPos};
 use crate::error::Result;
-use crate::fs::{Vfs, WritableFile};
 use crate::filename::log_file_name;
+use crate::fs::{Vfs, WritableFile};
 
 /// The part of the log no truncation can ever take back, for readers that map log files
 /// (a mapped page past the end of a file faults with SIGBUS): every file below the one being

@@ -2,8 +2,8 @@
 //! `docs/format/sst.md`), their builder and reader.
 
 pub mod block;
-pub mod block_cache;
 pub mod block_builder;
+pub mod block_cache;
 pub mod compression;
 pub mod fences;
 pub mod filter;

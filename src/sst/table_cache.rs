@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::sst::block_cache::BlockCache;
 use crate::error::Result;
-use crate::fs::Vfs;
-use crate::sst::Table;
 use crate::filename::table_file_name;
+use crate::fs::Vfs;
+use crate::sst::block_cache::BlockCache;
+use crate::sst::Table;
 use crate::version::FileMeta;
 
 /// Open tables by file number.

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use super::edit::VersionEdit;
-use crate::filename::{current_file_name, manifest_file_name, parse_file_name, temp_file_name, FileKind};
 use crate::error::{Error, Result};
+use crate::filename::{current_file_name, manifest_file_name, parse_file_name, temp_file_name, FileKind};
 use crate::fs::{Vfs, WritableFile};
 use crate::util::coding::{decode_fixed32, put_fixed32};
 use crate::util::{crc, crc_extend};

@@ -4,11 +4,11 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use crate::iter::InternalIterator;
 use crate::error::Result;
+use crate::iter::InternalIterator;
 use crate::key::compare_internal;
-use crate::sst::TableIterator;
 use crate::sst::table_cache::TableCache;
+use crate::sst::TableIterator;
 use crate::version::FileMeta;
 
 /// Concatenation of a run's files.

@@ -12,11 +12,11 @@ use parking_lot::{Mutex, RwLock};
 use super::prefetch::{ParallelReader, PendingRead};
 use super::ValuePointer;
 use crate::error::{Error, Result};
+use crate::filename::log_file_name;
 use crate::fs::{Advice, FileMapping, RandomAccessFile, Vfs};
 use crate::key::ValueKind;
 use crate::log::DurableExtent;
 use crate::util::coding::Reader;
-use crate::filename::log_file_name;
 
 /// Open vLog files, shared by all readers.
 pub struct VlogReader {

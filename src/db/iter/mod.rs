@@ -9,8 +9,8 @@ use std::cmp::Ordering;
 use std::collections::VecDeque;
 
 use self::regions::{Region, ValueRegions};
-use crate::iter::InternalIterator;
 use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind, KIND_FOR_SEEK, MAX_SEQ};
 use crate::vlog::{PendingRead, ValuePointer};
 

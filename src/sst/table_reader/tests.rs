@@ -1,0 +1,534 @@
+//! Tests of `table_reader.rs`.
+
+use std::path::PathBuf;
+
+use parking_lot::Mutex;
+use proptest::prelude::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::*;
+use crate::fs::WritableFile;
+use crate::key::{make_internal_key, KIND_FOR_SEEK, MAX_SEQ};
+use crate::sst::block_cache::new_block_cache;
+use crate::sst::compression::Compression;
+use crate::sst::table_builder::{TableBuilder, TableOptions, TableSummary};
+
+/// A file in memory, writable and readable (the tests must not depend on `fs::MemFs`).
+#[derive(Clone)]
+struct MemFile {
+    data: Arc<Mutex<Vec<u8>>>,
+    path: PathBuf,
+}
+
+impl MemFile {
+    fn new() -> Self {
+        MemFile { data: Arc::default(), path: PathBuf::from("/mem/000007.sst") }
+    }
+    fn with_bytes(bytes: Vec<u8>) -> Self {
+        let f = MemFile::new();
+        *f.data.lock() = bytes;
+        f
+    }
+    fn bytes(&self) -> Vec<u8> {
+        self.data.lock().clone()
+    }
+}
+
+impl WritableFile for MemFile {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.data.lock().extend_from_slice(data);
+        Ok(())
+    }
+    fn sync_data(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn sync(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn len(&self) -> u64 {
+        self.data.lock().len() as u64
+    }
+    fn truncate(&mut self, len: u64) -> Result<()> {
+        self.data.lock().truncate(len as usize);
+        Ok(())
+    }
+}
+
+impl RandomAccessFile for MemFile {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let d = self.data.lock();
+        let start = (offset as usize).min(d.len());
+        let n = buf.len().min(d.len() - start);
+        buf[..n].copy_from_slice(&d[start..start + n]);
+        Ok(n)
+    }
+    fn len(&self) -> Result<u64> {
+        Ok(self.data.lock().len() as u64)
+    }
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+type Model = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn opts(block: usize, restart: usize, compression: Compression, bits: f64) -> TableOptions {
+    TableOptions { block_size_bytes: block, restart_interval: restart, compression, bloom_bits_per_key: bits }
+}
+
+/// `n_users` user keys (even numbers only, so odd ones are known absent), 1..=4 versions
+/// each, values of varying length and compressibility; sorted in internal order.
+fn random_model(seed: u64, n_users: usize) -> Model {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut users: Vec<u64> = (0..n_users).map(|_| rng.gen_range(0..1_000_000u64) * 2).collect();
+    users.sort_unstable();
+    users.dedup();
+    let mut model = Vec::new();
+    for u in users {
+        let uk = format!("user{u:08}");
+        let versions = rng.gen_range(1..=4);
+        let mut seqs: Vec<u64> = (0..versions).map(|_| rng.gen_range(1..1 << 40)).collect();
+        seqs.sort_unstable_by(|a, b| b.cmp(a));
+        seqs.dedup();
+        for seq in seqs {
+            let kind = rng.gen_range(0..3u8);
+            let len = rng.gen_range(0..100);
+            let value: Vec<u8> = (0..len).map(|i| b'a' + ((u as usize + i) % 7) as u8).collect();
+            model.push((make_internal_key(uk.as_bytes(), seq, kind), value));
+        }
+    }
+    model
+}
+
+fn build(model: &Model, o: TableOptions) -> (MemFile, TableSummary) {
+    let file = MemFile::new();
+    let mut b = TableBuilder::new(Box::new(file.clone()), file.path.clone(), o);
+    for (k, v) in model {
+        b.add(k, v).unwrap();
+    }
+    assert_eq!(b.num_entries(), model.len() as u64);
+    let summary = b.finish().unwrap();
+    assert_eq!(summary.file_size, file.bytes().len() as u64);
+    (file, summary)
+}
+
+fn open(file: &MemFile, cache: Option<Arc<BlockCache>>) -> Result<Arc<Table>> {
+    let size = file.bytes().len() as u64;
+    Table::open(Arc::new(file.clone()), 7, size, cache).map(Arc::new)
+}
+
+fn scan_forward(t: &Arc<Table>) -> Result<Model> {
+    let mut it = t.iter(true);
+    let mut out = Vec::new();
+    it.seek_to_first()?;
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.next()?;
+    }
+    Ok(out)
+}
+
+fn scan_backward(t: &Arc<Table>) -> Result<Model> {
+    let mut it = t.iter(true);
+    let mut out = Vec::new();
+    it.seek_to_last()?;
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.prev()?;
+    }
+    out.reverse();
+    Ok(out)
+}
+
+fn model_seek(model: &Model, target: &[u8]) -> Option<usize> {
+    let i = model.partition_point(|(k, _)| compare_internal(k, target) == Ordering::Less);
+    (i < model.len()).then_some(i)
+}
+
+fn model_get(model: &Model, target: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let i = model_seek(model, target)?;
+    let hit = user_key(&model[i].0) == user_key(target);
+    hit.then(|| model[i].clone())
+}
+
+/// Everything the reader offers, checked against the model.
+fn check_table(model: &Model, t: &Arc<Table>, seed: u64) {
+    assert_eq!(scan_forward(t).unwrap(), *model);
+    assert_eq!(scan_backward(t).unwrap(), *model);
+    for (k, v) in model {
+        assert_eq!(t.get(k, true).unwrap(), Some((k.clone(), v.clone())));
+        let newest = make_internal_key(user_key(k), MAX_SEQ, KIND_FOR_SEEK);
+        assert_eq!(t.get(&newest, true).unwrap(), model_get(model, &newest));
+    }
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut it = t.iter(false);
+    for _ in 0..2000 {
+        let u = rng.gen_range(0..2_000_001u64);
+        let target = make_internal_key(format!("user{u:08}").as_bytes(), rng.gen_range(0..1 << 41), 1);
+        assert_eq!(t.get(&target, false).unwrap(), model_get(model, &target));
+        it.seek(&target).unwrap();
+        match model_seek(model, &target) {
+            Some(i) => {
+                assert!(it.valid());
+                assert_eq!((it.key(), it.value()), (&model[i].0[..], &model[i].1[..]));
+                // Step both ways from a sought position.
+                it.next().unwrap();
+                assert_eq!(it.valid(), i + 1 < model.len());
+                if it.valid() {
+                    assert_eq!(it.key(), &model[i + 1].0[..]);
+                    it.prev().unwrap();
+                    assert_eq!(it.key(), &model[i].0[..]);
+                }
+            }
+            None => assert!(!it.valid()),
+        }
+    }
+    let p = t.properties();
+    assert_eq!(p.num_entries, model.len() as u64);
+    assert_eq!(p.smallest, model.first().map(|e| e.0.clone()).unwrap_or_default());
+    assert_eq!(p.largest, model.last().map(|e| e.0.clone()).unwrap_or_default());
+}
+
+#[test]
+fn ten_thousand_keys_round_trip_with_every_compression() {
+    let model = random_model(1, 10_000);
+    assert!(model.len() > 20_000);
+    for c in [Compression::None, Compression::Lz4, Compression::Zstd(3)] {
+        let (file, summary) = build(&model, opts(4096, 16, c, 10.0));
+        assert_eq!(summary.num_entries, model.len() as u64);
+        assert_eq!(summary.smallest, model[0].0);
+        assert_eq!(summary.largest, model.last().unwrap().0);
+        let dels = model.iter().filter(|(k, _)| k[k.len() - 8] == 0).count() as u64;
+        assert_eq!(summary.num_deletions, dels);
+        let raw_values: u64 = model.iter().map(|(_, v)| v.len() as u64).sum();
+        assert_eq!(summary.raw_value_bytes, raw_values);
+        let t = open(&file, Some(new_block_cache(1 << 20))).unwrap();
+        check_table(&model, &t, 2);
+        if c != Compression::None {
+            let raw: u64 = summary.raw_key_bytes + summary.raw_value_bytes;
+            assert!(summary.file_size < raw, "{c:?} should shrink these values");
+        }
+    }
+}
+
+#[test]
+fn tiny_blocks_and_restart_interval_one_round_trip() {
+    let model = random_model(3, 3000);
+    for (block, restart) in [(1, 1), (64, 1), (200, 3), (1 << 20, 1), (1 << 20, 1000)] {
+        let (file, _) = build(&model, opts(block, restart, Compression::None, 0.0));
+        let t = open(&file, None).unwrap();
+        if block == 1 {
+            assert_eq!(t.properties().num_data_blocks, model.len() as u64);
+        }
+        check_table(&model, &t, 4);
+    }
+}
+
+#[test]
+fn empty_table_has_no_entries() {
+    let (file, summary) = build(&Vec::new(), TableOptions::default());
+    assert_eq!(summary.num_entries, 0);
+    assert!(summary.smallest.is_empty());
+    let t = open(&file, None).unwrap();
+    check_table(&Vec::new(), &t, 5);
+    assert!(!t.may_contain(b"anything"));
+    assert_eq!(t.approximate_offset_of(b"anything\0\0\0\0\0\0\0\0"), 0);
+}
+
+#[test]
+fn bloom_filter_false_positive_rate_is_under_2_percent() {
+    let model: Model =
+        (0..20_000u32).map(|i| (make_internal_key(format!("k{i}").as_bytes(), 1, 1), vec![])).collect::<Vec<_>>();
+    let mut model = model;
+    model.sort_by(|a, b| compare_internal(&a.0, &b.0));
+    let (file, _) = build(&model, TableOptions::default());
+    let t = open(&file, None).unwrap();
+    assert!(model.iter().all(|(k, _)| t.may_contain(user_key(k))));
+    let fp = (0..100_000u32).filter(|i| t.may_contain(format!("absent{i}").as_bytes())).count();
+    let rate = fp as f64 / 100_000.0;
+    assert!(rate < 0.02, "false positive rate {rate}");
+}
+
+#[test]
+fn table_without_filter_may_contain_everything() {
+    let model = random_model(6, 100);
+    let (file, _) = build(&model, opts(4096, 16, Compression::None, 0.0));
+    let t = open(&file, None).unwrap();
+    assert!(t.may_contain(b"not there"));
+    check_table(&model, &t, 7);
+}
+
+/// Open, scan everything and get every key: either everything matches the model or a
+/// `Corruption` error is reported. Never a panic, never wrong data.
+fn corruption_or_exact(bytes: Vec<u8>, model: &Model) -> std::result::Result<(), String> {
+    let size = bytes.len() as u64;
+    corruption_or_exact_in(Arc::new(MemFile::with_bytes(bytes)), size, model)
+}
+
+/// `bytes` written to `dir/000007.sst`, opened memory-mapped through `PosixFs`.
+fn mapped_file(dir: &Path, bytes: &[u8]) -> Arc<dyn RandomAccessFile> {
+    use crate::fs::{PosixFs, Vfs};
+    let fs = PosixFs::new();
+    let path = dir.join("000007.sst");
+    let mut w = fs.create(&path).unwrap();
+    w.append(bytes).unwrap();
+    let file = fs.open_read_mapped(&path).unwrap();
+    assert_eq!(file.mapping().is_some(), !bytes.is_empty(), "table file should be mapped");
+    file
+}
+
+/// `corruption_or_exact` of a table read through a memory mapping.
+fn corruption_or_exact_mapped(dir: &Path, bytes: &[u8], model: &Model) -> std::result::Result<(), String> {
+    corruption_or_exact_in(mapped_file(dir, bytes), bytes.len() as u64, model)
+}
+
+fn corruption_or_exact_in(
+    file: Arc<dyn RandomAccessFile>,
+    size: u64,
+    model: &Model,
+) -> std::result::Result<(), String> {
+    let t = match Table::open(file, 7, size, None) {
+        Ok(t) => Arc::new(t),
+        Err(e) if e.is_corruption() => return Err(e.to_string()),
+        Err(e) => panic!("open failed with a non-corruption error: {e}"),
+    };
+    let check = |r: Result<Model>| match r {
+        Ok(m) => {
+            assert_eq!(m, *model, "damaged table returned wrong data");
+            Ok(())
+        }
+        Err(e) => {
+            assert!(e.is_corruption(), "{e}");
+            Err(e.to_string())
+        }
+    };
+    check(scan_forward(&t))?;
+    check(scan_backward(&t))?;
+    for (k, v) in model {
+        match t.get(k, false) {
+            Ok(got) => assert_eq!(got, Some((k.clone(), v.clone()))),
+            Err(e) => {
+                assert!(e.is_corruption(), "{e}");
+                return Err(e.to_string());
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_flipped_byte_is_reported_as_corruption() {
+    let model = random_model(8, 60);
+    for c in [Compression::None, Compression::Lz4] {
+        let (file, _) = build(&model, opts(256, 4, c, 10.0));
+        let good = file.bytes();
+        assert!(corruption_or_exact(good.clone(), &model).is_ok());
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x20;
+            let r = corruption_or_exact(bad, &model);
+            assert!(r.is_err(), "flip at {i} of {} went unnoticed", good.len());
+        }
+    }
+}
+
+#[test]
+fn every_flipped_byte_in_a_mapped_table_is_reported_as_corruption() {
+    // Thousands of rewrites of one small file: on tmpfs when there is one (fast, and
+    // mmap works the same), else in the default temp dir.
+    let dir = tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir()).unwrap();
+    let model = random_model(8, 60);
+    for c in [Compression::None, Compression::Lz4] {
+        let (file, _) = build(&model, opts(256, 4, c, 10.0));
+        let good = file.bytes();
+        assert!(corruption_or_exact_mapped(dir.path(), &good, &model).is_ok());
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x20;
+            let r = corruption_or_exact_mapped(dir.path(), &bad, &model);
+            assert!(r.is_err(), "flip at {i} of {} went unnoticed", good.len());
+        }
+    }
+}
+
+/// A block that failed its checksum is not remembered as verified: every later read of
+/// it fails again, while the other blocks keep working.
+#[test]
+fn flipped_byte_in_mapped_data_block_fails_every_read_of_that_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = random_model(9, 500);
+    let (file, _) = build(&model, opts(4096, 16, Compression::None, 10.0));
+    let mut bytes = file.bytes();
+    bytes[10] ^= 1; // inside the first data block
+    let t = Arc::new(Table::open(mapped_file(dir.path(), &bytes), 7, bytes.len() as u64, None).unwrap());
+    assert!(t.is_mapped());
+    let first = &model[0].0;
+    let last = &model[model.len() - 1].0;
+    for _ in 0..3 {
+        let e = t.get(first, true).unwrap_err();
+        assert!(e.is_corruption() && e.to_string().contains("offset 0"), "{e}");
+        assert_eq!(t.get(last, true).unwrap(), Some(model[model.len() - 1].clone()));
+    }
+    assert!(scan_forward(&t).unwrap_err().is_corruption());
+}
+
+#[test]
+fn mapped_tables_round_trip_with_and_without_compression() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = random_model(16, 3000);
+    for c in [Compression::None, Compression::Lz4] {
+        let (file, _) = build(&model, opts(4096, 16, c, 10.0));
+        let bytes = file.bytes();
+        let cache = new_block_cache(1 << 20);
+        let f = mapped_file(dir.path(), &bytes);
+        let t = Arc::new(Table::open(f, 7, bytes.len() as u64, Some(Arc::clone(&cache))).unwrap());
+        assert!(t.is_mapped());
+        check_table(&model, &t, 17);
+        // Again, now with every block verified (and compressed ones cached).
+        check_table(&model, &t, 18);
+        let mut it = t.iter(true);
+        it.seek_to_first().unwrap();
+        let block = it.data.as_ref().unwrap().block();
+        if c == Compression::None {
+            assert!(block.is_mapped(), "uncompressed blocks are used in place");
+            assert_eq!(cache.len(), 0, "blocks used in place stay out of the block cache");
+        } else {
+            assert!(!block.is_mapped());
+            assert!(!cache.is_empty(), "decompressed blocks are cached");
+        }
+    }
+}
+
+#[test]
+fn flipped_byte_in_data_block_is_reported_as_corruption() {
+    let model = random_model(9, 500);
+    let (file, _) = build(&model, TableOptions::default());
+    let mut bytes = file.bytes();
+    bytes[10] ^= 1; // inside the first data block
+    let err = corruption_or_exact(bytes, &model).unwrap_err();
+    assert!(err.contains("000007.sst") && err.contains("offset 0"), "{err}");
+}
+
+#[test]
+fn flipped_byte_in_index_or_footer_fails_open() {
+    let model = random_model(10, 500);
+    let (file, _) = build(&model, TableOptions::default());
+    let good = file.bytes();
+    let t = open(&file, None).unwrap();
+    let index_at = t.index_offset as usize;
+    for at in [index_at + 3, good.len() - 1, good.len() - 20, good.len() - 64] {
+        let mut bad = good.clone();
+        bad[at] ^= 0x40;
+        let e = open(&MemFile::with_bytes(bad), None).unwrap_err();
+        assert!(e.is_corruption(), "flip at {at}: {e}");
+    }
+}
+
+#[test]
+fn truncated_file_is_corruption() {
+    let model = random_model(11, 200);
+    let (file, _) = build(&model, TableOptions::default());
+    let good = file.bytes();
+    for keep in [0, 1, 63, 64, 65, good.len() / 2, good.len() - 1] {
+        let e = open(&MemFile::with_bytes(good[..keep].to_vec()), None).unwrap_err();
+        assert!(e.is_corruption(), "keep {keep}: {e}");
+    }
+    // A caller passing a larger size than the file really has also gets Corruption.
+    let f = Arc::new(MemFile::with_bytes(good.clone()));
+    let e = Table::open(f, 7, good.len() as u64 + 10, None).unwrap_err();
+    assert!(e.is_corruption(), "{e}");
+}
+
+#[test]
+fn block_cache_serves_repeated_reads() {
+    let model = random_model(12, 2000);
+    let (file, _) = build(&model, TableOptions::default());
+    let cache = new_block_cache(8 << 20);
+    let t = open(&file, Some(Arc::clone(&cache))).unwrap();
+    let k = &model[model.len() / 2].0;
+    t.get(k, false).unwrap();
+    assert_eq!(cache.len(), 0, "fill_cache = false must not insert");
+    t.get(k, true).unwrap();
+    assert_eq!(cache.len(), 1);
+    let blocks = t.properties().num_data_blocks as usize;
+    assert_eq!(scan_forward(&t).unwrap(), model);
+    assert_eq!(cache.len(), blocks);
+}
+
+#[test]
+fn approximate_offsets_grow_with_the_key() {
+    let model = random_model(13, 5000);
+    let (file, summary) = build(&model, TableOptions::default());
+    let t = open(&file, None).unwrap();
+    let mut last = 0;
+    for (k, _) in model.iter().step_by(97) {
+        let off = t.approximate_offset_of(k);
+        assert!(off >= last && off < summary.file_size);
+        last = off;
+    }
+    let past = make_internal_key(b"zzzz", 1, 1);
+    assert!(t.approximate_offset_of(&past) >= last);
+    assert!(t.approximate_offset_of(&past) > summary.file_size / 2);
+}
+
+#[test]
+fn table_round_trips_through_real_files_and_mem_fs() {
+    use crate::fs::{MemFs, PosixFs, Vfs};
+    let model = random_model(14, 3000);
+    let dir = tempfile::tempdir().unwrap();
+    let fss: [Arc<dyn Vfs>; 2] = [Arc::new(PosixFs::new()), Arc::new(MemFs::new())];
+    for fs in fss {
+        fs.create_dir_all(dir.path()).unwrap();
+        let path = dir.path().join("000009.sst");
+        let o = opts(4096, 16, Compression::Lz4, 10.0);
+        let mut b = TableBuilder::new(fs.create(&path).unwrap(), path.clone(), o);
+        for (k, v) in &model {
+            b.add(k, v).unwrap();
+        }
+        let summary = b.finish().unwrap();
+        assert_eq!(fs.file_size(&path).unwrap(), summary.file_size);
+        for file in [fs.open_read(&path).unwrap(), fs.open_read_mapped(&path).unwrap()] {
+            let t = Arc::new(Table::open(file, 9, summary.file_size, None).unwrap());
+            check_table(&model, &t, 15);
+        }
+    }
+}
+
+fn arb_model() -> impl Strategy<Value = Model> {
+    let entry =
+        (proptest::collection::vec(0u8..4, 0..6), 0u64..50, 0u8..3, proptest::collection::vec(any::<u8>(), 0..40));
+    proptest::collection::vec(entry, 0..300).prop_map(|es| {
+        let mut m: Model = es.into_iter().map(|(uk, seq, kind, v)| (make_internal_key(&uk, seq, kind), v)).collect();
+        m.sort_by(|a, b| compare_internal(&a.0, &b.0));
+        m.dedup_by(|a, b| a.0 == b.0);
+        m
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn builder_and_reader_agree_with_a_sorted_model(
+        model in arb_model(),
+        block in 1usize..512,
+        restart in 1usize..20,
+        codec in 0u8..3,
+        bits in 0.0f64..16.0,
+        targets in proptest::collection::vec((proptest::collection::vec(0u8..4, 0..6), 0u64..60), 50),
+    ) {
+        let c = [Compression::None, Compression::Lz4, Compression::Zstd(1)][codec as usize];
+        let (file, _) = build(&model, opts(block, restart, c, bits));
+        let t = open(&file, Some(new_block_cache(4096))).unwrap();
+        prop_assert_eq!(scan_forward(&t).unwrap(), model.clone());
+        prop_assert_eq!(scan_backward(&t).unwrap(), model.clone());
+        let mut it = t.iter(true);
+        for (uk, seq) in targets {
+            let target = make_internal_key(&uk, seq, KIND_FOR_SEEK);
+            prop_assert_eq!(t.get(&target, true).unwrap(), model_get(&model, &target));
+            it.seek(&target).unwrap();
+            let want = model_seek(&model, &target).map(|i| model[i].0.clone());
+            prop_assert_eq!(it.valid().then(|| it.key().to_vec()), want);
+        }
+    }
+}
