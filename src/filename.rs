@@ -45,10 +45,6 @@ pub fn lock_file_name(dir: &Path) -> PathBuf {
     dir.join("LOCK")
 }
 
-pub fn info_log_file_name(dir: &Path) -> PathBuf {
-    dir.join("LOG")
-}
-
 /// Kind and number of a file name we write (number 0 for the unnumbered ones); `None` for
 /// anything else. Numbers must be written exactly as we write them (at least six digits,
 /// zero-padded), so a stray user file like `7.sst` is never mistaken for ours and deleted.

@@ -5,6 +5,11 @@
 
 use std::cmp::Ordering;
 
+/// Largest user key accepted, in bytes.
+pub const MAX_KEY_BYTES: usize = 64 << 10;
+/// Largest value accepted, in bytes.
+pub const MAX_VALUE_BYTES: usize = 256 << 20;
+
 /// Sequence numbers are 56 bits; the low byte of the trailer is the kind.
 pub type SeqNo = u64;
 

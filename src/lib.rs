@@ -10,28 +10,42 @@
 //! # Ok::<(), wisckey::Error>(())
 //! ```
 
-pub mod compaction;
-pub mod db;
-pub mod error;
-pub mod filename;
+// DENY_MISSING_DOCS
+
+mod compaction;
+mod db;
+mod error;
+mod filename;
 pub mod fs;
-pub mod iter;
-pub mod key;
-pub mod log;
-pub mod memtable;
-pub mod options;
-pub mod sst;
-pub mod util;
-pub mod version;
-pub mod vlog;
-pub mod write_batch;
+mod iter;
+mod key;
+mod log;
+mod memtable;
+mod options;
+mod sst;
+mod util;
+mod version;
+mod vlog;
+mod write_batch;
 
-pub use db::{destroy, Db, DbIterator, DbStats, Snapshot};
+pub use db::{destroy, Db, DbIterator, DbStats, Entries, GcReport, Snapshot, VerifyReport};
 pub use error::{Error, Result};
+pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use options::{Compression, Options, ReadOptions, RecoveryMode, WriteOptions};
-pub use write_batch::WriteBatch;
+pub use write_batch::{BatchIter, BatchOp, WriteBatch};
 
-/// Largest user key accepted (bytes).
-pub const MAX_KEY_BYTES: usize = 64 << 10;
-/// Largest value accepted (bytes).
-pub const MAX_VALUE_BYTES: usize = 256 << 20;
+/// The engine's internal encoders and decoders, for this crate's tests and fuzz targets
+/// (feature `test-util`). Not part of the stable API: anything here may change in any release.
+#[cfg(feature = "test-util")]
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::iter::InternalIterator;
+    pub use crate::key::{make_internal_key, user_key, ValueKind, KIND_FOR_SEEK, MAX_SEQ};
+    pub use crate::log::{encode_group, group_crc, LogPos, LogReader};
+    pub use crate::sst::block::{Block, BlockIter};
+    pub use crate::sst::block_builder::BlockBuilder;
+    pub use crate::sst::{Table, TableBuilder, TableOptions};
+    pub use crate::util::crc;
+    pub use crate::version::{FileMeta, LogPosition, VersionEdit};
+    pub use crate::vlog::ValuePointer;
+}

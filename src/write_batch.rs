@@ -2,9 +2,8 @@
 //! one log record group (`docs/format/log.md`), so the log writer copies it without re-encoding.
 
 use crate::error::{Error, Result};
-use crate::key::ValueKind;
+use crate::key::{ValueKind, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::util::coding::{put_varint32, Reader};
-use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 /// One operation decoded from a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -173,7 +173,7 @@ fn unknown_table_format_version_is_corruption() {
     let bytes = fs::read(&victim).expect("read table");
     let mut footer = bytes[bytes.len() - 64..].to_vec();
     footer[48..52].copy_from_slice(&99u32.to_le_bytes());
-    let crc = wisckey::util::crc(&footer[..52]);
+    let crc = wisckey::internals::crc(&footer[..52]);
     footer[52..56].copy_from_slice(&crc.to_le_bytes());
     patch_tail(&victim, 64, &footer);
     let e = open_and_scan(dir.path()).expect_err("an unknown format version must not be read");

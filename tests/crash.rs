@@ -14,8 +14,8 @@ use std::sync::Arc;
 use common::{assert_view_matches, make_value, show, Model};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use wisckey::fs::fault::{CrashMode, FaultKind, FaultOp, FaultRule};
 use wisckey::fs::FaultFs;
+use wisckey::fs::{CrashMode, FaultKind, FaultOp, FaultRule};
 use wisckey::{Db, Error, Options, ReadOptions, WriteBatch, WriteOptions};
 
 const DB: &str = "/crashdb";

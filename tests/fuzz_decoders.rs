@@ -9,15 +9,12 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use wisckey::fs::{MemFs, Vfs};
-use wisckey::iter::InternalIterator;
-use wisckey::key::{make_internal_key, user_key, ValueKind, KIND_FOR_SEEK, MAX_SEQ};
-use wisckey::log::{encode_group, group_crc, LogReader};
-use wisckey::sst::block::{Block, BlockIter};
-use wisckey::sst::block_builder::BlockBuilder;
-use wisckey::sst::{Compression, Table, TableBuilder, TableOptions};
-use wisckey::version::{FileMeta, LogPosition, VersionEdit};
-use wisckey::vlog::ValuePointer;
-use wisckey::write_batch::{BatchIter, BatchOp, WriteBatch};
+use wisckey::internals::{
+    encode_group, group_crc, make_internal_key, user_key, Block, BlockBuilder, BlockIter, FileMeta, InternalIterator,
+    LogPosition, LogReader, Table, TableBuilder, TableOptions, ValueKind, ValuePointer, VersionEdit, KIND_FOR_SEEK,
+    MAX_SEQ,
+};
+use wisckey::{BatchIter, BatchOp, Compression, WriteBatch};
 
 /// Case count: `PROPTEST_CASES` if set, else `default` (kept small for debug builds).
 fn config(default: u32) -> ProptestConfig {
@@ -207,7 +204,7 @@ fn build_table(entries: &BTreeMap<Vec<u8>, Vec<u8>>, compression: Compression) -
     let fs = MemFs::new();
     let path = Path::new("/000001.sst");
     let file = fs.create(path).expect("create table");
-    let mut b = TableBuilder::new(file, path.to_path_buf(), table_options(compression));
+    let mut b = TableBuilder::new(file, table_options(compression));
     for (i, (k, v)) in entries.iter().enumerate() {
         b.add(&make_internal_key(k, 100 + i as u64, ValueKind::Value as u8), v).expect("add");
     }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use common::{assert_view_matches, make_value, show, Model};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use wisckey::fs::fault::{CrashMode, FaultKind, FaultOp, FaultRule};
+use wisckey::fs::{CrashMode, FaultKind, FaultOp, FaultRule};
 use wisckey::fs::{FaultFs, RandomAccessFile, Vfs, WritableFile};
 use wisckey::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
 

@@ -87,7 +87,7 @@ fn compaction_of_file_holding_newest_versions_leaves_older_versions_above_them()
 /// "open_read ... No such file or directory".
 #[test]
 fn flushed_table_survives_power_loss_after_flush_returns() {
-    use wisckey::fs::fault::CrashMode;
+    use wisckey::fs::CrashMode;
     use wisckey::fs::FaultFs;
     let fs = FaultFs::in_memory(1);
     let options = Options::default().vfs(Arc::new(fs.clone()));

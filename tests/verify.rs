@@ -64,7 +64,7 @@ fn flip_byte(path: &Path, at: usize) {
     std::fs::write(path, bytes).expect("write");
 }
 
-fn verify(dir: &Path) -> wisckey::db::VerifyReport {
+fn verify(dir: &Path) -> wisckey::VerifyReport {
     let db = Db::open(dir, options()).expect("reopen");
     let report = db.verify().expect("verify runs");
     db.close().expect("close");

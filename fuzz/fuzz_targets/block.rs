@@ -6,8 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use wisckey::iter::InternalIterator;
-use wisckey::sst::block::{Block, BlockIter};
+use wisckey::internals::{Block, BlockIter, InternalIterator};
 
 fuzz_target!(|data: &[u8]| {
     // First byte picks the seek target length (taken from the tail of the input).

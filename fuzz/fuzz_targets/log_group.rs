@@ -6,8 +6,8 @@ use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
 use wisckey::fs::{MemFs, Vfs};
-use wisckey::log::LogReader;
-use wisckey::write_batch::BatchIter;
+use wisckey::internals::LogReader;
+use wisckey::BatchIter;
 
 fuzz_target!(|data: &[u8]| {
     let fs = MemFs::new();

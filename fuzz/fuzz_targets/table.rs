@@ -11,9 +11,10 @@ use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 use wisckey::fs::{MemFs, Vfs};
-use wisckey::iter::InternalIterator;
-use wisckey::key::{make_internal_key, user_key, KIND_FOR_SEEK, MAX_SEQ};
-use wisckey::sst::{Compression, Table, TableBuilder, TableOptions};
+use wisckey::internals::{
+    make_internal_key, user_key, InternalIterator, Table, TableBuilder, TableOptions, KIND_FOR_SEEK, MAX_SEQ,
+};
+use wisckey::Compression;
 
 fn write_file(fs: &MemFs, path: &Path, bytes: &[u8]) -> Option<()> {
     let mut f = fs.create(path).ok()?;
@@ -31,7 +32,7 @@ fn build(entries: &BTreeMap<Vec<u8>, Vec<u8>>, lz4: bool) -> Vec<u8> {
         compression: if lz4 { Compression::Lz4 } else { Compression::None },
         bloom_bits_per_key: 10.0,
     };
-    let mut b = TableBuilder::new(file, path.to_path_buf(), opts);
+    let mut b = TableBuilder::new(file, opts);
     for (i, (k, v)) in entries.iter().enumerate() {
         b.add(&make_internal_key(k, 1 + i as u64, 1), v).expect("add");
     }

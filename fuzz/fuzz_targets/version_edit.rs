@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wisckey::version::VersionEdit;
+use wisckey::internals::VersionEdit;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(edit) = VersionEdit::decode(data) {

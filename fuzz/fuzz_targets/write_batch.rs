@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wisckey::vlog::ValuePointer;
-use wisckey::write_batch::{BatchIter, BatchOp};
+use wisckey::internals::ValuePointer;
+use wisckey::{BatchIter, BatchOp};
 
 fuzz_target!(|data: &[u8]| {
     let mut it = BatchIter::over(data);

@@ -67,7 +67,7 @@ impl<'a> OutputWriter<'a> {
             let number = (self.ctx.new_file_number)();
             let path = table_file_name(self.ctx.dir, number);
             let file = self.ctx.vfs.create(&path)?;
-            self.builder = Some((number, TableBuilder::new(file, path, self.ctx.table_options.clone())));
+            self.builder = Some((number, TableBuilder::new(file, self.ctx.table_options.clone())));
         }
         if let Some((_, b)) = &mut self.builder {
             b.add(ikey, value)?;

@@ -48,7 +48,7 @@ pub(super) fn write_level0_table(
         return Ok(None);
     }
     let path = table_file_name(dir, number);
-    let mut builder = TableBuilder::new(vfs.create(&path)?, path, opts);
+    let mut builder = TableBuilder::new(vfs.create(&path)?, opts);
     mem.for_each(|k, v| builder.add(k, v))?;
     let s = builder.finish()?;
     // The manifest is about to name this file: its directory entry must be durable first.

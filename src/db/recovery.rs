@@ -40,7 +40,8 @@ pub(super) fn recover(vfs: &Arc<dyn Vfs>, dir: &Path, opts: &Options, policy: &s
             "the log file holding the manifest's log head is missing",
         ));
     }
-    let mut replay = Replay { vfs, dir, opts, versions: &mut versions, mem: Arc::new(Memtable::new(0)), last_seq: 0 };
+    let mut replay =
+        Replay { vfs, dir, opts, versions: &mut versions, mem: Arc::new(Memtable::default()), last_seq: 0 };
     replay.last_seq = replay.versions.last_sequence();
     let mut tail = None;
     for (i, &n) in logs.iter().enumerate() {
@@ -188,7 +189,7 @@ impl Replay<'_> {
         edit.blob_added = self.mem.blob_bytes().into_iter().collect();
         self.versions.set_last_sequence(self.last_seq);
         self.versions.log_and_apply(edit)?;
-        self.mem = Arc::new(Memtable::new(head.file));
+        self.mem = Arc::new(Memtable::default());
         Ok(())
     }
 }

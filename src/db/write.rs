@@ -239,7 +239,7 @@ impl DbInner {
             log.end()
         };
         st.mem.set_log_end(end);
-        let fresh = Arc::new(Memtable::new(end.file));
+        let fresh = Arc::new(Memtable::default());
         let full = std::mem::replace(&mut st.mem, fresh);
         st.imms.push_back(full);
         self.flush_cv.notify_one();

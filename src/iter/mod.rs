@@ -19,36 +19,6 @@ pub trait InternalIterator: Send {
     fn value(&self) -> &[u8];
 }
 
-/// An iterator over nothing.
-pub struct EmptyIterator;
-
-impl InternalIterator for EmptyIterator {
-    fn valid(&self) -> bool {
-        false
-    }
-    fn seek_to_first(&mut self) -> Result<()> {
-        Ok(())
-    }
-    fn seek_to_last(&mut self) -> Result<()> {
-        Ok(())
-    }
-    fn seek(&mut self, _: &[u8]) -> Result<()> {
-        Ok(())
-    }
-    fn next(&mut self) -> Result<()> {
-        Ok(())
-    }
-    fn prev(&mut self) -> Result<()> {
-        Ok(())
-    }
-    fn key(&self) -> &[u8] {
-        &[]
-    }
-    fn value(&self) -> &[u8] {
-        &[]
-    }
-}
-
 pub mod merge;
 
 pub use merge::MergingIterator;

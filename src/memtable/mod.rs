@@ -78,6 +78,7 @@ pub enum Lookup {
 const ENTRY_OVERHEAD: u64 = 48;
 
 /// A memtable. Inserts come from the single write leader; reads from any thread.
+#[derive(Default)]
 pub struct Memtable {
     map: SkipMap<IKey, ()>,
     bytes: AtomicU64,
@@ -88,22 +89,9 @@ pub struct Memtable {
     log_bytes: AtomicU64,
     /// Bytes of separated values this memtable points to, per value-log file.
     blob_bytes: parking_lot::Mutex<std::collections::BTreeMap<u64, u64>>,
-    /// A number for this memtable (the first log file it received writes from), for tracing.
-    pub id: u64,
 }
 
 impl Memtable {
-    pub fn new(id: u64) -> Self {
-        Memtable {
-            map: SkipMap::new(),
-            bytes: AtomicU64::new(0),
-            log_end: parking_lot::Mutex::new(None),
-            log_bytes: AtomicU64::new(0),
-            blob_bytes: parking_lot::Mutex::new(std::collections::BTreeMap::new()),
-            id,
-        }
-    }
-
     /// Insert one entry.
     pub fn add(&self, seq: u64, kind: ValueKind, user_key: &[u8], value: &[u8]) {
         let ikey_len = user_key.len() + key::TRAILER_LEN;
@@ -176,10 +164,6 @@ impl Memtable {
 
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
-    }
-
-    pub fn len(&self) -> usize {
-        self.map.len()
     }
 
     pub fn set_log_end(&self, pos: LogPos) {
@@ -322,7 +306,7 @@ mod tests {
 
     #[test]
     fn get_sees_newest_visible_version() {
-        let m = Memtable::new(1);
+        let m = Memtable::default();
         m.add(1, ValueKind::Value, b"k", b"v1");
         m.add(2, ValueKind::Value, b"k", b"v2");
         m.add(3, ValueKind::Deletion, b"k", b"");
@@ -335,7 +319,7 @@ mod tests {
 
     #[test]
     fn iterator_walks_both_ways_across_batches() {
-        let m = Arc::new(Memtable::new(1));
+        let m = Arc::new(Memtable::default());
         for i in 0..300u32 {
             m.add(i as u64 + 1, ValueKind::Value, format!("{i:05}").as_bytes(), b"v");
         }

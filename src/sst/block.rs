@@ -133,10 +133,6 @@ impl Block {
         matches!(self.bytes, Bytes::Mapped { .. })
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.restart_offset == 0
-    }
-
     /// An iterator over the block's entries (initially not positioned).
     pub fn iter(self: &Arc<Self>) -> BlockIter {
         BlockIter::new(Arc::clone(self))
@@ -263,6 +259,7 @@ impl BlockIter {
     }
 
     /// The block being iterated.
+    #[cfg(test)]
     pub fn block(&self) -> &Arc<Block> {
         &self.block
     }

@@ -51,11 +51,6 @@ impl BlockBuilder {
         self.buf.len() + 4 * self.restarts.len() + 4
     }
 
-    /// The last key added (empty after a reset).
-    pub fn last_key(&self) -> &[u8] {
-        &self.last_key
-    }
-
     /// Append an entry. Keys must be added in strictly increasing order (checked by the
     /// table builder, which knows the comparator).
     pub fn add(&mut self, key: &[u8], value: &[u8]) {

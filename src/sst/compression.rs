@@ -50,7 +50,7 @@ pub const TYPE_ZSTD: u8 = 2;
 
 /// Largest uncompressed block accepted by the decoder: one maximal entry plus slack. A
 /// length above this can only come from damaged bytes, so refuse it instead of allocating.
-const MAX_RAW_BLOCK_BYTES: usize = crate::MAX_VALUE_BYTES + crate::MAX_KEY_BYTES + (1 << 20);
+const MAX_RAW_BLOCK_BYTES: usize = crate::key::MAX_VALUE_BYTES + crate::key::MAX_KEY_BYTES + (1 << 20);
 
 /// Compress `raw` with `codec` into `out` (cleared first). Returns the trailer type byte to
 /// store, or `None` when the block should be stored uncompressed: codec `None`, a codec

@@ -62,11 +62,6 @@ impl IndexFences {
         Some(IndexFences { common, keys: fences })
     }
 
-    /// Bytes held in memory.
-    pub fn size(&self) -> usize {
-        self.common.len() + self.keys.len() * std::mem::size_of::<u64>()
-    }
-
     /// The entries `lo..=hi` that can hold the first index key >= an internal key with user
     /// key `uk`: every entry before `lo` is smaller, and the entry after `hi` (if any) is
     /// larger.

@@ -41,15 +41,6 @@ impl FilterBuilder {
         self.hashes.push(xxh64(user_key, 0));
     }
 
-    pub fn num_keys(&self) -> usize {
-        self.hashes.len()
-    }
-
-    /// Bytes the finished filter will take.
-    pub fn estimated_size(&self) -> usize {
-        self.num_lines() * LINE_BYTES + 1
-    }
-
     fn num_lines(&self) -> usize {
         let bits = (self.hashes.len() as f64 * self.bits_per_key).ceil() as u64;
         bits.div_ceil(LINE_BITS).max(1) as usize
@@ -117,11 +108,6 @@ impl BloomFilter {
             g = g.wrapping_mul(PROBE_MUL);
         }
         true
-    }
-
-    /// Bytes held in memory.
-    pub fn size(&self) -> usize {
-        self.bits.len()
     }
 }
 

@@ -13,7 +13,5 @@ pub mod table_cache;
 pub mod table_reader;
 pub mod verified;
 
-pub use compression::Compression;
-pub use format::TableProperties;
-pub use table_builder::{TableBuilder, TableOptions, TableSummary};
+pub use table_builder::{TableBuilder, TableOptions};
 pub use table_reader::{Table, TableIterator};

@@ -2,7 +2,6 @@
 //! blocks and the footer (layout in `docs/format/sst.md`).
 
 use std::cmp::Ordering;
-use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::fs::WritableFile;
@@ -53,7 +52,6 @@ pub struct TableSummary {
 /// Builds a table from entries added in strictly increasing internal-key order.
 pub struct TableBuilder {
     file: Box<dyn WritableFile>,
-    path: PathBuf,
     opts: TableOptions,
     /// Bytes written so far = offset of the next block.
     offset: u64,
@@ -71,12 +69,11 @@ pub struct TableBuilder {
 }
 
 impl TableBuilder {
-    pub fn new(file: Box<dyn WritableFile>, path: PathBuf, opts: TableOptions) -> Self {
+    pub fn new(file: Box<dyn WritableFile>, opts: TableOptions) -> Self {
         let filter = (opts.bloom_bits_per_key > 0.0).then(|| FilterBuilder::new(opts.bloom_bits_per_key));
         TableBuilder {
             offset: file.len(),
             file,
-            path,
             data_block: BlockBuilder::new(opts.restart_interval),
             // Every index entry is a restart point: seeks binary-search straight to the block.
             index_block: BlockBuilder::new(1),
@@ -137,15 +134,6 @@ impl TableBuilder {
     /// Bytes the file would have if finished now (without the meta blocks).
     pub fn estimated_file_size(&self) -> u64 {
         self.offset + self.data_block.current_size_estimate() as u64
-    }
-
-    pub fn num_entries(&self) -> u64 {
-        self.props.num_entries
-    }
-
-    /// Path of the table being written.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     fn flush_data_block(&mut self) -> Result<()> {

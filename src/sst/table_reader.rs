@@ -107,28 +107,14 @@ impl Table {
         })
     }
 
-    pub fn file_number(&self) -> u64 {
-        self.file_number
-    }
-
+    /// The table's properties block.
+    #[cfg(test)]
     pub fn properties(&self) -> &TableProperties {
         &self.props
     }
 
-    /// Path of the table file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Bytes of index, filter and verified-block set this table keeps in memory.
-    pub fn memory_usage(&self) -> usize {
-        self.index.charge()
-            + self.fences.as_ref().map_or(0, |f| f.size())
-            + self.filter.as_ref().map_or(0, |f| f.size())
-            + self.verified.size()
-    }
-
     /// Whether the table file is memory-mapped (data blocks used in place).
+    #[cfg(test)]
     pub fn is_mapped(&self) -> bool {
         self.mapping.is_some()
     }
@@ -178,6 +164,7 @@ impl Table {
 
     /// Approximate file offset where entries with key `ikey` start: the offset of the data
     /// block that would hold it, or the end of the data blocks when past the last key.
+    #[cfg(test)]
     pub fn approximate_offset_of(&self, ikey: &[u8]) -> u64 {
         let mut index = self.index.iter();
         if index.seek(ikey).is_ok() && index.valid() {
@@ -341,11 +328,6 @@ pub struct TableIterator {
 }
 
 impl TableIterator {
-    /// The table being iterated.
-    pub fn table(&self) -> &Arc<Table> {
-        &self.table
-    }
-
     /// Load the data block of the current index entry (kept when it is already loaded).
     fn init_data_block(&mut self) -> Result<()> {
         if !self.index.valid() {

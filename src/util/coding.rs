@@ -82,9 +82,6 @@ impl<'a> Reader<'a> {
     pub fn is_empty(&self) -> bool {
         self.pos >= self.buf.len()
     }
-    pub fn remaining(&self) -> &'a [u8] {
-        &self.buf[self.pos..]
-    }
     pub fn varint64(&mut self) -> Option<u64> {
         let (v, n) = get_varint64(&self.buf[self.pos..])?;
         self.pos += n;

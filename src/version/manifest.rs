@@ -1,7 +1,7 @@
 //! The manifest file (a log of checksummed `VersionEdit` records) and the `CURRENT` file
 //! that names the live manifest. Byte layout and crash analysis: `docs/format/manifest.md`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::edit::VersionEdit;
 use crate::error::{Error, Result};
@@ -32,8 +32,6 @@ pub fn encode_record(payload: &[u8]) -> Result<Vec<u8>> {
 /// Appends records to a manifest file; every record is synced before `add_record` returns.
 pub struct ManifestWriter {
     file: Box<dyn WritableFile>,
-    path: PathBuf,
-    number: u64,
 }
 
 impl ManifestWriter {
@@ -41,7 +39,7 @@ impl ManifestWriter {
     pub fn create(vfs: &dyn Vfs, dir: &Path, number: u64) -> Result<Self> {
         let path = manifest_file_name(dir, number);
         let file = vfs.create(&path)?;
-        Ok(ManifestWriter { file, path, number })
+        Ok(ManifestWriter { file })
     }
 
     /// Append one encoded edit as a record and `fsync` the file.
@@ -54,18 +52,6 @@ impl ManifestWriter {
     /// Bytes written so far.
     pub fn len(&self) -> u64 {
         self.file.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    pub fn number(&self) -> u64 {
-        self.number
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 
@@ -197,7 +183,7 @@ mod tests {
     }
 
     /// A manifest with three edits; returns the fs, path and the record offsets.
-    fn three_records() -> (MemFs, PathBuf, Vec<u64>) {
+    fn three_records() -> (MemFs, std::path::PathBuf, Vec<u64>) {
         let fs = MemFs::new();
         let dir = Path::new("/db");
         fs.create_dir_all(dir).unwrap();
@@ -207,7 +193,7 @@ mod tests {
             offsets.push(w.len());
             w.add_record(&edit(seq).encoded()).unwrap();
         }
-        (fs, w.path().to_path_buf(), offsets)
+        (fs, manifest_file_name(dir, 7), offsets)
     }
 
     fn rewrite(fs: &MemFs, path: &Path, f: impl FnOnce(&mut Vec<u8>)) {
@@ -275,7 +261,7 @@ mod tests {
         fs.create_dir_all(dir).unwrap();
         let mut w = ManifestWriter::create(&fs, dir, 1).unwrap();
         w.add_record(&[0x63, 0x01]).unwrap();
-        let err = read_manifest(&fs, w.path()).unwrap_err();
+        let err = read_manifest(&fs, &manifest_file_name(dir, 1)).unwrap_err();
         assert!(err.to_string().contains("unknown tag 99"), "{err}");
     }
 

@@ -14,8 +14,8 @@ pub mod manifest;
 pub mod run_iter;
 pub mod set;
 
-pub use edit::{EditDecodeError, FileMeta, LogPosition, VersionEdit};
-pub use set::{BlobFileStats, VersionSet};
+pub use edit::{FileMeta, LogPosition, VersionEdit};
+pub use set::VersionSet;
 
 /// The only key order we know; stored in the manifest so a foreign database is refused.
 pub const COMPARATOR_NAME: &str = "wisckey.bytewise";
@@ -32,11 +32,6 @@ pub struct SortedRun {
 }
 
 impl SortedRun {
-    /// Total bytes of the run's files.
-    pub fn bytes(&self) -> u64 {
-        self.files.iter().map(|f| f.size).sum()
-    }
-
     /// Files whose user-key range intersects `[begin, end]` (`None` = unbounded), in key order.
     pub fn overlapping(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> &[Arc<FileMeta>] {
         let first = begin.map_or(0, |b| self.files.partition_point(|f| user_key(&f.largest) < b));

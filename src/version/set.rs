@@ -62,7 +62,6 @@ fn apply_blob_edits(files: &mut BTreeMap<u64, BlobFileStats>, edit: &VersionEdit
 pub struct VersionSet {
     vfs: Arc<dyn Vfs>,
     dir: PathBuf,
-    num_levels: usize,
     policy: String,
     next_file_number: u64,
     last_sequence: u64,
@@ -105,7 +104,6 @@ impl VersionSet {
         Ok(VersionSet {
             vfs,
             dir: dir.to_path_buf(),
-            num_levels,
             policy: policy.to_string(),
             next_file_number: 1,
             last_sequence: 0,
@@ -363,14 +361,6 @@ impl VersionSet {
         self.current.clone()
     }
 
-    pub fn num_levels(&self) -> usize {
-        self.num_levels
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Allocate a file number (tables, logs, manifests; run ids may use it too).
     pub fn new_file_number(&mut self) -> u64 {
         let n = self.next_file_number;
@@ -420,6 +410,7 @@ impl VersionSet {
     }
 
     /// Statistics of value-log file `n`, if it holds separated values.
+    #[cfg(test)]
     pub fn blob_file(&self, n: u64) -> Option<BlobFileStats> {
         self.blob_files.get(&n).copied()
     }
@@ -441,6 +432,7 @@ impl VersionSet {
     }
 
     /// Size at which `log_and_apply` rolls to a new manifest (default 64 MiB).
+    #[cfg(test)]
     pub fn set_max_manifest_bytes(&mut self, bytes: u64) {
         self.max_manifest_bytes = bytes;
     }

@@ -925,7 +925,7 @@ mod tests {
 
     /// An iterator over `n` keys whose values sit at `offset(i)` of vLog file 1.
     fn scan_over(n: u32, offset: impl Fn(u32) -> u64, values: std::sync::Arc<ModelValues>) -> DbIterator {
-        let mem = std::sync::Arc::new(crate::memtable::Memtable::new(1));
+        let mem = std::sync::Arc::new(crate::memtable::Memtable::default());
         for i in 0..n {
             let ptr = ValuePointer { file: 1, offset: offset(i), op_len: 100, value_crc: 0 };
             mem.add(u64::from(i) + 1, ValueKind::Pointer, format!("k{i:06}").as_bytes(), &ptr.encoded());

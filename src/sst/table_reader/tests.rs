@@ -103,12 +103,12 @@ fn random_model(seed: u64, n_users: usize) -> Model {
 
 fn build(model: &Model, o: TableOptions) -> (MemFile, TableSummary) {
     let file = MemFile::new();
-    let mut b = TableBuilder::new(Box::new(file.clone()), file.path.clone(), o);
+    let mut b = TableBuilder::new(Box::new(file.clone()), o);
     for (k, v) in model {
         b.add(k, v).unwrap();
     }
-    assert_eq!(b.num_entries(), model.len() as u64);
     let summary = b.finish().unwrap();
+    assert_eq!(summary.num_entries, model.len() as u64);
     assert_eq!(summary.file_size, file.bytes().len() as u64);
     (file, summary)
 }
@@ -482,7 +482,7 @@ fn table_round_trips_through_real_files_and_mem_fs() {
         fs.create_dir_all(dir.path()).unwrap();
         let path = dir.path().join("000009.sst");
         let o = opts(4096, 16, Compression::Lz4, 10.0);
-        let mut b = TableBuilder::new(fs.create(&path).unwrap(), path.clone(), o);
+        let mut b = TableBuilder::new(fs.create(&path).unwrap(), o);
         for (k, v) in &model {
             b.add(k, v).unwrap();
         }
