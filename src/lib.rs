@@ -46,6 +46,6 @@ pub mod internals {
     pub use crate::sst::block_builder::BlockBuilder;
     pub use crate::sst::{Table, TableBuilder, TableOptions};
     pub use crate::util::crc;
-    pub use crate::version::{FileMeta, LogPosition, VersionEdit};
+    pub use crate::version::{FileMeta, VersionEdit};
     pub use crate::vlog::ValuePointer;
 }

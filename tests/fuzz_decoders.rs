@@ -11,8 +11,7 @@ use proptest::prelude::*;
 use wisckey::fs::{MemFs, Vfs};
 use wisckey::internals::{
     encode_group, group_crc, make_internal_key, user_key, Block, BlockBuilder, BlockIter, FileMeta, InternalIterator,
-    LogPosition, LogReader, Table, TableBuilder, TableOptions, ValueKind, ValuePointer, VersionEdit, KIND_FOR_SEEK,
-    MAX_SEQ,
+    LogPos, LogReader, Table, TableBuilder, TableOptions, ValueKind, ValuePointer, VersionEdit, KIND_FOR_SEEK, MAX_SEQ,
 };
 use wisckey::{BatchIter, BatchOp, Compression, WriteBatch};
 
@@ -142,7 +141,7 @@ fn sample_edit(n: u64, key: &[u8]) -> VersionEdit {
         format_version: Some(1),
         next_file_number: Some(n + 10),
         last_sequence: Some(n * 3),
-        log_head: Some(LogPosition { file: n, offset: 77 }),
+        log_head: Some(LogPos { file: n, offset: 77 }),
         compact_pointers: vec![(1, make_internal_key(key, 5, 1))],
         deleted_files: vec![(0, n + 1)],
         added_files: vec![(2, meta)],

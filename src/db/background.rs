@@ -159,7 +159,7 @@ impl DbInner {
         edit.blob_added = imm.blob_bytes().into_iter().collect();
         add(&self.counters.blob_bytes_flushed, edit.blob_added.iter().map(|(_, b)| b).sum());
         if let Some(end) = imm.log_end() {
-            edit.log_head = Some(crate::version::LogPosition { file: end.file, offset: end.offset });
+            edit.log_head = Some(end);
         }
         let last = st.versions.last_sequence().max(self.visible_seq.load(Ordering::Acquire));
         st.versions.set_last_sequence(last);

@@ -15,8 +15,9 @@ use super::{add, DbInner};
 use crate::error::{Error, Result};
 use crate::filename::log_file_name;
 use crate::key::ValueKind;
+use crate::log::LogPos;
 use crate::log::{LogReader, ReadOutcome, HEADER_LEN};
-use crate::version::{LogPosition, VersionEdit};
+use crate::version::VersionEdit;
 use crate::vlog::ValuePointer;
 use crate::write_batch::{BatchIter, BatchOp, WriteBatch};
 
@@ -266,7 +267,7 @@ impl DbInner {
     /// Persist the GC tail; at the end of a file also drop it from the manifest — unless an
     /// older reader still needs it, in which case that waits in `gc_pending`.
     fn record_gc_progress(&self, file: u64, end: u64, end_of_file: bool, install_seq: u64) -> Result<()> {
-        let mut edit = VersionEdit { vlog_tail: Some(LogPosition { file, offset: end }), ..Default::default() };
+        let mut edit = VersionEdit { vlog_tail: Some(LogPos { file, offset: end }), ..Default::default() };
         // A collected file leaves the manifest at once, so GC never picks it again (its
         // punched chunks would read back as zeros). While an older reader may still need it,
         // only the in-memory `gc_pending` set keeps the sweep from deleting it; after a

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::{DbInner, DbStats};
 use crate::db::iter::{DbIterator, ValueSource};
 use crate::error::{Error, Result};
+use crate::filename::table_file_name;
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind, KIND_FOR_SEEK};
 use crate::memtable::{Lookup, Memtable};
@@ -119,9 +120,9 @@ impl DbInner {
             } else if probes == 0 {
                 first_probed = Some((level, file.clone()));
             }
-            let table = self.table_cache.get(&file)?;
+            let table = self.table_cache.get(file.number, file.size)?;
             if let Some((ikey, value)) = table.get(&seek, fill)? {
-                let path = || self.dir.join(format!("{:06}.sst", file.number));
+                let path = || table_file_name(&self.dir, file.number);
                 let p = key::parse_internal_key(&ikey).ok_or_else(|| Error::corruption(path(), 0, "malformed key"))?;
                 let kind = ValueKind::from_u8(p.kind)
                     .ok_or_else(|| Error::corruption(path(), 0, format!("unknown entry kind {}", p.kind)))?;

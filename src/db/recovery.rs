@@ -12,7 +12,7 @@ use crate::fs::Vfs;
 use crate::log::{LogPos, LogReader, LogRecord, LogWriter, ReadOutcome};
 use crate::memtable::Memtable;
 use crate::options::{Options, RecoveryMode};
-use crate::version::{LogPosition, VersionEdit, VersionSet};
+use crate::version::{VersionEdit, VersionSet};
 
 /// What recovery hands to the new DB.
 pub(super) struct Recovered {
@@ -134,7 +134,7 @@ impl Replay<'_> {
                 let full = self.mem.approximate_bytes() as usize >= self.opts.write_buffer_bytes
                     || self.mem.log_bytes() >= self.opts.memtable_log_bytes;
                 if full {
-                    self.flush(LogPosition { file: n, offset: reader.offset() })?;
+                    self.flush(LogPos { file: n, offset: reader.offset() })?;
                 }
             }
             match stop {
@@ -161,8 +161,7 @@ impl Replay<'_> {
         let (mem, min_blob) = (&self.mem, self.opts.min_blob_size);
         let apply = |recs: &[LogRecord]| {
             for rec in recs {
-                let pos = LogPos { file: rec.pos.file, offset: rec.pos.offset };
-                mem.apply_group(pos, rec.first_seq, &rec.ops, min_blob, None);
+                mem.apply_group(rec.pos, rec.first_seq, &rec.ops, min_blob, None);
             }
         };
         let (a, b) = records.split_at(records.len() / 2);
@@ -178,7 +177,7 @@ impl Replay<'_> {
     }
 
     /// Write the replayed memtable to level 0 and move the log head past it.
-    fn flush(&mut self, head: LogPosition) -> Result<()> {
+    fn flush(&mut self, head: LogPos) -> Result<()> {
         let number = self.versions.new_file_number();
         let opts = self.opts.table_options(0);
         let mut edit = VersionEdit::default();

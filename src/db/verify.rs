@@ -11,9 +11,10 @@ use crate::error::{Error, Result};
 use crate::filename::{self, log_file_name, table_file_name, FileKind};
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
+use crate::log::LogPos;
 use crate::log::{LogReader, ReadOutcome};
 use crate::sst::Table;
-use crate::version::{FileMeta, LogPosition};
+use crate::version::FileMeta;
 use crate::vlog::{Access, ValuePointer};
 
 /// Errors kept in a report; past this only the count grows (one bad disk can fail thousands).
@@ -169,7 +170,7 @@ impl DbInner {
     }
 
     /// Read every log file from the manifest's log head to the end, checking each group.
-    fn verify_log(&self, head: LogPosition, report: &mut VerifyReport) -> Result<()> {
+    fn verify_log(&self, head: LogPos, report: &mut VerifyReport) -> Result<()> {
         let mut logs: Vec<u64> = self
             .vfs
             .list(&self.dir)?

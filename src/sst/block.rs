@@ -447,9 +447,9 @@ impl InternalIterator for BlockIter {
 
 #[cfg(test)]
 mod tests {
-    use super::super::block_builder::BlockBuilder;
     use super::*;
     use crate::key::make_internal_key;
+    use crate::sst::block_builder::BlockBuilder;
 
     fn entries(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         (0..n)

@@ -96,9 +96,9 @@ impl std::fmt::Debug for IndexFences {
 
 #[cfg(test)]
 mod tests {
-    use super::super::block_builder::BlockBuilder;
     use super::*;
     use crate::key::{compare_internal, make_internal_key};
+    use crate::sst::block_builder::BlockBuilder;
     use std::cmp::Ordering;
     use std::path::Path;
 

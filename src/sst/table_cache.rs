@@ -4,12 +4,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::block_cache::BlockCache;
+use super::Table;
 use crate::error::Result;
 use crate::filename::table_file_name;
 use crate::fs::Vfs;
-use crate::sst::block_cache::BlockCache;
-use crate::sst::Table;
-use crate::version::FileMeta;
 
 /// Open tables by file number.
 pub struct TableCache {
@@ -24,12 +23,12 @@ impl TableCache {
         TableCache { vfs, dir, tables: quick_cache::sync::Cache::new(max_open_files.max(16)), block_cache }
     }
 
-    /// The reader of table `meta`, opened on first use.
-    pub fn get(&self, meta: &FileMeta) -> Result<Arc<Table>> {
-        self.tables.get_or_insert_with(&meta.number, || {
-            let path = table_file_name(&self.dir, meta.number);
+    /// The reader of table file `number`, `size` bytes long, opened on first use.
+    pub fn get(&self, number: u64, size: u64) -> Result<Arc<Table>> {
+        self.tables.get_or_insert_with(&number, || {
+            let path = table_file_name(&self.dir, number);
             let file = self.vfs.open_read_mapped(&path)?;
-            Ok(Arc::new(Table::open(file, meta.number, meta.size, self.block_cache.clone())?))
+            Ok(Arc::new(Table::open(file, number, size, self.block_cache.clone())?))
         })
     }
 

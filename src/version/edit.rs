@@ -4,6 +4,7 @@
 use std::fmt;
 
 use crate::key::TRAILER_LEN;
+use crate::log::LogPos;
 use crate::util::coding::{put_length_prefixed, put_varint32, put_varint64, Reader};
 
 /// What the manifest knows about one table file.
@@ -28,13 +29,6 @@ pub struct FileMeta {
     pub raw_value_bytes: u64,
 }
 
-/// An address in the log / value log: file number and byte offset in that file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct LogPosition {
-    pub file: u64,
-    pub offset: u64,
-}
-
 /// A change to a `Version` plus the counters the manifest persists.
 /// Every field is optional so an edit carries only what changed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -46,9 +40,9 @@ pub struct VersionEdit {
     pub next_file_number: Option<u64>,
     pub last_sequence: Option<u64>,
     /// Every log record before this address is reflected in table files.
-    pub log_head: Option<LogPosition>,
+    pub log_head: Option<LogPos>,
     /// Oldest live value-log address (moved forward by GC).
-    pub vlog_tail: Option<LogPosition>,
+    pub vlog_tail: Option<LogPos>,
     /// Where the next compaction of a level starts (internal key).
     pub compact_pointers: Vec<(u32, Vec<u8>)>,
     /// `(level, file number)` of files removed from a level.
@@ -253,13 +247,13 @@ impl VersionEdit {
     }
 }
 
-fn put_position(dst: &mut Vec<u8>, p: LogPosition) {
+fn put_position(dst: &mut Vec<u8>, p: LogPos) {
     put_varint64(dst, p.file);
     put_varint64(dst, p.offset);
 }
 
-fn get_position(r: &mut Reader<'_>) -> Option<LogPosition> {
-    Some(LogPosition { file: r.varint64()?, offset: r.varint64()? })
+fn get_position(r: &mut Reader<'_>) -> Option<LogPos> {
+    Some(LogPos { file: r.varint64()?, offset: r.varint64()? })
 }
 
 /// `varint64 file`, `varint64 bytes` of tags 11 and 12.
@@ -341,8 +335,8 @@ mod tests {
         })
     }
 
-    fn position() -> impl Strategy<Value = LogPosition> {
-        (any::<u64>(), any::<u64>()).prop_map(|(file, offset)| LogPosition { file, offset })
+    fn position() -> impl Strategy<Value = LogPos> {
+        (any::<u64>(), any::<u64>()).prop_map(|(file, offset)| LogPos { file, offset })
     }
 
     prop_compose! {

@@ -172,12 +172,12 @@ pub fn read_current(vfs: &dyn Vfs, dir: &Path) -> Result<u64> {
 mod tests {
     use super::*;
     use crate::fs::MemFs;
-    use crate::version::edit::LogPosition;
+    use crate::log::LogPos;
 
     fn edit(seq: u64) -> VersionEdit {
         VersionEdit {
             last_sequence: Some(seq),
-            log_head: Some(LogPosition { file: 3, offset: seq * 10 }),
+            log_head: Some(LogPos { file: 3, offset: seq * 10 }),
             ..Default::default()
         }
     }

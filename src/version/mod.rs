@@ -14,7 +14,7 @@ pub mod manifest;
 pub mod run_iter;
 pub mod set;
 
-pub use edit::{FileMeta, LogPosition, VersionEdit};
+pub use edit::{FileMeta, VersionEdit};
 pub use set::VersionSet;
 
 /// The only key order we know; stored in the manifest so a foreign database is refused.

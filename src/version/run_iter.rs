@@ -28,7 +28,7 @@ impl RunIterator {
     fn open(&mut self, idx: usize) -> Result<()> {
         self.idx = idx;
         self.cur = match self.files.get(idx) {
-            Some(f) => Some(self.cache.get(f)?.iter(self.fill_cache)),
+            Some(f) => Some(self.cache.get(f.number, f.size)?.iter(self.fill_cache)),
             None => None,
         };
         Ok(())

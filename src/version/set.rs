@@ -6,12 +6,13 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
-use super::edit::{LogPosition, VersionEdit};
+use super::edit::VersionEdit;
 use super::manifest::{read_current, read_manifest, set_current, ManifestWriter};
 use super::{ApplyError, Builder, Version, COMPARATOR_NAME, FORMAT_VERSION};
 use crate::error::{Error, Result};
 use crate::filename::{current_file_name, manifest_file_name};
 use crate::fs::Vfs;
+use crate::log::LogPos;
 
 /// A manifest larger than this is replaced by a fresh one holding a snapshot.
 pub const DEFAULT_MAX_MANIFEST_BYTES: u64 = 64 << 20;
@@ -65,8 +66,8 @@ pub struct VersionSet {
     policy: String,
     next_file_number: u64,
     last_sequence: u64,
-    log_head: LogPosition,
-    vlog_tail: LogPosition,
+    log_head: LogPos,
+    vlog_tail: LogPos,
     compact_pointers: Vec<Option<Vec<u8>>>,
     /// Value-log files holding separated values: number → statistics.
     blob_files: BTreeMap<u64, BlobFileStats>,
@@ -107,8 +108,8 @@ impl VersionSet {
             policy: policy.to_string(),
             next_file_number: 1,
             last_sequence: 0,
-            log_head: LogPosition::default(),
-            vlog_tail: LogPosition::default(),
+            log_head: LogPos::default(),
+            vlog_tail: LogPos::default(),
             compact_pointers: vec![None; num_levels],
             blob_files: BTreeMap::new(),
             current: Arc::new(Version::empty(num_levels)),
@@ -387,11 +388,11 @@ impl VersionSet {
         self.last_sequence = s;
     }
 
-    pub fn log_head(&self) -> LogPosition {
+    pub fn log_head(&self) -> LogPos {
         self.log_head
     }
 
-    pub fn vlog_tail(&self) -> LogPosition {
+    pub fn vlog_tail(&self) -> LogPos {
         self.vlog_tail
     }
 

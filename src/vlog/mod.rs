@@ -6,6 +6,7 @@
 pub mod pointer;
 pub mod prefetch;
 pub mod reader;
+mod request;
 mod uring;
 
 pub use pointer::ValuePointer;

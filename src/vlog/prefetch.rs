@@ -8,11 +8,9 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
-use parking_lot::{Condvar, Mutex};
 
-use super::reader::read_full;
+use super::request::{Completion, ReadBytes, ReadRequest};
 use super::uring::{self, UringEngine};
-use crate::error::Result;
 use crate::fs::RandomAccessFile;
 
 /// Threads of the `pread` pool: enough to keep a device's queue busy for one or two scans,
@@ -21,55 +19,13 @@ const POOL_THREADS: usize = 8;
 /// Reads waiting for an engine; a submitter blocks when the queue is full.
 const QUEUE_DEPTH: usize = 1024;
 
-/// What a read produced: the bytes, `None` when the file ends before them (the op may still
-/// be in the log writer's buffer), or the I/O error.
-pub type ReadOutcome = Result<Option<Vec<u8>>>;
-
-/// One read: `len` bytes at `offset` of `file`. Holding the handle keeps the file (and its
-/// descriptor, which io_uring reads through) open until the read is done.
-pub(crate) struct ReadRequest {
-    pub(crate) file: Arc<dyn RandomAccessFile>,
-    pub(crate) offset: u64,
-    pub(crate) len: usize,
-    pub(crate) done: Arc<Completion>,
-}
-
-impl ReadRequest {
-    /// A request and the handle its submitter waits on.
-    fn new(file: Arc<dyn RandomAccessFile>, offset: u64, len: usize) -> (ReadRequest, PendingRead) {
-        let done = Arc::new(Completion::default());
-        let read = PendingRead { state: Pending::Waiting(done.clone()) };
-        (ReadRequest { file, offset, len, done }, read)
-    }
-
-    /// Do the read on the calling thread (the pool's way, and every engine's fallback).
-    pub(crate) fn run_inline(self) {
-        let outcome = read_full(&*self.file, self.offset, self.len);
-        self.done.finish(outcome);
-    }
-}
-
-/// Where an engine leaves a finished read's outcome for the submitter.
-#[derive(Default)]
-pub(crate) struct Completion {
-    outcome: Mutex<Option<ReadOutcome>>,
-    ready: Condvar,
-}
-
-impl Completion {
-    pub(crate) fn finish(&self, outcome: ReadOutcome) {
-        *self.outcome.lock() = Some(outcome);
-        self.ready.notify_all();
-    }
-}
-
 /// A read in flight, or one already served from the page cache. Dropping it abandons the
 /// result (the engine still completes the read).
 pub struct PendingRead {
-    state: Pending,
+    state: ReadState,
 }
 
-enum Pending {
+enum ReadState {
     Cached(Vec<u8>),
     /// The file ends before the bytes do (they are still in the log writer's buffer).
     PastEnd,
@@ -81,45 +37,42 @@ impl PendingRead {
     #[cfg(test)]
     pub(crate) fn done_for_test(bytes: Vec<u8>, cached: bool) -> PendingRead {
         if cached {
-            return PendingRead { state: Pending::Cached(bytes) };
+            return PendingRead { state: ReadState::Cached(bytes) };
         }
         let done = Arc::new(Completion::default());
         done.finish(Ok(Some(bytes)));
-        PendingRead { state: Pending::Waiting(done) }
+        PendingRead { state: ReadState::Waiting(done) }
     }
 
     /// Whether the bytes were in the page cache, so the read cost no more than a plain
     /// `pread` and reading ahead gained nothing.
     pub fn was_cached(&self) -> bool {
-        matches!(self.state, Pending::Cached(_) | Pending::PastEnd)
+        matches!(self.state, ReadState::Cached(_) | ReadState::PastEnd)
     }
 
     /// Whether the file ended before the bytes (they are in the log writer's buffer): no
     /// device read, but nothing learned about the page cache either.
     pub fn past_end(&self) -> bool {
-        matches!(self.state, Pending::PastEnd)
+        matches!(self.state, ReadState::PastEnd)
     }
 
     /// Block until the read is done.
-    pub fn wait(self) -> ReadOutcome {
-        let done = match self.state {
-            Pending::Cached(bytes) => return Ok(Some(bytes)),
-            Pending::PastEnd => return Ok(None),
-            Pending::Waiting(done) => done,
-        };
-        let mut slot = done.outcome.lock();
-        loop {
-            if let Some(outcome) = slot.take() {
-                return outcome;
-            }
-            done.ready.wait(&mut slot);
+    pub fn wait(self) -> ReadBytes {
+        match self.state {
+            ReadState::Cached(bytes) => Ok(Some(bytes)),
+            ReadState::PastEnd => Ok(None),
+            ReadState::Waiting(done) => done.wait(),
         }
+    }
+
+    fn waiting(done: Arc<Completion>) -> PendingRead {
+        PendingRead { state: ReadState::Waiting(done) }
     }
 }
 
 /// Read `len` bytes at `offset` of `fd` only if they are all in the page cache
 /// (`preadv2(RWF_NOWAIT)`); `None` when the read would block, fall short or is unsupported.
-fn read_if_cached(fd: i32, offset: u64, len: usize) -> Option<Pending> {
+fn read_if_cached(fd: i32, offset: u64, len: usize) -> Option<ReadState> {
     let mut buf = vec![0u8; len];
     let iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: len };
     let off = i64::try_from(offset).ok()?;
@@ -127,12 +80,12 @@ fn read_if_cached(fd: i32, offset: u64, len: usize) -> Option<Pending> {
     // call; a bad or closed descriptor only makes the call fail.
     let n = usize::try_from(unsafe { libc::preadv2(fd, &iov, 1, off, libc::RWF_NOWAIT) }).ok()?;
     if n == len {
-        return Some(Pending::Cached(buf));
+        return Some(ReadState::Cached(buf));
     }
     // Short: either the rest is not cached, or the file ends first (the op is still in the
     // log buffer, which the caller reads without any device read).
     let size = file_size(fd)?;
-    (offset.saturating_add(n as u64) >= size).then_some(Pending::PastEnd)
+    (offset.saturating_add(n as u64) >= size).then_some(ReadState::PastEnd)
 }
 
 /// The size of the file behind `fd`.
@@ -225,12 +178,12 @@ impl ParallelReader {
         if let Some(read) = self.probe_cache(&file, offset, len) {
             return read;
         }
-        let (req, read) = ReadRequest::new(file, offset, len);
+        let (req, done) = ReadRequest::new(file, offset, len);
         match self.ring_for(&req) {
             Some(engine) => engine.submit_many(std::iter::once(req)),
             None => self.pool.get_or_init(Pool::start).submit(req),
         }
-        read
+        PendingRead::waiting(done)
     }
 
     /// Start reading each `(file, offset, len)`, in order. Reads that go to io_uring are
@@ -246,7 +199,7 @@ impl ParallelReader {
                 if let Some(read) = self.probe_cache(&file, offset, len) {
                     return read;
                 }
-                let (req, read) = ReadRequest::new(file, offset, len);
+                let (req, done) = ReadRequest::new(file, offset, len);
                 match self.ring_for(&req) {
                     Some(engine) => {
                         ring = Some(engine);
@@ -254,7 +207,7 @@ impl ParallelReader {
                     }
                     None => self.pool.get_or_init(Pool::start).submit(req),
                 }
-                read
+                PendingRead::waiting(done)
             })
             .collect();
         if let Some(engine) = ring {

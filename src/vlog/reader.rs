@@ -10,6 +10,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::{Mutex, RwLock};
 
 use super::prefetch::{ParallelReader, PendingRead};
+use super::request::read_full;
 use super::ValuePointer;
 use crate::error::{Error, Result};
 use crate::filename::log_file_name;
@@ -298,20 +299,6 @@ fn start_region_reader() -> Option<SyncSender<RegionRead>> {
         }
     });
     spawned.ok().map(|_| tx)
-}
-
-/// Read `len` bytes at `offset`; `Ok(None)` when the file ends first.
-pub(crate) fn read_full(f: &dyn RandomAccessFile, offset: u64, len: usize) -> Result<Option<Vec<u8>>> {
-    let mut buf = vec![0u8; len];
-    let mut done = 0;
-    while done < buf.len() {
-        let n = f.read_at(offset + done as u64, &mut buf[done..])?;
-        if n == 0 {
-            return Ok(None);
-        }
-        done += n;
-    }
-    Ok(Some(buf))
 }
 
 #[cfg(test)]

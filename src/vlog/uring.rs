@@ -12,8 +12,7 @@ use std::thread::JoinHandle;
 use io_uring::{opcode, types, IoUring};
 use parking_lot::{Condvar, Mutex};
 
-use super::prefetch::ReadRequest;
-use super::reader::read_full;
+use super::request::{read_full, ReadRequest};
 use crate::error::Error;
 
 /// Submission queue size: reads in flight at once (more are read inline).
@@ -45,7 +44,7 @@ struct InFlight {
 }
 
 /// Reads in flight, indexed by their entry's `user_data`.
-struct Table {
+struct Slots {
     slots: Vec<Option<InFlight>>,
     free: Vec<usize>,
     in_flight: usize,
@@ -56,7 +55,7 @@ struct Ring {
     /// Held while pushing: the submission queue may have one user at a time.
     sq: Mutex<()>,
     /// Held while reaping, for the same reason, and guarding the reads in flight.
-    table: Mutex<Table>,
+    table: Mutex<Slots>,
     /// Signalled when reads are left in flight for the driver to wait on.
     work: Condvar,
     stopping: AtomicBool,
@@ -76,7 +75,7 @@ impl UringEngine {
         let ring = Arc::new(Ring {
             ring: IoUring::new(RING_ENTRIES)?,
             sq: Mutex::new(()),
-            table: Mutex::new(Table { slots: (0..n).map(|_| None).collect(), free: (0..n).collect(), in_flight: 0 }),
+            table: Mutex::new(Slots { slots: (0..n).map(|_| None).collect(), free: (0..n).collect(), in_flight: 0 }),
             work: Condvar::new(),
             stopping: AtomicBool::new(false),
             broken: AtomicBool::new(false),

@@ -130,8 +130,8 @@ fn dir() -> &'static Path {
 struct State {
     version: Version,
     last_sequence: u64,
-    log_head: LogPosition,
-    vlog_tail: LogPosition,
+    log_head: LogPos,
+    vlog_tail: LogPos,
     policy: String,
     compact_pointer: Option<Vec<u8>>,
     blob_files: BTreeMap<u64, BlobFileStats>,
@@ -171,7 +171,7 @@ fn populated(fs: Arc<dyn Vfs>) -> VersionSet {
     s.set_last_sequence(100);
     let mut flush = add(0, file(a, a, b"a", b"m"));
     flush.added_files.push((0, file(b, b, b"k", b"z")));
-    flush.log_head = Some(LogPosition { file: 7, offset: 4096 });
+    flush.log_head = Some(LogPos { file: 7, offset: 4096 });
     flush.blob_added = vec![(5, 6000), (6, 2000), (7, 4000)];
     s.log_and_apply(flush).unwrap();
     let c = s.new_file_number();
@@ -181,7 +181,7 @@ fn populated(fs: Arc<dyn Vfs>) -> VersionSet {
     compact.blob_garbage = vec![(5, 1000), (6, 700)];
     s.log_and_apply(compact).unwrap();
     s.log_and_apply(VersionEdit {
-        vlog_tail: Some(LogPosition { file: 3, offset: 17 }),
+        vlog_tail: Some(LogPos { file: 3, offset: 17 }),
         blob_garbage: vec![(5, 500)],
         blob_files_deleted: vec![6],
         ..Default::default()
@@ -196,7 +196,7 @@ fn recover_after_create_and_edits_reproduces_the_same_state() {
     let s = populated(fs.clone());
     let before = state(&s);
     assert_eq!(before.version.level_files(1), 1);
-    assert_eq!(before.log_head, LogPosition { file: 7, offset: 4096 });
+    assert_eq!(before.log_head, LogPos { file: 7, offset: 4096 });
     assert_eq!(before.blob_files, BTreeMap::from([(5, stats(6000, 1500)), (7, stats(4000, 0))]));
     drop(s);
     let r = VersionSet::recover(fs.clone(), dir(), 4).unwrap();
