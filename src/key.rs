@@ -35,6 +35,7 @@ pub enum ValueKind {
 pub const KIND_FOR_SEEK: u8 = 0xff;
 
 impl ValueKind {
+    /// The kind a trailer's low byte names; `None` for a byte no entry is written with.
     pub fn from_u8(b: u8) -> Option<Self> {
         match b {
             0 => Some(ValueKind::Deletion),
@@ -47,33 +48,49 @@ impl ValueKind {
 
 /// Pack a sequence number and kind byte into a trailer.
 #[inline]
-pub fn pack_trailer(seq: SeqNo, kind: u8) -> u64 {
+fn pack_trailer(seq: SeqNo, kind: u8) -> u64 {
     (seq << 8) | kind as u64
 }
 
 /// Build an internal key in a fresh buffer.
-pub fn make_internal_key(user_key: &[u8], seq: SeqNo, kind: u8) -> Vec<u8> {
+#[cfg(any(test, feature = "test-util"))]
+pub fn make_internal_key(user_key: &[u8], seq: SeqNo, kind: ValueKind) -> Vec<u8> {
     let mut k = Vec::with_capacity(user_key.len() + TRAILER_LEN);
     append_internal_key(&mut k, user_key, seq, kind);
     k
 }
 
 /// Append an internal key to `dst`.
-pub fn append_internal_key(dst: &mut Vec<u8>, user_key: &[u8], seq: SeqNo, kind: u8) {
+pub fn append_internal_key(dst: &mut Vec<u8>, user_key: &[u8], seq: SeqNo, kind: ValueKind) {
+    append_with_kind_byte(dst, user_key, seq, kind as u8);
+}
+
+/// The key to seek to for the newest version of `user_key` visible at `seq`: it sorts before
+/// every entry of that key with a sequence number up to `seq`.
+pub fn seek_key(user_key: &[u8], seq: SeqNo) -> Vec<u8> {
+    let mut k = Vec::with_capacity(user_key.len() + TRAILER_LEN);
+    append_with_kind_byte(&mut k, user_key, seq, KIND_FOR_SEEK);
+    k
+}
+
+fn append_with_kind_byte(dst: &mut Vec<u8>, user_key: &[u8], seq: SeqNo, kind: u8) {
     dst.extend_from_slice(user_key);
     dst.extend_from_slice(&pack_trailer(seq, kind).to_le_bytes());
 }
 
-/// A decoded view of an internal key. Callers must pass keys at least 8 bytes long
-/// (every decoder checks that before building one).
+/// A decoded internal key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ParsedKey<'a> {
+    /// The user's key.
     pub user_key: &'a [u8],
+    /// Sequence number of the write.
     pub seq: SeqNo,
-    pub kind: u8,
+    /// What the entry says about the key.
+    pub kind: ValueKind,
 }
 
-/// Split an internal key; `None` if it is shorter than the trailer.
+/// Split an internal key; `None` if it is shorter than the trailer or its kind byte is not a
+/// `ValueKind` (no entry is written that way: `unknown_kind` tells which byte it was).
 #[inline]
 pub fn parse_internal_key(ikey: &[u8]) -> Option<ParsedKey<'_>> {
     if ikey.len() < TRAILER_LEN {
@@ -81,7 +98,22 @@ pub fn parse_internal_key(ikey: &[u8]) -> Option<ParsedKey<'_>> {
     }
     let (user_key, t) = ikey.split_at(ikey.len() - TRAILER_LEN);
     let trailer = u64::from_le_bytes(t.try_into().ok()?);
-    Some(ParsedKey { user_key, seq: trailer >> 8, kind: trailer as u8 })
+    Some(ParsedKey { user_key, seq: trailer >> 8, kind: ValueKind::from_u8(trailer as u8)? })
+}
+
+/// The kind byte of an internal key long enough to have a trailer but whose kind is not a
+/// `ValueKind` (`parse_internal_key` refuses both).
+pub fn unknown_kind(ikey: &[u8]) -> Option<u8> {
+    let kind = ikey.len().checked_sub(TRAILER_LEN).map(|at| ikey[at])?;
+    ValueKind::from_u8(kind).is_none().then_some(kind)
+}
+
+/// Why `parse_internal_key` refused `ikey`, for an error message.
+pub fn malformed_reason(ikey: &[u8]) -> String {
+    match unknown_kind(ikey) {
+        Some(kind) => format!("unknown entry kind {kind}"),
+        None => format!("malformed key ({} bytes, shorter than its trailer)", ikey.len()),
+    }
 }
 
 /// The user-key part of an internal key (the whole slice if it is too short to have a trailer).
@@ -118,11 +150,8 @@ pub fn shortest_separator(start: &[u8], limit: &[u8]) -> Vec<u8> {
         if b < 0xff && b + 1 < ul[common] {
             let mut short = us[..=common].to_vec();
             short[common] += 1;
-            append_internal_key(&mut short, &[], 0, 0);
-            // Replace the empty-key trailer with the max trailer so it sorts before any
-            // real entry of the shortened user key.
-            let n = short.len();
-            short[n - TRAILER_LEN..].copy_from_slice(&pack_trailer(MAX_SEQ, KIND_FOR_SEEK).to_le_bytes());
+            // The max trailer sorts before any real entry of the shortened user key.
+            append_with_kind_byte(&mut short, &[], MAX_SEQ, KIND_FOR_SEEK);
             debug_assert!(compare_internal(start, &short) == Ordering::Less);
             debug_assert!(compare_internal(&short, limit) == Ordering::Less);
             return short;
@@ -138,7 +167,7 @@ pub fn short_successor(key: &[u8]) -> Vec<u8> {
         if b != 0xff {
             let mut short = uk[..=i].to_vec();
             short[i] += 1;
-            append_internal_key(&mut short, &[], MAX_SEQ, KIND_FOR_SEEK);
+            append_with_kind_byte(&mut short, &[], MAX_SEQ, KIND_FOR_SEEK);
             return short;
         }
     }
@@ -151,12 +180,12 @@ mod tests {
 
     #[test]
     fn newer_versions_sort_first() {
-        let a = make_internal_key(b"k", 5, 1);
-        let b = make_internal_key(b"k", 3, 1);
-        let c = make_internal_key(b"ka", 9, 1);
+        let a = make_internal_key(b"k", 5, ValueKind::Value);
+        let b = make_internal_key(b"k", 3, ValueKind::Value);
+        let c = make_internal_key(b"ka", 9, ValueKind::Value);
         assert_eq!(compare_internal(&a, &b), Ordering::Less);
         assert_eq!(compare_internal(&b, &c), Ordering::Less);
-        let seek = make_internal_key(b"k", 5, KIND_FOR_SEEK);
+        let seek = seek_key(b"k", 5);
         assert_eq!(compare_internal(&seek, &a), Ordering::Less);
     }
 
@@ -165,21 +194,25 @@ mod tests {
         let cases: &[(&[u8], &[u8])] =
             &[(b"abc", b"abz"), (b"abc", b"abd"), (b"a", b"b"), (b"ab", b"abc"), (b"\xff\xff", b"\xff\xff\x01")];
         for (s, l) in cases {
-            let s = make_internal_key(s, 10, 1);
-            let l = make_internal_key(l, 3, 1);
+            let s = make_internal_key(s, 10, ValueKind::Value);
+            let l = make_internal_key(l, 3, ValueKind::Value);
             let sep = shortest_separator(&s, &l);
             assert_ne!(compare_internal(&s, &sep), Ordering::Greater);
             assert_eq!(compare_internal(&sep, &l), Ordering::Less);
         }
-        let k = make_internal_key(b"abc", 1, 1);
+        let k = make_internal_key(b"abc", 1, ValueKind::Value);
         assert_ne!(compare_internal(&short_successor(&k), &k), Ordering::Less);
     }
 
     #[test]
     fn parse_round_trips() {
-        let k = make_internal_key(b"user", 42, 2);
+        let k = make_internal_key(b"user", 42, ValueKind::Pointer);
         let p = parse_internal_key(&k).unwrap();
-        assert_eq!((p.user_key, p.seq, p.kind), (&b"user"[..], 42, 2));
+        assert_eq!((p.user_key, p.seq, p.kind), (&b"user"[..], 42, ValueKind::Pointer));
         assert!(parse_internal_key(b"short").is_none());
+        let mut bad = k.clone();
+        bad[4] = 9;
+        assert!(parse_internal_key(&bad).is_none(), "a kind no entry is written with");
+        assert_eq!((unknown_kind(&bad), unknown_kind(&k), unknown_kind(b"short")), (Some(9), None, None));
     }
 }

@@ -40,7 +40,7 @@ pub use write_batch::{BatchIter, BatchOp, WriteBatch};
 #[doc(hidden)]
 pub mod internals {
     pub use crate::iter::InternalIterator;
-    pub use crate::key::{make_internal_key, user_key, ValueKind, KIND_FOR_SEEK, MAX_SEQ};
+    pub use crate::key::{make_internal_key, seek_key, user_key, ValueKind, MAX_SEQ};
     pub use crate::log::{encode_group, group_crc, LogPos, LogReader};
     pub use crate::sst::block::{Block, BlockIter};
     pub use crate::sst::block_builder::BlockBuilder;

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use wisckey::fs::{MemFs, Vfs};
 use wisckey::internals::{
-    encode_group, group_crc, make_internal_key, user_key, Block, BlockBuilder, BlockIter, FileMeta, InternalIterator,
-    LogPos, LogReader, Table, TableBuilder, TableOptions, ValueKind, ValuePointer, VersionEdit, KIND_FOR_SEEK, MAX_SEQ,
+    encode_group, group_crc, make_internal_key, seek_key, user_key, Block, BlockBuilder, BlockIter, FileMeta,
+    InternalIterator, LogPos, LogReader, Table, TableBuilder, TableOptions, ValueKind, ValuePointer, VersionEdit,
+    MAX_SEQ,
 };
 use wisckey::{BatchIter, BatchOp, Compression, WriteBatch};
 
@@ -132,8 +133,8 @@ fn sample_edit(n: u64, key: &[u8]) -> VersionEdit {
     let meta = FileMeta {
         number: n,
         size: 4096 + n,
-        smallest: make_internal_key(key, 1, 1),
-        largest: make_internal_key(&[key, b"z"].concat(), 9, 1),
+        smallest: make_internal_key(key, 1, ValueKind::Value),
+        largest: make_internal_key(&[key, b"z"].concat(), 9, ValueKind::Value),
         ..FileMeta::default()
     };
     VersionEdit {
@@ -142,7 +143,7 @@ fn sample_edit(n: u64, key: &[u8]) -> VersionEdit {
         next_file_number: Some(n + 10),
         last_sequence: Some(n * 3),
         log_head: Some(LogPos { file: n, offset: 77 }),
-        compact_pointers: vec![(1, make_internal_key(key, 5, 1))],
+        compact_pointers: vec![(1, make_internal_key(key, 5, ValueKind::Value))],
         deleted_files: vec![(0, n + 1)],
         added_files: vec![(2, meta)],
         policy: Some("leveled".into()),
@@ -186,7 +187,7 @@ fn log_bytes(groups: &[Ops]) -> Vec<u8> {
     for ops in groups {
         let rep = batch_rep(ops);
         let count = ops.len() as u32;
-        let (crc, _) = group_crc(seq, count, &rep, usize::MAX);
+        let crc = group_crc(seq, count, &rep, &[]);
         encode_group(&mut out, seq, count, &rep, crc);
         seq += u64::from(count);
     }
@@ -205,7 +206,7 @@ fn build_table(entries: &BTreeMap<Vec<u8>, Vec<u8>>, compression: Compression) -
     let file = fs.create(path).expect("create table");
     let mut b = TableBuilder::new(file, table_options(compression));
     for (i, (k, v)) in entries.iter().enumerate() {
-        b.add(&make_internal_key(k, 100 + i as u64, ValueKind::Value as u8), v).expect("add");
+        b.add(&make_internal_key(k, 100 + i as u64, ValueKind::Value), v).expect("add");
     }
     b.finish().expect("finish");
     read_all(&fs, path)
@@ -231,7 +232,7 @@ fn probe_table(bytes: &[u8], keys: &[Vec<u8>]) -> wisckey::Result<Probe> {
     let file = fs.open_read(path).expect("open");
     let table = Arc::new(Table::open(file, 2, bytes.len() as u64, None)?);
     let scanned = scan(&table).ok();
-    let gets = keys.iter().map(|k| table.get(&make_internal_key(k, MAX_SEQ, KIND_FOR_SEEK), false)).collect();
+    let gets = keys.iter().map(|k| table.get(&seek_key(k, MAX_SEQ), false)).collect();
     Ok((scanned, gets))
 }
 
@@ -278,7 +279,7 @@ fn probe_block(bytes: Vec<u8>, seek: &[u8]) {
 fn valid_block(entries: &BTreeMap<Vec<u8>, Vec<u8>>) -> Vec<u8> {
     let mut b = BlockBuilder::new(3);
     for (i, (k, v)) in entries.iter().enumerate() {
-        b.add(&make_internal_key(k, 100 + i as u64, ValueKind::Value as u8), v);
+        b.add(&make_internal_key(k, 100 + i as u64, ValueKind::Value), v);
     }
     b.finish().to_vec()
 }
@@ -347,7 +348,7 @@ proptest! {
     fn block_decoder_survives_arbitrary_and_mutated_blocks(bytes in small_bytes(300), e in entries(), muts in mutations(), seek in small_bytes(20)) {
         probe_block(bytes, &seek);
         let block = valid_block(&e);
-        probe_block(apply(block, &muts), &make_internal_key(&seek, MAX_SEQ, KIND_FOR_SEEK));
+        probe_block(apply(block, &muts), &seek_key(&seek, MAX_SEQ));
     }
 
     #[test]

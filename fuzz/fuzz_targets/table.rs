@@ -12,7 +12,7 @@ use std::sync::Arc;
 use libfuzzer_sys::fuzz_target;
 use wisckey::fs::{MemFs, Vfs};
 use wisckey::internals::{
-    make_internal_key, user_key, InternalIterator, Table, TableBuilder, TableOptions, KIND_FOR_SEEK, MAX_SEQ,
+    make_internal_key, seek_key, user_key, InternalIterator, Table, TableBuilder, TableOptions, ValueKind, MAX_SEQ,
 };
 use wisckey::Compression;
 
@@ -34,7 +34,7 @@ fn build(entries: &BTreeMap<Vec<u8>, Vec<u8>>, lz4: bool) -> Vec<u8> {
     };
     let mut b = TableBuilder::new(file, opts);
     for (i, (k, v)) in entries.iter().enumerate() {
-        b.add(&make_internal_key(k, 1 + i as u64, 1), v).expect("add");
+        b.add(&make_internal_key(k, 1 + i as u64, ValueKind::Value), v).expect("add");
     }
     b.finish().expect("finish");
     let f = fs.open_read(path).expect("open");
@@ -65,7 +65,7 @@ fn probe(bytes: &[u8], keys: &[Vec<u8>]) -> Option<Vec<GetAnswer>> {
             n += 1;
         }
     }
-    Some(keys.iter().map(|k| table.get(&make_internal_key(k, MAX_SEQ, KIND_FOR_SEEK), false)).collect())
+    Some(keys.iter().map(|k| table.get(&seek_key(k, MAX_SEQ), false)).collect())
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -183,7 +183,7 @@ pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Ver
             Error::corruption(
                 ctx.dir,
                 0,
-                format!("compaction input holds a malformed internal key ({} bytes)", ikey.len()),
+                format!("compaction input holds a bad internal key: {}", key::malformed_reason(ikey)),
             )
         })?;
         if current_user_key.as_deref() != Some(p.user_key) {
@@ -194,12 +194,12 @@ pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Ver
             // A newer version of this key is visible to every reader: this one is shadowed.
             true
         } else {
-            p.kind == ValueKind::Deletion as u8
+            p.kind == ValueKind::Deletion
                 && p.seq <= ctx.smallest_snapshot
                 && is_base_level_for_key(version, task.output_level, p.user_key)
         };
         last_seq_for_key = p.seq;
-        if drop && p.kind == ValueKind::Pointer as u8 {
+        if drop && p.kind == ValueKind::Pointer {
             if let Some(ptr) = crate::vlog::ValuePointer::decode(it.value()) {
                 *w.out.blob_garbage.entry(ptr.file).or_insert(0) += u64::from(ptr.op_len);
             }

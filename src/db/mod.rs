@@ -163,7 +163,7 @@ pub(crate) struct DbInner {
     /// Writers wait here while GC is behind (`Options::gc_space_amp_stall`).
     gc_pacing: gc_pacing::GcPacing,
     /// The log appender; taken by the write leader and by flushes (lock order: state, then log).
-    log: Mutex<LogWriter>,
+    log: Arc<Mutex<LogWriter>>,
     table_cache: Arc<TableCache>,
     vlog: crate::vlog::VlogReader,
     snapshots: Arc<SnapshotList>,
@@ -210,7 +210,9 @@ impl Db {
         let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone(), options.io_uring)
             .with_mapped_reads(options.mmap_value_reads);
         let recovered = recovery::recover(&vfs, &dir, &options, &policy.name())?;
-        vlog.set_durable_extent(recovered.log.extent());
+
+        let log = Arc::new(Mutex::new(recovered.log));
+        vlog.attach_log(&log);
         let gc_pacing = gc_pacing::GcPacing::new(options.memtable_log_bytes);
         let inner = Arc::new(DbInner {
             state: Mutex::new(State {
@@ -225,7 +227,7 @@ impl Db {
                 compacting: false,
             }),
             visible_seq: AtomicU64::new(recovered.last_seq),
-            log: Mutex::new(recovered.log),
+            log,
             dir,
             opts: options,
             vfs,

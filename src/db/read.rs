@@ -9,7 +9,7 @@ use crate::db::iter::{DbIterator, ValueSource};
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::iter::{InternalIterator, MergingIterator};
-use crate::key::{self, ValueKind, KIND_FOR_SEEK};
+use crate::key::{self, ValueKind};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::ReadOptions;
 use crate::version::run_iter::RunIterator;
@@ -74,8 +74,9 @@ impl DbInner {
         // between the lookup and the read. GC deletes only after the new copy is visible:
         // a failed read whose key now points elsewhere is retried there.
         for _ in 0..3 {
-            let Some((ValueKind::Pointer, ptr)) = &entry else { break };
-            match self.read_pointer(user_key, ptr, Access::Point) {
+            let Some((ValueKind::Pointer, stored)) = &entry else { break };
+            let ptr = self.vlog.decode_pointer(stored)?;
+            match self.vlog.read_value(&ptr, user_key, Access::Point) {
                 Ok(v) => return Ok(Some(v)),
                 Err(e) if ro.snapshot.is_some() => return Err(e),
                 Err(e) => {
@@ -110,7 +111,7 @@ impl DbInner {
                 Lookup::Absent => {}
             }
         }
-        let seek = key::make_internal_key(user_key, view.seq, KIND_FOR_SEEK);
+        let seek = key::seek_key(user_key, view.seq);
         let mut first_probed = None;
         for (probes, (level, file)) in view.version.files_for_key(user_key).into_iter().enumerate() {
             if probes == 1 {
@@ -123,10 +124,9 @@ impl DbInner {
             let table = self.table_cache.get(file.number, file.size)?;
             if let Some((ikey, value)) = table.get(&seek, fill)? {
                 let path = || table_file_name(&self.dir, file.number);
-                let p = key::parse_internal_key(&ikey).ok_or_else(|| Error::corruption(path(), 0, "malformed key"))?;
-                let kind = ValueKind::from_u8(p.kind)
-                    .ok_or_else(|| Error::corruption(path(), 0, format!("unknown entry kind {}", p.kind)))?;
-                return Ok(Some((kind, value)));
+                let p = key::parse_internal_key(&ikey)
+                    .ok_or_else(|| Error::corruption(path(), 0, key::malformed_reason(&ikey)))?;
+                return Ok(Some((p.kind, value)));
             }
         }
         Ok(None)
@@ -153,53 +153,9 @@ impl DbInner {
         match kind {
             ValueKind::Value => Ok(Some(v)),
             ValueKind::Deletion => Ok(None),
-            ValueKind::Pointer => self.read_pointer(user_key, &v, Access::Point).map(Some),
-        }
-    }
-
-    /// Read a separated value: from its vLog file, or from the log buffer when it has not
-    /// been handed to the file yet.
-    pub(crate) fn read_pointer(&self, user_key: &[u8], encoded: &[u8], access: Access) -> Result<Vec<u8>> {
-        let ptr = self.decode_pointer(encoded)?;
-        let op = match self.vlog.try_read_op(&ptr, access)? {
-            Some(op) => op,
-            None => {
-                let buffered = self.log.lock().read_buffered(ptr.file, ptr.offset, ptr.op_len as usize);
-                match buffered {
-                    Some(op) => op,
-                    // Handed to the file between the two checks.
-                    None => self.vlog.read_op(&ptr, access)?,
-                }
+            ValueKind::Pointer => {
+                self.vlog.read_value(&self.vlog.decode_pointer(&v)?, user_key, Access::Point).map(Some)
             }
-        };
-        self.vlog.verify_op(&ptr, op, user_key)
-    }
-
-    fn decode_pointer(&self, encoded: &[u8]) -> Result<ValuePointer> {
-        ValuePointer::decode(encoded)
-            .ok_or_else(|| Error::corruption(&self.dir, 0, "malformed value pointer in the LSM-tree"))
-    }
-
-    /// Start reading a separated value in the background; `None` if the read cannot start
-    /// (then `read_pointer` reads it and reports why).
-    fn start_pointer_read(&self, encoded: &[u8], access: Access) -> Option<PendingRead> {
-        let ptr = ValuePointer::decode(encoded)?;
-        self.vlog.start_read(&ptr, access).ok()
-    }
-
-    /// Finish a read `start_pointer_read` began, with `read_pointer`'s checks; an op that was
-    /// not in the file yet is taken from the log buffer by `read_pointer`.
-    fn finish_pointer_read(
-        &self,
-        user_key: &[u8],
-        encoded: &[u8],
-        read: PendingRead,
-        access: Access,
-    ) -> Result<Vec<u8>> {
-        let ptr = self.decode_pointer(encoded)?;
-        match read.wait()? {
-            Some(op) => self.vlog.verify_op(&ptr, op, user_key),
-            None => self.read_pointer(user_key, encoded, access),
         }
     }
 
@@ -224,9 +180,9 @@ impl DbInner {
                 })
                 .collect();
             let reads = self.vlog.start_reads(&ptrs, Access::Point);
-            for ((key, entry), read) in chunk.iter().zip(entries).zip(reads) {
-                out.push(match (entry, read) {
-                    (Some((_, enc)), Some(read)) => Some(self.finish_pointer_read(key, &enc, read, Access::Point)?),
+            for (((key, entry), read), ptr) in chunk.iter().zip(entries).zip(reads).zip(&ptrs) {
+                out.push(match (entry, read.zip(*ptr)) {
+                    (Some(_), Some((read, ptr))) => Some(self.vlog.finish_read(&ptr, key, read, Access::Point)?),
                     (Some((kind, v)), None) => self.resolve(key, kind, v)?,
                     (None, _) => None,
                 });
@@ -316,12 +272,16 @@ impl DbInner {
 struct ScanValues(Arc<DbInner>);
 
 impl ValueSource for ScanValues {
-    fn read(&self, user_key: &[u8], encoded: &[u8]) -> Result<Vec<u8>> {
-        self.0.read_pointer(user_key, encoded, Access::Scan)
+    fn pointer(&self, stored: &[u8]) -> Result<ValuePointer> {
+        self.0.vlog.decode_pointer(stored)
     }
 
-    fn prefetch(&self, encoded: &[u8]) -> Option<PendingRead> {
-        let read = self.0.start_pointer_read(encoded, Access::Scan)?;
+    fn read(&self, user_key: &[u8], ptr: &ValuePointer) -> Result<Vec<u8>> {
+        self.0.vlog.read_value(ptr, user_key, Access::Scan)
+    }
+
+    fn prefetch(&self, ptr: &ValuePointer) -> Option<PendingRead> {
+        let read = self.0.vlog.start_read(ptr, Access::Scan).ok()?;
         // Buffered values say nothing about whether the page cache holds the sealed files.
         if !read.past_end() {
             self.0.vlog.note_probe(read.was_cached());
@@ -329,12 +289,12 @@ impl ValueSource for ScanValues {
         Some(read)
     }
 
-    fn finish(&self, user_key: &[u8], encoded: &[u8], read: PendingRead) -> Result<Vec<u8>> {
-        self.0.finish_pointer_read(user_key, encoded, read, Access::Scan)
+    fn finish(&self, user_key: &[u8], ptr: &ValuePointer, read: PendingRead) -> Result<Vec<u8>> {
+        self.0.vlog.finish_read(ptr, user_key, read, Access::Scan)
     }
 
-    fn read_mapped(&self, user_key: &[u8], encoded: &[u8]) -> Option<Result<Vec<u8>>> {
-        self.0.vlog.read_mapped(&ValuePointer::decode(encoded)?, user_key)
+    fn read_mapped(&self, user_key: &[u8], ptr: &ValuePointer) -> Option<Result<Vec<u8>>> {
+        self.0.vlog.read_mapped(ptr, user_key)
     }
 
     fn is_warm(&self) -> bool {

@@ -9,7 +9,7 @@ use super::background::write_level0_table;
 use crate::error::{Error, Result};
 use crate::filename::{self, log_file_name, FileKind};
 use crate::fs::Vfs;
-use crate::log::{LogPos, LogReader, LogRecord, LogWriter, ReadOutcome};
+use crate::log::{self, LogPos, LogReader, LogRecord, LogWriter, ReadOutcome};
 use crate::memtable::Memtable;
 use crate::options::{Options, RecoveryMode};
 use crate::version::{VersionEdit, VersionSet};
@@ -161,7 +161,7 @@ impl Replay<'_> {
         let (mem, min_blob) = (&self.mem, self.opts.min_blob_size);
         let apply = |recs: &[LogRecord]| {
             for rec in recs {
-                mem.apply_group(rec.pos, rec.first_seq, &rec.ops, min_blob, None);
+                mem.apply_group(rec.pos, rec.first_seq, &rec.ops, &log::separated_values(&rec.ops, min_blob));
             }
         };
         let (a, b) = records.split_at(records.len() / 2);

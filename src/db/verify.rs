@@ -121,7 +121,10 @@ impl DbInner {
         let mut entries = 0u64;
         while it.valid() {
             let ikey = it.key();
-            let p = key::parse_internal_key(ikey).ok_or_else(|| bad(format!("malformed key at entry {entries}")))?;
+            let parsed = key::parse_internal_key(ikey);
+            if parsed.is_none() && key::unknown_kind(ikey).is_none() {
+                return Err(bad(format!("malformed key at entry {entries}")));
+            }
             if let Some(prev) = &prev {
                 if key::compare_internal(prev, ikey) != Ordering::Less {
                     report.error(bad(format!("entry {entries}: keys out of order")));
@@ -132,10 +135,10 @@ impl DbInner {
             if outside {
                 report.error(bad(format!("entry {entries}: key outside the file's manifest key range")));
             }
-            match ValueKind::from_u8(p.kind) {
-                Some(ValueKind::Pointer) => self.verify_pointer(&path, p.user_key, it.value(), report),
+            match parsed {
+                Some(p) if p.kind == ValueKind::Pointer => self.verify_pointer(&path, p.user_key, it.value(), report),
                 Some(_) => {}
-                None => report.error(bad(format!("entry {entries}: unknown entry kind {}", p.kind))),
+                None => report.error(bad(format!("entry {entries}: {}", key::malformed_reason(ikey)))),
             }
             entries += 1;
             report.entries_checked += 1;
@@ -154,7 +157,7 @@ impl DbInner {
         let Some(ptr) = ValuePointer::decode(encoded) else {
             return report.error(Error::corruption(table, 0, "malformed value pointer"));
         };
-        let checked = self.vlog.read_op(&ptr, Access::Scan).and_then(|op| self.vlog.verify_op(&ptr, op, user_key));
+        let checked = self.vlog.read_value(&ptr, user_key, Access::Scan);
         let Err(e) = checked else {
             report.pointers_checked += 1;
             return;

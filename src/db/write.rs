@@ -11,6 +11,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use super::{add, DbInner, State};
 use crate::error::Result;
 use crate::key::ValueKind;
+use crate::log;
 use crate::memtable::Memtable;
 use crate::vlog::ValuePointer;
 use crate::write_batch::{BatchOp, WriteBatch};
@@ -171,9 +172,9 @@ impl DbInner {
             }
         }
         let rep: &[u8] = if group.len() == 1 { &group[0].rep } else { &ops };
-        let min_blob = self.opts.min_blob_size;
         // Checksums are computed before taking the log lock: large values cost most here.
-        let (crc, value_crcs) = crate::log::group_crc(first_seq, count, rep, min_blob);
+        let separated = log::separated_values(rep, self.opts.min_blob_size);
+        let crc = log::group_crc(first_seq, count, rep, &separated);
         let pos = {
             let mut log = self.log.lock();
             let pos = log.append(first_seq, count, rep, crc)?;
@@ -185,7 +186,7 @@ impl DbInner {
             }
             pos
         };
-        mem.apply_group(pos, first_seq, rep, min_blob, Some(&value_crcs));
+        mem.apply_group(pos, first_seq, rep, &separated);
         Ok(())
     }
 

@@ -14,6 +14,8 @@ pub mod writer;
 pub use reader::{LogReader, LogRecord, ReadOutcome};
 pub use writer::{DurableExtent, LogWriter};
 
+use crate::write_batch::{BatchIter, BatchOp};
+
 /// Bytes of a record group's header.
 pub const HEADER_LEN: usize = 20;
 
@@ -28,27 +30,71 @@ pub struct LogPos {
 /// (a fixed cost of a few µs) instead of a second pass over their bytes.
 const COMBINE_MIN_BYTES: usize = 64 << 10;
 
-/// Checksums of a record group: the group crc (over the header fields and all ops) and the
-/// crc32c of each value of at least `min_blob_size` bytes, in order (its pointer carries it).
-pub fn group_crc(first_seq: u64, count: u32, ops: &[u8], min_blob_size: usize) -> (u32, Vec<u32>) {
-    let mut crc = crate::util::crc(&header_fields(first_seq, count, ops.len()));
-    let mut it = crate::write_batch::BatchIter::over(ops);
-    let (mut value_crcs, mut done) = (Vec::new(), 0usize);
-    while let Some(Ok(op)) = it.next() {
-        let crate::write_batch::BatchOp::Put { value, .. } = op else { continue };
-        if value.len() < min_blob_size {
-            continue;
+/// A value that stays in the value log (key-value separation, WiscKey): which op of its
+/// record group holds it, where that op is, and the value's crc32c (its pointer carries it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeparatedValue {
+    /// Index of the op among the group's ops.
+    pub op_index: u32,
+    /// Offset of the op from the start of the record group (its header included).
+    pub op_offset: u64,
+    /// Bytes of the whole op (`kind | klen | vlen | key | value`).
+    pub op_len: u32,
+    /// Bytes of the value, the op's last bytes.
+    pub value_len: u32,
+    /// crc32c of the value.
+    pub value_crc: u32,
+}
+
+/// The puts among a record group's `ops` whose value is at least `min_blob_size` bytes: the
+/// one place that decides which values are separated. The group's checksum (`group_crc`) and
+/// the memtable's pointers (`Memtable::apply_group`) are both made from this list.
+pub fn separated_values(ops: &[u8], min_blob_size: usize) -> Vec<SeparatedValue> {
+    let mut out = Vec::new();
+    let mut it = BatchIter::over(ops);
+    let mut op_index = 0u32;
+    loop {
+        let start = it.offset();
+        let Some(Ok(op)) = it.next() else { break };
+        if let BatchOp::Put { value, .. } = op {
+            if value.len() >= min_blob_size {
+                out.push(SeparatedValue {
+                    op_index,
+                    op_offset: (HEADER_LEN + start) as u64,
+                    op_len: (it.offset() - start) as u32,
+                    value_len: value.len() as u32,
+                    value_crc: crate::util::crc(value),
+                });
+            }
         }
-        let v = crate::util::crc(value);
-        value_crcs.push(v);
-        if value.len() >= COMBINE_MIN_BYTES {
-            let value_start = it.offset() - value.len();
-            crc = crate::util::crc_extend(crc, &ops[done..value_start]);
-            crc = crc32c::crc32c_combine(crc, v, value.len());
-            done = it.offset();
-        }
+        op_index += 1;
     }
-    (crate::util::crc_extend(crc, &ops[done..]), value_crcs)
+    out
+}
+
+/// The crc of a record group (over the header fields and all ops), with the crc of each value
+/// in `separated` (from `separated_values` of the same ops) of at least `COMBINE_MIN_BYTES`
+/// folded in rather than computed a second time.
+pub fn group_crc(first_seq: u64, count: u32, ops: &[u8], separated: &[SeparatedValue]) -> u32 {
+    let mut crc = crate::util::crc(&header_fields(first_seq, count, ops.len()));
+    let mut done = 0usize;
+    for v in separated.iter().filter(|v| v.value_len as usize >= COMBINE_MIN_BYTES) {
+        let value_end = v.op_offset as usize - HEADER_LEN + v.op_len as usize;
+        let value_start = value_end - v.value_len as usize;
+        debug_assert!(
+            done <= value_start && value_end <= ops.len(),
+            "separated values out of order or not of these ops"
+        );
+        crc = crate::util::crc_extend(crc, &ops[done..value_start]);
+        crc = crc32c::crc32c_combine(crc, v.value_crc, v.value_len as usize);
+        done = value_end;
+    }
+    crate::util::crc_extend(crc, &ops[done..])
+}
+
+/// Bytes a record group with `ops_len` bytes of ops takes in the log.
+pub fn group_len(ops_len: usize) -> u64 {
+    (HEADER_LEN + ops_len) as u64
 }
 
 /// The 16 header bytes after the crc: `len | first_seq | count`.
@@ -84,7 +130,8 @@ mod tests {
         b.put(b"k1", &[7u8; 3000]).delete(b"k2").put(b"k3", b"small").put(b"k4", &[9u8; 1500]);
         b.put(b"k5", &vec![3u8; COMBINE_MIN_BYTES + 10]);
         for min_blob in [0, 100, 2000, usize::MAX] {
-            let (crc, values) = group_crc(5, 5, &b.rep, min_blob);
+            let values = separated_values(&b.rep, min_blob);
+            let crc = group_crc(5, 5, &b.rep, &values);
             let mut g = Vec::new();
             encode_group(&mut g, 5, 5, &b.rep, crc);
             assert_eq!(crate::util::crc(&g[4..]).to_le_bytes(), g[..4], "group crc");
@@ -96,5 +143,22 @@ mod tests {
             };
             assert_eq!(values.len(), expect);
         }
+    }
+
+    #[test]
+    fn separated_values_name_their_ops_in_the_encoded_group() {
+        let mut b = crate::WriteBatch::new();
+        b.put(b"a", &[1u8; 300]).delete(b"b").put(b"c", b"tiny").put(b"d", &[4u8; 200]);
+        let values = separated_values(&b.rep, 100);
+        assert_eq!(values.iter().map(|v| v.op_index).collect::<Vec<_>>(), [0, 3]);
+        let mut g = Vec::new();
+        encode_group(&mut g, 1, 4, &b.rep, group_crc(1, 4, &b.rep, &values));
+        for (v, (key, value)) in values.iter().zip([(b"a", [1u8; 300].as_slice()), (b"d", [4u8; 200].as_slice())]) {
+            let op = &g[v.op_offset as usize..][..v.op_len as usize];
+            let decoded: Vec<_> = BatchIter::over(op).collect();
+            assert_eq!(decoded, [Ok(BatchOp::Put { key: &key[..], value })], "op {}", v.op_index);
+            assert_eq!((v.value_len as usize, v.value_crc), (value.len(), crate::util::crc(value)));
+        }
+        assert_eq!(group_len(b.rep.len()), g.len() as u64);
     }
 }

@@ -10,8 +10,8 @@ use crossbeam_skiplist::SkipMap;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
-use crate::key::{self, compare_internal, ValueKind, KIND_FOR_SEEK};
-use crate::log::{LogPos, HEADER_LEN};
+use crate::key::{self, compare_internal, ValueKind};
+use crate::log::{self, LogPos, SeparatedValue};
 use crate::vlog::ValuePointer;
 use crate::write_batch::{BatchIter, BatchOp};
 
@@ -97,54 +97,47 @@ impl Memtable {
         let ikey_len = user_key.len() + key::TRAILER_LEN;
         let mut b = Vec::with_capacity(4 + ikey_len + value.len());
         b.extend_from_slice(&(ikey_len as u32).to_le_bytes());
-        key::append_internal_key(&mut b, user_key, seq, kind as u8);
+        key::append_internal_key(&mut b, user_key, seq, kind);
         b.extend_from_slice(value);
         let size = b.len() as u64 + ENTRY_OVERHEAD;
         self.map.insert(IKey(b.into_boxed_slice()), ());
         self.bytes.fetch_add(size, AtomicOrdering::Relaxed);
     }
 
-    /// Insert every op of a log record group that starts at `pos`. Values of at least
-    /// `min_blob_size` bytes become pointers into the log (the group is already written
-    /// there), the rest are stored inline.
-    /// `value_crcs` are the crcs of the separated values in order (from `log::group_crc`), or
-    /// `None` to compute them here.
-    pub fn apply_group(
-        &self,
-        pos: LogPos,
-        first_seq: u64,
-        ops: &[u8],
-        min_blob_size: usize,
-        value_crcs: Option<&[u32]>,
-    ) {
-        let mut crcs = value_crcs.unwrap_or(&[]).iter();
-        let mut it = BatchIter::over(ops);
+    /// Insert every op of a log record group that starts at `pos`. The values in `separated`
+    /// (`log::separated_values` of these ops) become pointers into the log (the group is
+    /// already written there), the rest are stored inline.
+    pub fn apply_group(&self, pos: LogPos, first_seq: u64, ops: &[u8], separated: &[SeparatedValue]) {
+        let mut separated = separated.iter().peekable();
         let mut seq = first_seq;
         let mut blob_bytes = 0u64;
-        loop {
-            let start = it.offset();
-            let Some(Ok(op)) = it.next() else { break };
+        for (index, op) in BatchIter::over(ops).enumerate() {
+            let Ok(op) = op else { break };
             match op {
-                BatchOp::Put { key, value } if value.len() >= min_blob_size => {
-                    let ptr = ValuePointer {
-                        file: pos.file,
-                        offset: pos.offset + (HEADER_LEN + start) as u64,
-                        op_len: (it.offset() - start) as u32,
-                        value_crc: crcs.next().copied().unwrap_or_else(|| crate::util::crc(value)),
-                    };
-                    // Counted as whole ops, the unit compaction's discard statistics use.
-                    blob_bytes += u64::from(ptr.op_len);
-                    self.add(seq, ValueKind::Pointer, key, &ptr.encoded());
-                }
-                BatchOp::Put { key, value } => self.add(seq, ValueKind::Value, key, value),
+                BatchOp::Put { key, value } => match separated.next_if(|v| v.op_index as usize == index) {
+                    Some(v) => {
+                        debug_assert_eq!(v.value_len as usize, value.len(), "separated value {index} is another op's");
+                        let ptr = ValuePointer {
+                            file: pos.file,
+                            offset: pos.offset + v.op_offset,
+                            op_len: v.op_len,
+                            value_crc: v.value_crc,
+                        };
+                        // Counted as whole ops, the unit compaction's discard statistics use.
+                        blob_bytes += u64::from(ptr.op_len);
+                        self.add(seq, ValueKind::Pointer, key, &ptr.encoded());
+                    }
+                    None => self.add(seq, ValueKind::Value, key, value),
+                },
                 BatchOp::Delete { key } => self.add(seq, ValueKind::Deletion, key, &[]),
             }
             seq += 1;
         }
+        debug_assert!(separated.next().is_none(), "separated values left over: the list is not of these ops");
         if blob_bytes > 0 {
             *self.blob_bytes.lock().entry(pos.file).or_insert(0) += blob_bytes;
         }
-        self.log_bytes.fetch_add((HEADER_LEN + ops.len()) as u64, AtomicOrdering::Relaxed);
+        self.log_bytes.fetch_add(log::group_len(ops.len()), AtomicOrdering::Relaxed);
     }
 
     /// Bytes of log this memtable covers: replaying it after a crash reads this much.
@@ -176,7 +169,7 @@ impl Memtable {
 
     /// Newest entry for `user_key` with seq <= `seq`.
     pub fn get(&self, user_key: &[u8], seq: u64) -> Lookup {
-        let seek = IKey::search(&key::make_internal_key(user_key, seq, KIND_FOR_SEEK));
+        let seek = IKey::search(&key::seek_key(user_key, seq));
         let Some(e) = self.map.lower_bound(Bound::Included(&seek)) else {
             return Lookup::Absent;
         };
@@ -186,9 +179,9 @@ impl Memtable {
         if p.user_key != user_key {
             return Lookup::Absent;
         }
-        match ValueKind::from_u8(p.kind) {
-            Some(ValueKind::Deletion) | None => Lookup::Deleted,
-            Some(kind) => Lookup::Found(kind, e.key().value().to_vec()),
+        match p.kind {
+            ValueKind::Deletion => Lookup::Deleted,
+            kind => Lookup::Found(kind, e.key().value().to_vec()),
         }
     }
 
@@ -340,7 +333,7 @@ mod tests {
         back.reverse();
         assert_eq!(fwd, back);
         // Direction changes in the middle.
-        it.seek(&key::make_internal_key(b"00100", u64::MAX >> 8, KIND_FOR_SEEK)).unwrap();
+        it.seek(&key::seek_key(b"00100", u64::MAX >> 8)).unwrap();
         assert_eq!(key::user_key(it.key()), b"00100");
         it.prev().unwrap();
         assert_eq!(key::user_key(it.key()), b"00099");

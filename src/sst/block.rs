@@ -448,13 +448,13 @@ impl InternalIterator for BlockIter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::make_internal_key;
+    use crate::key::{make_internal_key, ValueKind};
     use crate::sst::block_builder::BlockBuilder;
 
     fn entries(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         (0..n)
             .map(|i| {
-                let k = make_internal_key(format!("key{:05}", i * 2).as_bytes(), 7, 1);
+                let k = make_internal_key(format!("key{:05}", i * 2).as_bytes(), 7, ValueKind::Value);
                 (k, format!("value-{i}").into_bytes())
             })
             .collect()
@@ -503,7 +503,7 @@ mod tests {
         let block = build(&es, 16);
         let mut it = block.iter();
         for i in 0..=200 {
-            let target = make_internal_key(format!("key{i:05}").as_bytes(), 7, 1);
+            let target = make_internal_key(format!("key{i:05}").as_bytes(), 7, ValueKind::Value);
             it.seek(&target).unwrap();
             match es.iter().find(|(k, _)| compare_internal(k, &target) != Ordering::Less) {
                 Some((k, _)) => assert_eq!(it.key(), &k[..], "target {i}"),
@@ -512,7 +512,7 @@ mod tests {
         }
         // Backwards targets after forward positions exercise the "scan ahead" shortcut.
         for i in (0..=200).rev() {
-            let target = make_internal_key(format!("key{i:05}").as_bytes(), 7, 1);
+            let target = make_internal_key(format!("key{i:05}").as_bytes(), 7, ValueKind::Value);
             it.seek(&target).unwrap();
             let want = es.iter().find(|(k, _)| compare_internal(k, &target) != Ordering::Less);
             assert_eq!(want.map(|(k, _)| &k[..]), it.valid().then(|| it.key()));

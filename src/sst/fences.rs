@@ -97,7 +97,7 @@ impl std::fmt::Debug for IndexFences {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::{compare_internal, make_internal_key};
+    use crate::key::{compare_internal, make_internal_key, ValueKind};
     use crate::sst::block_builder::BlockBuilder;
     use std::cmp::Ordering;
     use std::path::Path;
@@ -115,7 +115,11 @@ mod tests {
     }
 
     fn ikeys(users: &[&str]) -> Vec<Vec<u8>> {
-        users.iter().enumerate().map(|(i, u)| make_internal_key(u.as_bytes(), 100 + i as u64, 1)).collect()
+        users
+            .iter()
+            .enumerate()
+            .map(|(i, u)| make_internal_key(u.as_bytes(), 100 + i as u64, ValueKind::Value))
+            .collect()
     }
 
     #[test]
@@ -143,11 +147,11 @@ mod tests {
         let mut targets: Vec<Vec<u8>> = Vec::new();
         for i in (0..1_000_000).step_by(1111).chain(users.iter().map(|u| u[10..].parse().unwrap())) {
             for seq in [0, 98, 150, 500] {
-                targets.push(make_internal_key(format!("0000000000{i:06}").as_bytes(), seq, 1));
+                targets.push(make_internal_key(format!("0000000000{i:06}").as_bytes(), seq, ValueKind::Value));
             }
         }
         for t in ["", "0", "00000000009", "1", "0000000000003331x", "0000000000996669\0", "0000000000999999"] {
-            targets.push(make_internal_key(t.as_bytes(), 7, 1));
+            targets.push(make_internal_key(t.as_bytes(), 7, ValueKind::Value));
         }
         for t in &targets {
             a.seek(t).unwrap();
@@ -177,7 +181,7 @@ mod tests {
         assert_eq!(fences.candidates(b"2"), (200, 200));
         let (mut a, mut b) = (block.iter(), block.iter());
         for t in ["", "00000", "0000000000001015", "0000000000005999", "0000000000999999", "1", "10", "2"] {
-            let t = make_internal_key(t.as_bytes(), 1, 1);
+            let t = make_internal_key(t.as_bytes(), 1, ValueKind::Value);
             a.seek(&t).unwrap();
             fences.seek(&mut b, &t).unwrap();
             assert_eq!(a.valid().then(|| a.key().to_vec()), b.valid().then(|| b.key().to_vec()));

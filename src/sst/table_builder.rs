@@ -119,8 +119,7 @@ impl TableBuilder {
         p.num_entries += 1;
         p.raw_key_bytes += ikey.len() as u64;
         p.raw_value_bytes += value.len() as u64;
-        let kind = key::parse_internal_key(ikey).map(|k| k.kind);
-        if kind == Some(ValueKind::Deletion as u8) {
+        if key::parse_internal_key(ikey).is_some_and(|k| k.kind == ValueKind::Deletion) {
             p.num_deletions += 1;
         }
     }

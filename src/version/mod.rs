@@ -252,14 +252,14 @@ fn sorted_run(level: usize, id: u64, mut files: Vec<Arc<FileMeta>>) -> Result<So
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::make_internal_key;
+    use crate::key::{make_internal_key, ValueKind};
 
     fn file(number: u64, run: u64, lo: &[u8], hi: &[u8]) -> FileMeta {
         FileMeta {
             number,
             size: 100 * number,
-            smallest: make_internal_key(lo, 100, 1),
-            largest: make_internal_key(hi, 1, 1),
+            smallest: make_internal_key(lo, 100, ValueKind::Value),
+            largest: make_internal_key(hi, 1, ValueKind::Value),
             run,
             ..Default::default()
         }
@@ -300,9 +300,9 @@ mod tests {
     #[test]
     fn key_straddling_two_files_of_a_run_visits_both_in_order() {
         let mut f1 = file(5, 1, b"a", b"k");
-        f1.largest = make_internal_key(b"k", 50, 1);
+        f1.largest = make_internal_key(b"k", 50, ValueKind::Value);
         let mut f2 = file(6, 1, b"k", b"z");
-        f2.smallest = make_internal_key(b"k", 40, 1);
+        f2.smallest = make_internal_key(b"k", 40, ValueKind::Value);
         let v = build(2, &[(1, f1), (1, f2)]).unwrap();
         assert_eq!(numbers(&v.files_for_key(b"k")), vec![(1, 5), (1, 6)]);
         assert_eq!(numbers(&v.files_for_key(b"j")), vec![(1, 5)]);

@@ -7,7 +7,11 @@
 //! `file`; `op_len` is its whole length. The crc of the value lets a read detect a pointer
 //! that leads to the wrong bytes.
 
+use crate::key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::util::coding::{put_fixed32, put_varint32, put_varint64, Reader};
+
+/// The longest op a pointer can name: kind, two varint32 lengths, the largest key and value.
+const MAX_OP_BYTES: u64 = (1 + 5 + 5 + MAX_KEY_BYTES + MAX_VALUE_BYTES) as u64;
 
 /// Address and checksum of one separated value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -32,6 +36,13 @@ impl ValuePointer {
         v
     }
 
+    /// Whether the op lies within what a log file can hold: no longer than the longest op and
+    /// ending before `u64::MAX`. A pointer decoded from a damaged entry may not; every read
+    /// checks this before it sizes a buffer or computes an end offset.
+    pub fn in_bounds(&self) -> bool {
+        u64::from(self.op_len) <= MAX_OP_BYTES && self.offset.checked_add(u64::from(self.op_len)).is_some()
+    }
+
     /// `None` for malformed input (the caller reports it as corruption).
     pub fn decode(src: &[u8]) -> Option<ValuePointer> {
         let mut r = Reader::new(src);
@@ -44,6 +55,16 @@ impl ValuePointer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pointers_past_any_log_file_are_out_of_bounds() {
+        let p = |offset: u64, op_len: u32| ValuePointer { file: 1, offset, op_len, value_crc: 0 };
+        assert!(p(1 << 40, 4100).in_bounds());
+        assert!(p(0, MAX_OP_BYTES as u32).in_bounds());
+        assert!(!p(0, MAX_OP_BYTES as u32 + 1).in_bounds(), "longer than the longest op");
+        assert!(!p(u64::MAX - 10, 11).in_bounds(), "ends past u64::MAX");
+        assert!(p(u64::MAX - 11, 11).in_bounds());
+    }
 
     #[test]
     fn pointer_round_trips_and_rejects_garbage() {

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::filename::log_file_name;
 use crate::fs::{Advice, FileMapping, RandomAccessFile, Vfs};
 use crate::key::ValueKind;
-use crate::log::DurableExtent;
+use crate::log::{DurableExtent, LogWriter};
 use crate::util::coding::Reader;
 
 /// Open vLog files, shared by all readers.
@@ -39,6 +39,8 @@ pub struct VlogReader {
     /// head can shrink (a failed append or sync is cut away, with groups readers may already
     /// reach in the log buffer); rolled files and the head's synced bytes never do.
     extent: OnceLock<Arc<DurableExtent>>,
+    /// The log appender, whose buffer holds the ops not yet handed to a file (set at open).
+    log: OnceLock<Arc<Mutex<LogWriter>>>,
     /// Page-cache probes of scans in a row that found their value cached (saturating): a
     /// new scan trusts the cache (reads through mappings) when the last many did.
     warm_probes: AtomicU32,
@@ -83,6 +85,7 @@ impl VlogReader {
             maps: RwLock::new(HashMap::new()),
             mapped_reads: true,
             extent: OnceLock::new(),
+            log: OnceLock::new(),
             warm_probes: AtomicU32::new(0),
         }
     }
@@ -94,10 +97,12 @@ impl VlogReader {
         self
     }
 
-    /// Map only what `extent` covers (the log writer's, set once at open; until then nothing
-    /// is mapped).
-    pub fn set_durable_extent(&self, extent: Arc<DurableExtent>) {
-        let _ = self.extent.set(extent);
+    /// Read through the log appender `log` (set once at open): ops still in its buffer are
+    /// read from there, and only its durable extent of the log is ever mapped (until then,
+    /// nothing is).
+    pub fn attach_log(&self, log: &Arc<Mutex<LogWriter>>) {
+        let _ = self.extent.set(log.lock().extent());
+        let _ = self.log.set(log.clone());
     }
 
     /// Record whether a scan's page-cache probe found its value cached.
@@ -185,8 +190,54 @@ impl VlogReader {
         fresh.filter(|m| m.len() as u64 >= end)
     }
 
+    /// The value `ptr` names, checked to be a put of `user_key` whose value matches the
+    /// pointer's crc: read from its file, or from the log appender's buffer when the op has
+    /// not been handed to the file yet. Every read of a separated value ends here or in
+    /// `finish_read` / `read_mapped`, which check the same way.
+    pub fn read_value(&self, ptr: &ValuePointer, user_key: &[u8], access: Access) -> Result<Vec<u8>> {
+        if !ptr.in_bounds() {
+            return Err(self.corruption(ptr, "value pointer out of bounds"));
+        }
+        let op = match self.try_read_op(ptr, access)? {
+            Some(op) => op,
+            None => match self.read_buffered(ptr) {
+                Some(op) => op,
+                // Handed to the file between the two checks.
+                None => self.read_op(ptr, access)?,
+            },
+        };
+        self.verify_op(ptr, op, user_key)
+    }
+
+    /// Finish a read `start_read` began, with `read_value`'s checks; an op that was not in the
+    /// file yet is read by `read_value` (from the log buffer).
+    pub fn finish_read(
+        &self,
+        ptr: &ValuePointer,
+        user_key: &[u8],
+        read: PendingRead,
+        access: Access,
+    ) -> Result<Vec<u8>> {
+        match read.wait()? {
+            Some(op) => self.verify_op(ptr, op, user_key),
+            None => self.read_value(ptr, user_key, access),
+        }
+    }
+
+    /// Decode a pointer stored in the LSM-tree; a malformed one is corruption.
+    pub fn decode_pointer(&self, encoded: &[u8]) -> Result<ValuePointer> {
+        ValuePointer::decode(encoded)
+            .ok_or_else(|| Error::corruption(&self.dir, 0, "malformed value pointer in the LSM-tree"))
+    }
+
+    /// The op bytes at `ptr` if they are still in the log appender's buffer.
+    fn read_buffered(&self, ptr: &ValuePointer) -> Option<Vec<u8>> {
+        self.log.get()?.lock().read_buffered(ptr.file, ptr.offset, ptr.op_len as usize)
+    }
+
     /// Read the op bytes a pointer names from its file.
-    pub fn read_op(&self, ptr: &ValuePointer, access: Access) -> Result<Vec<u8>> {
+    fn read_op(&self, ptr: &ValuePointer, access: Access) -> Result<Vec<u8>> {
+        debug_assert!(ptr.in_bounds(), "{ptr:?} read before its bounds were checked");
         let f = self.file(ptr.file, access)?;
         let mut buf = vec![0u8; ptr.op_len as usize];
         f.read_exact_at(ptr.offset, &mut buf)?;
@@ -195,25 +246,32 @@ impl VlogReader {
 
     /// Like `read_op`, but `Ok(None)` when the file ends before the op does (the op may still
     /// be in the log writer's buffer).
-    pub fn try_read_op(&self, ptr: &ValuePointer, access: Access) -> Result<Option<Vec<u8>>> {
+    fn try_read_op(&self, ptr: &ValuePointer, access: Access) -> Result<Option<Vec<u8>>> {
+        debug_assert!(ptr.in_bounds(), "{ptr:?} read before its bounds were checked");
         let f = self.file(ptr.file, access)?;
         read_full(&*f, ptr.offset, ptr.op_len as usize)
     }
 
-    /// Start reading the op a pointer names in the background; `PendingRead::wait` then
-    /// gives what `try_read_op` would have (check it with `verify_op`).
+    /// Start reading the op a pointer names in the background; `finish_read` then checks it.
+    /// An error (a missing file, a pointer out of bounds) means the read did not start:
+    /// `read_value` then reports it.
     pub fn start_read(&self, ptr: &ValuePointer, access: Access) -> Result<PendingRead> {
+        if !ptr.in_bounds() {
+            return Err(self.corruption(ptr, "value pointer out of bounds"));
+        }
         let f = self.file(ptr.file, access)?;
         Ok(self.parallel.submit(f, ptr.offset, ptr.op_len as usize))
     }
 
     /// `start_read` for each pointer given, submitted together (one kernel entry for those
     /// that go to io_uring); the answer is aligned with `ptrs`, `None` where no pointer was
-    /// given or the read cannot start (its file is missing: the synchronous read then
-    /// reports it).
+    /// given or the read cannot start (its file is missing or the pointer out of bounds:
+    /// `read_value` then reports it).
     pub fn start_reads(&self, ptrs: &[Option<ValuePointer>], access: Access) -> Vec<Option<PendingRead>> {
-        let files: Vec<Option<Arc<dyn RandomAccessFile>>> =
-            ptrs.iter().map(|p| p.and_then(|p| self.file(p.file, access).ok())).collect();
+        let files: Vec<Option<Arc<dyn RandomAccessFile>>> = ptrs
+            .iter()
+            .map(|p| p.filter(ValuePointer::in_bounds).and_then(|p| self.file(p.file, access).ok()))
+            .collect();
         let reads = ptrs
             .iter()
             .zip(&files)
@@ -241,7 +299,7 @@ impl VlogReader {
     /// Check that `op` (read at `ptr`) is a put of `user_key` whose value matches the pointer's
     /// crc, and return the value, moved to the front of the op's own buffer (a scan reads
     /// gigabytes: a second allocation and copy per value cost a quarter of a warm scan).
-    pub fn verify_op(&self, ptr: &ValuePointer, mut op: Vec<u8>, user_key: &[u8]) -> Result<Vec<u8>> {
+    fn verify_op(&self, ptr: &ValuePointer, mut op: Vec<u8>, user_key: &[u8]) -> Result<Vec<u8>> {
         let value = self.put_value(ptr, &op, user_key)?;
         self.check_crc(ptr, value)?;
         let (start, len) = (value.as_ptr() as usize - op.as_ptr() as usize, value.len());
@@ -310,13 +368,13 @@ mod tests {
         reader.with_mapped_op(ptr, <[u8]>::to_vec)
     }
 
-    /// An extent where the log head is file `head` with nothing durable in it yet.
-    fn sealed_below(head: u64) -> Arc<DurableExtent> {
+    /// A log appender at file `head` with nothing durable in it yet.
+    fn sealed_below(head: u64) -> Arc<Mutex<LogWriter>> {
         let dir = tempfile::tempdir().unwrap();
         let mem: Arc<dyn Vfs> = Arc::new(MemFs::new());
         mem.create_dir_all(dir.path()).unwrap();
         let file = mem.create(&log_file_name(dir.path(), head)).unwrap();
-        crate::log::LogWriter::new(mem, dir.path(), head, file, 0, 4096, 1 << 20).extent()
+        Arc::new(Mutex::new(LogWriter::new(mem, dir.path(), head, file, 0, 4096, 1 << 20)))
     }
 
     #[test]
@@ -347,7 +405,7 @@ mod tests {
         let reader = VlogReader::new(vfs.clone(), dir.path().to_path_buf(), false);
         let ptr = |offset: u64, op_len: u32| ValuePointer { file: 5, offset, op_len, value_crc: 0 };
         assert_eq!(bytes(&reader, &ptr(100, 50)), None, "nothing is mapped before the extent is known");
-        reader.set_durable_extent(sealed_below(6));
+        reader.attach_log(&sealed_below(6));
         assert_eq!(bytes(&reader, &ptr(100, 50)), Some(vec![1; 50]));
         // The file grows past the mapping: a little, no new mapping; a lot, a new one.
         append(&*vfs, &path, 1 << 20, 2);
@@ -364,10 +422,37 @@ mod tests {
         mem.create_dir_all(std::path::Path::new("/d")).unwrap();
         append(&*mem, &log_file_name(std::path::Path::new("/d"), 5), 4096, 1);
         let reader = VlogReader::new(mem, "/d".into(), false);
-        reader.set_durable_extent(sealed_below(6));
+        reader.attach_log(&sealed_below(6));
         assert_eq!(bytes(&reader, &ptr(0, 8)), None, "in-memory files are never mapped");
         let off = VlogReader::new(vfs, dir.path().to_path_buf(), false).with_mapped_reads(false);
-        off.set_durable_extent(sealed_below(6));
+        off.attach_log(&sealed_below(6));
         assert_eq!(bytes(&off, &ptr(0, 8)), None, "mapped reads turned off");
+    }
+
+    #[test]
+    fn a_value_is_read_from_the_log_buffer_until_it_reaches_the_file() {
+        let vfs: Arc<dyn Vfs> = Arc::new(MemFs::new());
+        let dir = std::path::Path::new("/d");
+        vfs.create_dir_all(dir).unwrap();
+        let file = vfs.create(&log_file_name(dir, 3)).unwrap();
+        let log = Arc::new(Mutex::new(LogWriter::new(vfs.clone(), dir, 3, file, 0, 1 << 20, 1 << 30)));
+        let reader = VlogReader::new(vfs, dir.to_path_buf(), false);
+        reader.attach_log(&log);
+        let mut batch = crate::WriteBatch::new();
+        batch.put(b"key", &[7u8; 500]);
+        let values = crate::log::separated_values(&batch.rep, 100);
+        let crc = crate::log::group_crc(1, 1, &batch.rep, &values);
+        let pos = log.lock().append(1, 1, &batch.rep, crc).unwrap();
+        let v = values[0];
+        let ptr = ValuePointer { file: 3, offset: pos.offset + v.op_offset, op_len: v.op_len, value_crc: v.value_crc };
+        assert_eq!(reader.read_value(&ptr, b"key", Access::Point).unwrap(), [7u8; 500], "from the buffer");
+        log.lock().flush_buffer().unwrap();
+        assert_eq!(reader.read_value(&ptr, b"key", Access::Scan).unwrap(), [7u8; 500], "from the file");
+        let err = reader.read_value(&ptr, b"other", Access::Point).unwrap_err();
+        assert!(err.to_string().contains("another key"), "{err}");
+        let far = ValuePointer { offset: u64::MAX - 2, ..ptr };
+        let err = reader.read_value(&far, b"key", Access::Point).unwrap_err();
+        assert!(err.is_corruption() && err.to_string().contains("out of bounds"), "{err}");
+        assert!(reader.start_read(&far, Access::Scan).is_err());
     }
 }

@@ -9,7 +9,7 @@ use rand::{Rng, SeedableRng};
 
 use super::*;
 use crate::fs::WritableFile;
-use crate::key::{make_internal_key, KIND_FOR_SEEK, MAX_SEQ};
+use crate::key::{make_internal_key, seek_key, ValueKind, MAX_SEQ};
 use crate::sst::block_cache::new_block_cache;
 use crate::sst::compression::Compression;
 use crate::sst::table_builder::{TableBuilder, TableOptions, TableSummary};
@@ -92,7 +92,7 @@ fn random_model(seed: u64, n_users: usize) -> Model {
         seqs.sort_unstable_by(|a, b| b.cmp(a));
         seqs.dedup();
         for seq in seqs {
-            let kind = rng.gen_range(0..3u8);
+            let kind = ValueKind::from_u8(rng.gen_range(0..3u8)).expect("0, 1 and 2 are kinds");
             let len = rng.gen_range(0..100);
             let value: Vec<u8> = (0..len).map(|i| b'a' + ((u as usize + i) % 7) as u8).collect();
             model.push((make_internal_key(uk.as_bytes(), seq, kind), value));
@@ -158,14 +158,14 @@ fn check_table(model: &Model, t: &Arc<Table>, seed: u64) {
     assert_eq!(scan_backward(t).unwrap(), *model);
     for (k, v) in model {
         assert_eq!(t.get(k, true).unwrap(), Some((k.clone(), v.clone())));
-        let newest = make_internal_key(user_key(k), MAX_SEQ, KIND_FOR_SEEK);
+        let newest = seek_key(user_key(k), MAX_SEQ);
         assert_eq!(t.get(&newest, true).unwrap(), model_get(model, &newest));
     }
     let mut rng = StdRng::seed_from_u64(seed);
     let mut it = t.iter(false);
     for _ in 0..2000 {
         let u = rng.gen_range(0..2_000_001u64);
-        let target = make_internal_key(format!("user{u:08}").as_bytes(), rng.gen_range(0..1 << 41), 1);
+        let target = make_internal_key(format!("user{u:08}").as_bytes(), rng.gen_range(0..1 << 41), ValueKind::Value);
         assert_eq!(t.get(&target, false).unwrap(), model_get(model, &target));
         it.seek(&target).unwrap();
         match model_seek(model, &target) {
@@ -238,8 +238,9 @@ fn empty_table_has_no_entries() {
 
 #[test]
 fn bloom_filter_false_positive_rate_is_under_2_percent() {
-    let model: Model =
-        (0..20_000u32).map(|i| (make_internal_key(format!("k{i}").as_bytes(), 1, 1), vec![])).collect::<Vec<_>>();
+    let model: Model = (0..20_000u32)
+        .map(|i| (make_internal_key(format!("k{i}").as_bytes(), 1, ValueKind::Value), vec![]))
+        .collect::<Vec<_>>();
     let mut model = model;
     model.sort_by(|a, b| compare_internal(&a.0, &b.0));
     let (file, _) = build(&model, TableOptions::default());
@@ -467,7 +468,7 @@ fn approximate_offsets_grow_with_the_key() {
         assert!(off >= last && off < summary.file_size);
         last = off;
     }
-    let past = make_internal_key(b"zzzz", 1, 1);
+    let past = make_internal_key(b"zzzz", 1, ValueKind::Value);
     assert!(t.approximate_offset_of(&past) >= last);
     assert!(t.approximate_offset_of(&past) > summary.file_size / 2);
 }
@@ -499,7 +500,12 @@ fn arb_model() -> impl Strategy<Value = Model> {
     let entry =
         (proptest::collection::vec(0u8..4, 0..6), 0u64..50, 0u8..3, proptest::collection::vec(any::<u8>(), 0..40));
     proptest::collection::vec(entry, 0..300).prop_map(|es| {
-        let mut m: Model = es.into_iter().map(|(uk, seq, kind, v)| (make_internal_key(&uk, seq, kind), v)).collect();
+        let mut m: Model = es
+            .into_iter()
+            .map(|(uk, seq, kind, v)| {
+                (make_internal_key(&uk, seq, ValueKind::from_u8(kind).expect("0..3 are kinds")), v)
+            })
+            .collect();
         m.sort_by(|a, b| compare_internal(&a.0, &b.0));
         m.dedup_by(|a, b| a.0 == b.0);
         m
@@ -524,7 +530,7 @@ proptest! {
         prop_assert_eq!(scan_backward(&t).unwrap(), model.clone());
         let mut it = t.iter(true);
         for (uk, seq) in targets {
-            let target = make_internal_key(&uk, seq, KIND_FOR_SEEK);
+            let target = seek_key(&uk, seq);
             prop_assert_eq!(t.get(&target, true).unwrap(), model_get(&model, &target));
             it.seek(&target).unwrap();
             let want = model_seek(&model, &target).map(|i| model[i].0.clone());

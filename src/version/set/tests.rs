@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::*;
 use crate::fs::{FileLock, MemFs, RandomAccessFile, WritableFile};
-use crate::key::make_internal_key;
+use crate::key::{make_internal_key, ValueKind};
 use crate::version::edit::FileMeta;
 use crate::version::manifest::ManifestWriter;
 
@@ -107,8 +107,8 @@ fn file(number: u64, run: u64, lo: &[u8], hi: &[u8]) -> FileMeta {
     FileMeta {
         number,
         size: 1000 + number,
-        smallest: make_internal_key(lo, 9, 1),
-        largest: make_internal_key(hi, 2, 1),
+        smallest: make_internal_key(lo, 9, ValueKind::Value),
+        largest: make_internal_key(hi, 2, ValueKind::Value),
         run,
         num_entries: 10,
         num_deletions: 1,
@@ -177,7 +177,7 @@ fn populated(fs: Arc<dyn Vfs>) -> VersionSet {
     let c = s.new_file_number();
     let mut compact = add(1, file(c, c, b"a", b"z"));
     compact.deleted_files = vec![(0, a), (0, b)];
-    compact.compact_pointers = vec![(1, make_internal_key(b"m", 5, 1))];
+    compact.compact_pointers = vec![(1, make_internal_key(b"m", 5, ValueKind::Value))];
     compact.blob_garbage = vec![(5, 1000), (6, 700)];
     s.log_and_apply(compact).unwrap();
     s.log_and_apply(VersionEdit {

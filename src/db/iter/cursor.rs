@@ -1,0 +1,266 @@
+//! LevelDB's DBIter without value reads: walks the merged stream of internal entries and stops
+//! at the newest version of each live user key visible at the iterator's sequence number,
+//! within bounds, yielding its kind and stored bytes (an inline value or an encoded pointer).
+
+use std::cmp::Ordering;
+
+use super::Step;
+use crate::error::Result;
+use crate::iter::InternalIterator;
+use crate::key::{self, ValueKind, MAX_SEQ};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CursorDir {
+    /// The inner iterator is at the entry that yields `key()`.
+    Forward,
+    /// The inner iterator is just before all entries of `key()`, which is in `saved_key`.
+    Reverse,
+}
+
+/// LevelDB's DBIter without value reads: walks the merged stream and stops at the newest
+/// visible version of each live user key within bounds, yielding its kind and stored bytes
+/// (an inline value or an encoded pointer).
+pub(super) struct Cursor {
+    inner: Box<dyn InternalIterator>,
+    seq: u64,
+    direction: CursorDir,
+    valid: bool,
+    saved_key: Vec<u8>,
+    saved_value: Vec<u8>,
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+    /// Kind of the current entry.
+    kind: ValueKind,
+}
+
+impl Cursor {
+    /// A cursor over `inner` at sequence number `seq`, within `[lower, upper)`; not positioned.
+    pub(super) fn new(
+        inner: Box<dyn InternalIterator>,
+        seq: u64,
+        lower: Option<Vec<u8>>,
+        upper: Option<Vec<u8>>,
+    ) -> Self {
+        Cursor {
+            inner,
+            seq,
+            direction: CursorDir::Forward,
+            valid: false,
+            saved_key: Vec::new(),
+            saved_value: Vec::new(),
+            lower,
+            upper,
+            kind: ValueKind::Value,
+        }
+    }
+
+    /// Whether the cursor is at an entry.
+    pub(super) fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// What the current entry holds: an inline value or a pointer (never a deletion).
+    pub(super) fn kind(&self) -> ValueKind {
+        self.kind
+    }
+
+    /// The current user key.
+    pub(super) fn key(&self) -> &[u8] {
+        match self.direction {
+            CursorDir::Forward => key::user_key(self.inner.key()),
+            CursorDir::Reverse => &self.saved_key,
+        }
+    }
+
+    /// The current entry's stored bytes: the value, or the encoded pointer to it.
+    pub(super) fn stored(&self) -> &[u8] {
+        match self.direction {
+            CursorDir::Forward => self.inner.value(),
+            CursorDir::Reverse => &self.saved_value,
+        }
+    }
+
+    pub(super) fn seek_to_first(&mut self) -> Result<()> {
+        if let Some(lower) = self.lower.clone() {
+            return self.seek(&lower);
+        }
+        self.direction = CursorDir::Forward;
+        self.inner.seek_to_first()?;
+        self.find_next_user_entry(false)?;
+        self.check_upper();
+        Ok(())
+    }
+
+    pub(super) fn seek_to_last(&mut self) -> Result<()> {
+        self.direction = CursorDir::Reverse;
+        match &self.upper {
+            Some(upper) => {
+                let target = key::seek_key(upper, MAX_SEQ);
+                self.inner.seek(&target)?;
+                if self.inner.valid() {
+                    self.inner.prev()?;
+                } else {
+                    self.inner.seek_to_last()?;
+                }
+            }
+            None => self.inner.seek_to_last()?,
+        }
+        self.find_prev_user_entry()?;
+        self.check_lower();
+        Ok(())
+    }
+
+    /// Position at the first live key >= `target` (and >= the lower bound).
+    pub(super) fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let target = match &self.lower {
+            Some(l) if l.as_slice() > target => l.clone(),
+            _ => target.to_vec(),
+        };
+        self.direction = CursorDir::Forward;
+        self.inner.seek(&key::seek_key(&target, self.seq))?;
+        self.find_next_user_entry(false)?;
+        self.check_upper();
+        Ok(())
+    }
+
+    fn next(&mut self) -> Result<()> {
+        if !self.valid {
+            return Ok(());
+        }
+        if self.direction == CursorDir::Reverse {
+            self.direction = CursorDir::Forward;
+            // The inner iterator is before the entries of saved_key: step into them; the
+            // skipping below then passes over them.
+            if self.inner.valid() {
+                self.inner.next()?;
+            } else {
+                self.inner.seek_to_first()?;
+            }
+        } else {
+            self.saved_key.clear();
+            self.saved_key.extend_from_slice(key::user_key(self.inner.key()));
+            self.inner.next()?;
+        }
+        if !self.inner.valid() {
+            self.valid = false;
+            return Ok(());
+        }
+        self.find_next_user_entry(true)?;
+        self.check_upper();
+        Ok(())
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        if !self.valid {
+            return Ok(());
+        }
+        if self.direction == CursorDir::Forward {
+            // Walk back past every entry of the current key.
+            self.saved_key.clear();
+            self.saved_key.extend_from_slice(key::user_key(self.inner.key()));
+            loop {
+                self.inner.prev()?;
+                if !self.inner.valid() {
+                    self.valid = false;
+                    return Ok(());
+                }
+                if key::user_key(self.inner.key()) < self.saved_key.as_slice() {
+                    break;
+                }
+            }
+            self.direction = CursorDir::Reverse;
+        }
+        self.find_prev_user_entry()?;
+        self.check_lower();
+        Ok(())
+    }
+
+    /// Move one entry in `dir`.
+    pub(super) fn step(&mut self, dir: Step) -> Result<()> {
+        match dir {
+            Step::Forward => self.next(),
+            Step::Backward => self.prev(),
+        }
+    }
+
+    /// Forward: skip to the newest visible non-deleted entry, skipping keys <= saved_key when
+    /// `skipping`.
+    fn find_next_user_entry(&mut self, mut skipping: bool) -> Result<()> {
+        while self.inner.valid() {
+            if let Some(p) = key::parse_internal_key(self.inner.key()) {
+                if p.seq <= self.seq {
+                    if p.kind == ValueKind::Deletion {
+                        self.saved_key.clear();
+                        self.saved_key.extend_from_slice(p.user_key);
+                        skipping = true;
+                    } else if !(skipping && p.user_key <= self.saved_key.as_slice()) {
+                        self.valid = true;
+                        self.kind = p.kind;
+                        self.saved_key.clear();
+                        return Ok(());
+                    }
+                }
+            }
+            self.inner.next()?;
+        }
+        self.saved_key.clear();
+        self.valid = false;
+        Ok(())
+    }
+
+    /// Reverse: find the newest visible version of the previous live key, leaving the inner
+    /// iterator just before all of that key's entries.
+    fn find_prev_user_entry(&mut self) -> Result<()> {
+        let mut last_kind = ValueKind::Deletion;
+        while self.inner.valid() {
+            if let Some(p) = key::parse_internal_key(self.inner.key()) {
+                if p.seq <= self.seq {
+                    if last_kind != ValueKind::Deletion && p.user_key.cmp(&self.saved_key) == Ordering::Less {
+                        break;
+                    }
+                    last_kind = p.kind;
+                    if p.kind == ValueKind::Deletion {
+                        self.saved_key.clear();
+                        self.saved_value.clear();
+                    } else {
+                        self.saved_key.clear();
+                        self.saved_key.extend_from_slice(p.user_key);
+                        self.saved_value.clear();
+                        self.saved_value.extend_from_slice(self.inner.value());
+                    }
+                }
+            }
+            self.inner.prev()?;
+        }
+        if last_kind == ValueKind::Deletion {
+            self.valid = false;
+            self.saved_key.clear();
+            self.saved_value.clear();
+            self.direction = CursorDir::Forward;
+        } else {
+            self.valid = true;
+            self.kind = last_kind;
+        }
+        Ok(())
+    }
+
+    fn check_upper(&mut self) {
+        if self.valid {
+            if let Some(u) = &self.upper {
+                if self.key() >= u.as_slice() {
+                    self.valid = false;
+                }
+            }
+        }
+    }
+
+    fn check_lower(&mut self) {
+        if self.valid {
+            if let Some(l) = &self.lower {
+                if self.key() < l.as_slice() {
+                    self.valid = false;
+                }
+            }
+        }
+    }
+}
