@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 pub enum FileKind {
     /// `NNNNNN.sst`
     Table,
-    /// `NNNNNN.vlog` — the log that is also the value log.
-    Log,
+    /// `NNNNNN.vlog` — a value-log file (the log of record groups, which is also the
+    /// write-ahead log).
+    Vlog,
     /// `MANIFEST-NNNNNN`
     Manifest,
     /// `CURRENT`
@@ -25,7 +26,7 @@ pub fn table_file_name(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.sst"))
 }
 
-pub fn log_file_name(dir: &Path, n: u64) -> PathBuf {
+pub fn vlog_file_name(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.vlog"))
 }
 
@@ -61,7 +62,7 @@ pub fn parse_file_name(name: &str) -> Option<(FileKind, u64)> {
     let (digits, ext) = name.split_once('.')?;
     let kind = match ext {
         "sst" => FileKind::Table,
-        "vlog" => FileKind::Log,
+        "vlog" => FileKind::Vlog,
         "dbtmp" => FileKind::Temp,
         _ => return None,
     };
@@ -86,7 +87,7 @@ mod tests {
         for n in [0u64, 1, 42, 999_999, 1_000_000, u64::MAX] {
             let cases = [
                 (table_file_name(dir, n), FileKind::Table),
-                (log_file_name(dir, n), FileKind::Log),
+                (vlog_file_name(dir, n), FileKind::Vlog),
                 (manifest_file_name(dir, n), FileKind::Manifest),
                 (temp_file_name(dir, n), FileKind::Temp),
             ];

@@ -64,7 +64,7 @@ pub struct Options {
     /// Values of at least this many bytes stay in the value log and the LSM-tree holds a
     /// pointer to them (WiscKey); smaller values are stored inline in the LSM-tree too.
     /// `0` separates every value, as the paper does; `usize::MAX` never separates.
-    pub min_blob_size: usize,
+    pub min_separated_value_bytes: usize,
     /// Garbage ratio of a vLog file at which background GC collects it.
     pub gc_garbage_ratio: f64,
     /// How often the background GC thread looks for work; `0` turns automatic GC off
@@ -132,7 +132,7 @@ impl Default for Options {
             log_file_bytes: 64 << 20,
             log_buffer_bytes: 1 << 20,
             recovery_mode: RecoveryMode::TolerateCorruptTail,
-            min_blob_size: 1024,
+            min_separated_value_bytes: 1024,
             gc_garbage_ratio: 0.5,
             gc_interval_ms: 1000,
             gc_chunk_bytes: 16 << 20,
@@ -180,7 +180,7 @@ impl Options {
     setter!(log_file_bytes: u64);
     setter!(log_buffer_bytes: usize);
     setter!(recovery_mode: RecoveryMode);
-    setter!(min_blob_size: usize);
+    setter!(min_separated_value_bytes: usize);
     setter!(gc_garbage_ratio: f64);
     setter!(gc_interval_ms: u64);
     setter!(gc_chunk_bytes: u64);

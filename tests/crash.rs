@@ -520,7 +520,7 @@ fn unsynced_writes_lost_on_crash_are_a_suffix_of_acknowledged_writes() {
 #[test]
 fn a_value_written_after_a_failed_sync_and_resume_reads_back_intact() {
     let fs = FaultFs::in_memory(5);
-    let options = Options::default().vfs(Arc::new(fs.clone())).min_blob_size(64).gc_interval_ms(0);
+    let options = Options::default().vfs(Arc::new(fs.clone())).min_separated_value_bytes(64).gc_interval_ms(0);
     let db = Db::open("/db", options).expect("open");
     let mut model = Model::new();
     let v = make_value(b"before", 1, 300);

@@ -147,9 +147,9 @@ fn sample_edit(n: u64, key: &[u8]) -> VersionEdit {
         deleted_files: vec![(0, n + 1)],
         added_files: vec![(2, meta)],
         policy: Some("leveled".into()),
-        blob_added: vec![(3, 100)],
-        blob_garbage: vec![(3, 10)],
-        blob_files_deleted: vec![2],
+        vlog_added: vec![(3, 100)],
+        vlog_garbage: vec![(3, 10)],
+        vlog_files_deleted: vec![2],
         ..VersionEdit::default()
     }
 }

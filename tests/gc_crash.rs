@@ -43,14 +43,14 @@ fn universe() -> Vec<Vec<u8>> {
 /// the same call on every run.
 fn gc_options(vfs: Arc<dyn Vfs>) -> Options {
     common::tiny_options(vfs)
-        .min_blob_size(64)
+        .min_separated_value_bytes(64)
         .log_file_bytes(16 << 10)
         .gc_interval_ms(0)
         .gc_chunk_bytes(4 << 10)
         .gc_pause_ms(0)
 }
 
-/// A value: mostly separated (~200 bytes), sometimes inline (below `min_blob_size`).
+/// A value: mostly separated (~200 bytes), sometimes inline (below `min_separated_value_bytes`).
 fn random_value(rng: &mut StdRng, k: &[u8], version: u64) -> Vec<u8> {
     let len = if rng.gen_bool(0.1) { rng.gen_range(10..60) } else { rng.gen_range(150..250) };
     make_value(k, version, len)

@@ -17,7 +17,7 @@ use wisckey::fs::{FaultFs, MemFs, PosixFs, Vfs};
 use wisckey::{Db, Error, Options, ReadOptions, Snapshot};
 
 /// Values of at least this many bytes are separated.
-const BLOB: usize = 100;
+const SEPARATED: usize = 100;
 const KEYS: u32 = 600;
 /// Depths tried: off, one value, small, the default.
 const DEPTHS: [usize; 4] = [0, 1, 4, ReadOptions::DEFAULT_READAHEAD_VALUES];
@@ -30,7 +30,7 @@ fn options(vfs: Arc<dyn Vfs>, io_uring: bool) -> Options {
     Options::default()
         .vfs(vfs)
         .io_uring(io_uring)
-        .min_blob_size(BLOB)
+        .min_separated_value_bytes(SEPARATED)
         .write_buffer_bytes(16 << 10)
         .target_file_size_bytes(16 << 10)
         .max_bytes_for_level_base(64 << 10)
@@ -85,7 +85,8 @@ fn load(db: &Db, rng: &mut StdRng, ops: u32) -> (Model, Snapshot, Model) {
             db.delete(&k).expect("delete");
             model.remove(&k);
         } else {
-            let len = if rng.gen_ratio(1, 2) { rng.gen_range(BLOB..BLOB * 4) } else { rng.gen_range(1..BLOB) };
+            let len =
+                if rng.gen_ratio(1, 2) { rng.gen_range(SEPARATED..SEPARATED * 4) } else { rng.gen_range(1..SEPARATED) };
             let v = make_value(&k, u64::from(n), len);
             db.put(&k, &v).expect("put");
             model.insert(k, v);
@@ -207,7 +208,7 @@ fn multi_get_matches_get_for_present_absent_deleted_and_buffered_values() {
         // values are in no file yet.
         for i in (0..KEYS).step_by(9) {
             let k = key(i);
-            let v = make_value(&k, 1_000_000 + u64::from(i), BLOB * 2);
+            let v = make_value(&k, 1_000_000 + u64::from(i), SEPARATED * 2);
             db.put(&k, &v).expect("put");
             model.insert(k, v);
         }
@@ -260,7 +261,7 @@ fn scans_read_their_view_while_gc_and_overwrites_run() {
                             db.delete(&k).expect("delete");
                             m.remove(&k);
                         } else {
-                            let v = make_value(&k, n, if i % 3 == 0 { 40 } else { BLOB * 2 });
+                            let v = make_value(&k, n, if i % 3 == 0 { 40 } else { SEPARATED * 2 });
                             db.put(&k, &v).expect("put");
                             m.insert(k, v);
                         }
@@ -374,7 +375,7 @@ fn a_damaged_value_under_read_ahead_is_corruption_not_data() {
         let path = dir.path().join("db");
         let open = || Db::open(&path, options(Arc::new(PosixFs::new()), uring)).expect("open");
         let db = open();
-        let model = put_in_key_order(&db, 300, BLOB * 3);
+        let model = put_in_key_order(&db, 300, SEPARATED * 3);
         db.flush().expect("flush");
         db.close().expect("close");
         let bad = key(200);
@@ -408,7 +409,7 @@ fn warm_scans_through_mapped_logs_match_the_model_and_catch_damage() {
     let path = dir.path().join("db");
     let open = || Db::open(&path, options(Arc::new(PosixFs::new()), true)).expect("open");
     let db = open();
-    let model = put_in_key_order(&db, 3000, BLOB * 2);
+    let model = put_in_key_order(&db, 3000, SEPARATED * 2);
     db.flush().expect("flush");
     for round in 0..2 {
         common::assert_view_matches(&db, &ReadOptions::default(), &model, &format!("warm round {round}"));
@@ -455,7 +456,7 @@ fn flipped_bits_in_value_reads_through_the_pool_are_caught() {
     let mut model = Model::new();
     for i in 0..KEYS {
         let k = key(i);
-        let v = make_value(&k, u64::from(i), BLOB * 2);
+        let v = make_value(&k, u64::from(i), SEPARATED * 2);
         db.put(&k, &v).expect("put");
         model.insert(k, v);
     }

@@ -18,7 +18,7 @@ fn options() -> Options {
         .write_buffer_bytes(8 << 10)
         .target_file_size_bytes(16 << 10)
         .block_size_bytes(512)
-        .min_blob_size(64)
+        .min_separated_value_bytes(64)
         .gc_interval_ms(0)
 }
 

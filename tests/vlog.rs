@@ -12,7 +12,7 @@ use wisckey::fs::{CrashMode, FaultFs, FaultKind, FaultOp, FaultRule, PosixFs, Vf
 use wisckey::{Db, Error, Options, ReadOptions, RecoveryMode, WriteOptions};
 
 fn posix_options() -> Options {
-    Options::default().vfs(Arc::new(PosixFs::new())).min_blob_size(64).gc_interval_ms(0)
+    Options::default().vfs(Arc::new(PosixFs::new())).min_separated_value_bytes(64).gc_interval_ms(0)
 }
 
 fn key(i: u64) -> Vec<u8> {
@@ -123,7 +123,7 @@ fn pointer_to_a_missing_vlog_file_is_reported_as_corruption() {
 fn crash_between_table_sync_and_head_persist_loses_no_synced_write() {
     let fs = FaultFs::in_memory(7);
     let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
-    let opts = || tiny_options(vfs.clone()).min_blob_size(64).gc_interval_ms(0);
+    let opts = || tiny_options(vfs.clone()).min_separated_value_bytes(64).gc_interval_ms(0);
     let mut model = Model::new();
     let db = Db::open("/db", opts()).expect("open");
     write_synced(&db, 0..40, &mut model);

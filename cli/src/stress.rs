@@ -81,7 +81,7 @@ fn stress_options() -> Options {
         .log_file_bytes(1 << 20)
         .target_file_size_bytes(256 << 10)
         .max_bytes_for_level_base(1 << 20)
-        .min_blob_size(512)
+        .min_separated_value_bytes(512)
         .gc_interval_ms(50)
         .gc_garbage_ratio(0.2)
         .gc_chunk_bytes(256 << 10)

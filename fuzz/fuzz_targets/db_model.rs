@@ -23,7 +23,7 @@ fn options(fs: &FaultFs) -> Options {
         .block_restart_interval(2)
         .max_bytes_for_level_base(16 << 10)
         .l0_compaction_trigger(2)
-        .min_blob_size(32)
+        .min_separated_value_bytes(32)
         .gc_interval_ms(0)
 }
 

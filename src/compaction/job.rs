@@ -35,7 +35,7 @@ pub struct JobOutput {
     pub files: Vec<FileMeta>,
     /// Bytes of separated values whose last reference this job dropped, per value-log file
     /// (discard statistics for value-log GC).
-    pub blob_garbage: std::collections::BTreeMap<u64, u64>,
+    pub vlog_garbage: std::collections::BTreeMap<u64, u64>,
     pub bytes_read: u64,
     pub bytes_written: u64,
 }
@@ -201,7 +201,7 @@ pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Ver
         last_seq_for_key = p.seq;
         if drop && p.kind == ValueKind::Pointer {
             if let Some(ptr) = crate::vlog::ValuePointer::decode(it.value()) {
-                *w.out.blob_garbage.entry(ptr.file).or_insert(0) += u64::from(ptr.op_len);
+                *w.out.vlog_garbage.entry(ptr.file).or_insert(0) += u64::from(ptr.op_len);
             }
         }
         if !drop {

@@ -156,8 +156,8 @@ impl DbInner {
         }
         // Tables now point into these log files: record it in the same edit that moves the log
         // head past them, so the sweep never sees them as deletable.
-        edit.blob_added = imm.blob_bytes().into_iter().collect();
-        add(&self.counters.blob_bytes_flushed, edit.blob_added.iter().map(|(_, b)| b).sum());
+        edit.vlog_added = imm.vlog_bytes().into_iter().collect();
+        add(&self.counters.vlog_bytes_flushed, edit.vlog_added.iter().map(|(_, b)| b).sum());
         if let Some(end) = imm.log_end() {
             edit.log_head = Some(end);
         }
@@ -252,12 +252,12 @@ impl DbInner {
             job::run_compaction(&ctx, task, &version)
         });
         let r = out.and_then(|out| self.vfs.sync_dir(&self.dir).map(|_| out)).and_then(|out| {
-            edit.blob_garbage = out.blob_garbage.iter().map(|(&f, &b)| (f, b)).collect();
+            edit.vlog_garbage = out.vlog_garbage.iter().map(|(&f, &b)| (f, b)).collect();
             // Pointers into files GC already collected are GC's own doing, not overwrites.
-            let blobs = st.versions.blob_files();
+            let vlog_files = st.versions.vlog_files();
             add(
-                &self.counters.blob_garbage_counted,
-                out.blob_garbage.iter().filter(|(f, _)| blobs.contains_key(f)).map(|(_, b)| b).sum(),
+                &self.counters.vlog_garbage_counted,
+                out.vlog_garbage.iter().filter(|(f, _)| vlog_files.contains_key(f)).map(|(_, b)| b).sum(),
             );
             for f in &out.files {
                 edit.added_files.push((task.output_level as u32, f.clone()));
@@ -313,9 +313,9 @@ impl DbInner {
         let mut live = st.versions.live_files();
         live.extend(st.pending_outputs.iter().copied());
         let head_file = st.versions.log_head().file;
-        let mut blob_files: std::collections::HashSet<u64> = st.versions.blob_files().keys().copied().collect();
+        let mut vlog_files: std::collections::HashSet<u64> = st.versions.vlog_files().keys().copied().collect();
         // Collected by GC but still readable by an older snapshot or iterator.
-        blob_files.extend(self.gc_pending.lock().iter().map(|(f, _)| *f));
+        vlog_files.extend(self.gc_pending.lock().iter().map(|(f, _)| *f));
         let manifest = st.versions.manifest_file_number();
         let bound = st.versions.next_file_number();
         MutexGuard::unlocked(st, || {
@@ -328,7 +328,7 @@ impl DbInner {
                 };
                 let obsolete = match kind {
                     FileKind::Table => number < bound && !live.contains(&number),
-                    FileKind::Log => number < head_file && !blob_files.contains(&number),
+                    FileKind::Vlog => number < head_file && !vlog_files.contains(&number),
                     FileKind::Manifest => number < manifest,
                     FileKind::Temp => number < bound,
                     _ => false,
@@ -346,7 +346,7 @@ impl DbInner {
                     // file again and keep its blocks allocated.
                     match kind {
                         FileKind::Table => self.table_cache.evict(number),
-                        FileKind::Log => self.vlog.evict(number),
+                        FileKind::Vlog => self.vlog.evict(number),
                         _ => {}
                     }
                 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::{add, DbInner};
 use crate::error::{Error, Result};
-use crate::filename::log_file_name;
+use crate::filename::vlog_file_name;
 use crate::key::ValueKind;
 use crate::log::LogPos;
 use crate::log::{LogReader, ReadOutcome, HEADER_LEN};
@@ -122,11 +122,11 @@ impl DbInner {
         let st = self.state.lock();
         let head = st.versions.log_head();
         let tail = st.versions.vlog_tail();
-        let blobs = st.versions.blob_files();
-        if tail.offset > 0 && blobs.contains_key(&tail.file) {
+        let vlog_files = st.versions.vlog_files();
+        if tail.offset > 0 && vlog_files.contains_key(&tail.file) {
             return Some((tail.file, tail.offset));
         }
-        blobs
+        vlog_files
             .iter()
             .filter(|(f, s)| **f < head.file && s.total_bytes > 0 && s.garbage_ratio() >= min_ratio)
             .max_by(|a, b| a.1.garbage_ratio().total_cmp(&b.1.garbage_ratio()))
@@ -138,7 +138,7 @@ impl DbInner {
     /// in memory). A liveness answer that went stale meanwhile is safe: the write leader
     /// re-checks every key before it re-puts.
     fn gc_file(&self, file: u64, start: u64, report: &mut GcReport) -> Result<()> {
-        let path = log_file_name(&self.dir, file);
+        let path = vlog_file_name(&self.dir, file);
         let mut reader = LogReader::new(self.vfs.open_read(&path)?, file, start)?;
         std::thread::scope(|s| {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Chunk>>(1);
@@ -274,14 +274,14 @@ impl DbInner {
         // restart there are no such readers and the sweep removes it.
         let free_now = end_of_file && self.no_reader_older_than(install_seq);
         if end_of_file {
-            edit.blob_files_deleted.push(file);
+            edit.vlog_files_deleted.push(file);
             if !free_now {
                 self.gc_pending.lock().push((file, install_seq));
             }
         }
         let mut st = self.state.lock();
         // What is still allocated: punched chunks were counted when they were punched.
-        let size = self.vfs.disk_usage(&log_file_name(&self.dir, file)).unwrap_or(0);
+        let size = self.vfs.disk_usage(&vlog_file_name(&self.dir, file)).unwrap_or(0);
         st.versions.log_and_apply(edit)?;
         if free_now {
             add(&self.counters.gc_bytes_freed, size);
@@ -303,7 +303,7 @@ impl DbInner {
             return;
         }
         let mut st = self.state.lock();
-        let sizes: u64 = ready.iter().map(|f| self.vfs.disk_usage(&log_file_name(&self.dir, *f)).unwrap_or(0)).sum();
+        let sizes: u64 = ready.iter().map(|f| self.vfs.disk_usage(&vlog_file_name(&self.dir, *f)).unwrap_or(0)).sum();
         add(&self.counters.gc_bytes_freed, sizes);
         for f in ready {
             self.vlog.evict(f);
@@ -323,13 +323,13 @@ impl DbInner {
             let v = st.versions.current();
             ((0..v.num_levels()).map(|l| v.level_bytes(l)).sum::<u64>(), self.counters.flushes.load(Ordering::Relaxed))
         };
-        let values: u64 = self.state.lock().versions.blob_files().values().map(|b| b.total_bytes).sum();
+        let values: u64 = self.state.lock().versions.vlog_files().values().map(|b| b.total_bytes).sum();
         let mut last = self.gc_stats_refreshed_at.lock();
         let every = if eager { 1 } else { 4 };
         if tree_bytes.saturating_mul(20) > values {
             // No whole-tree refresh at this size: the estimate relies on compaction's own
             // counts and corrects only the memtables.
-            self.gc_pacing.mark_refreshed(self.counters.blob_bytes_flushed.load(Ordering::Relaxed));
+            self.gc_pacing.mark_refreshed(self.counters.vlog_bytes_flushed.load(Ordering::Relaxed));
             return Ok(true);
         }
         if flushes < *last + every {
@@ -337,7 +337,7 @@ impl DbInner {
         }
         *last = flushes;
         drop(last);
-        let flushed = self.counters.blob_bytes_flushed.load(Ordering::Relaxed);
+        let flushed = self.counters.vlog_bytes_flushed.load(Ordering::Relaxed);
         // The memtables stay: their overwrites are counted once they are flushed.
         self.compact_tables(None, None)?;
         self.gc_pacing.mark_refreshed(flushed);
@@ -352,7 +352,7 @@ impl DbInner {
     /// Free `[start, end)` of a collected vLog file; without hole punching the space comes
     /// back when the whole file is deleted.
     fn punch(&self, file: u64, start: u64, end: u64) {
-        let path = log_file_name(&self.dir, file);
+        let path = vlog_file_name(&self.dir, file);
         match self.vfs.punch_hole(&path, start, end - start) {
             Ok(true) => add(&self.counters.gc_bytes_freed, end - start),
             Ok(false) => {
@@ -451,18 +451,18 @@ impl DbInner {
     /// counted yet: the memtables' and those flushed since GC last compacted the tree.
     pub(crate) fn vlog_space_amp(&self) -> f64 {
         let c = &self.counters;
-        let flushed_total = c.blob_bytes_flushed.load(Ordering::Relaxed);
-        let overwrites = self.gc_pacing.overwrite_ratio(flushed_total, c.blob_garbage_counted.load(Ordering::Relaxed));
+        let flushed_total = c.vlog_bytes_flushed.load(Ordering::Relaxed);
+        let overwrites = self.gc_pacing.overwrite_ratio(flushed_total, c.vlog_garbage_counted.load(Ordering::Relaxed));
         let (live, files, unflushed) = {
             let st = self.state.lock();
-            let flushed: u64 = st.versions.blob_files().values().map(|b| b.live_bytes()).sum();
+            let flushed: u64 = st.versions.vlog_files().values().map(|b| b.live_bytes()).sum();
             let unflushed: u64 =
-                std::iter::once(&st.mem).chain(st.imms.iter()).map(|m| m.blob_bytes().values().sum::<u64>()).sum();
+                std::iter::once(&st.mem).chain(st.imms.iter()).map(|m| m.vlog_bytes().values().sum::<u64>()).sum();
             // What the memtables and the tables flushed since the last full compaction
             // overwrite is still counted live.
             let uncounted = unflushed + self.gc_pacing.flushed_since_refresh(flushed_total);
             let live = flushed.saturating_sub((uncounted as f64 * overwrites) as u64) + unflushed;
-            let files: Vec<(u64, u64)> = st.versions.blob_files().iter().map(|(f, b)| (*f, b.total_bytes)).collect();
+            let files: Vec<(u64, u64)> = st.versions.vlog_files().iter().map(|(f, b)| (*f, b.total_bytes)).collect();
             (live, files, unflushed)
         };
         if live == 0 {
@@ -474,7 +474,7 @@ impl DbInner {
         let disk: u64 = files
             .iter()
             .map(|&(f, separated)| {
-                let path = log_file_name(&self.dir, f);
+                let path = vlog_file_name(&self.dir, f);
                 let size = self.vfs.file_size(&path).unwrap_or(0);
                 let used = self.vfs.disk_usage(&path).unwrap_or(0).min(size);
                 if size == 0 {

@@ -112,8 +112,8 @@ pub(crate) struct Counters {
     gc_stall_micros: AtomicU64,
     /// Separated bytes that flushes handed to tables, and the garbage compaction found among
     /// them: their recent ratio tells how much of the memtables is overwrites (`GcPacing`).
-    blob_bytes_flushed: AtomicU64,
-    blob_garbage_counted: AtomicU64,
+    vlog_bytes_flushed: AtomicU64,
+    vlog_garbage_counted: AtomicU64,
     gc_runs: AtomicU64,
     gc_bytes_read: AtomicU64,
     gc_bytes_rewritten: AtomicU64,
@@ -542,7 +542,7 @@ mod tests {
     #[test]
     fn separated_values_are_read_back_from_buffer_file_and_after_reopen() {
         let fs = Arc::new(MemFs::new());
-        let opts = || small_opts(&fs).min_blob_size(100).log_file_bytes(4096);
+        let opts = || small_opts(&fs).min_separated_value_bytes(100).log_file_bytes(4096);
         let mut model = BTreeMap::new();
         let db = Db::open("/db", opts()).unwrap();
         for i in 0..600u32 {
@@ -562,7 +562,7 @@ mod tests {
     }
 
     fn gc_opts(fs: &Arc<MemFs>) -> Options {
-        small_opts(fs).min_blob_size(64).log_file_bytes(32 << 10).gc_interval_ms(0).gc_chunk_bytes(8 << 10)
+        small_opts(fs).min_separated_value_bytes(64).log_file_bytes(32 << 10).gc_interval_ms(0).gc_chunk_bytes(8 << 10)
     }
 
     fn overwrite_rounds(db: &Db, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, rounds: u32) {

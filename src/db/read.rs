@@ -225,9 +225,9 @@ impl DbInner {
         let st = self.state.lock();
         let v = st.versions.current();
         let memtable_bytes = st.mem.approximate_bytes() + st.imms.iter().map(|m| m.approximate_bytes()).sum::<u64>();
-        let blobs = st.versions.blob_files();
-        let vlog_value_bytes = blobs.values().map(|b| b.total_bytes).sum();
-        let vlog_garbage_bytes = blobs.values().map(|b| b.garbage_bytes).sum();
+        let vlog_files = st.versions.vlog_files();
+        let vlog_value_bytes = vlog_files.values().map(|b| b.total_bytes).sum();
+        let vlog_garbage_bytes = vlog_files.values().map(|b| b.garbage_bytes).sum();
         drop(st);
         let c = &self.counters;
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
@@ -235,7 +235,7 @@ impl DbInner {
         for name in self.vfs.list(&self.dir).unwrap_or_default() {
             let used = self.vfs.disk_usage(&self.dir.join(&name)).unwrap_or(0);
             disk_bytes += used;
-            if matches!(crate::filename::parse_file_name(&name), Some((crate::filename::FileKind::Log, _))) {
+            if matches!(crate::filename::parse_file_name(&name), Some((crate::filename::FileKind::Vlog, _))) {
                 vlog_disk_bytes += used;
             }
         }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::background::write_level0_table;
 use crate::error::{Error, Result};
-use crate::filename::{self, log_file_name, FileKind};
+use crate::filename::{self, vlog_file_name, FileKind};
 use crate::fs::Vfs;
 use crate::log::{self, LogPos, LogReader, LogRecord, LogWriter, ReadOutcome};
 use crate::memtable::Memtable;
@@ -35,7 +35,7 @@ pub(super) fn recover(vfs: &Arc<dyn Vfs>, dir: &Path, opts: &Options, policy: &s
     let logs = log_files_from(&**vfs, dir, head.file)?;
     if head.offset > 0 && !logs.contains(&head.file) {
         return Err(Error::corruption(
-            log_file_name(dir, head.file),
+            vlog_file_name(dir, head.file),
             head.offset,
             "the log file holding the manifest's log head is missing",
         ));
@@ -64,7 +64,7 @@ fn log_files_from(vfs: &dyn Vfs, dir: &Path, first: u64) -> Result<Vec<u64>> {
         .list(dir)?
         .iter()
         .filter_map(|n| filename::parse_file_name(n))
-        .filter(|(k, n)| *k == FileKind::Log && *n >= first)
+        .filter(|(k, n)| *k == FileKind::Vlog && *n >= first)
         .map(|(_, n)| n)
         .collect();
     logs.sort_unstable();
@@ -81,7 +81,7 @@ fn open_log_writer(
 ) -> Result<LogWriter> {
     let (number, file, len) = match tail {
         Some((n, len)) => {
-            let mut f = vfs.open_append(&log_file_name(dir, n))?;
+            let mut f = vfs.open_append(&vlog_file_name(dir, n))?;
             if f.len() != len {
                 f.truncate(len)?;
                 f.sync()?;
@@ -90,7 +90,7 @@ fn open_log_writer(
         }
         None => {
             let n = versions.new_file_number();
-            let f = vfs.create(&log_file_name(dir, n))?;
+            let f = vfs.create(&vlog_file_name(dir, n))?;
             vfs.sync_dir(dir)?;
             (n, f, 0)
         }
@@ -113,7 +113,7 @@ struct Replay<'a> {
 impl Replay<'_> {
     /// Replay log file `n` from `start`; returns the offset where its valid part ends.
     fn file(&mut self, n: u64, start: u64, is_last: bool) -> Result<u64> {
-        let path = log_file_name(self.dir, n);
+        let path = vlog_file_name(self.dir, n);
         let mut reader = LogReader::new(self.vfs.open_read(&path)?, n, start)?;
         let mut batch = Vec::new();
         let mut batch_bytes = 0;
@@ -158,10 +158,10 @@ impl Replay<'_> {
     /// its own sequence number, so the memtable ends up the same in any insertion order, and
     /// skiplist inserts are most of the replay time.
     fn apply_batch(&mut self, records: &[LogRecord]) {
-        let (mem, min_blob) = (&self.mem, self.opts.min_blob_size);
+        let (mem, min_separated) = (&self.mem, self.opts.min_separated_value_bytes);
         let apply = |recs: &[LogRecord]| {
             for rec in recs {
-                mem.apply_group(rec.pos, rec.first_seq, &rec.ops, &log::separated_values(&rec.ops, min_blob));
+                mem.apply_group(rec.pos, rec.first_seq, &rec.ops, &log::separated_values(&rec.ops, min_separated));
             }
         };
         let (a, b) = records.split_at(records.len() / 2);
@@ -185,7 +185,7 @@ impl Replay<'_> {
             edit.added_files.push((0, meta));
         }
         edit.log_head = Some(head);
-        edit.blob_added = self.mem.blob_bytes().into_iter().collect();
+        edit.vlog_added = self.mem.vlog_bytes().into_iter().collect();
         self.versions.set_last_sequence(self.last_seq);
         self.versions.log_and_apply(edit)?;
         self.mem = Arc::new(Memtable::default());

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::DbInner;
 use crate::error::{Error, Result};
-use crate::filename::{self, log_file_name, table_file_name, FileKind};
+use crate::filename::{self, table_file_name, vlog_file_name, FileKind};
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
 use crate::log::LogPos;
@@ -179,12 +179,12 @@ impl DbInner {
             .list(&self.dir)?
             .iter()
             .filter_map(|n| filename::parse_file_name(n))
-            .filter(|&(k, n)| k == FileKind::Log && n >= head.file)
+            .filter(|&(k, n)| k == FileKind::Vlog && n >= head.file)
             .map(|(_, n)| n)
             .collect();
         logs.sort_unstable();
         if head.offset > 0 && logs.first() != Some(&head.file) {
-            let path = log_file_name(&self.dir, head.file);
+            let path = vlog_file_name(&self.dir, head.file);
             report.error(Error::corruption(
                 path,
                 head.offset,
@@ -201,7 +201,7 @@ impl DbInner {
     }
 
     fn verify_log_file(&self, n: u64, start: u64, is_last: bool, report: &mut VerifyReport) -> Result<()> {
-        let path = log_file_name(&self.dir, n);
+        let path = vlog_file_name(&self.dir, n);
         let mut reader = LogReader::new(self.vfs.open_read(&path)?, n, start)?;
         loop {
             match reader.next_record()? {

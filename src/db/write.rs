@@ -173,7 +173,7 @@ impl DbInner {
         }
         let rep: &[u8] = if group.len() == 1 { &group[0].rep } else { &ops };
         // Checksums are computed before taking the log lock: large values cost most here.
-        let separated = log::separated_values(rep, self.opts.min_blob_size);
+        let separated = log::separated_values(rep, self.opts.min_separated_value_bytes);
         let crc = log::group_crc(first_seq, count, rep, &separated);
         let pos = {
             let mut log = self.log.lock();
@@ -229,7 +229,7 @@ impl DbInner {
             // A log file that only served as a write-ahead log (no separated values point into
             // it) is rolled at every switch, so it can be deleted as soon as the memtable is
             // flushed (LevelDB's behaviour); one holding values is rolled by size.
-            let holds_values = st.mem.blob_bytes().contains_key(&log.file_number());
+            let holds_values = st.mem.vlog_bytes().contains_key(&log.file_number());
             if log.should_roll() || !holds_values {
                 let n = st.versions.new_file_number();
                 if let Err(e) = log.roll(n) {

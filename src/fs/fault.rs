@@ -186,7 +186,7 @@ impl FaultRule {
 }
 
 /// A directory operation not yet made durable by `sync_dir`; undone by a crash.
-enum Pending {
+enum PendingDirOp {
     Create {
         dir: PathBuf,
         path: PathBuf,
@@ -205,10 +205,12 @@ enum Pending {
     },
 }
 
-impl Pending {
+impl PendingDirOp {
     fn dir(&self) -> &Path {
         match self {
-            Pending::Create { dir, .. } | Pending::Rename { dir, .. } | Pending::Remove { dir, .. } => dir,
+            PendingDirOp::Create { dir, .. } | PendingDirOp::Rename { dir, .. } | PendingDirOp::Remove { dir, .. } => {
+                dir
+            }
         }
     }
 }
@@ -223,7 +225,7 @@ struct ReadCorruption {
 type LockSlot = Mutex<Option<Box<dyn FileLock>>>;
 
 /// Everything the wrapper tracks; one mutex so a crash is atomic w.r.t. every call.
-struct State {
+struct FaultState {
     /// Bumped by `crash`; handles from an older epoch fail.
     epoch: u64,
     halted: bool,
@@ -238,14 +240,14 @@ struct State {
     ids: BTreeMap<PathBuf, u64>,
     /// Durable length per file id.
     synced: HashMap<u64, u64>,
-    pending: Vec<Pending>,
+    pending: Vec<PendingDirOp>,
     locks: Vec<Weak<LockSlot>>,
 }
 
 struct Shared {
     inner: Arc<dyn Vfs>,
     seed: u64,
-    state: Mutex<State>,
+    state: Mutex<FaultState>,
 }
 
 /// The fault-injecting filesystem wrapper. Clones share the same state.
@@ -296,7 +298,7 @@ fn hash_path(path: &Path) -> u64 {
     path.to_string_lossy().bytes().fold(0xCBF2_9CE4_8422_2325, |h, b| mix(h ^ u64::from(b)))
 }
 
-impl State {
+impl FaultState {
     /// Admit or refuse a call: stale handle, halted process, countdown, error rules.
     fn gate(&mut self, op: FaultOp, name: &'static str, paths: &[&Path], epoch: Option<u64>) -> Result<()> {
         let path = paths.first().copied().unwrap_or(Path::new(""));
@@ -358,7 +360,7 @@ impl State {
 
 impl Shared {
     /// The contents of `path` that would survive a crash (`None` if it does not exist).
-    fn durable_contents(&self, st: &State, path: &Path) -> Result<Option<Vec<u8>>> {
+    fn durable_contents(&self, st: &FaultState, path: &Path) -> Result<Option<Vec<u8>>> {
         if !self.inner.exists(path) || self.inner.is_dir(path) {
             return Ok(None);
         }
@@ -373,7 +375,7 @@ impl Shared {
     }
 
     /// Replace `path` with `data` as a fully durable file.
-    fn write_whole(&self, st: &mut State, path: &Path, data: &[u8]) -> Result<()> {
+    fn write_whole(&self, st: &mut FaultState, path: &Path, data: &[u8]) -> Result<()> {
         let mut f = self.inner.create(path)?;
         f.append(data)?;
         f.sync()?;
@@ -383,14 +385,14 @@ impl Shared {
 
     /// Undo pending directory operations, newest first. Errors are ignored where the
     /// name was since moved by an operation that was made durable (then nothing to undo).
-    fn undo_pending(&self, st: &mut State) -> Result<()> {
+    fn undo_pending(&self, st: &mut FaultState) -> Result<()> {
         while let Some(op) = st.pending.pop() {
             match op {
-                Pending::Create { path, .. } => {
+                PendingDirOp::Create { path, .. } => {
                     let _ = self.inner.remove(&path);
                     st.untrack(&path);
                 }
-                Pending::Rename { from, to, replaced, .. } => {
+                PendingDirOp::Rename { from, to, replaced, .. } => {
                     if self.inner.rename(&to, &from).is_ok() {
                         st.untrack(&from);
                         if let Some(id) = st.ids.remove(&to) {
@@ -401,14 +403,14 @@ impl Shared {
                         self.write_whole(st, &to, &data)?;
                     }
                 }
-                Pending::Remove { path, durable, .. } => self.write_whole(st, &path, &durable)?,
+                PendingDirOp::Remove { path, durable, .. } => self.write_whole(st, &path, &durable)?,
             }
         }
         Ok(())
     }
 
     /// Apply `mode` to the unsynced suffix of every tracked file (sorted: deterministic).
-    fn lose_unsynced(&self, st: &mut State, mode: CrashMode) -> Result<()> {
+    fn lose_unsynced(&self, st: &mut FaultState, mode: CrashMode) -> Result<()> {
         let files: Vec<(PathBuf, u64)> = st.ids.iter().map(|(p, &id)| (p.clone(), id)).collect();
         for (path, id) in files {
             if !self.inner.exists(&path) {
@@ -433,7 +435,7 @@ impl Shared {
     }
 
     /// Overwrite 1 to 4 random bytes of `[from, to)` with different values.
-    fn corrupt_range(&self, st: &mut State, path: &Path, from: u64, to: u64) -> Result<()> {
+    fn corrupt_range(&self, st: &mut FaultState, path: &Path, from: u64, to: u64) -> Result<()> {
         let mut data = vec![0u8; usize::try_from(to).map_err(|_| Error::invalid("file too large"))?];
         self.inner.open_read(path)?.read_exact_at(0, &mut data)?;
         for _ in 0..st.rng.gen_range(1..=4) {
@@ -466,7 +468,7 @@ impl Shared {
 impl FaultFs {
     /// Wrap `inner`; `seed` makes every random choice reproducible.
     pub fn new(inner: Arc<dyn Vfs>, seed: u64) -> Self {
-        let state = State {
+        let state = FaultState {
             epoch: 0,
             halted: false,
             crash_after: None,
@@ -711,7 +713,7 @@ impl Vfs for FaultFs {
         let existed = self.shared.inner.exists(&path);
         let file = self.shared.inner.create(&path)?;
         if !existed {
-            st.pending.push(Pending::Create { dir: parent(&path), path: path.clone() });
+            st.pending.push(PendingDirOp::Create { dir: parent(&path), path: path.clone() });
         }
         let id = st.track(&path, 0);
         st.synced.insert(id, 0);
@@ -746,7 +748,7 @@ impl Vfs for FaultFs {
         if let Some(id) = st.ids.remove(&from) {
             st.ids.insert(to.clone(), id);
         }
-        st.pending.push(Pending::Rename { dir: parent(&to), from, to, replaced });
+        st.pending.push(PendingDirOp::Rename { dir: parent(&to), from, to, replaced });
         Ok(())
     }
 
@@ -758,7 +760,7 @@ impl Vfs for FaultFs {
         self.shared.inner.remove(&path)?;
         st.untrack(&path);
         if let Some(durable) = durable {
-            st.pending.push(Pending::Remove { dir: parent(&path), path, durable });
+            st.pending.push(PendingDirOp::Remove { dir: parent(&path), path, durable });
         }
         Ok(())
     }

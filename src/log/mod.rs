@@ -46,10 +46,10 @@ pub struct SeparatedValue {
     pub value_crc: u32,
 }
 
-/// The puts among a record group's `ops` whose value is at least `min_blob_size` bytes: the
+/// The puts among a record group's `ops` whose value is at least `min_separated_value_bytes` bytes: the
 /// one place that decides which values are separated. The group's checksum (`group_crc`) and
 /// the memtable's pointers (`Memtable::apply_group`) are both made from this list.
-pub fn separated_values(ops: &[u8], min_blob_size: usize) -> Vec<SeparatedValue> {
+pub fn separated_values(ops: &[u8], min_separated_value_bytes: usize) -> Vec<SeparatedValue> {
     let mut out = Vec::new();
     let mut it = BatchIter::over(ops);
     let mut op_index = 0u32;
@@ -57,7 +57,7 @@ pub fn separated_values(ops: &[u8], min_blob_size: usize) -> Vec<SeparatedValue>
         let start = it.offset();
         let Some(Ok(op)) = it.next() else { break };
         if let BatchOp::Put { value, .. } = op {
-            if value.len() >= min_blob_size {
+            if value.len() >= min_separated_value_bytes {
                 out.push(SeparatedValue {
                     op_index,
                     op_offset: (HEADER_LEN + start) as u64,
@@ -129,13 +129,13 @@ mod tests {
         let mut b = crate::WriteBatch::new();
         b.put(b"k1", &[7u8; 3000]).delete(b"k2").put(b"k3", b"small").put(b"k4", &[9u8; 1500]);
         b.put(b"k5", &vec![3u8; COMBINE_MIN_BYTES + 10]);
-        for min_blob in [0, 100, 2000, usize::MAX] {
-            let values = separated_values(&b.rep, min_blob);
+        for min_separated in [0, 100, 2000, usize::MAX] {
+            let values = separated_values(&b.rep, min_separated);
             let crc = group_crc(5, 5, &b.rep, &values);
             let mut g = Vec::new();
             encode_group(&mut g, 5, 5, &b.rep, crc);
             assert_eq!(crate::util::crc(&g[4..]).to_le_bytes(), g[..4], "group crc");
-            let expect = match min_blob {
+            let expect = match min_separated {
                 0 => 4,
                 100 => 3,
                 2000 => 2,

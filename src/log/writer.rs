@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 
 use super::{encode_group, LogPos};
 use crate::error::Result;
-use crate::filename::log_file_name;
+use crate::filename::vlog_file_name;
 use crate::fs::{Vfs, WritableFile};
 
 /// The part of the log no truncation can ever take back, for readers that map log files
@@ -227,7 +227,7 @@ impl LogWriter {
     /// write is not — damage can only ever be at the tail of the newest data.
     pub fn roll(&mut self, number: u64) -> Result<()> {
         self.flush_buffer()?;
-        let path = log_file_name(&self.dir, number);
+        let path = vlog_file_name(&self.dir, number);
         let file = self.vfs.create(&path)?;
         let old = std::mem::replace(&mut self.file, file);
         if self.synced < self.written {
@@ -279,7 +279,7 @@ mod tests {
     fn writer(vfs: &Arc<dyn Vfs>, number: u64) -> LogWriter {
         let dir = Path::new("/d");
         vfs.create_dir_all(dir).unwrap();
-        let file = vfs.create(&log_file_name(dir, number)).unwrap();
+        let file = vfs.create(&vlog_file_name(dir, number)).unwrap();
         LogWriter::new(vfs.clone(), dir, number, file, 0, 1 << 10, 1 << 20)
     }
 

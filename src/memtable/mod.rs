@@ -88,7 +88,7 @@ pub struct Memtable {
     /// Bytes of log whose groups were applied to this memtable (bounds replay at recovery).
     log_bytes: AtomicU64,
     /// Bytes of separated values this memtable points to, per value-log file.
-    blob_bytes: parking_lot::Mutex<std::collections::BTreeMap<u64, u64>>,
+    vlog_bytes: parking_lot::Mutex<std::collections::BTreeMap<u64, u64>>,
 }
 
 impl Memtable {
@@ -110,7 +110,7 @@ impl Memtable {
     pub fn apply_group(&self, pos: LogPos, first_seq: u64, ops: &[u8], separated: &[SeparatedValue]) {
         let mut separated = separated.iter().peekable();
         let mut seq = first_seq;
-        let mut blob_bytes = 0u64;
+        let mut vlog_bytes = 0u64;
         for (index, op) in BatchIter::over(ops).enumerate() {
             let Ok(op) = op else { break };
             match op {
@@ -124,7 +124,7 @@ impl Memtable {
                             value_crc: v.value_crc,
                         };
                         // Counted as whole ops, the unit compaction's discard statistics use.
-                        blob_bytes += u64::from(ptr.op_len);
+                        vlog_bytes += u64::from(ptr.op_len);
                         self.add(seq, ValueKind::Pointer, key, &ptr.encoded());
                     }
                     None => self.add(seq, ValueKind::Value, key, value),
@@ -134,8 +134,8 @@ impl Memtable {
             seq += 1;
         }
         debug_assert!(separated.next().is_none(), "separated values left over: the list is not of these ops");
-        if blob_bytes > 0 {
-            *self.blob_bytes.lock().entry(pos.file).or_insert(0) += blob_bytes;
+        if vlog_bytes > 0 {
+            *self.vlog_bytes.lock().entry(pos.file).or_insert(0) += vlog_bytes;
         }
         self.log_bytes.fetch_add(log::group_len(ops.len()), AtomicOrdering::Relaxed);
     }
@@ -146,8 +146,8 @@ impl Memtable {
     }
 
     /// Bytes of separated values referenced (as whole log ops), per value-log file.
-    pub fn blob_bytes(&self) -> std::collections::BTreeMap<u64, u64> {
-        self.blob_bytes.lock().clone()
+    pub fn vlog_bytes(&self) -> std::collections::BTreeMap<u64, u64> {
+        self.vlog_bytes.lock().clone()
     }
 
     /// Approximate memory used.

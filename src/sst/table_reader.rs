@@ -158,7 +158,7 @@ impl Table {
             data: None,
             data_handle: BlockHandle::default(),
             fill_cache,
-            readahead: Readahead::default(),
+            readahead: BlockReadahead::default(),
         }
     }
 
@@ -196,7 +196,7 @@ impl Table {
         &self,
         handle: BlockHandle,
         fill_cache: bool,
-        readahead: Option<&mut Readahead>,
+        readahead: Option<&mut BlockReadahead>,
     ) -> Result<Arc<Block>> {
         if let Some(map) = &self.mapping {
             return self.load_mapped_block(map, handle, fill_cache);
@@ -266,7 +266,7 @@ const READAHEAD_MAX_BYTES: usize = 256 << 10;
 /// in file order, cache misses are served from one large read instead of one read per
 /// block (a system call per 4 KiB block dominates a scan otherwise).
 #[derive(Debug, Default)]
-struct Readahead {
+struct BlockReadahead {
     buf: Vec<u8>,
     /// File offset of `buf[0]`.
     buf_offset: u64,
@@ -277,7 +277,7 @@ struct Readahead {
     next_size: usize,
 }
 
-impl Readahead {
+impl BlockReadahead {
     /// Record that the iterator moves to the block at `h`.
     fn observe(&mut self, h: BlockHandle) {
         if self.last_end == Some(h.offset) {
@@ -324,7 +324,7 @@ pub struct TableIterator {
     data: Option<BlockIter>,
     data_handle: BlockHandle,
     fill_cache: bool,
-    readahead: Readahead,
+    readahead: BlockReadahead,
 }
 
 impl TableIterator {

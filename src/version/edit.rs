@@ -52,13 +52,13 @@ pub struct VersionEdit {
     /// Name and knobs of the compaction policy the database was written with.
     pub policy: Option<String>,
     /// `(value-log file, bytes)`: separated values in that file that tables now reference.
-    pub blob_added: Vec<(u64, u64)>,
+    pub vlog_added: Vec<(u64, u64)>,
     /// `(value-log file, bytes)`: separated values in that file that no table references any
     /// more (overwritten or deleted values dropped by compaction, values moved by GC).
-    pub blob_garbage: Vec<(u64, u64)>,
-    /// Value-log files removed entirely (by GC). Applied before `blob_added` and
-    /// `blob_garbage`.
-    pub blob_files_deleted: Vec<u64>,
+    pub vlog_garbage: Vec<(u64, u64)>,
+    /// Value-log files removed entirely (by GC). Applied before `vlog_added` and
+    /// `vlog_garbage`.
+    pub vlog_files_deleted: Vec<u64>,
 }
 
 /// Why an encoded edit could not be decoded: a reason and the byte offset in the payload.
@@ -85,9 +85,9 @@ const TAG_COMPACT_POINTER: u32 = 7;
 const TAG_DELETED_FILE: u32 = 8;
 const TAG_ADDED_FILE: u32 = 9;
 const TAG_POLICY: u32 = 10;
-const TAG_BLOB_ADDED: u32 = 11;
-const TAG_BLOB_GARBAGE: u32 = 12;
-const TAG_BLOB_FILE_DELETED: u32 = 13;
+const TAG_VLOG_ADDED: u32 = 11;
+const TAG_VLOG_GARBAGE: u32 = 12;
+const TAG_VLOG_FILE_DELETED: u32 = 13;
 
 impl VersionEdit {
     /// Append the tagged encoding of this edit to `dst`.
@@ -135,23 +135,23 @@ impl VersionEdit {
             put_varint32(dst, TAG_POLICY);
             put_length_prefixed(dst, p.as_bytes());
         }
-        self.encode_blob_fields(dst);
+        self.encode_vlog_fields(dst);
     }
 
     /// The value-log statistics fields (tags 11-13).
-    fn encode_blob_fields(&self, dst: &mut Vec<u8>) {
-        for &(file, bytes) in &self.blob_added {
-            put_varint32(dst, TAG_BLOB_ADDED);
+    fn encode_vlog_fields(&self, dst: &mut Vec<u8>) {
+        for &(file, bytes) in &self.vlog_added {
+            put_varint32(dst, TAG_VLOG_ADDED);
             put_varint64(dst, file);
             put_varint64(dst, bytes);
         }
-        for &(file, bytes) in &self.blob_garbage {
-            put_varint32(dst, TAG_BLOB_GARBAGE);
+        for &(file, bytes) in &self.vlog_garbage {
+            put_varint32(dst, TAG_VLOG_GARBAGE);
             put_varint64(dst, file);
             put_varint64(dst, bytes);
         }
-        for &file in &self.blob_files_deleted {
-            put_varint32(dst, TAG_BLOB_FILE_DELETED);
+        for &file in &self.vlog_files_deleted {
+            put_varint32(dst, TAG_VLOG_FILE_DELETED);
             put_varint64(dst, file);
         }
     }
@@ -227,19 +227,19 @@ impl VersionEdit {
                 let s = utf8(r.length_prefixed().ok_or_else(|| trunc("policy"))?, "policy")?;
                 set_once(&mut self.policy, s, "policy")
             }
-            TAG_BLOB_ADDED => {
-                let v = get_blob_bytes(r).ok_or_else(|| trunc("blob added"))?;
-                self.blob_added.push(v);
+            TAG_VLOG_ADDED => {
+                let v = get_vlog_bytes(r).ok_or_else(|| trunc("vlog bytes added"))?;
+                self.vlog_added.push(v);
                 Ok(())
             }
-            TAG_BLOB_GARBAGE => {
-                let v = get_blob_bytes(r).ok_or_else(|| trunc("blob garbage"))?;
-                self.blob_garbage.push(v);
+            TAG_VLOG_GARBAGE => {
+                let v = get_vlog_bytes(r).ok_or_else(|| trunc("vlog garbage"))?;
+                self.vlog_garbage.push(v);
                 Ok(())
             }
-            TAG_BLOB_FILE_DELETED => {
-                let file = r.varint64().ok_or_else(|| trunc("deleted blob file"))?;
-                self.blob_files_deleted.push(file);
+            TAG_VLOG_FILE_DELETED => {
+                let file = r.varint64().ok_or_else(|| trunc("deleted vlog file"))?;
+                self.vlog_files_deleted.push(file);
                 Ok(())
             }
             other => Err(format!("unknown tag {other}")),
@@ -257,7 +257,7 @@ fn get_position(r: &mut Reader<'_>) -> Option<LogPos> {
 }
 
 /// `varint64 file`, `varint64 bytes` of tags 11 and 12.
-fn get_blob_bytes(r: &mut Reader<'_>) -> Option<(u64, u64)> {
+fn get_vlog_bytes(r: &mut Reader<'_>) -> Option<(u64, u64)> {
     Some((r.varint64()?, r.varint64()?))
 }
 
@@ -351,13 +351,13 @@ mod tests {
             deleted_files in proptest::collection::vec((any::<u32>(), any::<u64>()), 0..6),
             added_files in proptest::collection::vec((any::<u32>(), file_meta()), 0..6),
             policy in proptest::option::of(".{0,30}"),
-            blob_added in proptest::collection::vec((any::<u64>(), any::<u64>()), 0..5),
-            blob_garbage in proptest::collection::vec((any::<u64>(), any::<u64>()), 0..5),
-            blob_files_deleted in proptest::collection::vec(any::<u64>(), 0..5),
+            vlog_added in proptest::collection::vec((any::<u64>(), any::<u64>()), 0..5),
+            vlog_garbage in proptest::collection::vec((any::<u64>(), any::<u64>()), 0..5),
+            vlog_files_deleted in proptest::collection::vec(any::<u64>(), 0..5),
         ) -> VersionEdit {
             VersionEdit { comparator, format_version, next_file_number, last_sequence, log_head,
-                vlog_tail, compact_pointers, deleted_files, added_files, policy, blob_added,
-                blob_garbage, blob_files_deleted }
+                vlog_tail, compact_pointers, deleted_files, added_files, policy, vlog_added,
+                vlog_garbage, vlog_files_deleted }
         }
     }
 
@@ -432,18 +432,18 @@ mod tests {
     }
 
     #[test]
-    fn blob_statistics_fields_round_trip_with_their_tags() {
+    fn vlog_statistics_fields_round_trip_with_their_tags() {
         let e = VersionEdit {
-            blob_added: vec![(7, 1 << 40), (9, 0)],
-            blob_garbage: vec![(7, 300)],
-            blob_files_deleted: vec![3, 4],
+            vlog_added: vec![(7, 1 << 40), (9, 0)],
+            vlog_garbage: vec![(7, 300)],
+            vlog_files_deleted: vec![3, 4],
             ..Default::default()
         };
         let enc = e.encoded();
-        assert_eq!(enc[0], 11, "blob_added is tag 11");
+        assert_eq!(enc[0], 11, "vlog_added is tag 11");
         assert_eq!(VersionEdit::decode(&enc), Ok(e));
-        assert_eq!(VersionEdit::decode(&[12, 7, 0x80]).unwrap_err().reason, "truncated blob garbage");
-        assert_eq!(VersionEdit::decode(&[13]).unwrap_err().reason, "truncated deleted blob file");
+        assert_eq!(VersionEdit::decode(&[12, 7, 0x80]).unwrap_err().reason, "truncated vlog garbage");
+        assert_eq!(VersionEdit::decode(&[13]).unwrap_err().reason, "truncated deleted vlog file");
     }
 
     #[test]

@@ -19,14 +19,14 @@ pub const DEFAULT_MAX_MANIFEST_BYTES: u64 = 64 << 20;
 
 /// What the manifest knows about one value-log file holding separated values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct BlobFileStats {
+pub struct VlogFileStats {
     /// Bytes of separated values in the file that tables have referenced.
     pub total_bytes: u64,
     /// Of those, bytes no table references any more; never more than `total_bytes`.
     pub garbage_bytes: u64,
 }
 
-impl BlobFileStats {
+impl VlogFileStats {
     /// Bytes still referenced.
     pub fn live_bytes(&self) -> u64 {
         self.total_bytes.saturating_sub(self.garbage_bytes)
@@ -44,15 +44,15 @@ impl BlobFileStats {
 /// Apply an edit's value-log statistics: deletions, then additions, then garbage (so garbage
 /// reported with the bytes it belongs to is counted against them). Garbage for a file without
 /// an entry is ignored (it was deleted: nothing to count), and is capped at the file's total.
-fn apply_blob_edits(files: &mut BTreeMap<u64, BlobFileStats>, edit: &VersionEdit) {
-    for n in &edit.blob_files_deleted {
+fn apply_vlog_edits(files: &mut BTreeMap<u64, VlogFileStats>, edit: &VersionEdit) {
+    for n in &edit.vlog_files_deleted {
         files.remove(n);
     }
-    for &(n, bytes) in &edit.blob_added {
+    for &(n, bytes) in &edit.vlog_added {
         let s = files.entry(n).or_default();
         s.total_bytes = s.total_bytes.saturating_add(bytes);
     }
-    for &(n, bytes) in &edit.blob_garbage {
+    for &(n, bytes) in &edit.vlog_garbage {
         if let Some(s) = files.get_mut(&n) {
             s.garbage_bytes = s.garbage_bytes.saturating_add(bytes).min(s.total_bytes);
         }
@@ -70,7 +70,7 @@ pub struct VersionSet {
     vlog_tail: LogPos,
     compact_pointers: Vec<Option<Vec<u8>>>,
     /// Value-log files holding separated values: number → statistics.
-    blob_files: BTreeMap<u64, BlobFileStats>,
+    vlog_files: BTreeMap<u64, VlogFileStats>,
     current: Arc<Version>,
     /// Older versions, kept weakly: whichever is still upgradable pins its files.
     older: Vec<Weak<Version>>,
@@ -111,7 +111,7 @@ impl VersionSet {
             log_head: LogPos::default(),
             vlog_tail: LogPos::default(),
             compact_pointers: vec![None; num_levels],
-            blob_files: BTreeMap::new(),
+            vlog_files: BTreeMap::new(),
             current: Arc::new(Version::empty(num_levels)),
             older: Vec::new(),
             manifest: None,
@@ -186,7 +186,7 @@ impl VersionSet {
         // Never hand out a number that is already on disk, whatever the counter says.
         let mut used: Vec<u64> = self.current.all_files().map(|(_, f)| f.number).collect();
         used.extend([self.log_head.file, self.vlog_tail.file]);
-        used.extend(self.blob_files.keys());
+        used.extend(self.vlog_files.keys());
         used.into_iter().for_each(|n| self.mark_file_number_used(n));
         Ok(())
     }
@@ -221,7 +221,7 @@ impl VersionSet {
                 *slot = Some(key.clone());
             }
         }
-        apply_blob_edits(&mut self.blob_files, edit);
+        apply_vlog_edits(&mut self.vlog_files, edit);
     }
 
     /// Make `edit` durable in the manifest, then install the version it produces.
@@ -332,9 +332,9 @@ impl VersionSet {
             .collect();
         let added_files = self.current.all_files().map(|(l, f)| (l as u32, (**f).clone())).collect();
         // Replayed on an empty map, additions then garbage recreate each entry exactly.
-        let blob_added = self.blob_files.iter().map(|(&n, s)| (n, s.total_bytes)).collect();
-        let blob_garbage =
-            (self.blob_files.iter()).filter(|(_, s)| s.garbage_bytes > 0).map(|(&n, s)| (n, s.garbage_bytes)).collect();
+        let vlog_added = self.vlog_files.iter().map(|(&n, s)| (n, s.total_bytes)).collect();
+        let vlog_garbage =
+            (self.vlog_files.iter()).filter(|(_, s)| s.garbage_bytes > 0).map(|(&n, s)| (n, s.garbage_bytes)).collect();
         VersionEdit {
             comparator: Some(COMPARATOR_NAME.to_string()),
             format_version: Some(FORMAT_VERSION),
@@ -346,9 +346,9 @@ impl VersionSet {
             deleted_files: Vec::new(),
             added_files,
             policy: Some(self.policy.clone()),
-            blob_added,
-            blob_garbage,
-            blob_files_deleted: Vec::new(),
+            vlog_added,
+            vlog_garbage,
+            vlog_files_deleted: Vec::new(),
         }
     }
 
@@ -406,14 +406,14 @@ impl VersionSet {
 
     /// Statistics of every value-log file that holds separated values, by file number. A log
     /// file before the log head without an entry holds none and may be deleted.
-    pub fn blob_files(&self) -> &BTreeMap<u64, BlobFileStats> {
-        &self.blob_files
+    pub fn vlog_files(&self) -> &BTreeMap<u64, VlogFileStats> {
+        &self.vlog_files
     }
 
     /// Statistics of value-log file `n`, if it holds separated values.
     #[cfg(test)]
-    pub fn blob_file(&self, n: u64) -> Option<BlobFileStats> {
-        self.blob_files.get(&n).copied()
+    pub fn vlog_file(&self, n: u64) -> Option<VlogFileStats> {
+        self.vlog_files.get(&n).copied()
     }
 
     /// Numbers of every table file referenced by the current version or any older version

@@ -13,7 +13,7 @@ use super::prefetch::{ParallelReader, PendingRead};
 use super::request::read_full;
 use super::ValuePointer;
 use crate::error::{Error, Result};
-use crate::filename::log_file_name;
+use crate::filename::vlog_file_name;
 use crate::fs::{Advice, FileMapping, RandomAccessFile, Vfs};
 use crate::key::ValueKind;
 use crate::log::{DurableExtent, LogWriter};
@@ -131,7 +131,7 @@ impl VlogReader {
         if let Some(f) = self.files.lock().get(&(number, scan)) {
             return Ok(f.clone());
         }
-        let path = log_file_name(&self.dir, number);
+        let path = vlog_file_name(&self.dir, number);
         if !self.vfs.exists(&path) {
             return Err(Error::corruption(path, 0, "a value pointer names a value-log file that does not exist"));
         }
@@ -185,7 +185,7 @@ impl VlogReader {
             }
         }
         // Mapped outside the lock; a racing reader may map it too, and one mapping wins.
-        let fresh = self.vfs.map_for_reads(&log_file_name(&self.dir, number));
+        let fresh = self.vfs.map_for_reads(&vlog_file_name(&self.dir, number));
         self.maps.write().insert(number, (fresh.clone(), end));
         fresh.filter(|m| m.len() as u64 >= end)
     }
@@ -343,7 +343,7 @@ impl VlogReader {
     }
 
     fn corruption(&self, ptr: &ValuePointer, reason: &str) -> Error {
-        Error::corruption(log_file_name(&self.dir, ptr.file), ptr.offset, reason.to_string())
+        Error::corruption(vlog_file_name(&self.dir, ptr.file), ptr.offset, reason.to_string())
     }
 }
 
@@ -373,7 +373,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mem: Arc<dyn Vfs> = Arc::new(MemFs::new());
         mem.create_dir_all(dir.path()).unwrap();
-        let file = mem.create(&log_file_name(dir.path(), head)).unwrap();
+        let file = mem.create(&vlog_file_name(dir.path(), head)).unwrap();
         Arc::new(Mutex::new(LogWriter::new(mem, dir.path(), head, file, 0, 4096, 1 << 20)))
     }
 
@@ -400,7 +400,7 @@ mod tests {
     fn mapped_reads_follow_a_growing_file_and_skip_unmapped_file_systems() {
         let dir = tempfile::tempdir().unwrap();
         let vfs: Arc<dyn Vfs> = Arc::new(PosixFs::new());
-        let path = log_file_name(dir.path(), 5);
+        let path = vlog_file_name(dir.path(), 5);
         append(&*vfs, &path, 1 << 20, 1);
         let reader = VlogReader::new(vfs.clone(), dir.path().to_path_buf(), false);
         let ptr = |offset: u64, op_len: u32| ValuePointer { file: 5, offset, op_len, value_crc: 0 };
@@ -420,7 +420,7 @@ mod tests {
 
         let mem: Arc<dyn Vfs> = Arc::new(MemFs::new());
         mem.create_dir_all(std::path::Path::new("/d")).unwrap();
-        append(&*mem, &log_file_name(std::path::Path::new("/d"), 5), 4096, 1);
+        append(&*mem, &vlog_file_name(std::path::Path::new("/d"), 5), 4096, 1);
         let reader = VlogReader::new(mem, "/d".into(), false);
         reader.attach_log(&sealed_below(6));
         assert_eq!(bytes(&reader, &ptr(0, 8)), None, "in-memory files are never mapped");
@@ -434,7 +434,7 @@ mod tests {
         let vfs: Arc<dyn Vfs> = Arc::new(MemFs::new());
         let dir = std::path::Path::new("/d");
         vfs.create_dir_all(dir).unwrap();
-        let file = vfs.create(&log_file_name(dir, 3)).unwrap();
+        let file = vfs.create(&vlog_file_name(dir, 3)).unwrap();
         let log = Arc::new(Mutex::new(LogWriter::new(vfs.clone(), dir, 3, file, 0, 1 << 20, 1 << 30)));
         let reader = VlogReader::new(vfs, dir.to_path_buf(), false);
         reader.attach_log(&log);

@@ -1,7 +1,7 @@
 //! The peer engines behind `--engine` (feature `peers`): fjall 3 with key-value separation, and
 //! RocksDB plain or with integrated BlobDB. Each runs with its own defaults except: no block
 //! compression (wisckey's default), 10-bit Bloom filters in RocksDB (as db_bench and wisckey),
-//! and a 1 KiB separation threshold where values are separated (wisckey's `min_blob_size`).
+//! and a 1 KiB separation threshold where values are separated (wisckey's `min_separated_value_bytes`).
 
 use std::path::Path;
 

@@ -134,7 +134,7 @@ struct State {
     vlog_tail: LogPos,
     policy: String,
     compact_pointer: Option<Vec<u8>>,
-    blob_files: BTreeMap<u64, BlobFileStats>,
+    vlog_files: BTreeMap<u64, VlogFileStats>,
 }
 
 fn state(s: &VersionSet) -> State {
@@ -145,19 +145,19 @@ fn state(s: &VersionSet) -> State {
         vlog_tail: s.vlog_tail(),
         policy: s.policy().to_string(),
         compact_pointer: s.compact_pointer(1).map(<[u8]>::to_vec),
-        blob_files: s.blob_files().clone(),
+        vlog_files: s.vlog_files().clone(),
     }
 }
 
-fn stats(total_bytes: u64, garbage_bytes: u64) -> BlobFileStats {
-    BlobFileStats { total_bytes, garbage_bytes }
+fn stats(total_bytes: u64, garbage_bytes: u64) -> VlogFileStats {
+    VlogFileStats { total_bytes, garbage_bytes }
 }
 
-fn blob_edit(added: &[(u64, u64)], garbage: &[(u64, u64)], deleted: &[u64]) -> VersionEdit {
+fn vlog_edit(added: &[(u64, u64)], garbage: &[(u64, u64)], deleted: &[u64]) -> VersionEdit {
     VersionEdit {
-        blob_added: added.to_vec(),
-        blob_garbage: garbage.to_vec(),
-        blob_files_deleted: deleted.to_vec(),
+        vlog_added: added.to_vec(),
+        vlog_garbage: garbage.to_vec(),
+        vlog_files_deleted: deleted.to_vec(),
         ..Default::default()
     }
 }
@@ -172,18 +172,18 @@ fn populated(fs: Arc<dyn Vfs>) -> VersionSet {
     let mut flush = add(0, file(a, a, b"a", b"m"));
     flush.added_files.push((0, file(b, b, b"k", b"z")));
     flush.log_head = Some(LogPos { file: 7, offset: 4096 });
-    flush.blob_added = vec![(5, 6000), (6, 2000), (7, 4000)];
+    flush.vlog_added = vec![(5, 6000), (6, 2000), (7, 4000)];
     s.log_and_apply(flush).unwrap();
     let c = s.new_file_number();
     let mut compact = add(1, file(c, c, b"a", b"z"));
     compact.deleted_files = vec![(0, a), (0, b)];
     compact.compact_pointers = vec![(1, make_internal_key(b"m", 5, ValueKind::Value))];
-    compact.blob_garbage = vec![(5, 1000), (6, 700)];
+    compact.vlog_garbage = vec![(5, 1000), (6, 700)];
     s.log_and_apply(compact).unwrap();
     s.log_and_apply(VersionEdit {
         vlog_tail: Some(LogPos { file: 3, offset: 17 }),
-        blob_garbage: vec![(5, 500)],
-        blob_files_deleted: vec![6],
+        vlog_garbage: vec![(5, 500)],
+        vlog_files_deleted: vec![6],
         ..Default::default()
     })
     .unwrap();
@@ -197,7 +197,7 @@ fn recover_after_create_and_edits_reproduces_the_same_state() {
     let before = state(&s);
     assert_eq!(before.version.level_files(1), 1);
     assert_eq!(before.log_head, LogPos { file: 7, offset: 4096 });
-    assert_eq!(before.blob_files, BTreeMap::from([(5, stats(6000, 1500)), (7, stats(4000, 0))]));
+    assert_eq!(before.vlog_files, BTreeMap::from([(5, stats(6000, 1500)), (7, stats(4000, 0))]));
     drop(s);
     let r = VersionSet::recover(fs.clone(), dir(), 4).unwrap();
     assert_eq!(state(&r), before);
@@ -338,61 +338,61 @@ fn edit_deleting_a_missing_file_is_refused_without_writing() {
 }
 
 #[test]
-fn blob_statistics_accumulate_and_garbage_is_capped_at_the_total() {
+fn vlog_statistics_accumulate_and_garbage_is_capped_at_the_total() {
     let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
     let mut s = VersionSet::create(fs.clone(), dir(), 3, "p").unwrap();
-    s.log_and_apply(blob_edit(&[(4, 100), (9, 50)], &[], &[])).unwrap();
-    s.log_and_apply(blob_edit(&[(4, 20)], &[(4, 30), (9, 70)], &[])).unwrap();
-    assert_eq!(s.blob_file(4), Some(stats(120, 30)));
-    assert_eq!(s.blob_file(9), Some(stats(50, 50)), "garbage capped");
-    assert_eq!(s.blob_file(9).map(|b| b.live_bytes()), Some(0));
+    s.log_and_apply(vlog_edit(&[(4, 100), (9, 50)], &[], &[])).unwrap();
+    s.log_and_apply(vlog_edit(&[(4, 20)], &[(4, 30), (9, 70)], &[])).unwrap();
+    assert_eq!(s.vlog_file(4), Some(stats(120, 30)));
+    assert_eq!(s.vlog_file(9), Some(stats(50, 50)), "garbage capped");
+    assert_eq!(s.vlog_file(9).map(|b| b.live_bytes()), Some(0));
     // Garbage for a file with no entry creates none; additions in the same edit count
     // before its garbage.
-    s.log_and_apply(blob_edit(&[(11, 10)], &[(12, 5), (11, 10)], &[])).unwrap();
-    assert_eq!(s.blob_file(12), None);
-    assert_eq!(s.blob_file(11), Some(stats(10, 10)));
+    s.log_and_apply(vlog_edit(&[(11, 10)], &[(12, 5), (11, 10)], &[])).unwrap();
+    assert_eq!(s.vlog_file(12), None);
+    assert_eq!(s.vlog_file(11), Some(stats(10, 10)));
     let before = state(&s);
     drop(s);
     assert_eq!(state(&VersionSet::recover(fs, dir(), 3).unwrap()), before);
 }
 
 #[test]
-fn deleted_blob_file_loses_its_entry_across_recovery_and_can_be_added_again() {
+fn deleted_vlog_file_loses_its_entry_across_recovery_and_can_be_added_again() {
     let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
     let mut s = populated(fs.clone());
-    s.log_and_apply(blob_edit(&[], &[], &[5])).unwrap();
-    assert_eq!(s.blob_file(5), None);
-    assert_eq!(s.blob_files().keys().copied().collect::<Vec<_>>(), vec![7]);
+    s.log_and_apply(vlog_edit(&[], &[], &[5])).unwrap();
+    assert_eq!(s.vlog_file(5), None);
+    assert_eq!(s.vlog_files().keys().copied().collect::<Vec<_>>(), vec![7]);
     drop(s);
     let mut r = VersionSet::recover(fs.clone(), dir(), 4).unwrap();
-    assert_eq!(r.blob_file(5), None);
-    assert_eq!(r.blob_file(7), Some(stats(4000, 0)));
+    assert_eq!(r.vlog_file(5), None);
+    assert_eq!(r.vlog_file(7), Some(stats(4000, 0)));
     // Deleting then adding in one edit starts the entry afresh.
-    r.log_and_apply(blob_edit(&[(7, 10)], &[(7, 4)], &[7])).unwrap();
-    r.log_and_apply(blob_edit(&[(5, 8)], &[], &[])).unwrap();
+    r.log_and_apply(vlog_edit(&[(7, 10)], &[(7, 4)], &[7])).unwrap();
+    r.log_and_apply(vlog_edit(&[(5, 8)], &[], &[])).unwrap();
     let before = state(&r);
-    assert_eq!(before.blob_files, BTreeMap::from([(5, stats(8, 0)), (7, stats(10, 4))]));
+    assert_eq!(before.vlog_files, BTreeMap::from([(5, stats(8, 0)), (7, stats(10, 4))]));
     drop(r);
     assert_eq!(state(&VersionSet::recover(fs, dir(), 4).unwrap()), before);
 }
 
 #[test]
-fn blob_statistics_survive_a_manifest_roll() {
+fn vlog_statistics_survive_a_manifest_roll() {
     let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
     let mut s = populated(fs.clone());
     let first = s.manifest_file_number();
     s.set_max_manifest_bytes(0);
-    s.log_and_apply(blob_edit(&[(7, 1)], &[(7, 2)], &[])).unwrap();
+    s.log_and_apply(vlog_edit(&[(7, 1)], &[(7, 2)], &[])).unwrap();
     assert_ne!(s.manifest_file_number(), first, "rolled");
     let before = state(&s);
-    assert_eq!(before.blob_files.get(&7), Some(&stats(4001, 2)));
+    assert_eq!(before.vlog_files.get(&7), Some(&stats(4001, 2)));
     drop(s);
     assert_eq!(state(&VersionSet::recover(fs, dir(), 4).unwrap()), before);
 }
 
 #[test]
-fn recovery_never_hands_out_a_blob_file_number() {
-    // A hand-written manifest whose counter lags behind a blob file it names.
+fn recovery_never_hands_out_a_vlog_file_number() {
+    // A hand-written manifest whose counter lags behind a vlog file it names.
     let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
     fs.create_dir_all(dir()).unwrap();
     let mut w = ManifestWriter::create(&*fs, dir(), 2).unwrap();
@@ -400,7 +400,7 @@ fn recovery_never_hands_out_a_blob_file_number() {
         comparator: Some(COMPARATOR_NAME.into()),
         next_file_number: Some(3),
         last_sequence: Some(0),
-        blob_added: vec![(40, 1)],
+        vlog_added: vec![(40, 1)],
         ..Default::default()
     };
     w.add_record(&edit.encoded()).unwrap();
@@ -411,7 +411,7 @@ fn recovery_never_hands_out_a_blob_file_number() {
 }
 
 #[test]
-fn garbage_ratio_of_a_blob_file() {
+fn garbage_ratio_of_a_vlog_file() {
     assert_eq!(stats(0, 0).garbage_ratio(), 0.0);
     assert_eq!(stats(400, 100).garbage_ratio(), 0.25);
     assert_eq!(stats(400, 100).live_bytes(), 300);
