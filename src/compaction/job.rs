@@ -60,6 +60,11 @@ impl<'a> OutputWriter<'a> {
     /// one key never straddle two files, so a later compaction can never move the newer
     /// versions of a key below older ones left in a sibling file.
     fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        // Outputs of one job form one sorted run: keys strictly ascend across all of them.
+        debug_assert!(
+            self.last_key.is_empty() || compare_internal(&self.last_key, ikey) == Ordering::Less,
+            "compaction output out of order"
+        );
         if self.want_cut && key::user_key(ikey) != key::user_key(&self.last_key) {
             self.finish()?;
         }

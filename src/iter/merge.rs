@@ -53,7 +53,20 @@ impl MergingIterator {
     }
 
     fn cur(&self) -> usize {
+        debug_assert!(self.current.is_some(), "merging iterator used while invalid");
         self.current.unwrap_or(0)
+    }
+
+    /// The direction invariant LevelDB's MergingIterator relies on: moving forward, every
+    /// other valid child is at or after the current key; moving backward, at or before it.
+    fn children_agree_with_direction(&self) -> bool {
+        let Some(cur) = self.current else { return true };
+        let key = self.children[cur].key();
+        let wrong = match self.direction {
+            Direction::Forward => Ordering::Less,
+            Direction::Reverse => Ordering::Greater,
+        };
+        self.children.iter().enumerate().all(|(i, c)| i == cur || !c.valid() || compare_internal(c.key(), key) != wrong)
     }
 }
 
@@ -86,6 +99,7 @@ impl InternalIterator for MergingIterator {
         Ok(())
     }
     fn next(&mut self) -> Result<()> {
+        debug_assert!(self.children_agree_with_direction(), "children out of step with the direction");
         let cur = self.cur();
         if self.direction != Direction::Forward {
             // Put every other child just after the current key.
@@ -100,12 +114,14 @@ impl InternalIterator for MergingIterator {
                 }
             }
             self.direction = Direction::Forward;
+            debug_assert!(self.children_agree_with_direction(), "turning forward left a child behind");
         }
         self.children[cur].next()?;
         self.find_smallest();
         Ok(())
     }
     fn prev(&mut self) -> Result<()> {
+        debug_assert!(self.children_agree_with_direction(), "children out of step with the direction");
         let cur = self.cur();
         if self.direction != Direction::Reverse {
             // Put every other child just before the current key.
@@ -122,6 +138,7 @@ impl InternalIterator for MergingIterator {
                 }
             }
             self.direction = Direction::Reverse;
+            debug_assert!(self.children_agree_with_direction(), "turning backward left a child ahead");
         }
         self.children[cur].prev()?;
         self.find_largest();

@@ -137,6 +137,19 @@ impl Version {
         }
     }
 
+    /// What lookups rely on (`files_for_key`, `SortedRun::overlapping`, the run iterator):
+    /// in every level the runs are newest (highest id) first, and the files of each run are
+    /// in key order and pairwise disjoint.
+    fn runs_are_sorted_and_disjoint(&self) -> bool {
+        self.levels.iter().all(|l| {
+            l.runs.windows(2).all(|r| r[0].id > r[1].id)
+                && l.runs.iter().all(|r| {
+                    r.files.iter().all(|f| compare_internal(&f.smallest, &f.largest).is_le())
+                        && r.files.windows(2).all(|f| compare_internal(&f[0].largest, &f[1].smallest).is_lt())
+                })
+        })
+    }
+
     /// Every file with its level.
     pub fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMeta>)> {
         self.levels.iter().enumerate().flat_map(|(level, l)| l.files().map(move |f| (level, f)))
@@ -232,7 +245,9 @@ impl Builder {
                 runs.into_iter().rev().map(|(id, files)| sorted_run(level, id, files)).collect::<Result<_, _>>()?;
             levels.push(Level { runs });
         }
-        Ok(Version { levels })
+        let version = Version { levels };
+        debug_assert!(version.runs_are_sorted_and_disjoint(), "a version with overlapping runs: {version:?}");
+        Ok(version)
     }
 }
 
