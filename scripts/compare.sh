@@ -192,7 +192,7 @@ md.append(f"| data per value size | {machine['data_mb']} MiB of key+value (so `n
 md.append(f"| YCSB | {machine['ycsb']}; each workload loads a fresh database |")
 md.append("| engine settings | every engine's defaults with block compression off; RocksDB with 10-bit Bloom "
           "filters; fjall with key-value separation (1 KiB threshold, no blob compression); RocksDB blob: "
-          "`enable_blob_files`, `min_blob_size=1024`, blob GC on; wisckey: defaults (`min_blob_size` 1 KiB). "
+          "`enable_blob_files`, `min_blob_size=1024`, blob GC on; wisckey: defaults (`min_separated_value_bytes` 1 KiB). "
           "C++ db_bench peers: their defaults with snappy and `--compression_ratio=0.5` (run-peers.sh) |")
 if machine.get("peers_build") == "0":
     md.append("| note | the `--features peers` build failed on this machine: in-process fjall/RocksDB columns are empty |")

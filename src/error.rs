@@ -13,32 +13,66 @@ pub enum Error {
     /// An operating-system call failed.
     #[error("I/O error during {op} on {path:?}: {source}")]
     Io {
+        /// The operation that failed (`"append"`, `"fdatasync"`, ...).
         op: &'static str,
+        /// The file or directory it was applied to.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
     /// Stored bytes do not match their checksum or their format.
     #[error("corruption in {file:?} at offset {offset}: {reason}")]
-    Corruption { file: PathBuf, offset: u64, reason: String },
+    Corruption {
+        /// The damaged file.
+        file: PathBuf,
+        /// Where in the file the damage was found.
+        offset: u64,
+        /// What was wrong.
+        reason: String,
+    },
     /// The caller passed something the engine cannot accept (oversized key, bad option...).
     #[error("invalid argument: {reason}")]
-    InvalidArgument { reason: String },
+    InvalidArgument {
+        /// What was wrong with it.
+        reason: String,
+    },
     /// Another process or handle holds the database lock.
     #[error("database {path:?} is locked by another process or handle")]
-    Locked { path: PathBuf },
+    Locked {
+        /// The database directory.
+        path: PathBuf,
+    },
     /// The path exists but is not a wisckey database (or is missing and `create_if_missing` is off).
     #[error("{path:?} is not a wisckey database: {reason}")]
-    NotADatabase { path: PathBuf, reason: String },
+    NotADatabase {
+        /// The path given to `Db::open`.
+        path: PathBuf,
+        /// Why it is not a database.
+        reason: String,
+    },
     /// `error_if_exists` was set and the database exists.
     #[error("database {path:?} already exists")]
-    AlreadyExists { path: PathBuf },
+    AlreadyExists {
+        /// The database directory.
+        path: PathBuf,
+    },
     /// The options given contradict what the existing database was created with.
     #[error("option {option} = {given} contradicts the existing database ({existing})")]
-    IncompatibleOptions { option: &'static str, existing: String, given: String },
+    IncompatibleOptions {
+        /// The option's name.
+        option: &'static str,
+        /// The value the database was created with.
+        existing: String,
+        /// The value given now.
+        given: String,
+    },
     /// A background job (flush, compaction) failed; the database is read-only until `resume`.
     #[error("database is read-only after a background error: {reason}")]
-    Background { reason: String },
+    Background {
+        /// The error the background job or the log write met.
+        reason: String,
+    },
     /// The database was closed.
     #[error("database is closed")]
     Closed,

@@ -1,16 +1,38 @@
-//! wisckey: an embedded key-value store. An LSM-tree holds keys (and small values, or
-//! addresses of large values in an append-only value log), following WiscKey (FAST '16),
-//! with pluggable merge policies (LSM-bush / Wacky) and light-weight compaction (LWC-tree).
+//! wisckey: an embedded key-value store with LevelDB's API. An LSM-tree holds the keys and
+//! small values; values of at least [`Options::min_separated_value_bytes`] stay in an
+//! append-only value log that is also the write-ahead log, and the tree holds checked
+//! pointers to them (WiscKey, FAST '16). Value-log garbage collection runs online, and scans
+//! read separated values ahead in parallel.
 //!
 //! ```no_run
-//! use wisckey::{Db, Options};
+//! use wisckey::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+//!
 //! let db = Db::open("/tmp/example-db", Options::default())?;
 //! db.put(b"key", b"value")?;
 //! assert_eq!(db.get(b"key")?.as_deref(), Some(&b"value"[..]));
+//!
+//! // Several writes at once, durable when `write` returns.
+//! let mut batch = WriteBatch::new();
+//! batch.put(b"a", b"1").delete(b"key");
+//! db.write(&WriteOptions::synced(), &batch)?;
+//!
+//! for entry in db.scan(&ReadOptions::default())? {
+//!     let (key, value) = entry?;
+//!     println!("{key:?} = {value:?}");
+//! }
+//! db.close()?;
 //! # Ok::<(), wisckey::Error>(())
 //! ```
+//!
+//! The API: [`Db`] (open, read, write, iterate, snapshots, flush and compaction, value-log
+//! GC, verification), its [`Options`], [`ReadOptions`] and [`WriteOptions`], [`WriteBatch`],
+//! the one [`Error`] type, and the [`fs`] layer every file operation goes through (real files
+//! by default, in memory for tests). `examples/` shows each in a small program.
+//!
+//! Cargo feature `test-util` adds `fs::FaultFs`, a file system that injects crashes, I/O
+//! errors and bit flips, for testing code built on the engine.
 
-// DENY_MISSING_DOCS
+#![deny(missing_docs)]
 
 mod compaction;
 mod db;

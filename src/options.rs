@@ -20,7 +20,9 @@ pub enum RecoveryMode {
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct Options {
+    /// Create the database when the directory holds none (default: on).
     pub create_if_missing: bool,
+    /// Refuse to open a database that already exists (default: off).
     pub error_if_exists: bool,
     /// Check every block checksum on read (always on for the log and the manifest).
     pub paranoid_checks: bool,
@@ -41,6 +43,8 @@ pub struct Options {
     pub block_restart_interval: usize,
     /// Target size of one SSTable written by compaction.
     pub target_file_size_bytes: u64,
+    /// Compression of table blocks (default: none; values in the value log are never
+    /// compressed).
     pub compression: Compression,
     /// Bloom filter bits per key for each level (index = level; the last entry repeats for
     /// deeper levels). `0.0` disables the filter at that level.
@@ -53,13 +57,16 @@ pub struct Options {
     pub l0_stop_trigger: usize,
     /// Total bytes of level 1 (each deeper level is `level_size_ratio` times larger).
     pub max_bytes_for_level_base: u64,
+    /// How many times larger each level below level 1 is than the one above it.
     pub level_size_ratio: u64,
+    /// Levels of the tree (2 to 64).
     pub num_levels: usize,
     /// Size of one log file before the writer rolls over to a new one.
     pub log_file_bytes: u64,
     /// Userspace buffer of the log writer: unsynced writes are handed to the OS when it fills
     /// (or on a sync write / flush). A process crash loses at most this much unsynced data.
     pub log_buffer_bytes: usize,
+    /// What recovery does with a damaged log tail.
     pub recovery_mode: RecoveryMode,
     /// Values of at least this many bytes stay in the value log and the LSM-tree holds a
     /// pointer to them (WiscKey); smaller values are stored inline in the LSM-tree too.
@@ -149,6 +156,7 @@ impl Default for Options {
 macro_rules! setter {
     ($(#[$m:meta])* $name:ident: $ty:ty) => {
         $(#[$m])*
+        #[doc = concat!("Set [`Options::", stringify!($name), "`].")]
         #[must_use]
         pub fn $name(mut self, v: $ty) -> Self {
             self.$name = v;

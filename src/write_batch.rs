@@ -8,8 +8,18 @@ use crate::util::coding::{put_varint32, Reader};
 /// One operation decoded from a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BatchOp<'a> {
-    Put { key: &'a [u8], value: &'a [u8] },
-    Delete { key: &'a [u8] },
+    /// Set `key` to `value`.
+    Put {
+        /// The key.
+        key: &'a [u8],
+        /// Its new value.
+        value: &'a [u8],
+    },
+    /// Remove `key`.
+    Delete {
+        /// The key.
+        key: &'a [u8],
+    },
 }
 
 /// Puts and deletes applied atomically by `Db::write`.
@@ -25,6 +35,7 @@ pub struct WriteBatch {
 }
 
 impl WriteBatch {
+    /// An empty batch.
     pub fn new() -> Self {
         Self::default()
     }
@@ -70,6 +81,7 @@ impl WriteBatch {
         self.count as usize
     }
 
+    /// Whether no operation is queued.
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
@@ -79,6 +91,7 @@ impl WriteBatch {
         self.rep.len()
     }
 
+    /// Drop every queued operation (and any invalid-argument error).
     pub fn clear(&mut self) {
         *self = Self::default();
     }

@@ -54,7 +54,9 @@ pub struct DbStats {
     pub compaction_bytes_written: u64,
     /// Bytes of SSTables read by compactions.
     pub compaction_bytes_read: u64,
+    /// Memtables flushed to tables.
     pub num_flushes: u64,
+    /// Compactions run (trivial moves included).
     pub num_compactions: u64,
     /// Compactions done by moving a file down a level without rewriting it.
     pub num_trivial_moves: u64,
@@ -76,17 +78,21 @@ pub struct DbStats {
     /// Bytes the value-log files occupy on the device (`st_blocks`).
     pub vlog_disk_bytes: u64,
     /// Bytes of separated values the value log holds (as whole log ops: header, key and
-    /// value), and how many of them are garbage.
+    /// value) that tables have referenced.
     pub vlog_value_bytes: u64,
+    /// Of `vlog_value_bytes`, the bytes no table references any more (GC's to collect).
     pub vlog_garbage_bytes: u64,
     /// Bytes in memtables (active + immutable).
     pub memtable_bytes: u64,
     /// Sequence number of the newest visible write.
     pub last_sequence: u64,
-    /// Value-log GC: files collected, bytes read, live bytes re-put, bytes given back.
+    /// Value-log files GC collected.
     pub gc_runs: u64,
+    /// Bytes of value log GC read.
     pub gc_bytes_read: u64,
+    /// Bytes of live values GC re-put at the head of the log.
     pub gc_bytes_rewritten: u64,
+    /// Bytes GC gave back to the file system (holes punched, files deleted).
     pub gc_bytes_freed: u64,
 }
 
@@ -251,20 +257,24 @@ impl Db {
         Ok(Db { inner, threads: Mutex::new(threads), lock: Mutex::new(Some(lock)) })
     }
 
+    /// Set `key` to `value` (not synced: see `put_opt`).
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.put_opt(&WriteOptions::default(), key, value)
     }
 
+    /// Set `key` to `value`; with `wo.sync` the write survives a crash once this returns.
     pub fn put_opt(&self, wo: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
         let mut b = WriteBatch::with_capacity(key.len() + value.len() + 11);
         b.put(key, value);
         self.inner.write(wo.sync, b)
     }
 
+    /// Remove `key` (not synced: see `delete_opt`). Deleting a missing key is not an error.
     pub fn delete(&self, key: &[u8]) -> Result<()> {
         self.delete_opt(&WriteOptions::default(), key)
     }
 
+    /// Remove `key`; with `wo.sync` the deletion survives a crash once this returns.
     pub fn delete_opt(&self, wo: &WriteOptions, key: &[u8]) -> Result<()> {
         let mut b = WriteBatch::new();
         b.delete(key);
@@ -276,10 +286,12 @@ impl Db {
         self.inner.write(wo.sync, batch.clone())
     }
 
+    /// The value of `key` now, `None` if it is absent or deleted.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.get_opt(&ReadOptions::default(), key)
     }
 
+    /// The value of `key` as `ro` asks (at its snapshot, if any).
     pub fn get_opt(&self, ro: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.inner.get(ro, key)
     }
@@ -333,6 +345,7 @@ impl Db {
         self.inner.wait_for_background_work()
     }
 
+    /// Counters and shape of the database now.
     pub fn stats(&self) -> DbStats {
         DbStats { vlog_space_amp_estimate: self.inner.vlog_space_amp(), ..self.inner.stats() }
     }
@@ -364,6 +377,7 @@ impl Db {
         self.shutdown()
     }
 
+    /// The database's directory.
     pub fn path(&self) -> &Path {
         &self.inner.dir
     }

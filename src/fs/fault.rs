@@ -143,10 +143,15 @@ impl FaultKind {
 /// `clear_faults`). A matching call that fails has no effect on the files.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FaultRule {
+    /// The calls the rule applies to.
     pub op: FaultOp,
+    /// How a matching call fails.
     pub kind: FaultKind,
+    /// Only calls on a path containing this string match (`None`: every path).
     pub path_contains: Option<String>,
+    /// Matching calls let through before the rule fires.
     pub skip: u64,
+    /// How many matching calls fail (`None`: every one until `clear_faults`).
     pub times: Option<u64>,
 }
 

@@ -19,10 +19,15 @@ pub use posix::{FileMapping, PosixFs};
 /// Access pattern hints passed to `posix_fadvise` (no-ops where unsupported).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Advice {
+    /// No particular pattern (`POSIX_FADV_NORMAL`).
     Normal,
+    /// Scattered reads: no read-ahead (`POSIX_FADV_RANDOM`).
     Random,
+    /// Reads in file order: read ahead aggressively (`POSIX_FADV_SEQUENTIAL`).
     Sequential,
+    /// The range will be read soon: start reading it into the page cache (`POSIX_FADV_WILLNEED`).
     WillNeed,
+    /// The range will not be read again: drop it from the page cache (`POSIX_FADV_DONTNEED`).
     DontNeed,
 }
 
@@ -36,6 +41,7 @@ pub trait WritableFile: Send + Sync {
     fn sync(&mut self) -> Result<()>;
     /// Bytes in the file (including unsynced appends).
     fn len(&self) -> u64;
+    /// Whether the file holds no bytes.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -54,7 +60,7 @@ pub trait RandomAccessFile: Send + Sync {
         while done < buf.len() {
             let n = self.read_at(offset + done as u64, &mut buf[done..])?;
             if n == 0 {
-                return Err(crate::Error::corruption(
+                return Err(crate::error::Error::corruption(
                     self.path(),
                     offset + done as u64,
                     format!("file ends before {} bytes could be read at offset {offset}", buf.len()),

@@ -8,14 +8,21 @@ use crate::error::Result;
 /// Movement methods return errors (I/O, corruption) directly; after an error the iterator
 /// is invalid. `key`/`value` may only be called while `valid()`.
 pub trait InternalIterator: Send {
+    /// Whether the iterator is at an entry.
     fn valid(&self) -> bool;
+    /// Position at the first entry.
     fn seek_to_first(&mut self) -> Result<()>;
+    /// Position at the last entry.
     fn seek_to_last(&mut self) -> Result<()>;
     /// Position at the first entry with key >= `target` (an internal key).
     fn seek(&mut self, target: &[u8]) -> Result<()>;
+    /// Move to the next entry.
     fn next(&mut self) -> Result<()>;
+    /// Move to the previous entry.
     fn prev(&mut self) -> Result<()>;
+    /// The current internal key.
     fn key(&self) -> &[u8];
+    /// The current value (inline bytes or an encoded value pointer).
     fn value(&self) -> &[u8];
 }
 

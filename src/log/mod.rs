@@ -22,7 +22,9 @@ pub const HEADER_LEN: usize = 20;
 /// A position in the log: file number and byte offset inside that file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct LogPos {
+    /// Number of the log file (`NNNNNN.vlog`).
     pub file: u64,
+    /// Byte offset in that file.
     pub offset: u64,
 }
 

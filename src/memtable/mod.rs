@@ -109,9 +109,8 @@ impl Memtable {
     /// already written there), the rest are stored inline.
     pub fn apply_group(&self, pos: LogPos, first_seq: u64, ops: &[u8], separated: &[SeparatedValue]) {
         let mut separated = separated.iter().peekable();
-        let mut seq = first_seq;
         let mut vlog_bytes = 0u64;
-        for (index, op) in BatchIter::over(ops).enumerate() {
+        for (seq, (index, op)) in (first_seq..).zip(BatchIter::over(ops).enumerate()) {
             let Ok(op) = op else { break };
             match op {
                 BatchOp::Put { key, value } => match separated.next_if(|v| v.op_index as usize == index) {
@@ -131,7 +130,6 @@ impl Memtable {
                 },
                 BatchOp::Delete { key } => self.add(seq, ValueKind::Deletion, key, &[]),
             }
-            seq += 1;
         }
         debug_assert!(separated.next().is_none(), "separated values left over: the list is not of these ops");
         if vlog_bytes > 0 {

@@ -38,7 +38,7 @@ impl std::fmt::Debug for Block {
         f.debug_struct("Block")
             .field("file", &self.file)
             .field("file_offset", &self.file_offset)
-            .field("len", &self.len())
+            .field("len", &self.content_len())
             .field("mapped", &self.is_mapped())
             .field("num_restarts", &self.num_restarts)
             .finish()
@@ -119,7 +119,7 @@ impl Block {
     }
 
     /// Size of the decoded block contents.
-    pub fn len(&self) -> usize {
+    fn content_len(&self) -> usize {
         self.data().len()
     }
 
@@ -239,6 +239,7 @@ pub struct BlockIter {
 }
 
 impl BlockIter {
+    /// An iterator over `block` (initially not positioned).
     pub fn new(block: Arc<Block>) -> BlockIter {
         let end = block.restart_offset;
         BlockIter {

@@ -13,8 +13,10 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Compression {
+    /// Blocks are stored as they are.
     #[default]
     None,
+    /// LZ4 (fast, modest ratio).
     Lz4,
     /// zstd at the given level (1..=22).
     Zstd(i32),
@@ -32,7 +34,7 @@ impl Compression {
     }
 
     /// The type byte written in the block trailer for blocks compressed with this codec.
-    pub fn type_byte(self) -> u8 {
+    pub(crate) fn type_byte(self) -> u8 {
         match self {
             Compression::None => TYPE_NONE,
             Compression::Lz4 => TYPE_LZ4,

@@ -82,7 +82,7 @@ impl IndexFences {
 
     /// Seek `it` (an iterator over the fences' index block) to the first entry >= `target`,
     /// narrowing the search with the fences first.
-    pub fn seek(&self, it: &mut BlockIter, target: &[u8]) -> crate::Result<()> {
+    pub fn seek(&self, it: &mut BlockIter, target: &[u8]) -> crate::error::Result<()> {
         let (lo, hi) = self.candidates(user_key(target));
         it.seek_between(target, lo, hi)
     }

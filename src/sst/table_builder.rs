@@ -19,6 +19,7 @@ pub struct TableOptions {
     pub block_size_bytes: usize,
     /// Entries between restart points in data blocks.
     pub restart_interval: usize,
+    /// Compression of data blocks.
     pub compression: Compression,
     /// Bloom filter bits per user key; `0.0` writes no filter.
     pub bloom_bits_per_key: f64,
@@ -69,6 +70,7 @@ pub struct TableBuilder {
 }
 
 impl TableBuilder {
+    /// A builder appending the table to `file`.
     pub fn new(file: Box<dyn WritableFile>, opts: TableOptions) -> Self {
         let filter = (opts.bloom_bits_per_key > 0.0).then(|| FilterBuilder::new(opts.bloom_bits_per_key));
         TableBuilder {

@@ -37,7 +37,9 @@ pub struct VersionEdit {
     pub comparator: Option<String>,
     /// On-disk format version of the database.
     pub format_version: Option<u32>,
+    /// The next file number to hand out.
     pub next_file_number: Option<u64>,
+    /// The newest sequence number written.
     pub last_sequence: Option<u64>,
     /// Every log record before this address is reflected in table files.
     pub log_head: Option<LogPos>,

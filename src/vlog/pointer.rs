@@ -16,13 +16,18 @@ const MAX_OP_BYTES: u64 = (1 + 5 + 5 + MAX_KEY_BYTES + MAX_VALUE_BYTES) as u64;
 /// Address and checksum of one separated value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ValuePointer {
+    /// Number of the value-log file.
     pub file: u64,
+    /// Where the op holding the value starts in that file.
     pub offset: u64,
+    /// Bytes of the whole op.
     pub op_len: u32,
+    /// crc32c of the value.
     pub value_crc: u32,
 }
 
 impl ValuePointer {
+    /// Append the encoding to `dst`.
     pub fn encode(&self, dst: &mut Vec<u8>) {
         put_varint64(dst, self.file);
         put_varint64(dst, self.offset);
@@ -30,6 +35,7 @@ impl ValuePointer {
         put_fixed32(dst, self.value_crc);
     }
 
+    /// The encoding in a fresh buffer.
     pub fn encoded(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(24);
         self.encode(&mut v);
