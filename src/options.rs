@@ -200,7 +200,7 @@ impl Options {
     setter!(vfs: Arc<dyn Vfs>);
 
     /// Table-building options for a table written to `level`.
-    pub fn table_options(&self, level: usize) -> crate::sst::TableOptions {
+    pub(crate) fn table_options(&self, level: usize) -> crate::sst::TableOptions {
         crate::sst::TableOptions {
             block_size_bytes: self.block_size_bytes,
             restart_interval: self.block_restart_interval,

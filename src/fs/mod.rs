@@ -1,7 +1,7 @@
 //! The filesystem layer: every file operation of the engine goes through `Vfs`, so tests can
 //! swap in an in-memory or fault-injecting implementation without touching the engine.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::Result;
@@ -142,9 +142,4 @@ pub trait Vfs: Send + Sync + 'static {
     /// Free the byte range of a file without changing its size (`fallocate` PUNCH_HOLE |
     /// KEEP_SIZE). Returns `Ok(false)` when the filesystem cannot punch holes.
     fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> Result<bool>;
-}
-
-/// Join a directory and a file name (helper used by the engine's file naming).
-pub fn join(dir: &Path, name: &str) -> PathBuf {
-    dir.join(name)
 }
