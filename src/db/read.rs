@@ -75,8 +75,7 @@ impl DbInner {
         // a failed read whose key now points elsewhere is retried there.
         for _ in 0..3 {
             let Some((ValueKind::Pointer, stored)) = &entry else { break };
-            let ptr = self.vlog.decode_pointer(stored)?;
-            match self.vlog.read_value(&ptr, user_key, Access::Point) {
+            match self.vlog.decode_pointer(stored).and_then(|ptr| self.vlog.read_value(&ptr, user_key, Access::Point)) {
                 Ok(v) => return Ok(Some(v)),
                 Err(e) if ro.snapshot.is_some() => return Err(e),
                 Err(e) => {
