@@ -326,7 +326,7 @@ impl VlogReader {
         let vlen = r.varint32().ok_or_else(|| bad("malformed op header at value pointer"))? as usize;
         let key = r.bytes(klen).ok_or_else(|| bad("op key runs past the pointer's length"))?;
         let value = r.bytes(vlen).ok_or_else(|| bad("op value runs past the pointer's length"))?;
-        if kind != ValueKind::Value as u8 {
+        if ValueKind::from_u8(kind) != Some(ValueKind::Value) {
             return Err(bad("value pointer does not lead to a put"));
         }
         if key != user_key {
