@@ -27,7 +27,7 @@ pub mod version;
 pub mod vlog;
 pub mod write_batch;
 
-pub use db::{destroy, Db, DbIterator, DbStats, Snapshot};
+pub use db::{destroy, Db, DbIterator, DbStats, GcReport, LostRange, RecoveryReport, Snapshot};
 pub use error::{Error, Result};
 pub use options::{Compression, Options, ReadOptions, RecoveryMode, WriteOptions};
 pub use write_batch::WriteBatch;

@@ -147,3 +147,64 @@ fn cli_exits_zero_for_healthy_and_one_for_damaged_database() {
     assert!(stdout.contains(&file_name(&vlog)), "{stdout}");
     assert!(stdout.contains("DAMAGED"), "{stdout}");
 }
+
+/// A database whose log past the head holds many synced groups (nothing flushed).
+fn build_unflushed_db(dir: &Path) {
+    let db = Db::open(dir, options().write_buffer_bytes(8 << 20)).expect("open");
+    for i in 0..300u32 {
+        db.put_opt(&WriteOptions::synced(), &key(i), format!("{i}-{}", "w".repeat(150)).as_bytes()).expect("put");
+    }
+    db.close().expect("close");
+}
+
+fn run(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_wisckey")).args(args).arg("--db").arg(dir).output().expect("run wisckey");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cli_verify_fails_on_damage_before_synced_log_groups_and_repair_salvages_with_a_report() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    build_unflushed_db(tmp.path());
+    let log = files_with_ext(tmp.path(), "vlog").pop().expect("log");
+    let len = std::fs::metadata(&log).expect("stat").len() as usize;
+    flip_byte(&log, len / 2);
+
+    let (code, stdout, stderr) = run(tmp.path(), &["verify"]);
+    assert_eq!(code, Some(1), "verify must fail: {stdout} {stderr}");
+    assert!(stdout.contains("DAMAGED") && stderr.contains("at stake"), "{stdout} {stderr}");
+    assert!(stderr.contains(&file_name(&log)), "the error names the log file: {stderr}");
+
+    let (code, stdout, stderr) = run(tmp.path(), &["repair"]);
+    assert_eq!(code, Some(0), "repair: {stdout} {stderr}");
+    assert!(stdout.contains("sequence numbers") && stdout.contains("key"), "the report names what is lost: {stdout}");
+    assert!(tmp.path().join("lost").is_dir(), "evidence kept in lost/");
+
+    let (code, stdout, stderr) = run(tmp.path(), &["verify"]);
+    assert_eq!(code, Some(0), "verify after repair: {stdout} {stderr}");
+    // Every key but the one or two in the damaged group reads back.
+    let db = Db::open(tmp.path(), options()).expect("open after repair");
+    let present = (0..300u32).filter(|&i| db.get(&key(i)).expect("get").is_some()).count();
+    assert!((297..300).contains(&present), "{present} of 300 keys kept");
+}
+
+#[test]
+fn verify_of_an_open_database_reports_damage_to_its_synced_log() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(tmp.path(), options().write_buffer_bytes(8 << 20)).expect("open");
+    for i in 0..200u32 {
+        db.put_opt(&WriteOptions::synced(), &key(i), &[b'q'; 120]).expect("put");
+    }
+    let log = files_with_ext(tmp.path(), "vlog").pop().expect("log");
+    let len = std::fs::metadata(&log).expect("stat").len() as usize;
+    assert!(db.verify().expect("verify").is_healthy());
+    flip_byte(&log, len / 3);
+    let r = db.verify().expect("verify");
+    assert!(!r.is_healthy(), "{r}");
+    assert!(r.errors.iter().any(|e| e.contains(&file_name(&log)) && e.contains("sync mark")), "{r}");
+}

@@ -138,7 +138,11 @@ impl DbInner {
         let first_seq = st.last_seq + 1;
         st.last_seq += count;
         let mem = st.mem.clone();
-        let r = MutexGuard::unlocked(st, || self.append_and_apply(&batches, sync, first_seq, count as u32, &mem));
+        // A log file past `log_file_bytes` rolls before this group (its number is taken here,
+        // under the state lock); the group then goes into the new file.
+        let roll_to = self.log.lock().should_roll().then(|| st.versions.new_file_number());
+        let r =
+            MutexGuard::unlocked(st, || self.append_and_apply(&batches, sync, first_seq, count as u32, &mem, roll_to));
         match &r {
             Ok(()) => {
                 self.visible_seq.store(first_seq + count - 1, Ordering::Release);
@@ -149,6 +153,9 @@ impl DbInner {
             Err(e) => {
                 tracing::error!(error = %e, "log write failed; the database is read-only until resume()");
                 st.bg_error = Some(e.duplicate());
+                // The group was cut out of the log: its numbers are used by the next group, so
+                // sequence numbers in the log stay dense (recovery checks that none is missing).
+                st.last_seq = first_seq - 1;
             }
         }
         (n, r)
@@ -162,6 +169,7 @@ impl DbInner {
         first_seq: u64,
         count: u32,
         mem: &Memtable,
+        roll_to: Option<u64>,
     ) -> Result<()> {
         let mut ops = Vec::new();
         if group.len() > 1 {
@@ -176,6 +184,9 @@ impl DbInner {
         let (crc, value_crcs) = crate::log::group_crc(first_seq, count, rep, min_blob);
         let pos = {
             let mut log = self.log.lock();
+            if let Some(n) = roll_to {
+                log.roll(n, first_seq)?;
+            }
             let pos = log.append(first_seq, count, rep, crc)?;
             if sync {
                 if let Err(e) = log.sync() {
@@ -231,7 +242,7 @@ impl DbInner {
             let holds_values = st.mem.blob_bytes().contains_key(&log.file_number());
             if log.should_roll() || !holds_values {
                 let n = st.versions.new_file_number();
-                if let Err(e) = log.roll(n) {
+                if let Err(e) = log.roll(n, st.last_seq + 1) {
                     st.bg_error = Some(e.duplicate());
                     return Err(e);
                 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Weak};
 use super::edit::{LogPosition, VersionEdit};
 use super::filename::{current_file_name, manifest_file_name};
 use super::manifest::{read_current, read_manifest, set_current, ManifestWriter};
-use super::{ApplyError, Builder, Version, COMPARATOR_NAME, FORMAT_VERSION};
+use super::{ApplyError, Builder, Version, COMPARATOR_NAME, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 use crate::error::{Error, Result};
 use crate::fs::Vfs;
 
@@ -68,6 +68,8 @@ pub struct VersionSet {
     last_sequence: u64,
     log_head: LogPosition,
     vlog_tail: LogPosition,
+    /// Recorded at the last clean close: the log was durable up to here.
+    log_durable: LogPosition,
     compact_pointers: Vec<Option<Vec<u8>>>,
     /// Value-log files holding separated values: number → statistics.
     blob_files: BTreeMap<u64, BlobFileStats>,
@@ -111,6 +113,7 @@ impl VersionSet {
             last_sequence: 0,
             log_head: LogPosition::default(),
             vlog_tail: LogPosition::default(),
+            log_durable: LogPosition::default(),
             compact_pointers: vec![None; num_levels],
             blob_files: BTreeMap::new(),
             current: Arc::new(Version::empty(num_levels)),
@@ -139,6 +142,14 @@ impl VersionSet {
     ///
     /// The caller must still `mark_file_number_used` for log files found beyond `log_head`.
     pub fn recover(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize) -> Result<VersionSet> {
+        let mut set = Self::load(vfs, dir, num_levels)?;
+        set.start_manifest()?;
+        Ok(set)
+    }
+
+    /// `recover` without writing anything: the state the manifest holds. Call
+    /// `start_manifest` before the first `log_and_apply`.
+    pub fn load(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize) -> Result<VersionSet> {
         let mut set = Self::blank(vfs, dir, num_levels, "")?;
         let number = read_current(&*set.vfs, dir)?;
         let path = manifest_file_name(dir, number);
@@ -152,8 +163,13 @@ impl VersionSet {
         set.replay(&path, num_levels)?;
         set.manifest_file_number = number;
         set.mark_file_number_used(number);
-        set.write_new_manifest()?;
         Ok(set)
+    }
+
+    /// Write a fresh manifest holding a snapshot of the state and point `CURRENT` at it (the
+    /// old manifest, torn tail and all, is then deleted).
+    pub fn start_manifest(&mut self) -> Result<()> {
+        self.write_new_manifest()
     }
 
     /// Rebuild state from the manifest at `path`.
@@ -213,6 +229,9 @@ impl VersionSet {
         }
         if let Some(p) = edit.vlog_tail {
             self.vlog_tail = p;
+        }
+        if let Some(p) = edit.log_durable {
+            self.log_durable = p;
         }
         if let Some(p) = &edit.policy {
             self.policy = p.clone();
@@ -343,6 +362,7 @@ impl VersionSet {
             last_sequence: Some(self.last_sequence),
             log_head: Some(self.log_head),
             vlog_tail: Some(self.vlog_tail),
+            log_durable: (self.log_durable != LogPosition::default()).then_some(self.log_durable),
             compact_pointers,
             deleted_files: Vec::new(),
             added_files,
@@ -401,6 +421,11 @@ impl VersionSet {
         self.log_head
     }
 
+    /// Where the log was durable at the last clean close (`(0, 0)`: not recorded).
+    pub fn log_durable(&self) -> LogPosition {
+        self.log_durable
+    }
+
     pub fn vlog_tail(&self) -> LogPosition {
         self.vlog_tail
     }
@@ -452,8 +477,10 @@ fn check_format(dir: &Path, edit: &VersionEdit) -> Result<()> {
     if let Some(c) = edit.comparator.as_deref().filter(|&c| c != COMPARATOR_NAME) {
         return Err(refuse(format!("it uses comparator {c:?}, not {COMPARATOR_NAME:?}")));
     }
-    if let Some(v) = edit.format_version.filter(|&v| v != FORMAT_VERSION) {
-        return Err(refuse(format!("format version {v}, this build reads only {FORMAT_VERSION}")));
+    if let Some(v) = edit.format_version.filter(|v| !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(v)) {
+        return Err(refuse(format!(
+            "format version {v}, this build reads {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION}"
+        )));
     }
     Ok(())
 }

@@ -329,7 +329,7 @@ mod tests {
         let mem: Arc<dyn Vfs> = Arc::new(MemFs::new());
         mem.create_dir_all(dir.path()).unwrap();
         let file = mem.create(&log_file_name(dir.path(), head)).unwrap();
-        crate::log::LogWriter::new(mem, dir.path(), head, file, 0, 4096, 1 << 20).extent()
+        crate::log::LogWriter::new(mem, dir.path(), head, file, 0, 4096, 1 << 20, 1).extent()
     }
 
     #[test]
