@@ -517,8 +517,13 @@ impl DbInner {
         // Fresh: the pending deletes just finished may have freed space.
         self.pace(self.vlog_space_amp());
         let stopped = self.gc_file(file, start, &mut GcReport::default())?;
+        if stopped.is_some() {
+            // An old reader pins what GC copies: writers must not wait for space GC cannot free.
+            self.gc_pacing.set_stalled(false);
+            return Ok(false);
+        }
         self.pace(self.vlog_space_amp());
-        Ok(stopped.is_none())
+        Ok(true)
     }
 
     /// Stall writers while the value log's space amplification `amp` is past
