@@ -166,6 +166,8 @@ pub(crate) struct DbInner {
     gc_pacing: gc_pacing::GcPacing,
     /// The log appender; taken by the write leader and by flushes (lock order: state, then log).
     log: Mutex<LogWriter>,
+    /// Set by the log writer when its file has passed `log_file_bytes`.
+    log_roll_due: Arc<std::sync::atomic::AtomicBool>,
     table_cache: Arc<TableCache>,
     vlog: crate::vlog::VlogReader,
     snapshots: Arc<SnapshotList>,
@@ -230,6 +232,7 @@ impl Db {
                 compacting: false,
             }),
             visible_seq: AtomicU64::new(recovered.last_seq),
+            log_roll_due: recovered.log.roll_due(),
             log: Mutex::new(recovered.log),
             dir,
             opts: options,

@@ -139,8 +139,9 @@ impl DbInner {
         st.last_seq += count;
         let mem = st.mem.clone();
         // A log file past `log_file_bytes` rolls before this group (its number is taken here,
-        // under the state lock); the group then goes into the new file.
-        let roll_to = self.log.lock().should_roll().then(|| st.versions.new_file_number());
+        // under the state lock; the flag is read without the log lock, which a flush may hold
+        // through an fdatasync); the group then goes into the new file.
+        let roll_to = self.log_roll_due.load(Ordering::Acquire).then(|| st.versions.new_file_number());
         let r =
             MutexGuard::unlocked(st, || self.append_and_apply(&batches, sync, first_seq, count as u32, &mem, roll_to));
         match &r {
@@ -184,7 +185,7 @@ impl DbInner {
         let (crc, value_crcs) = crate::log::group_crc(first_seq, count, rep, min_blob);
         let pos = {
             let mut log = self.log.lock();
-            if let Some(n) = roll_to {
+            if let Some(n) = roll_to.filter(|_| log.should_roll()) {
                 log.roll(n, first_seq)?;
             }
             let pos = log.append(first_seq, count, rep, crc)?;

@@ -2,7 +2,7 @@
 //! file past `log_file_bytes`, and makes the log durable on request.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -72,6 +72,9 @@ pub struct LogWriter {
     extent: Arc<DurableExtent>,
     /// A group was appended since the last sync mark: the next completed sync writes one.
     unclaimed: bool,
+    /// Set once the file has passed the roll size: the write leader reads it without the
+    /// writer's lock (which a flush may hold through an `fdatasync`).
+    roll_due: Arc<AtomicBool>,
 }
 
 impl LogWriter {
@@ -108,7 +111,9 @@ impl LogWriter {
             bytes_appended: 0,
             extent,
             unclaimed: false,
+            roll_due: Arc::new(AtomicBool::new(false)),
         };
+        w.note_size();
         if len == 0 {
             w.push_mark(&Mark::Start { next_seq, prev_file: 0, durable: LogPos::default() });
             w.write_mark_now();
@@ -122,6 +127,17 @@ impl LogWriter {
     fn write_mark_now(&mut self) {
         if let Err(e) = self.flush_buffer() {
             tracing::debug!(error = %e, "writing a log mark failed; it goes out with the next flush");
+        }
+    }
+
+    /// Whether the current file has passed the roll size, readable without this writer's lock.
+    pub fn roll_due(&self) -> Arc<AtomicBool> {
+        self.roll_due.clone()
+    }
+
+    fn note_size(&self) {
+        if self.should_roll() {
+            self.roll_due.store(true, Ordering::Release);
         }
     }
 
@@ -152,7 +168,9 @@ impl LogWriter {
     pub fn append(&mut self, first_seq: u64, count: u32, ops: &[u8], crc: u32) -> Result<LogPos> {
         self.unclaimed = true;
         if ops.len() >= self.buf_bytes / 2 {
-            return self.append_direct(first_seq, count, ops, crc);
+            let r = self.append_direct(first_seq, count, ops, crc);
+            self.note_size();
+            return r;
         }
         let pos = self.end();
         let before = self.buf.len();
@@ -165,6 +183,7 @@ impl LogWriter {
                 return Err(e);
             }
         }
+        self.note_size();
         Ok(pos)
     }
 
@@ -295,6 +314,7 @@ impl LogWriter {
         self.written = 0;
         self.synced = 0;
         self.extent.publish(number, 0);
+        self.roll_due.store(false, Ordering::Release);
         self.push_mark(&Mark::Start { next_seq, prev_file: old_number, durable });
         // Written at once: after a crash, the new file vouches for the old one even when no
         // group reached it.
