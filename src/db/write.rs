@@ -248,7 +248,7 @@ impl DbInner {
                     return Err(e);
                 }
             }
-            log.end()
+            log.groups_end()
         };
         st.mem.set_log_end(end);
         let fresh = Arc::new(Memtable::new(end.file));

@@ -75,6 +75,8 @@ pub struct LogWriter {
     /// Set once the file has passed the roll size: the write leader reads it without the
     /// writer's lock (which a flush may hold through an `fdatasync`).
     roll_due: Arc<AtomicBool>,
+    /// Offset just past this file's start mark (0 if this writer did not start the file).
+    content_start: u64,
 }
 
 impl LogWriter {
@@ -112,10 +114,12 @@ impl LogWriter {
             extent,
             unclaimed: false,
             roll_due: Arc::new(AtomicBool::new(false)),
+            content_start: 0,
         };
         w.note_size();
         if len == 0 {
             w.push_mark(&Mark::Start { next_seq, prev_file: 0, durable: LogPos::default() });
+            w.content_start = w.end().offset;
             w.write_mark_now();
         }
         w
@@ -156,6 +160,18 @@ impl LogWriter {
     /// The position the next record group will be written at.
     pub fn end(&self) -> LogPos {
         LogPos { file: self.number, offset: self.written + self.buf.len() as u64 }
+    }
+
+    /// Where the groups appended so far end, as a log head: the start of the current file when
+    /// nothing but its start mark is in it (a head there needs no sync of the new file — the
+    /// flush that records it would otherwise `fdatasync` it, under this writer's lock, with
+    /// everything written to it meanwhile).
+    pub fn groups_end(&self) -> LogPos {
+        let end = self.end();
+        if end.offset == self.content_start {
+            return LogPos { file: self.number, offset: 0 };
+        }
+        end
     }
 
     /// Number of the file being appended to.
@@ -316,6 +332,7 @@ impl LogWriter {
         self.extent.publish(number, 0);
         self.roll_due.store(false, Ordering::Release);
         self.push_mark(&Mark::Start { next_seq, prev_file: old_number, durable });
+        self.content_start = self.end().offset;
         // Written at once: after a crash, the new file vouches for the old one even when no
         // group reached it.
         self.write_mark_now();
