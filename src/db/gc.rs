@@ -43,9 +43,10 @@ pub struct GcReport {
     pub stopped_by_reader_at: Option<u64>,
 }
 
-/// How long GC waits for readers older than its re-puts before it stops (short scans finish
-/// within it; a held snapshot does not).
-const READER_WAIT: Duration = Duration::from_millis(100);
+/// How long GC waits for readers older than its re-puts before it stops: short scans and
+/// snapshot reads finish within it, a held snapshot does not. (It is the longest a `run_gc`
+/// call or a round blocks on a reader.)
+const READER_WAIT: Duration = Duration::from_millis(20);
 
 /// How collecting one chunk ended.
 enum ChunkDone {
@@ -187,12 +188,18 @@ impl DbInner {
 
     /// Wait (at most `READER_WAIT`) until no reader older than `seq` is left; false if one is.
     fn wait_for_readers(&self, seq: u64) -> bool {
+        if self.no_reader_older_than(seq) {
+            return true;
+        }
+        // Writers must not wait for GC while GC waits for a reader: nothing frees meanwhile.
+        self.gc_pacing.set_stalled(false);
         let start = std::time::Instant::now();
         while !self.no_reader_older_than(seq) {
             if start.elapsed() >= READER_WAIT || self.is_shutting_down() {
                 return false;
             }
-            std::thread::sleep(Duration::from_millis(5));
+            // Short scans end within a millisecond or so: poll often, hold `gc_lock` briefly.
+            std::thread::sleep(Duration::from_millis(1));
         }
         true
     }

@@ -28,6 +28,14 @@ pub(crate) struct WriterSlot {
     cv: Condvar,
 }
 
+/// What the leader does to the log besides appending its group.
+struct LogOp {
+    /// Roll to this file number first (the file has passed `log_file_bytes`).
+    roll_to: Option<u64>,
+    /// More writers are queued: leave the sync mark for the next group's write.
+    mark_later: bool,
+}
+
 /// Group size limits (LevelDB's): a small leader does not wait behind a huge group.
 const MAX_GROUP_BYTES: usize = 1 << 20;
 const SMALL_LEADER_BYTES: usize = 128 << 10;
@@ -142,8 +150,12 @@ impl DbInner {
         // under the state lock; the flag is read without the log lock, which a flush may hold
         // through an fdatasync); the group then goes into the new file.
         let roll_to = self.log_roll_due.load(Ordering::Acquire).then(|| st.versions.new_file_number());
+        // With writers queued behind this group, the sync mark rides along with the next
+        // group's write instead of costing a write of its own.
+        let mark_later = st.writers.len() > n;
+        let log_op = LogOp { roll_to, mark_later };
         let r =
-            MutexGuard::unlocked(st, || self.append_and_apply(&batches, sync, first_seq, count as u32, &mem, roll_to));
+            MutexGuard::unlocked(st, || self.append_and_apply(&batches, sync, first_seq, count as u32, &mem, log_op));
         match &r {
             Ok(()) => {
                 self.visible_seq.store(first_seq + count - 1, Ordering::Release);
@@ -170,7 +182,7 @@ impl DbInner {
         first_seq: u64,
         count: u32,
         mem: &Memtable,
-        roll_to: Option<u64>,
+        log_op: LogOp,
     ) -> Result<()> {
         let mut ops = Vec::new();
         if group.len() > 1 {
@@ -185,12 +197,13 @@ impl DbInner {
         let (crc, value_crcs) = crate::log::group_crc(first_seq, count, rep, min_blob);
         let pos = {
             let mut log = self.log.lock();
-            if let Some(n) = roll_to.filter(|_| log.should_roll()) {
+            if let Some(n) = log_op.roll_to.filter(|_| log.should_roll()) {
                 log.roll(n, first_seq)?;
             }
             let pos = log.append(first_seq, count, rep, crc)?;
             if sync {
-                if let Err(e) = log.sync() {
+                let synced = if log_op.mark_later { log.sync_mark_with_next_write() } else { log.sync() };
+                if let Err(e) = synced {
                     log.discard_from(pos);
                     return Err(e);
                 }

@@ -75,8 +75,9 @@ pub struct LogWriter {
     /// Set once the file has passed the roll size: the write leader reads it without the
     /// writer's lock (which a flush may hold through an `fdatasync`).
     roll_due: Arc<AtomicBool>,
-    /// Offset just past this file's start mark (0 if this writer did not start the file).
-    content_start: u64,
+    /// Offset just past the last group in the current file (0: none yet); marks after it do
+    /// not count.
+    groups_end: u64,
 }
 
 impl LogWriter {
@@ -114,12 +115,11 @@ impl LogWriter {
             extent,
             unclaimed: false,
             roll_due: Arc::new(AtomicBool::new(false)),
-            content_start: 0,
+            groups_end: len,
         };
         w.note_size();
         if len == 0 {
             w.push_mark(&Mark::Start { next_seq, prev_file: 0, durable: LogPos::default() });
-            w.content_start = w.end().offset;
             w.write_mark_now();
         }
         w
@@ -162,16 +162,12 @@ impl LogWriter {
         LogPos { file: self.number, offset: self.written + self.buf.len() as u64 }
     }
 
-    /// Where the groups appended so far end, as a log head: the start of the current file when
-    /// nothing but its start mark is in it (a head there needs no sync of the new file — the
-    /// flush that records it would otherwise `fdatasync` it, under this writer's lock, with
-    /// everything written to it meanwhile).
+    /// Where the groups appended so far end, as a log head: marks after the last group (a sync
+    /// mark, a new file's start mark) are left out. A head recorded there needs no sync of
+    /// bytes no group needs — the flush recording it would otherwise `fdatasync` the file,
+    /// under this writer's lock, with everything written to it meanwhile, just for a mark.
     pub fn groups_end(&self) -> LogPos {
-        let end = self.end();
-        if end.offset == self.content_start {
-            return LogPos { file: self.number, offset: 0 };
-        }
-        end
+        LogPos { file: self.number, offset: self.groups_end }
     }
 
     /// Number of the file being appended to.
@@ -191,11 +187,13 @@ impl LogWriter {
         let pos = self.end();
         let before = self.buf.len();
         encode_group(&mut self.buf, first_seq, count, ops, crc);
+        self.groups_end = pos.offset + (self.buf.len() - before) as u64;
         self.bytes_appended += (self.buf.len() - before) as u64;
         if self.buf.len() >= self.buf_bytes {
             if let Err(e) = self.flush_buffer() {
                 // The caller reports this group as failed: it must not reach the file later.
                 self.buf.truncate(before);
+                self.groups_end = self.groups_end.min(pos.offset);
                 return Err(e);
             }
         }
@@ -217,6 +215,7 @@ impl LogWriter {
         let n = (header.len() + ops.len()) as u64;
         self.written += n;
         self.bytes_appended += n;
+        self.groups_end = self.written;
         Ok(pos)
     }
 
@@ -242,6 +241,17 @@ impl LogWriter {
     /// vouches for bytes before it), so recovery can tell later damage to these bytes from a
     /// torn tail.
     pub fn sync(&mut self) -> Result<()> {
+        self.sync_then_mark(true)
+    }
+
+    /// `sync` for a write leader with more writers queued behind it: the sync mark stays in the
+    /// buffer and reaches the file with the next group's bytes (one `write` instead of two;
+    /// under a stream of synced writes the mark trails its sync by one group).
+    pub fn sync_mark_with_next_write(&mut self) -> Result<()> {
+        self.sync_then_mark(false)
+    }
+
+    fn sync_then_mark(&mut self, write_mark: bool) -> Result<()> {
         sync_old_files(&self.unsynced_old)?;
         if self.dir_dirty {
             // The new file's directory entry must be durable before data in it is.
@@ -259,7 +269,9 @@ impl LogWriter {
             self.push_mark(&Mark::Sync { durable: LogPos { file: self.number, offset: self.synced } });
             // The sync itself succeeded; a mark that cannot be written now goes out (after the
             // failed bytes are cut) with the next flush.
-            self.write_mark_now();
+            if write_mark {
+                self.write_mark_now();
+            }
         }
         Ok(())
     }
@@ -280,6 +292,7 @@ impl LogWriter {
         if pos.file != self.number {
             return;
         }
+        self.groups_end = self.groups_end.min(pos.offset);
         if pos.offset >= self.written {
             self.buf.truncate((pos.offset - self.written) as usize);
         } else {
@@ -331,8 +344,8 @@ impl LogWriter {
         self.synced = 0;
         self.extent.publish(number, 0);
         self.roll_due.store(false, Ordering::Release);
+        self.groups_end = 0;
         self.push_mark(&Mark::Start { next_seq, prev_file: old_number, durable });
-        self.content_start = self.end().offset;
         // Written at once: after a crash, the new file vouches for the old one even when no
         // group reached it.
         self.write_mark_now();
