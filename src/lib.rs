@@ -29,6 +29,11 @@
 //! the one [`Error`] type, and the [`fs`] layer every file operation goes through (real files
 //! by default, in memory for tests). `examples/` shows each in a small program.
 //!
+//! A log damaged where a sync had made it durable is refused at open with
+//! [`Error::Corruption`]; opening with [`RecoveryMode::PointInTime`] or
+//! [`RecoveryMode::SkipDamaged`] salvages what can be kept and [`Db::recovery_report`] says
+//! what was lost ([`RecoveryReport`], [`LostRange`]).
+//!
 //! Cargo feature `test-util` adds `fs::FaultFs`, a file system that injects crashes, I/O
 //! errors and bit flips, for testing code built on the engine.
 
@@ -50,7 +55,7 @@ mod version;
 mod vlog;
 mod write_batch;
 
-pub use db::{destroy, Db, DbIterator, DbStats, Entries, GcReport, Snapshot, VerifyReport};
+pub use db::{destroy, Db, DbIterator, DbStats, Entries, GcReport, LostRange, RecoveryReport, Snapshot, VerifyReport};
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use options::{Compression, Options, ReadOptions, RecoveryMode, WriteOptions};
@@ -68,6 +73,6 @@ pub mod internals {
     pub use crate::sst::block_builder::BlockBuilder;
     pub use crate::sst::{Table, TableBuilder, TableOptions};
     pub use crate::util::crc;
-    pub use crate::version::{FileMeta, VersionEdit};
+    pub use crate::version::{FileMeta, VersionEdit, VersionSet};
     pub use crate::vlog::ValuePointer;
 }

@@ -5,15 +5,29 @@ use std::sync::Arc;
 use crate::fs::{PosixFs, Vfs};
 pub use crate::sst::compression::Compression;
 
-/// What to do with a damaged log tail at recovery.
+/// What recovery does where the log after the manifest's head breaks off (damaged bytes, a
+/// gap in the sequence numbers, a missing file). A break no completed sync covered — the log's
+/// sync marks tell — is a *torn tail*, the normal end of a crash; a break a sync had covered is
+/// damage to durable data. See docs/RELIABILITY.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum RecoveryMode {
-    /// Cut the log at the first torn or bad record group, keep everything before it, log a note.
+    /// Drop a torn tail (with a warning naming what went); refuse to open, with
+    /// `Error::Corruption` naming the file, offset and sequence numbers at stake, on damage to
+    /// synced data. Nothing is changed on disk before refusing.
     #[default]
     TolerateCorruptTail,
-    /// Refuse to open if any log record is damaged.
+    /// Refuse to open at any break, a torn tail included.
     AbsoluteConsistency,
+    /// Salvage: keep the log up to the first damage (a consistent point in time) and leave
+    /// out everything after it. What is lost (sequence numbers, keys) is reported
+    /// (`Db::recovery_report`), and copies of the affected log files and the report are kept in
+    /// `DIR/lost/` before anything changes.
+    PointInTime,
+    /// Salvage: keep every valid record group, also those after damaged stretches, in
+    /// sequence order; report and archive like `PointInTime`. Writes lost in a damaged stretch
+    /// are missing while later ones are kept, so keys the report lists may show older values.
+    SkipDamaged,
 }
 
 /// Options for `Db::open`. Build with `Options::default()` and the `#[must_use]` setters.

@@ -125,3 +125,85 @@ fn close_right_after_open_does_not_wait_for_the_gc_interval() {
         );
     }
 }
+
+/// Found by `damage_campaign` (seed 4181). A log file holding separated values stays after a
+/// flush moves the log head into it. Cut below the head, recovery read it from the head
+/// offset, past its end, saw an empty tail — and silently lost the synced groups after the
+/// head (the survey now treats a file shorter than the head as damage: the log is synced up
+/// to the head before the head is recorded).
+#[test]
+fn log_file_cut_below_the_log_head_is_corruption_not_an_empty_tail() {
+    let fs = wisckey::fs::FaultFs::in_memory(5);
+    let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
+    let opts = || manual_options().vfs(vfs.clone()).min_separated_value_bytes(64).gc_interval_ms(0);
+    let db = Db::open("/db", opts()).expect("open");
+    let synced = wisckey::WriteOptions::synced();
+    for i in 0..40u64 {
+        db.put_opt(&synced, format!("k{i:02}").as_bytes(), &make_value(b"k", i, 300)).expect("put");
+    }
+    db.flush().expect("flush: the head moves into the log file, which holds values");
+    for i in 40..45u64 {
+        db.put_opt(&synced, format!("k{i:02}").as_bytes(), &make_value(b"k", i, 300)).expect("put");
+    }
+    fs.halt();
+    drop(db);
+    fs.crash(wisckey::fs::CrashMode::KeepUnsynced).expect("crash");
+    let dir = std::path::Path::new("/db");
+    let log = vfs.list(dir).expect("list").into_iter().filter(|n| n.ends_with(".vlog")).max().expect("log");
+    let path = dir.join(log);
+    let bytes = common::damage::read(&*vfs, &path);
+    common::damage::write(&*vfs, &path, &bytes[..bytes.len() / 3]);
+    match Db::open("/db", opts()) {
+        Err(e) => assert!(e.is_corruption(), "{e}"),
+        Ok(db) => {
+            let lost: Vec<String> = (40..45u64)
+                .filter(|i| !matches!(db.get(format!("k{i:02}").as_bytes()), Err(_) | Ok(Some(_))))
+                .map(|i| format!("k{i:02}"))
+                .collect();
+            panic!("opened; synced keys {lost:?} silently missing");
+        }
+    }
+}
+
+/// Found by `damage_campaign` (seed 3585). The start mark of a log file rolled by size stayed
+/// in the userspace buffer until the next write reached the file; killed right after the roll,
+/// the new file was empty, nothing vouched for the previous file's synced bytes, and a cut in
+/// them looked like a torn tail: synced writes were lost without an error. Start marks are now
+/// written at once.
+#[test]
+fn log_file_cut_right_after_a_roll_is_corruption_not_a_torn_tail() {
+    let fs = wisckey::fs::FaultFs::in_memory(6);
+    let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
+    let opts =
+        || manual_options().vfs(vfs.clone()).min_separated_value_bytes(64).gc_interval_ms(0).log_file_bytes(8 << 10);
+    let db = Db::open("/db", opts()).expect("open");
+    let synced = wisckey::WriteOptions::synced();
+    let dir = std::path::Path::new("/db");
+    let logs = || {
+        let mut v: Vec<String> = vfs.list(dir).expect("list").into_iter().filter(|n| n.ends_with(".vlog")).collect();
+        v.sort();
+        v
+    };
+    let mut i = 0u64;
+    while logs().len() == 1 {
+        // Synced writes fill the first file; the first write past its size rolls (unsynced,
+        // so it stays in the buffer and dies with the process).
+        let wo = if common::damage::read(&*vfs, &dir.join(&logs()[0])).len() > 8 << 10 {
+            Default::default()
+        } else {
+            synced
+        };
+        db.put_opt(&wo, format!("k{i:03}").as_bytes(), &make_value(b"k", i, 300)).expect("put");
+        i += 1;
+    }
+    fs.halt();
+    drop(db);
+    fs.crash(wisckey::fs::CrashMode::KeepUnsynced).expect("crash");
+    let first = dir.join(&logs()[0]);
+    let bytes = common::damage::read(&*vfs, &first);
+    common::damage::write(&*vfs, &first, &bytes[..bytes.len() / 2]);
+    match Db::open("/db", opts()) {
+        Err(e) => assert!(e.is_corruption(), "{e}"),
+        Ok(_) => panic!("opened with the synced half of the first log file cut away"),
+    }
+}

@@ -1,6 +1,7 @@
 //! `Db::verify`: a healthy database reports no errors with real counts; a flipped byte in a
 //! table's data block or in a live separated value is reported, naming the damaged file.
-//! (`cli/tests/cli.rs` checks the `wisckey verify` command's exit codes.)
+//! Damage to synced log bytes is an error naming the log file, also while the database is open.
+//! (`cli/tests/cli.rs` checks the `wisckey verify` command's exit codes and `wisckey repair`.)
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -124,4 +125,20 @@ fn flipped_byte_in_live_separated_value_is_reported_naming_the_vlog_file() {
     assert!(!r.is_healthy(), "{r}");
     let name = file_name(&vlog);
     assert!(r.errors.iter().any(|e| e.contains(&name) && e.contains("checksum")), "no error names {name}: {r}");
+}
+
+#[test]
+fn verify_of_an_open_database_reports_damage_to_its_synced_log() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(tmp.path(), options().write_buffer_bytes(8 << 20)).expect("open");
+    for i in 0..200u32 {
+        db.put_opt(&WriteOptions::synced(), &key(i), &[b'q'; 120]).expect("put");
+    }
+    let log = files_with_ext(tmp.path(), "vlog").pop().expect("log");
+    let len = std::fs::metadata(&log).expect("stat").len() as usize;
+    assert!(db.verify().expect("verify").is_healthy());
+    flip_byte(&log, len / 3);
+    let r = db.verify().expect("verify");
+    assert!(!r.is_healthy(), "{r}");
+    assert!(r.errors.iter().any(|e| e.contains(&file_name(&log)) && e.contains("sync mark")), "{r}");
 }

@@ -149,6 +149,9 @@ pub fn gc(a: GcArgs) -> CliResult {
         "collected {} files: read {} bytes, rewrote {} bytes; value log on disk {} -> {} bytes",
         r.files_collected, r.bytes_read, r.bytes_rewritten, before.vlog_disk_bytes, after.vlog_disk_bytes
     );
+    if let Some(seq) = r.stopped_by_reader_at {
+        println!("stopped early: a snapshot or iterator at sequence {seq} pins what GC would free");
+    }
     db.close()?;
     Ok(())
 }

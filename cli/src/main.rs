@@ -4,6 +4,7 @@
 
 mod admin;
 mod bench;
+mod repair;
 mod stress;
 mod verify;
 mod ycsb;
@@ -40,6 +41,8 @@ enum Command {
     Gc(admin::GcArgs),
     /// Check every checksum and value pointer; exit 1 if the database is damaged.
     Verify(verify::VerifyArgs),
+    /// Salvage a database whose log is damaged and report what was lost.
+    Repair(repair::RepairArgs),
     /// db_stress-like random workload checked against an expected-state file (crash testing).
     Stress(stress::StressArgs),
     /// YCSB core workloads A–F (or a YCSB property file) against wisckey or a peer engine.
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Command::Destroy(a) => admin::destroy(a),
         Command::Gc(a) => admin::gc(a),
         Command::Verify(a) => verify::run(a),
+        Command::Repair(a) => repair::run(a),
         Command::Stress(a) => stress::run(a),
         Command::Ycsb(a) => ycsb::run(a),
         #[cfg(feature = "plot")]

@@ -39,6 +39,25 @@ pub struct GcReport {
     pub bytes_read: u64,
     /// Bytes of live values re-put at the head.
     pub bytes_rewritten: u64,
+    /// Set when collection stopped because a snapshot or iterator older than GC's re-puts
+    /// (reading at this sequence number) pins what was collected: collecting more would only
+    /// copy live values again without freeing anything. GC resumes once it is released.
+    pub stopped_by_reader_at: Option<u64>,
+}
+
+/// How long GC waits for readers older than its re-puts before it stops: short scans and
+/// snapshot reads finish within it, a held snapshot does not. (It is the longest a `run_gc`
+/// call or a round blocks on a reader.)
+const READER_WAIT: Duration = Duration::from_millis(20);
+
+/// How collecting one chunk ended.
+enum ChunkDone {
+    /// Go on with the next chunk.
+    More,
+    /// The file is collected (or GC is shutting down).
+    FileDone,
+    /// A reader at this sequence number pins the re-put chunk: stop collecting for now.
+    Pinned(u64),
 }
 
 /// Bytes of live values one GC write re-puts at most.
@@ -62,12 +81,25 @@ impl DbInner {
         let _one = self.gc_lock.lock();
         let mut report = GcReport::default();
         self.finish_pending_gc_deletes();
-        let mut tried = std::collections::HashSet::new();
-        while let Some((file, start)) = self.pick_gc_file(min_garbage_ratio) {
-            if !tried.insert(file) || self.is_shutting_down() {
+        // Only the files wholly before the head now: GC's re-puts go to the head, so a call
+        // never collects its own output, and its work is bounded by what exists when it starts.
+        let mut candidates = self.gc_candidates();
+        while let Some((file, start)) = self.pick_gc_file(min_garbage_ratio, Some(&candidates)) {
+            if self.is_shutting_down() {
                 break;
             }
-            self.gc_file(file, start, &mut report)?;
+            candidates.remove(&file);
+            if let Some(seq) = self.readers_pin_collected_files() {
+                report.stopped_by_reader_at = Some(seq);
+                break;
+            }
+            if let Some(seq) = self.gc_file(file, start, &mut report)? {
+                report.stopped_by_reader_at = Some(seq);
+                break;
+            }
+        }
+        if let Some(seq) = report.stopped_by_reader_at {
+            tracing::info!(reader_seq = seq, "value-log GC stopped: a snapshot or iterator older than its re-puts pins the collected data; it resumes once that reader is gone");
         }
         // Background GC re-arms the stall if the value log is still past its limit.
         self.gc_pacing.set_stalled(false);
@@ -116,28 +148,81 @@ impl DbInner {
         self.state.lock().shutting_down
     }
 
+    /// The vLog files GC may collect now: those holding separated values wholly before the head.
+    fn gc_candidates(&self) -> std::collections::BTreeSet<u64> {
+        let st = self.state.lock();
+        let head = st.versions.log_head().file;
+        st.versions.vlog_files().keys().copied().filter(|&f| f < head).collect()
+    }
+
     /// A file partly collected before (the manifest's GC tail) comes first; otherwise the file
-    /// with the highest garbage ratio among those wholly before the log head.
-    fn pick_gc_file(&self, min_ratio: f64) -> Option<(u64, u64)> {
+    /// with the highest garbage ratio among those wholly before the log head. An explicit call
+    /// (`only`: the files that existed when it started) may take any of those; a background
+    /// round never takes a file without counted garbage — files full of GC's own fresh copies
+    /// look like that, and chasing them would copy the same values forever. Files GC found
+    /// damaged are left alone (as evidence; reads of values in them report the damage).
+    fn pick_gc_file(&self, min_ratio: f64, only: Option<&std::collections::BTreeSet<u64>>) -> Option<(u64, u64)> {
+        let damaged = self.gc_damaged.lock().clone();
+        let allowed = |f: &u64| only.is_none_or(|o| o.contains(f)) && !damaged.contains(f);
         let st = self.state.lock();
         let head = st.versions.log_head();
         let tail = st.versions.vlog_tail();
         let vlog_files = st.versions.vlog_files();
-        if tail.offset > 0 && vlog_files.contains_key(&tail.file) {
+        if tail.offset > 0 && vlog_files.contains_key(&tail.file) && allowed(&tail.file) {
             return Some((tail.file, tail.offset));
         }
         vlog_files
             .iter()
-            .filter(|(f, s)| **f < head.file && s.total_bytes > 0 && s.garbage_ratio() >= min_ratio)
+            .filter(|(f, s)| **f < head.file && s.total_bytes > 0 && s.garbage_ratio() >= min_ratio && allowed(f))
+            .filter(|(_, s)| only.is_some() || s.garbage_bytes > 0)
             .max_by(|a, b| a.1.garbage_ratio().total_cmp(&b.1.garbage_ratio()))
             .map(|(f, _)| (*f, 0))
+    }
+
+    /// The sequence number of a reader that keeps files GC already collected alive: while
+    /// one does, collecting more only copies live values again without freeing anything.
+    fn readers_pin_collected_files(&self) -> Option<u64> {
+        if self.gc_pending.lock().is_empty() {
+            return None;
+        }
+        self.snapshots.oldest()
+    }
+
+    /// Wait (at most `READER_WAIT`) until no reader older than `seq` is left; false if one is.
+    fn wait_for_readers(&self, seq: u64) -> bool {
+        if self.no_reader_older_than(seq) {
+            return true;
+        }
+        // Writers must not wait for GC while GC waits for a reader: nothing frees meanwhile.
+        self.gc_pacing.set_stalled(false);
+        let start = std::time::Instant::now();
+        while !self.no_reader_older_than(seq) {
+            if start.elapsed() >= READER_WAIT || self.is_shutting_down() {
+                return false;
+            }
+            // Short scans end within a millisecond or so: poll often, hold `gc_lock` briefly.
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
     }
 
     /// Collect `file` from `start`. A helper thread reads and checks the next chunk while
     /// this one is re-put and freed, so each half keeps a core busy (at most three chunks are
     /// in memory). A liveness answer that went stale meanwhile is safe: the write leader
     /// re-checks every key before it re-puts.
-    fn gc_file(&self, file: u64, start: u64, report: &mut GcReport) -> Result<()> {
+    /// Returns the sequence number of a reader that made it stop early, if one did.
+    fn gc_file(&self, file: u64, start: u64, report: &mut GcReport) -> Result<Option<u64>> {
+        let r = self.gc_file_chunks(file, start, report);
+        if let Err(e) = &r {
+            if e.is_corruption() {
+                tracing::warn!(file, error = %e, "value-log GC found damage; leaving this file alone from now on");
+                self.gc_damaged.lock().insert(file);
+            }
+        }
+        r
+    }
+
+    fn gc_file_chunks(&self, file: u64, start: u64, report: &mut GcReport) -> Result<Option<u64>> {
         let path = vlog_file_name(&self.dir, file);
         let mut reader = LogReader::new(self.vfs.open_read(&path)?, file, start)?;
         std::thread::scope(|s| {
@@ -154,18 +239,21 @@ impl DbInner {
             for chunk in rx {
                 let chunk = chunk?;
                 let end = chunk.end;
-                if self.collect_chunk(file, chunk_start, chunk, report)? {
-                    break;
+                match self.collect_chunk(file, chunk_start, chunk, report)? {
+                    ChunkDone::More => chunk_start = end,
+                    ChunkDone::FileDone => return Ok(None),
+                    ChunkDone::Pinned(seq) => return Ok(Some(seq)),
                 }
-                chunk_start = end;
             }
-            Ok(())
+            Ok(None)
         })
     }
 
     /// Re-put a chunk's live values, record the progress and free the chunk (or the whole
-    /// file at its end). Returns whether collection of this file stops here.
-    fn collect_chunk(&self, file: u64, chunk_start: u64, chunk: Chunk, report: &mut GcReport) -> Result<bool> {
+    /// file at its end). A reader older than the re-puts pins the old copies: GC waits a
+    /// little for it, then stops (the chunk stays, the tail is recorded, the next round
+    /// resumes after it), so disk use grows by at most one chunk while old readers last.
+    fn collect_chunk(&self, file: u64, chunk_start: u64, chunk: Chunk, report: &mut GcReport) -> Result<ChunkDone> {
         report.bytes_read += chunk.bytes_read;
         add(&self.counters.gc_bytes_read, chunk.bytes_read);
         let writes: Vec<_> = chunk
@@ -183,18 +271,21 @@ impl DbInner {
             add(&self.counters.gc_bytes_rewritten, bytes);
         }
         let install_seq = self.visible_seq.load(Ordering::Acquire);
-        self.record_gc_progress(file, chunk.end, chunk.end_of_file, install_seq)?;
+        let free = self.wait_for_readers(install_seq);
+        self.record_gc_progress(file, chunk.end, chunk.end_of_file, install_seq, free)?;
+        let pinned = || ChunkDone::Pinned(self.snapshots.oldest().unwrap_or(0));
         if chunk.end_of_file {
             tracing::info!(file, bytes_read = report.bytes_read, "value-log file collected");
             report.files_collected += 1;
             add(&self.counters.gc_runs, 1);
-            return Ok(true);
+            return Ok(if free { ChunkDone::FileDone } else { pinned() });
         }
-        if self.no_reader_older_than(install_seq) {
-            self.punch(file, chunk_start, chunk.end);
+        if !free {
+            return Ok(pinned());
         }
+        self.punch(file, chunk_start, chunk.end);
         if self.is_shutting_down() {
-            return Ok(true);
+            return Ok(ChunkDone::FileDone);
         }
         // Leave the disk and the CPU to foreground work between chunks, unless the value
         // log is past its space target (writers may be waiting for this very chunk).
@@ -203,7 +294,7 @@ impl DbInner {
         if !self.gc_pacing.is_stalled() && !above(amp, self.opts.gc_space_amp_target) {
             std::thread::sleep(Duration::from_millis(self.opts.gc_pause_ms));
         }
-        Ok(false)
+        Ok(ChunkDone::More)
     }
     /// Read groups until `gc_chunk_bytes`, keeping the puts whose key still points here.
     fn read_chunk(&self, reader: &mut LogReader) -> Result<Chunk> {
@@ -266,13 +357,13 @@ impl DbInner {
 
     /// Persist the GC tail; at the end of a file also drop it from the manifest — unless an
     /// older reader still needs it, in which case that waits in `gc_pending`.
-    fn record_gc_progress(&self, file: u64, end: u64, end_of_file: bool, install_seq: u64) -> Result<()> {
+    fn record_gc_progress(&self, file: u64, end: u64, end_of_file: bool, install_seq: u64, free: bool) -> Result<()> {
         let mut edit = VersionEdit { vlog_tail: Some(LogPos { file, offset: end }), ..Default::default() };
         // A collected file leaves the manifest at once, so GC never picks it again (its
         // punched chunks would read back as zeros). While an older reader may still need it,
         // only the in-memory `gc_pending` set keeps the sweep from deleting it; after a
         // restart there are no such readers and the sweep removes it.
-        let free_now = end_of_file && self.no_reader_older_than(install_seq);
+        let free_now = end_of_file && free;
         if end_of_file {
             edit.vlog_files_deleted.push(file);
             if !free_now {
@@ -423,13 +514,23 @@ impl DbInner {
         };
         let _one = self.gc_lock.lock();
         self.finish_pending_gc_deletes();
-        let Some((file, start)) = self.pick_gc_file(min_ratio) else {
+        // While readers keep collected files alive, collecting more frees nothing.
+        let pick = match self.readers_pin_collected_files() {
+            Some(_) => None,
+            None => self.pick_gc_file(min_ratio, None),
+        };
+        let Some((file, start)) = pick else {
             self.gc_pacing.set_stalled(false);
             return Ok(false);
         };
         // Fresh: the pending deletes just finished may have freed space.
         self.pace(self.vlog_space_amp());
-        self.gc_file(file, start, &mut GcReport::default())?;
+        let stopped = self.gc_file(file, start, &mut GcReport::default())?;
+        if stopped.is_some() {
+            // An old reader pins what GC copies: writers must not wait for space GC cannot free.
+            self.gc_pacing.set_stalled(false);
+            return Ok(false);
+        }
         self.pace(self.vlog_space_amp());
         Ok(true)
     }

@@ -8,6 +8,7 @@ mod gc_pacing;
 mod iter;
 mod read;
 mod recovery;
+mod repair;
 mod snapshot;
 mod verify;
 mod write;
@@ -22,6 +23,7 @@ use parking_lot::{Condvar, Mutex};
 
 pub use gc::GcReport;
 pub use iter::{DbIterator, Entries};
+pub use repair::{LostRange, RecoveryReport, LOST_DIR};
 pub use snapshot::Snapshot;
 pub use verify::VerifyReport;
 
@@ -162,6 +164,8 @@ pub(crate) struct DbInner {
     gc_cv: Condvar,
     /// Fully collected vLog files waiting for readers older than the given sequence number.
     gc_pending: Mutex<Vec<(u64, u64)>>,
+    /// vLog files GC found damaged; it leaves them alone (as evidence).
+    gc_damaged: Mutex<HashSet<u64>>,
     gc_lock: Mutex<()>,
     seek_stats: Mutex<read::SeekStats>,
     /// Flush count when GC last compacted the whole tree to refresh discard statistics.
@@ -170,6 +174,8 @@ pub(crate) struct DbInner {
     gc_pacing: gc_pacing::GcPacing,
     /// The log appender; taken by the write leader and by flushes (lock order: state, then log).
     log: Arc<Mutex<LogWriter>>,
+    /// Set by the log writer when its file has passed `log_file_bytes`.
+    log_roll_due: Arc<std::sync::atomic::AtomicBool>,
     table_cache: Arc<TableCache>,
     vlog: crate::vlog::VlogReader,
     snapshots: Arc<SnapshotList>,
@@ -200,6 +206,8 @@ pub struct Db {
     /// Held by the handle, not the shared state: an iterator that outlives the handle must
     /// not keep the database locked.
     lock: Mutex<Option<Box<dyn FileLock>>>,
+    /// What a salvaging open left out.
+    recovery_report: Option<RecoveryReport>,
 }
 
 impl Db {
@@ -216,7 +224,8 @@ impl Db {
         let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone(), options.io_uring)
             .with_mapped_reads(options.mmap_value_reads);
         let recovered = recovery::recover(&vfs, &dir, &options, &policy.name())?;
-
+        let recovery_report = recovered.report;
+        let log_roll_due = recovered.log.roll_due();
         let log = Arc::new(Mutex::new(recovered.log));
         vlog.attach_log(&log);
         let gc_pacing = gc_pacing::GcPacing::new(options.memtable_log_bytes);
@@ -234,6 +243,7 @@ impl Db {
             }),
             visible_seq: AtomicU64::new(recovered.last_seq),
             log,
+            log_roll_due,
             dir,
             opts: options,
             vfs,
@@ -242,6 +252,7 @@ impl Db {
             compact_cv: Condvar::new(),
             gc_cv: Condvar::new(),
             gc_pending: Mutex::new(Vec::new()),
+            gc_damaged: Mutex::new(HashSet::new()),
             gc_lock: Mutex::new(()),
             seek_stats: Mutex::new(read::SeekStats::default()),
             gc_stats_refreshed_at: Mutex::new(0),
@@ -254,7 +265,7 @@ impl Db {
         });
         let threads = background::spawn(&inner)?;
         inner.delete_obsolete_files(&mut inner.state.lock());
-        Ok(Db { inner, threads: Mutex::new(threads), lock: Mutex::new(Some(lock)) })
+        Ok(Db { inner, threads: Mutex::new(threads), lock: Mutex::new(Some(lock)), recovery_report })
     }
 
     /// Set `key` to `value` (not synced: see `put_opt`).
@@ -362,6 +373,12 @@ impl Db {
         self.inner.reorganize()
     }
 
+    /// What the open left out of the database when it salvaged a damaged log
+    /// (`RecoveryMode::PointInTime` / `SkipDamaged`); `None` when nothing was lost.
+    pub fn recovery_report(&self) -> Option<&RecoveryReport> {
+        self.recovery_report.as_ref()
+    }
+
     /// Check every checksum and every live value pointer; see `VerifyReport`.
     pub fn verify(&self) -> Result<VerifyReport> {
         self.inner.verify()
@@ -401,9 +418,28 @@ impl Db {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
-        let r = self.inner.log.lock().sync();
+        let r = self.record_clean_close();
         self.lock.lock().take();
         r
+    }
+}
+
+impl Db {
+    /// Sync the log, sealed (the sync mark vouching for the last writes is durable too), and
+    /// record in the manifest how far it is durable: recovery then knows that damage anywhere
+    /// before that point — even damage that took the last marks with it — is not a torn tail.
+    fn record_clean_close(&self) -> Result<()> {
+        let end = {
+            let mut log = self.inner.log.lock();
+            log.sync_sealed()?;
+            log.end()
+        };
+        let mut st = self.inner.state.lock();
+        if st.bg_error.is_some() {
+            return Ok(());
+        }
+        let edit = crate::version::VersionEdit { log_durable: Some(end), ..Default::default() };
+        st.versions.log_and_apply(edit).map(|_| ())
     }
 }
 
@@ -490,6 +526,14 @@ pub fn destroy(path: impl AsRef<Path>, options: &Options) -> Result<()> {
                 vfs.remove(&dir.join(&name))?;
             }
         }
+    }
+    // Salvage evidence (`lost/`) goes with the database.
+    let lost = dir.join(LOST_DIR);
+    if vfs.is_dir(&lost) {
+        for name in vfs.list(&lost)? {
+            vfs.remove(&lost.join(&name))?;
+        }
+        vfs.remove_dir(&lost)?;
     }
     drop(lock);
     let _ = vfs.remove(&lock_path);

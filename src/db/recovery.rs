@@ -1,15 +1,18 @@
-//! Opening an existing database: read the manifest, replay the log from the recorded head into
-//! a memtable (flushing when it fills, so memory stays bounded), cut a torn tail, and reopen
-//! the last log file for appending.
+//! Opening an existing database: read the manifest, survey the log from the recorded head
+//! (nothing changes until the survey has said what the log holds), replay it into a memtable
+//! (flushing when it fills, so memory stays bounded), cut a torn tail, and reopen the last log
+//! file for appending. Damage to bytes a sync had made durable is `Corruption` under the
+//! default mode; the salvage modes keep what they can and report the rest (`repair.rs`).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use super::background::write_level0_table;
+use super::repair::{self, RecoveryReport};
 use crate::error::{Error, Result};
 use crate::filename::{self, vlog_file_name, FileKind};
 use crate::fs::Vfs;
-use crate::log::{self, LogPos, LogReader, LogRecord, LogWriter, ReadOutcome};
+use crate::log::{self, LogPos, LogReader, LogRecord, LogSurvey, LogWriter, Segment};
 use crate::memtable::Memtable;
 use crate::options::{Options, RecoveryMode};
 use crate::version::{VersionEdit, VersionSet};
@@ -20,11 +23,16 @@ pub(super) struct Recovered {
     pub versions: VersionSet,
     pub last_seq: u64,
     pub log: LogWriter,
+    /// Set when a salvage mode left something out.
+    pub report: Option<RecoveryReport>,
 }
 
 pub(super) fn recover(vfs: &Arc<dyn Vfs>, dir: &Path, opts: &Options, policy: &str) -> Result<Recovered> {
-    let mut versions = if vfs.exists(&filename::current_file_name(dir)) {
-        VersionSet::recover(vfs.clone(), dir, opts.num_levels)?
+    // The manifest is only read here: nothing on disk changes until the log survey has said
+    // the log may be opened.
+    let existing = vfs.exists(&filename::current_file_name(dir));
+    let mut versions = if existing {
+        VersionSet::load(vfs.clone(), dir, opts.num_levels)?
     } else {
         VersionSet::create(vfs.clone(), dir, opts.num_levels, policy)?
     };
@@ -40,22 +48,149 @@ pub(super) fn recover(vfs: &Arc<dyn Vfs>, dir: &Path, opts: &Options, policy: &s
             "the log file holding the manifest's log head is missing",
         ));
     }
-    let mut replay =
-        Replay { vfs, dir, opts, versions: &mut versions, mem: Arc::new(Memtable::default()), last_seq: 0 };
-    replay.last_seq = replay.versions.last_sequence();
-    let mut tail = None;
-    for (i, &n) in logs.iter().enumerate() {
-        let start = if n == head.file { head.offset } else { 0 };
-        let end = replay.file(n, start, i + 1 == logs.len())?;
-        tail = Some((n, end));
-    }
-    let (mem, last_seq) = (replay.mem, replay.last_seq);
     if let Some(&max) = logs.last() {
         versions.mark_file_number_used(max);
     }
-    versions.set_last_sequence(last_seq);
-    let log = open_log_writer(vfs, dir, opts, &mut versions, tail)?;
-    Ok(Recovered { mem, versions, last_seq, log })
+    let closed = versions.log_durable();
+    let survey = log::survey::survey(&**vfs, dir, &logs, head, closed)?;
+    let plan = plan(dir, &survey, opts.recovery_mode)?;
+    if existing {
+        versions.start_manifest()?;
+    }
+    let report = match plan.salvage {
+        true => Some(keep_evidence(vfs, dir, &survey, &plan, opts.recovery_mode, &mut versions)?),
+        false => None,
+    };
+    let manifest_seq = versions.last_sequence();
+    let mut replay =
+        Replay { vfs, dir, opts, versions: &mut versions, mem: Arc::new(Memtable::default()), applied: None };
+    for seg in &plan.apply {
+        replay.segment(seg)?;
+    }
+    let applied = replay.applied;
+    let log = if plan.salvage {
+        // The salvaged state starts a fresh log after everything that was read: the damaged
+        // files fall below the head (their copies are in `lost/`).
+        let last_seq = manifest_seq.max(survey.max_seq.unwrap_or(0)).max(applied.unwrap_or(0));
+        let log = salvage_log(&mut replay, last_seq)?;
+        replay.versions.set_last_sequence(last_seq);
+        log
+    } else {
+        // Sequence numbers stay dense: the next group follows the last one kept (dropped torn
+        // groups exist nowhere now), or the numbering a start mark announced.
+        let next = plan.apply.last().and_then(|s| s.next_seq);
+        let last_seq = next.map(|n| n - 1).or(applied).unwrap_or(manifest_seq);
+        replay.versions.set_last_sequence(last_seq);
+        let tail = cut_and_sync(vfs, dir, &logs, &survey, plan.cut)?;
+        open_log_writer(vfs, dir, opts, replay.versions, tail, last_seq + 1)?
+    };
+    let mem = replay.mem;
+    let last_seq = versions.last_sequence();
+    Ok(Recovered { mem, versions, last_seq, log, report })
+}
+
+/// What to replay, what to cut, whether this is a salvage.
+struct Plan {
+    apply: Vec<Segment>,
+    /// A torn tail: the log ends here (later files go).
+    cut: Option<LogPos>,
+    salvage: bool,
+}
+
+fn plan(dir: &Path, survey: &LogSurvey, mode: RecoveryMode) -> Result<Plan> {
+    let before = |at: LogPos| survey.segments_before(at).cloned().collect::<Vec<_>>();
+    let Some(first) = survey.breaks.first() else {
+        return Ok(Plan { apply: survey.segments.clone(), cut: None, salvage: false });
+    };
+    if mode == RecoveryMode::AbsoluteConsistency {
+        return Err(repair::damage_error(dir, survey, first, mode));
+    }
+    if let Some(torn) = survey.torn_tail() {
+        warn_torn(dir, survey, torn.at, &torn.reason);
+        return Ok(Plan { apply: before(torn.at), cut: Some(torn.at), salvage: false });
+    }
+    match mode {
+        RecoveryMode::PointInTime => Ok(Plan { apply: before(first.at), cut: None, salvage: true }),
+        RecoveryMode::SkipDamaged => {
+            // Everything valid up to a torn tail (if one follows), in sequence order: a run
+            // numbered at or below what is already kept cannot be placed and is left out.
+            let end = survey.breaks.iter().find(|b| b.durable_by.is_none()).map(|b| b.at);
+            let (mut apply, mut last) = (Vec::new(), None);
+            for s in survey.segments.iter().filter(|s| end.is_none_or(|t| LogPos { file: s.file, offset: s.end } <= t))
+            {
+                if s.first_seq.zip(last).is_some_and(|(f, l)| f <= l) {
+                    continue;
+                }
+                last = s.last_seq.or(last);
+                apply.push(s.clone());
+            }
+            Ok(Plan { apply, cut: None, salvage: true })
+        }
+        _ => Err(repair::damage_error(dir, survey, first, mode)),
+    }
+}
+
+/// A torn tail is the normal end of a crash: say what goes.
+fn warn_torn(dir: &Path, survey: &LogSurvey, at: LogPos, reason: &str) {
+    let dropped: u64 = survey
+        .files
+        .iter()
+        .filter(|(n, _)| *n >= at.file)
+        .map(|(n, size)| if *n == at.file { size.saturating_sub(at.offset) } else { *size })
+        .sum();
+    let after = survey.segments.iter().filter(|s| LogPos { file: s.file, offset: s.start } >= at);
+    let groups: u64 = after.clone().map(|s| s.groups).sum();
+    let seqs = (after.clone().find_map(|s| s.first_seq), after.filter_map(|s| s.last_seq).max());
+    tracing::warn!(file = ?vlog_file_name(dir, at.file), offset = at.offset, dropped_bytes = dropped,
+        unsynced_groups_dropped = groups, ?seqs, %reason,
+        "log tail is torn (no completed sync covered it); keeping everything before it");
+}
+
+/// Before a salvage changes anything: the report of what will be left out, and copies of the
+/// affected log files, under `DIR/lost/`.
+fn keep_evidence(
+    vfs: &Arc<dyn Vfs>,
+    dir: &Path,
+    survey: &LogSurvey,
+    plan: &Plan,
+    mode: RecoveryMode,
+    versions: &mut VersionSet,
+) -> Result<RecoveryReport> {
+    let mut report = repair::build_report(&**vfs, dir, survey, &plan.apply, mode)?;
+    let from = survey.breaks.first().map_or(0, |b| b.at.file);
+    repair::archive(&**vfs, dir, survey, from, versions.new_file_number(), &mut report)?;
+    tracing::warn!(lost_ranges = report.lost.len(), seqs_lost = report.seqs_lost(), report = ?report.report_file,
+        "salvaged a damaged log; what is lost:\n{report}");
+    Ok(report)
+}
+
+/// Cut a torn tail (later files go first, then the file it is in) and make every remaining
+/// log file durable: the new writer's sync marks vouch for all of them. Returns where
+/// appending continues.
+fn cut_and_sync(
+    vfs: &Arc<dyn Vfs>,
+    dir: &Path,
+    logs: &[u64],
+    survey: &LogSurvey,
+    cut: Option<LogPos>,
+) -> Result<Option<(u64, u64)>> {
+    let keep: Vec<u64> = logs.iter().copied().filter(|&n| cut.is_none_or(|c| n <= c.file)).collect();
+    let doomed: Vec<u64> = logs.iter().copied().filter(|n| !keep.contains(n)).collect();
+    for &n in doomed.iter().rev() {
+        vfs.remove(&vlog_file_name(dir, n))?;
+    }
+    if !doomed.is_empty() {
+        vfs.sync_dir(dir)?;
+    }
+    let Some(&last) = keep.last() else { return Ok(None) };
+    for &n in &keep[..keep.len() - 1] {
+        vfs.open_append(&vlog_file_name(dir, n))?.sync_data()?;
+    }
+    let end = match cut {
+        Some(c) if c.file == last => c.offset,
+        _ => survey.file_size(last).unwrap_or(0),
+    };
+    Ok(Some((last, end)))
 }
 
 /// Numbers of the log files at or after `first`, ascending.
@@ -71,21 +206,23 @@ fn log_files_from(vfs: &dyn Vfs, dir: &Path, first: u64) -> Result<Vec<u64>> {
     Ok(logs)
 }
 
-/// Continue the last log file where its valid part ends, or start a new one.
+/// Continue the last log file where its valid part ends (made durable first), or start a new
+/// one whose first group will be `next_seq`.
 fn open_log_writer(
     vfs: &Arc<dyn Vfs>,
     dir: &Path,
     opts: &Options,
     versions: &mut VersionSet,
     tail: Option<(u64, u64)>,
+    next_seq: u64,
 ) -> Result<LogWriter> {
     let (number, file, len) = match tail {
         Some((n, len)) => {
             let mut f = vfs.open_append(&vlog_file_name(dir, n))?;
             if f.len() != len {
                 f.truncate(len)?;
-                f.sync()?;
             }
+            f.sync()?;
             (n, f, len)
         }
         None => {
@@ -95,7 +232,23 @@ fn open_log_writer(
             (n, f, 0)
         }
     };
-    Ok(LogWriter::new(vfs.clone(), dir, number, file, len, opts.log_buffer_bytes, opts.log_file_bytes))
+    Ok(LogWriter::new(vfs.clone(), dir, number, file, len, opts.log_buffer_bytes, opts.log_file_bytes, next_seq))
+}
+
+/// A salvage goes on in a new log file: created and synced (start mark included), then the
+/// recovered memtable goes to level 0 and the head moves into the new file, in one edit.
+fn salvage_log(replay: &mut Replay<'_>, last_seq: u64) -> Result<LogWriter> {
+    let (vfs, dir, opts) = (replay.vfs, replay.dir, replay.opts);
+    let number = replay.versions.new_file_number();
+    let file = vfs.create(&vlog_file_name(dir, number))?;
+    let mut log =
+        LogWriter::new(vfs.clone(), dir, number, file, 0, opts.log_buffer_bytes, opts.log_file_bytes, last_seq + 1);
+    log.sync()?;
+    vfs.sync_dir(dir)?;
+    let end = log.end();
+    replay.applied = Some(last_seq);
+    replay.flush(end)?;
+    Ok(log)
 }
 
 /// Log bytes read before the replayed groups are inserted (in parallel) into the memtable.
@@ -107,26 +260,32 @@ struct Replay<'a> {
     opts: &'a Options,
     versions: &'a mut VersionSet,
     mem: Arc<Memtable>,
-    last_seq: u64,
+    /// Highest sequence number replayed.
+    applied: Option<u64>,
 }
 
 impl Replay<'_> {
-    /// Replay log file `n` from `start`; returns the offset where its valid part ends.
-    fn file(&mut self, n: u64, start: u64, is_last: bool) -> Result<u64> {
-        let path = vlog_file_name(self.dir, n);
-        let mut reader = LogReader::new(self.vfs.open_read(&path)?, n, start)?;
+    /// Replay the groups of one valid segment (the survey checked every one of them).
+    fn segment(&mut self, seg: &Segment) -> Result<()> {
+        let path = vlog_file_name(self.dir, seg.file);
+        let mut reader = LogReader::new(self.vfs.open_read(&path)?, seg.file, seg.start)?;
         let mut batch = Vec::new();
         let mut batch_bytes = 0;
         loop {
-            let stop = match reader.next_record()? {
-                Ok(rec) => {
+            let at_end = reader.offset() >= seg.end;
+            if !at_end {
+                let rec = match reader.next_record()? {
+                    Ok(rec) => rec,
+                    Err(_) => {
+                        let why = "the log changed while the database was being opened";
+                        return Err(Error::corruption(&path, reader.offset(), why));
+                    }
+                };
+                if rec.mark.is_none() {
                     batch_bytes += rec.ops.len();
                     batch.push(rec);
-                    None
                 }
-                Err(outcome) => Some(outcome),
-            };
-            let at_end = stop.is_some();
+            }
             if at_end || batch_bytes >= REPLAY_BATCH_BYTES {
                 self.apply_batch(&batch);
                 batch.clear();
@@ -134,22 +293,11 @@ impl Replay<'_> {
                 let full = self.mem.approximate_bytes() as usize >= self.opts.write_buffer_bytes
                     || self.mem.log_bytes() >= self.opts.memtable_log_bytes;
                 if full {
-                    self.flush(LogPos { file: n, offset: reader.offset() })?;
+                    self.flush(LogPos { file: seg.file, offset: reader.offset() })?;
                 }
             }
-            match stop {
-                None => {}
-                Some(ReadOutcome::Clean) => return Ok(reader.offset()),
-                Some(ReadOutcome::Damaged { offset, reason }) => {
-                    let tolerate = self.opts.recovery_mode == RecoveryMode::TolerateCorruptTail && is_last;
-                    if !tolerate {
-                        return Err(Error::corruption(path, offset, reason));
-                    }
-                    let size = self.vfs.file_size(&path)?;
-                    tracing::warn!(file = ?path, offset, dropped_bytes = size - offset, %reason,
-                        "log tail is torn or damaged; keeping everything before it");
-                    return Ok(offset);
-                }
+            if at_end {
+                return Ok(());
             }
         }
     }
@@ -171,8 +319,8 @@ impl Replay<'_> {
             }
             apply(b);
         });
-        for rec in records.iter().filter(|r| r.count > 0) {
-            self.last_seq = self.last_seq.max(rec.first_seq + rec.count as u64 - 1);
+        for rec in records {
+            self.applied = self.applied.max(Some(rec.first_seq + rec.count as u64 - 1));
         }
     }
 
@@ -186,7 +334,8 @@ impl Replay<'_> {
         }
         edit.log_head = Some(head);
         edit.vlog_added = self.mem.vlog_bytes().into_iter().collect();
-        self.versions.set_last_sequence(self.last_seq);
+        let last = self.versions.last_sequence().max(self.applied.unwrap_or(0));
+        self.versions.set_last_sequence(last);
         self.versions.log_and_apply(edit)?;
         self.mem = Arc::new(Memtable::default());
         Ok(())

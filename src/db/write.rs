@@ -29,6 +29,14 @@ pub(crate) struct WriterSlot {
     cv: Condvar,
 }
 
+/// What the leader does to the log besides appending its group.
+struct LogOp {
+    /// Roll to this file number first (the file has passed `log_file_bytes`).
+    roll_to: Option<u64>,
+    /// More writers are queued: leave the sync mark for the next group's write.
+    mark_later: bool,
+}
+
 /// Group size limits (LevelDB's): a small leader does not wait behind a huge group.
 const MAX_GROUP_BYTES: usize = 1 << 20;
 const SMALL_LEADER_BYTES: usize = 128 << 10;
@@ -139,7 +147,16 @@ impl DbInner {
         let first_seq = st.last_seq + 1;
         st.last_seq += count;
         let mem = st.mem.clone();
-        let r = MutexGuard::unlocked(st, || self.append_and_apply(&batches, sync, first_seq, count as u32, &mem));
+        // A log file past `log_file_bytes` rolls before this group (its number is taken here,
+        // under the state lock; the flag is read without the log lock, which a flush may hold
+        // through an fdatasync); the group then goes into the new file.
+        let roll_to = self.log_roll_due.load(Ordering::Acquire).then(|| st.versions.new_file_number());
+        // With writers queued behind this group, the sync mark rides along with the next
+        // group's write instead of costing a write of its own.
+        let mark_later = st.writers.len() > n;
+        let log_op = LogOp { roll_to, mark_later };
+        let r =
+            MutexGuard::unlocked(st, || self.append_and_apply(&batches, sync, first_seq, count as u32, &mem, log_op));
         match &r {
             Ok(()) => {
                 self.visible_seq.store(first_seq + count - 1, Ordering::Release);
@@ -150,6 +167,9 @@ impl DbInner {
             Err(e) => {
                 tracing::error!(error = %e, "log write failed; the database is read-only until resume()");
                 st.bg_error = Some(e.duplicate());
+                // The group was cut out of the log: its numbers are used by the next group, so
+                // sequence numbers in the log stay dense (recovery checks that none is missing).
+                st.last_seq = first_seq - 1;
             }
         }
         (n, r)
@@ -163,6 +183,7 @@ impl DbInner {
         first_seq: u64,
         count: u32,
         mem: &Memtable,
+        log_op: LogOp,
     ) -> Result<()> {
         let mut ops = Vec::new();
         if group.len() > 1 {
@@ -177,9 +198,13 @@ impl DbInner {
         let crc = log::group_crc(first_seq, count, rep, &separated);
         let pos = {
             let mut log = self.log.lock();
+            if let Some(n) = log_op.roll_to.filter(|_| log.should_roll()) {
+                log.roll(n, first_seq)?;
+            }
             let pos = log.append(first_seq, count, rep, crc)?;
             if sync {
-                if let Err(e) = log.sync() {
+                let synced = if log_op.mark_later { log.sync_mark_with_next_write() } else { log.sync() };
+                if let Err(e) = synced {
                     log.discard_from(pos);
                     return Err(e);
                 }
@@ -232,12 +257,12 @@ impl DbInner {
             let holds_values = st.mem.vlog_bytes().contains_key(&log.file_number());
             if log.should_roll() || !holds_values {
                 let n = st.versions.new_file_number();
-                if let Err(e) = log.roll(n) {
+                if let Err(e) = log.roll(n, st.last_seq + 1) {
                     st.bg_error = Some(e.duplicate());
                     return Err(e);
                 }
             }
-            log.end()
+            log.groups_end()
         };
         st.mem.set_log_end(end);
         let fresh = Arc::new(Memtable::default());

@@ -6,12 +6,17 @@
 //! record group := crc32c u32 | len u32 | first_seq u64 | count u32 | ops[len]
 //! op           := kind u8 | varint32 klen | varint32 vlen | key | value
 //! crc32c covers len ‖ first_seq ‖ count ‖ ops.
+//! mark         := a record with first_seq = 0 and count = 0 whose body is a `Mark` (mark.rs)
 //! ```
 
+pub mod mark;
 pub mod reader;
+pub mod survey;
 pub mod writer;
 
+pub use mark::Mark;
 pub use reader::{LogReader, LogRecord, ReadOutcome};
+pub use survey::{LogBreak, LogSurvey, Segment};
 pub use writer::{DurableExtent, LogWriter};
 
 use crate::write_batch::{BatchIter, BatchOp};
@@ -114,6 +119,13 @@ pub fn encode_header(first_seq: u64, count: u32, ops_len: usize, crc: u32) -> [u
     h[..4].copy_from_slice(&crc.to_le_bytes());
     h[4..].copy_from_slice(&header_fields(first_seq, count, ops_len));
     h
+}
+
+/// Encode a mark record (header with `first_seq = 0`, `count = 0`, then the mark's body).
+pub fn encode_mark(dst: &mut Vec<u8>, mark: &Mark) {
+    let body = mark.encode();
+    let crc = crate::util::crc_extend(crate::util::crc(&header_fields(0, 0, body.len())), &body);
+    encode_group(dst, 0, 0, &body, crc);
 }
 
 /// Encode a whole record group (header + ops) into `dst`.

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::{LogPos, HEADER_LEN};
+use super::{LogPos, Mark, HEADER_LEN};
 use crate::error::Result;
 use crate::fs::RandomAccessFile;
 use crate::util::coding::{decode_fixed32, decode_fixed64};
@@ -14,10 +14,21 @@ use crate::write_batch::BatchIter;
 #[derive(Debug, Clone)]
 pub struct LogRecord {
     pub pos: LogPos,
+    /// Bytes after the header (ops, or a mark's body).
+    pub body_len: usize,
     pub first_seq: u64,
     pub count: u32,
-    /// Encoded ops (the `WriteBatch` encoding).
+    /// Encoded ops (the `WriteBatch` encoding); empty for a mark.
     pub ops: Vec<u8>,
+    /// Set when the record is a mark (`first_seq` and `count` are 0) rather than a group.
+    pub mark: Option<Mark>,
+}
+
+impl LogRecord {
+    /// Offset just past this record.
+    pub fn end(&self) -> u64 {
+        self.pos.offset + (HEADER_LEN + self.body_len) as u64
+    }
 }
 
 /// Why a reader stopped.
@@ -55,6 +66,26 @@ impl LogReader {
         self.offset
     }
 
+    /// Continue reading at `offset` (a resync point found after damage).
+    pub fn seek(&mut self, offset: u64) {
+        self.offset = offset;
+    }
+
+    /// Size of the file when the reader was made.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The file being read.
+    pub fn file(&self) -> &Arc<dyn RandomAccessFile> {
+        &self.file
+    }
+
+    /// File number being read.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
     /// Path of the file being read.
     pub fn path(&self) -> &PathBuf {
         &self.path
@@ -90,9 +121,21 @@ impl LogReader {
         if len > left - HEADER_LEN as u64 {
             return damaged("record length runs past the end of the file");
         }
+        let pos = LogPos { file: self.number, offset: at };
         let whole = self.bytes(at, HEADER_LEN + len as usize)?;
         if crate::util::crc(&whole[4..]) != crc {
             return damaged("record checksum mismatch");
+        }
+        let body_len = len as usize;
+        if first_seq == 0 && count == 0 {
+            let Some(mark) = Mark::decode(&whole[HEADER_LEN..]) else {
+                return damaged("malformed mark");
+            };
+            self.offset = at + HEADER_LEN as u64 + len;
+            return Ok(Ok(LogRecord { pos, body_len, first_seq, count, ops: Vec::new(), mark: Some(mark) }));
+        }
+        if first_seq == 0 || count == 0 {
+            return damaged("record group with sequence number 0 or no operations");
         }
         let ops = whole[HEADER_LEN..].to_vec();
         let mut n = 0u32;
@@ -106,7 +149,6 @@ impl LogReader {
             return damaged("operation count does not match the record header");
         }
         self.offset = at + HEADER_LEN as u64 + len;
-        let pos = LogPos { file: self.number, offset: at };
-        Ok(Ok(LogRecord { pos, first_seq, count, ops }))
+        Ok(Ok(LogRecord { pos, body_len, first_seq, count, ops, mark: None }))
     }
 }

@@ -2,12 +2,12 @@
 //! file past `log_file_bytes`, and makes the log durable on request.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::{encode_group, LogPos};
+use super::{encode_group, encode_mark, LogPos, Mark};
 use crate::error::Result;
 use crate::filename::vlog_file_name;
 use crate::fs::{Vfs, WritableFile};
@@ -70,10 +70,21 @@ pub struct LogWriter {
     pub bytes_appended: u64,
     /// What of the log is durable, published for readers that map log files.
     extent: Arc<DurableExtent>,
+    /// A group was appended since the last sync mark: the next completed sync writes one.
+    unclaimed: bool,
+    /// Set once the file has passed the roll size: the write leader reads it without the
+    /// writer's lock (which a flush may hold through an `fdatasync`).
+    roll_due: Arc<AtomicBool>,
+    /// Offset just past the last group in the current file (0: none yet); marks after it do
+    /// not count.
+    groups_end: u64,
 }
 
 impl LogWriter {
-    /// Start writing to `file` (number `number`), which already holds `len` valid bytes.
+    /// Start writing to `file` (number `number`), which already holds `len` valid bytes (they
+    /// must be durable: recovery syncs them). An empty file gets a start mark saying the next
+    /// group has sequence number `next_seq`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         vfs: Arc<dyn Vfs>,
         dir: &Path,
@@ -82,11 +93,12 @@ impl LogWriter {
         len: u64,
         buf_bytes: usize,
         roll_bytes: u64,
+        next_seq: u64,
     ) -> Self {
         let extent = Arc::new(DurableExtent::default());
         // The valid bytes found at open were read back from the file: nothing cuts them now.
         extent.publish(number, len);
-        LogWriter {
+        let mut w = LogWriter {
             vfs,
             dir: dir.to_path_buf(),
             file,
@@ -101,7 +113,43 @@ impl LogWriter {
             dir_dirty: false,
             bytes_appended: 0,
             extent,
+            unclaimed: false,
+            roll_due: Arc::new(AtomicBool::new(false)),
+            groups_end: len,
+        };
+        w.note_size();
+        if len == 0 {
+            w.push_mark(&Mark::Start { next_seq, prev_file: 0, durable: LogPos::default() });
+            w.write_mark_now();
         }
+        w
+    }
+
+    /// Hand a mark just put into the buffer to the file at once (one small write), so it
+    /// survives a process crash even if no group follows it. Failing is not fatal: the mark
+    /// stays in the buffer and goes out with the next flush.
+    fn write_mark_now(&mut self) {
+        if let Err(e) = self.flush_buffer() {
+            tracing::debug!(error = %e, "writing a log mark failed; it goes out with the next flush");
+        }
+    }
+
+    /// Whether the current file has passed the roll size, readable without this writer's lock.
+    pub fn roll_due(&self) -> Arc<AtomicBool> {
+        self.roll_due.clone()
+    }
+
+    fn note_size(&self) {
+        if self.should_roll() {
+            self.roll_due.store(true, Ordering::Release);
+        }
+    }
+
+    /// Put a mark into the buffer (it reaches the file with the next flush).
+    fn push_mark(&mut self, mark: &Mark) {
+        let before = self.buf.len();
+        encode_mark(&mut self.buf, mark);
+        self.bytes_appended += (self.buf.len() - before) as u64;
     }
 
     /// The durable part of the log, kept current as the log is synced and rolled.
@@ -114,6 +162,14 @@ impl LogWriter {
         LogPos { file: self.number, offset: self.written + self.buf.len() as u64 }
     }
 
+    /// Where the groups appended so far end, as a log head: marks after the last group (a sync
+    /// mark, a new file's start mark) are left out. A head recorded there needs no sync of
+    /// bytes no group needs — the flush recording it would otherwise `fdatasync` the file,
+    /// under this writer's lock, with everything written to it meanwhile, just for a mark.
+    pub fn groups_end(&self) -> LogPos {
+        LogPos { file: self.number, offset: self.groups_end }
+    }
+
     /// Number of the file being appended to.
     pub fn file_number(&self) -> u64 {
         self.number
@@ -122,20 +178,26 @@ impl LogWriter {
     /// Append one record group; returns where it starts. The group is in the buffer (or the
     /// OS) afterwards; call `sync` to make it durable.
     pub fn append(&mut self, first_seq: u64, count: u32, ops: &[u8], crc: u32) -> Result<LogPos> {
+        self.unclaimed = true;
         if ops.len() >= self.buf_bytes / 2 {
-            return self.append_direct(first_seq, count, ops, crc);
+            let r = self.append_direct(first_seq, count, ops, crc);
+            self.note_size();
+            return r;
         }
         let pos = self.end();
         let before = self.buf.len();
         encode_group(&mut self.buf, first_seq, count, ops, crc);
+        self.groups_end = pos.offset + (self.buf.len() - before) as u64;
         self.bytes_appended += (self.buf.len() - before) as u64;
         if self.buf.len() >= self.buf_bytes {
             if let Err(e) = self.flush_buffer() {
                 // The caller reports this group as failed: it must not reach the file later.
                 self.buf.truncate(before);
+                self.groups_end = self.groups_end.min(pos.offset);
                 return Err(e);
             }
         }
+        self.note_size();
         Ok(pos)
     }
 
@@ -153,6 +215,7 @@ impl LogWriter {
         let n = (header.len() + ops.len()) as u64;
         self.written += n;
         self.bytes_appended += n;
+        self.groups_end = self.written;
         Ok(pos)
     }
 
@@ -173,8 +236,22 @@ impl LogWriter {
         Ok(())
     }
 
-    /// Write the buffer and fdatasync: every group appended so far survives a crash.
+    /// Write the buffer and fdatasync: every group appended so far survives a crash. Then a
+    /// sync mark recording what is now durable is handed to the file (not synced: it only
+    /// vouches for bytes before it), so recovery can tell later damage to these bytes from a
+    /// torn tail.
     pub fn sync(&mut self) -> Result<()> {
+        self.sync_then_mark(true)
+    }
+
+    /// `sync` for a write leader with more writers queued behind it: the sync mark stays in the
+    /// buffer and reaches the file with the next group's bytes (one `write` instead of two;
+    /// under a stream of synced writes the mark trails its sync by one group).
+    pub fn sync_mark_with_next_write(&mut self) -> Result<()> {
+        self.sync_then_mark(false)
+    }
+
+    fn sync_then_mark(&mut self, write_mark: bool) -> Result<()> {
         sync_old_files(&self.unsynced_old)?;
         if self.dir_dirty {
             // The new file's directory entry must be durable before data in it is.
@@ -187,6 +264,25 @@ impl LogWriter {
             self.synced = self.written;
             self.extent.publish(self.number, self.synced);
         }
+        if self.unclaimed {
+            self.unclaimed = false;
+            self.push_mark(&Mark::Sync { durable: LogPos { file: self.number, offset: self.synced } });
+            // The sync itself succeeded; a mark that cannot be written now goes out (after the
+            // failed bytes are cut) with the next flush.
+            if write_mark {
+                self.write_mark_now();
+            }
+        }
+        Ok(())
+    }
+
+    /// `sync`, then sync once more so the sync mark it wrote is durable too (at close: a later
+    /// open then finds every byte of the log vouched for).
+    pub fn sync_sealed(&mut self) -> Result<()> {
+        self.sync()?;
+        if self.synced < self.written {
+            self.sync()?;
+        }
         Ok(())
     }
 
@@ -196,6 +292,7 @@ impl LogWriter {
         if pos.file != self.number {
             return;
         }
+        self.groups_end = self.groups_end.min(pos.offset);
         if pos.offset >= self.written {
             self.buf.truncate((pos.offset - self.written) as usize);
         } else {
@@ -221,14 +318,22 @@ impl LogWriter {
         self.written + self.buf.len() as u64 >= self.roll_bytes
     }
 
-    /// Continue in a new file numbered `number`. The old file is not synced here (that would
-    /// stall writers for an fdatasync per roll): it joins `unsynced_old`, and every later
-    /// `sync` syncs it before the new file, so a synced write is never durable while an older
-    /// write is not — damage can only ever be at the tail of the newest data.
-    pub fn roll(&mut self, number: u64) -> Result<()> {
+    /// Continue in a new file numbered `number`, whose first group will have sequence number
+    /// `next_seq`. The old file is not synced here (that would stall writers for an fdatasync
+    /// per roll): it joins `unsynced_old`, and every later `sync` syncs it before the new
+    /// file, so a synced write is never durable while an older write is not — damage can only
+    /// ever be at the tail of the newest data. The new file starts with a start mark (the
+    /// sequence number and what of the old files is durable).
+    pub fn roll(&mut self, number: u64, next_seq: u64) -> Result<()> {
         self.flush_buffer()?;
+        let durable = if self.unsynced_old.lock().is_empty() {
+            LogPos { file: self.number, offset: self.synced }
+        } else {
+            LogPos::default()
+        };
         let path = vlog_file_name(&self.dir, number);
         let file = self.vfs.create(&path)?;
+        let old_number = self.number;
         let old = std::mem::replace(&mut self.file, file);
         if self.synced < self.written {
             self.unsynced_old.lock().push(old);
@@ -238,6 +343,12 @@ impl LogWriter {
         self.written = 0;
         self.synced = 0;
         self.extent.publish(number, 0);
+        self.roll_due.store(false, Ordering::Release);
+        self.groups_end = 0;
+        self.push_mark(&Mark::Start { next_seq, prev_file: old_number, durable });
+        // Written at once: after a crash, the new file vouches for the old one even when no
+        // group reached it.
+        self.write_mark_now();
         Ok(())
     }
 
@@ -280,7 +391,7 @@ mod tests {
         let dir = Path::new("/d");
         vfs.create_dir_all(dir).unwrap();
         let file = vfs.create(&vlog_file_name(dir, number)).unwrap();
-        LogWriter::new(vfs.clone(), dir, number, file, 0, 1 << 10, 1 << 20)
+        LogWriter::new(vfs.clone(), dir, number, file, 0, 1 << 10, 1 << 20, 1)
     }
 
     #[test]
@@ -295,7 +406,7 @@ mod tests {
         assert!(extent.covers(6, u64::MAX), "files below the head are sealed");
         w.sync().unwrap();
         assert!(extent.covers(7, end) && !extent.covers(7, end + 1));
-        w.roll(9).unwrap();
+        w.roll(9, 2).unwrap();
         assert!(extent.covers(7, u64::MAX), "the rolled file is sealed");
         assert!(!extent.covers(9, 1), "nothing of the new head is durable yet");
         assert!(!extent.covers(10, 1), "files above the head are never covered");

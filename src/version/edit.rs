@@ -45,6 +45,9 @@ pub struct VersionEdit {
     pub log_head: Option<LogPos>,
     /// Oldest live value-log address (moved forward by GC).
     pub vlog_tail: Option<LogPos>,
+    /// At a clean close: the log was durable up to here (recovery treats damage before it
+    /// as damage to synced data even when the log's own sync marks were destroyed with it).
+    pub log_durable: Option<LogPos>,
     /// Where the next compaction of a level starts (internal key).
     pub compact_pointers: Vec<(u32, Vec<u8>)>,
     /// `(level, file number)` of files removed from a level.
@@ -90,6 +93,7 @@ const TAG_POLICY: u32 = 10;
 const TAG_VLOG_ADDED: u32 = 11;
 const TAG_VLOG_GARBAGE: u32 = 12;
 const TAG_VLOG_FILE_DELETED: u32 = 13;
+const TAG_LOG_DURABLE: u32 = 14;
 
 impl VersionEdit {
     /// Append the tagged encoding of this edit to `dst`.
@@ -116,6 +120,10 @@ impl VersionEdit {
         }
         if let Some(p) = self.vlog_tail {
             put_varint32(dst, TAG_VLOG_TAIL);
+            put_position(dst, p);
+        }
+        if let Some(p) = self.log_durable {
+            put_varint32(dst, TAG_LOG_DURABLE);
             put_position(dst, p);
         }
         for (level, key) in &self.compact_pointers {
@@ -206,6 +214,10 @@ impl VersionEdit {
             TAG_VLOG_TAIL => {
                 let p = get_position(r).ok_or_else(|| trunc("vlog tail"))?;
                 set_once(&mut self.vlog_tail, p, "vlog tail")
+            }
+            TAG_LOG_DURABLE => {
+                let p = get_position(r).ok_or_else(|| trunc("durable log end"))?;
+                set_once(&mut self.log_durable, p, "durable log end")
             }
             TAG_COMPACT_POINTER => {
                 let level = r.varint32().ok_or_else(|| trunc("compact pointer level"))?;
@@ -349,6 +361,7 @@ mod tests {
             last_sequence in proptest::option::of(any::<u64>()),
             log_head in proptest::option::of(position()),
             vlog_tail in proptest::option::of(position()),
+            log_durable in proptest::option::of(position()),
             compact_pointers in proptest::collection::vec((any::<u32>(), ikey()), 0..4),
             deleted_files in proptest::collection::vec((any::<u32>(), any::<u64>()), 0..6),
             added_files in proptest::collection::vec((any::<u32>(), file_meta()), 0..6),
@@ -358,7 +371,7 @@ mod tests {
             vlog_files_deleted in proptest::collection::vec(any::<u64>(), 0..5),
         ) -> VersionEdit {
             VersionEdit { comparator, format_version, next_file_number, last_sequence, log_head,
-                vlog_tail, compact_pointers, deleted_files, added_files, policy, vlog_added,
+                vlog_tail, log_durable, compact_pointers, deleted_files, added_files, policy, vlog_added,
                 vlog_garbage, vlog_files_deleted }
         }
     }

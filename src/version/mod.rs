@@ -20,8 +20,12 @@ pub use set::VersionSet;
 /// The only key order we know; stored in the manifest so a foreign database is refused.
 pub const COMPARATOR_NAME: &str = "wisckey.bytewise";
 
-/// The on-disk format version this code writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The on-disk format version this code writes. 2: log files carry marks (start and sync
+/// marks, docs/format/log.md), which builds of version 1 would read as damage.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest format version this code reads (1: logs without marks).
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
 
 /// A sorted run: files ordered by smallest key, pairwise disjoint (as internal keys).
 #[derive(Debug, Clone, PartialEq, Eq)]

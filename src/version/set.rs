@@ -8,7 +8,7 @@ use std::sync::{Arc, Weak};
 
 use super::edit::VersionEdit;
 use super::manifest::{read_current, read_manifest, set_current, ManifestWriter};
-use super::{ApplyError, Builder, Version, COMPARATOR_NAME, FORMAT_VERSION};
+use super::{ApplyError, Builder, Version, COMPARATOR_NAME, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 use crate::error::{Error, Result};
 use crate::filename::{current_file_name, manifest_file_name};
 use crate::fs::Vfs;
@@ -68,6 +68,8 @@ pub struct VersionSet {
     last_sequence: u64,
     log_head: LogPos,
     vlog_tail: LogPos,
+    /// Recorded at the last clean close: the log was durable up to here.
+    log_durable: LogPos,
     compact_pointers: Vec<Option<Vec<u8>>>,
     /// Value-log files holding separated values: number → statistics.
     vlog_files: BTreeMap<u64, VlogFileStats>,
@@ -110,6 +112,7 @@ impl VersionSet {
             last_sequence: 0,
             log_head: LogPos::default(),
             vlog_tail: LogPos::default(),
+            log_durable: LogPos::default(),
             compact_pointers: vec![None; num_levels],
             vlog_files: BTreeMap::new(),
             current: Arc::new(Version::empty(num_levels)),
@@ -137,7 +140,17 @@ impl VersionSet {
     /// old manifest, torn tail and all, is no longer needed (it is deleted).
     ///
     /// The caller must still `mark_file_number_used` for log files found beyond `log_head`.
+    /// (The database opens with `load` and `start_manifest`, surveying the log in between.)
+    #[cfg(test)]
     pub fn recover(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize) -> Result<VersionSet> {
+        let mut set = Self::load(vfs, dir, num_levels)?;
+        set.start_manifest()?;
+        Ok(set)
+    }
+
+    /// `recover` without writing anything: the state the manifest holds. Call
+    /// `start_manifest` before the first `log_and_apply`.
+    pub fn load(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize) -> Result<VersionSet> {
         let mut set = Self::blank(vfs, dir, num_levels, "")?;
         let number = read_current(&*set.vfs, dir)?;
         let path = manifest_file_name(dir, number);
@@ -151,8 +164,13 @@ impl VersionSet {
         set.replay(&path, num_levels)?;
         set.manifest_file_number = number;
         set.mark_file_number_used(number);
-        set.write_new_manifest()?;
         Ok(set)
+    }
+
+    /// Write a fresh manifest holding a snapshot of the state and point `CURRENT` at it (the
+    /// old manifest, torn tail and all, is then deleted).
+    pub fn start_manifest(&mut self) -> Result<()> {
+        self.write_new_manifest()
     }
 
     /// Rebuild state from the manifest at `path`.
@@ -212,6 +230,9 @@ impl VersionSet {
         }
         if let Some(p) = edit.vlog_tail {
             self.vlog_tail = p;
+        }
+        if let Some(p) = edit.log_durable {
+            self.log_durable = p;
         }
         if let Some(p) = &edit.policy {
             self.policy = p.clone();
@@ -342,6 +363,7 @@ impl VersionSet {
             last_sequence: Some(self.last_sequence),
             log_head: Some(self.log_head),
             vlog_tail: Some(self.vlog_tail),
+            log_durable: (self.log_durable != LogPos::default()).then_some(self.log_durable),
             compact_pointers,
             deleted_files: Vec::new(),
             added_files,
@@ -358,6 +380,7 @@ impl VersionSet {
         self.older.push(Arc::downgrade(&old));
     }
 
+    /// The newest version (the files of every level).
     pub fn current(&self) -> Arc<Version> {
         self.current.clone()
     }
@@ -369,6 +392,7 @@ impl VersionSet {
         n
     }
 
+    /// The next file number `new_file_number` will hand out.
     pub fn next_file_number(&self) -> u64 {
         self.next_file_number
     }
@@ -380,26 +404,37 @@ impl VersionSet {
         }
     }
 
+    /// The newest sequence number recorded.
     pub fn last_sequence(&self) -> u64 {
         self.last_sequence
     }
 
+    /// Set the newest sequence number (recorded with the next edit).
     pub fn set_last_sequence(&mut self, s: u64) {
         self.last_sequence = s;
     }
 
+    /// Every log record before this address is reflected in table files.
     pub fn log_head(&self) -> LogPos {
         self.log_head
     }
 
+    /// Where the log was durable at the last clean close (`(0, 0)`: not recorded).
+    pub fn log_durable(&self) -> LogPos {
+        self.log_durable
+    }
+
+    /// Oldest live value-log address (moved forward by GC).
     pub fn vlog_tail(&self) -> LogPos {
         self.vlog_tail
     }
 
+    /// Name of the compaction policy the database was last opened with.
     pub fn policy(&self) -> &str {
         &self.policy
     }
 
+    /// Where the next compaction of `level` starts (internal key), if recorded.
     pub fn compact_pointer(&self, level: usize) -> Option<&[u8]> {
         self.compact_pointers.get(level)?.as_deref()
     }
@@ -445,8 +480,10 @@ fn check_format(dir: &Path, edit: &VersionEdit) -> Result<()> {
     if let Some(c) = edit.comparator.as_deref().filter(|&c| c != COMPARATOR_NAME) {
         return Err(refuse(format!("it uses comparator {c:?}, not {COMPARATOR_NAME:?}")));
     }
-    if let Some(v) = edit.format_version.filter(|&v| v != FORMAT_VERSION) {
-        return Err(refuse(format!("format version {v}, this build reads only {FORMAT_VERSION}")));
+    if let Some(v) = edit.format_version.filter(|v| !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(v)) {
+        return Err(refuse(format!(
+            "format version {v}, this build reads {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION}"
+        )));
     }
     Ok(())
 }

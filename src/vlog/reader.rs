@@ -374,7 +374,7 @@ mod tests {
         let mem: Arc<dyn Vfs> = Arc::new(MemFs::new());
         mem.create_dir_all(dir.path()).unwrap();
         let file = mem.create(&vlog_file_name(dir.path(), head)).unwrap();
-        Arc::new(Mutex::new(LogWriter::new(mem, dir.path(), head, file, 0, 4096, 1 << 20)))
+        Arc::new(Mutex::new(LogWriter::new(mem, dir.path(), head, file, 0, 4096, 1 << 20, 1)))
     }
 
     #[test]
@@ -435,7 +435,7 @@ mod tests {
         let dir = std::path::Path::new("/d");
         vfs.create_dir_all(dir).unwrap();
         let file = vfs.create(&vlog_file_name(dir, 3)).unwrap();
-        let log = Arc::new(Mutex::new(LogWriter::new(vfs.clone(), dir, 3, file, 0, 1 << 20, 1 << 30)));
+        let log = Arc::new(Mutex::new(LogWriter::new(vfs.clone(), dir, 3, file, 0, 1 << 20, 1 << 30, 1)));
         let reader = VlogReader::new(vfs, dir.to_path_buf(), false);
         reader.attach_log(&log);
         let mut batch = crate::WriteBatch::new();

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod damage;
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
