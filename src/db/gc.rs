@@ -11,12 +11,13 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use super::read::{CheckedAt, LatestView};
 use super::{add, DbInner};
 use crate::error::{Error, Result};
 use crate::filename::vlog_file_name;
 use crate::key::ValueKind;
 use crate::log::LogPos;
-use crate::log::{LogReader, ReadOutcome, HEADER_LEN};
+use crate::log::{LogReader, LogRecord, ReadOutcome, HEADER_LEN};
 use crate::version::VersionEdit;
 use crate::vlog::ValuePointer;
 use crate::write_batch::{BatchIter, BatchOp, WriteBatch};
@@ -72,6 +73,41 @@ struct Chunk {
     end: u64,
     end_of_file: bool,
     bytes_read: u64,
+    /// The view the liveness answers came from: the write leader re-checks only what was
+    /// written after it.
+    checked: Option<CheckedAt>,
+}
+
+/// A put found in a chunk: its record, where its key and value sit in the record's ops, and
+/// the pointer a live entry would hold.
+struct ChunkPut {
+    rec: usize,
+    key: std::ops::Range<usize>,
+    value: std::ops::Range<usize>,
+    here: ValuePointer,
+}
+
+/// The puts of one record group, as `ChunkPut`s of record number `rec`.
+fn collect_puts(rec: &LogRecord, index: usize, out: &mut Vec<ChunkPut>) {
+    let base = rec.ops.as_ptr() as usize;
+    let mut ops = BatchIter::over(&rec.ops);
+    loop {
+        let op_start = ops.offset();
+        let Some(Ok(op)) = ops.next() else { break };
+        let BatchOp::Put { key, value } = op else { continue };
+        let range = |s: &[u8]| (s.as_ptr() as usize - base)..(s.as_ptr() as usize - base + s.len());
+        out.push(ChunkPut {
+            rec: index,
+            key: range(key),
+            value: range(value),
+            here: ValuePointer {
+                file: rec.pos.file,
+                offset: rec.pos.offset + (HEADER_LEN + op_start) as u64,
+                op_len: (ops.offset() - op_start) as u32,
+                value_crc: 0,
+            },
+        });
+    }
 }
 
 impl DbInner {
@@ -126,13 +162,13 @@ impl DbInner {
                 }
                 if batch.approximate_size() as u64 >= self.opts.gc_chunk_bytes {
                     report.bytes_rewritten += batch.user_bytes;
-                    self.gc_write(std::mem::take(&mut batch), std::mem::take(&mut old), true)?;
+                    self.gc_write(std::mem::take(&mut batch), std::mem::take(&mut old), None, true)?;
                 }
                 it.next()?;
             }
             report.bytes_rewritten += batch.user_bytes;
             if !batch.is_empty() {
-                self.gc_write(batch, old, true)?;
+                self.gc_write(batch, old, None, true)?;
             }
         }
         add(&self.counters.gc_bytes_rewritten, report.bytes_rewritten);
@@ -256,6 +292,7 @@ impl DbInner {
     fn collect_chunk(&self, file: u64, chunk_start: u64, chunk: Chunk, report: &mut GcReport) -> Result<ChunkDone> {
         report.bytes_read += chunk.bytes_read;
         add(&self.counters.gc_bytes_read, chunk.bytes_read);
+        let checked = chunk.checked;
         let writes: Vec<_> = chunk
             .full
             .into_iter()
@@ -266,7 +303,7 @@ impl DbInner {
         for (i, (batch, old)) in writes.into_iter().enumerate() {
             let bytes = batch.user_bytes;
             // One sync, with the last piece, before the tail moves (it covers the earlier ones).
-            self.gc_write(batch, old, i == last)?;
+            self.gc_write(batch, old, checked.clone(), i == last)?;
             report.bytes_rewritten += bytes;
             add(&self.counters.gc_bytes_rewritten, bytes);
         }
@@ -297,57 +334,62 @@ impl DbInner {
         Ok(ChunkDone::More)
     }
     /// Read groups until `gc_chunk_bytes`, keeping the puts whose key still points here.
+    /// Liveness is decided for the whole chunk against one pinned view, in key order (one
+    /// trip through the state lock, and neighbouring keys share table blocks); the live
+    /// values are re-put in that order too, so collected data comes out sorted by key.
     fn read_chunk(&self, reader: &mut LogReader) -> Result<Chunk> {
         let start = reader.offset();
-        let mut c = Chunk {
-            full: Vec::new(),
-            batch: WriteBatch::new(),
-            old: Vec::new(),
-            end: start,
-            end_of_file: false,
-            bytes_read: 0,
-        };
+        let mut recs: Vec<Vec<u8>> = Vec::new();
+        let mut puts: Vec<ChunkPut> = Vec::new();
+        let mut end_of_file = false;
         while reader.offset() - start < self.opts.gc_chunk_bytes {
             let rec = match reader.next_record()? {
                 Ok(rec) => rec,
                 Err(ReadOutcome::Clean) => {
-                    c.end_of_file = true;
+                    end_of_file = true;
                     break;
                 }
                 Err(ReadOutcome::Damaged { offset, reason }) => {
                     return Err(Error::corruption(reader.path().clone(), offset, format!("value-log GC: {reason}")));
                 }
             };
-            let mut ops = BatchIter::over(&rec.ops);
-            loop {
-                let op_start = ops.offset();
-                let Some(Ok(op)) = ops.next() else { break };
-                let BatchOp::Put { key, value } = op else { continue };
-                let here = ValuePointer {
-                    file: rec.pos.file,
-                    offset: rec.pos.offset + (HEADER_LEN + op_start) as u64,
-                    op_len: (ops.offset() - op_start) as u32,
-                    value_crc: 0,
-                };
-                if self.points_at(key, &here)? {
-                    c.batch.put(key, value);
-                    c.old.push(here);
-                    // Re-put in pieces: a GC write leads the write queue alone, and user
-                    // writers wait behind it.
-                    if c.batch.approximate_size() >= GC_WRITE_BYTES {
-                        c.full.push((std::mem::take(&mut c.batch), std::mem::take(&mut c.old)));
-                    }
-                }
+            collect_puts(&rec, recs.len(), &mut puts);
+            recs.push(rec.ops);
+        }
+        let end = reader.offset();
+        let key_of = |p: &ChunkPut| &recs[p.rec][p.key.clone()];
+        puts.sort_by(|a, b| key_of(a).cmp(key_of(b)));
+        let (view, checked) = self.liveness_view();
+        let mut c = Chunk {
+            full: Vec::new(),
+            batch: WriteBatch::new(),
+            old: Vec::new(),
+            end,
+            end_of_file,
+            bytes_read: end - start,
+            checked: None,
+        };
+        for p in &puts {
+            let key = key_of(p);
+            if !self.points_at(&view, key, &p.here)? {
+                continue;
+            }
+            c.batch.put(key, &recs[p.rec][p.value.clone()]);
+            c.old.push(p.here);
+            // Re-put in pieces: a GC write leads the write queue alone, and user writers
+            // wait behind it.
+            if c.batch.approximate_size() >= GC_WRITE_BYTES {
+                let piece = (std::mem::take(&mut c.batch), std::mem::take(&mut c.old));
+                c.full.push(piece);
             }
         }
-        c.end = reader.offset();
-        c.bytes_read = c.end - start;
+        c.checked = Some(checked);
         Ok(c)
     }
 
-    /// Whether the newest entry of `key` is a pointer to `at`.
-    fn points_at(&self, key: &[u8], at: &ValuePointer) -> Result<bool> {
-        Ok(match self.get_latest_entry(key)? {
+    /// Whether the newest entry of `key` in `view` is a pointer to `at`.
+    fn points_at(&self, view: &LatestView, key: &[u8], at: &ValuePointer) -> Result<bool> {
+        Ok(match self.latest_entry_in(view, key)? {
             Some((ValueKind::Pointer, cur)) => {
                 ValuePointer::decode(&cur).is_some_and(|p| p.file == at.file && p.offset == at.offset)
             }
@@ -541,8 +583,8 @@ impl DbInner {
     /// more frees nothing: no stall.
     fn pace(&self, amp: f64) {
         let readers_block_freeing = !self.gc_pending.lock().is_empty();
-        let stall = self.opts.gc_interval_ms > 0 && !readers_block_freeing && above(amp, self.opts.gc_space_amp_stall);
-        self.gc_pacing.set_stalled(stall);
+        let active = self.opts.gc_interval_ms > 0 && !readers_block_freeing;
+        self.gc_pacing.set_stalled(active && above(amp, self.opts.gc_space_amp_stall));
         self.gc_pacing.notify_progress();
     }
 

@@ -35,7 +35,30 @@ struct View {
     seq: u64,
 }
 
+/// A pinned view of the newest state, for value-log GC's liveness checks of a whole chunk.
+pub(crate) struct LatestView(View);
+
+/// Where a liveness check stood: its sequence number and the memtable that was active then
+/// (every later write went into it or into a newer one).
+#[derive(Clone)]
+pub(crate) struct CheckedAt {
+    pub(crate) seq: u64,
+    pub(crate) mem: Arc<Memtable>,
+}
+
 impl DbInner {
+    /// One view for many lookups of the newest entries (`latest_entry_in`).
+    pub(crate) fn liveness_view(&self) -> (LatestView, CheckedAt) {
+        let view = self.view(&ReadOptions::default());
+        let checked = CheckedAt { seq: view.seq, mem: view.mems[0].clone() };
+        (LatestView(view), checked)
+    }
+
+    /// The newest entry for `user_key` in `view` (see `get_latest_entry`).
+    pub(crate) fn latest_entry_in(&self, view: &LatestView, user_key: &[u8]) -> Result<Option<(ValueKind, Vec<u8>)>> {
+        self.get_entry(&view.0, user_key, true)
+    }
+
     fn view(&self, ro: &ReadOptions) -> View {
         let st = self.state.lock();
         let mut mems = Vec::with_capacity(1 + st.imms.len());

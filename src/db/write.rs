@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+use super::read::CheckedAt;
 use super::{add, DbInner, State};
 use crate::error::Result;
 use crate::key::ValueKind;
@@ -24,9 +25,15 @@ pub(crate) struct WriterSlot {
     force_switch: bool,
     /// A value-log GC relocation: `batch` re-puts values, and op *i* is applied only if the
     /// key's newest entry is still the pointer `gc_old[i]` (a user write in between wins).
-    gc_old: Option<Vec<ValuePointer>>,
+    gc_old: Option<Relocation>,
     result: Mutex<Option<Result<()>>>,
     cv: Condvar,
+}
+
+/// The condition of a GC re-put: the old pointers, and the view they were found live in.
+pub(crate) struct Relocation {
+    old: Vec<ValuePointer>,
+    checked: Option<CheckedAt>,
 }
 
 /// What the leader does to the log besides appending its group.
@@ -60,12 +67,20 @@ impl DbInner {
 
     /// Re-put relocated values (see `WriterSlot::gc_old`); durable when it returns if `sync`
     /// (a later synced write makes an unsynced one durable too: the log is a prefix).
-    pub(crate) fn gc_write(&self, batch: WriteBatch, old: Vec<ValuePointer>, sync: bool) -> Result<()> {
+    /// `checked`: the view in which GC found these pointers live, if it did (the leader then
+    /// re-checks only keys written after it).
+    pub(crate) fn gc_write(
+        &self,
+        batch: WriteBatch,
+        old: Vec<ValuePointer>,
+        checked: Option<CheckedAt>,
+        sync: bool,
+    ) -> Result<()> {
         self.enqueue(WriterSlot {
             batch,
             sync,
             force_switch: false,
-            gc_old: Some(old),
+            gc_old: Some(Relocation { old, checked }),
             result: Mutex::new(None),
             cv: Condvar::new(),
         })
@@ -128,8 +143,8 @@ impl DbInner {
             return (1, Ok(()));
         }
         let (n, gc_batch) = match &leader.gc_old {
-            Some(old) => match MutexGuard::unlocked(st, || self.still_pointing(&leader.batch, old)) {
-                Ok(b) => (1, Some(b)),
+            Some(reloc) => match self.still_pointing(st, &leader.batch, reloc) {
+                Ok(b) => (1, b),
                 Err(e) => return (1, Err(e)),
             },
             None => (group_size(st, &leader), None),
@@ -274,18 +289,56 @@ impl DbInner {
 }
 
 impl DbInner {
-    /// The ops of a GC relocation batch whose key still points at the old address.
-    fn still_pointing(&self, batch: &WriteBatch, old: &[ValuePointer]) -> Result<WriteBatch> {
-        let mut keep = WriteBatch::with_capacity(batch.approximate_size());
-        for (op, old) in batch.iter().zip(old) {
-            let Ok(BatchOp::Put { key, value }) = op else { continue };
-            if let Some((ValueKind::Pointer, cur)) = self.get_latest_entry(key)? {
-                if ValuePointer::decode(&cur).is_some_and(|p| p.file == old.file && p.offset == old.offset) {
+    /// The ops of a GC relocation batch whose key still points at the old address. When GC
+    /// found them live in a view whose active memtable has not been flushed since, every
+    /// write after that view is in that memtable or a newer one: a key none of them wrote
+    /// since is unchanged, and only those few memtable probes run while writers wait.
+    /// Otherwise each key is looked up in full. `None`: every op is still live (the batch is
+    /// written as it is, without a copy).
+    fn still_pointing(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        batch: &WriteBatch,
+        reloc: &Relocation,
+    ) -> Result<Option<WriteBatch>> {
+        let since = reloc.checked.as_ref().and_then(|c| {
+            let mems: Vec<Arc<Memtable>> = st.imms.iter().chain(std::iter::once(&st.mem)).cloned().collect();
+            let at = mems.iter().position(|m| Arc::ptr_eq(m, &c.mem))?;
+            Some((c.seq, mems[at..].to_vec()))
+        });
+        MutexGuard::unlocked(st, || {
+            let mut live = Vec::with_capacity(reloc.old.len());
+            for (op, old) in batch.iter().zip(&reloc.old) {
+                let Ok(BatchOp::Put { key, .. }) = op else {
+                    live.push(false);
+                    continue;
+                };
+                live.push(match &since {
+                    Some((seq, mems)) => mems.iter().all(|m| m.newest_seq(key).is_none_or(|s| s <= *seq)),
+                    None => self.points_to(key, old)?,
+                });
+            }
+            if live.len() == batch.len() && live.iter().all(|&l| l) {
+                return Ok(None);
+            }
+            let mut keep = WriteBatch::with_capacity(batch.approximate_size());
+            for (op, _) in batch.iter().zip(&live).filter(|(_, &l)| l) {
+                if let Ok(BatchOp::Put { key, value }) = op {
                     keep.put(key, value);
                 }
             }
-        }
-        Ok(keep)
+            Ok(Some(keep))
+        })
+    }
+
+    /// Whether the newest entry of `key` is the pointer `old` (a full lookup).
+    fn points_to(&self, key: &[u8], old: &ValuePointer) -> Result<bool> {
+        Ok(match self.get_latest_entry(key)? {
+            Some((ValueKind::Pointer, cur)) => {
+                ValuePointer::decode(&cur).is_some_and(|p| p.file == old.file && p.offset == old.offset)
+            }
+            _ => false,
+        })
     }
 }
 
@@ -353,9 +406,81 @@ impl DbInner {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use crate::fs::MemFs;
+    use crate::key::ValueKind;
+    use crate::options::Options;
+    use crate::vlog::ValuePointer;
+    use crate::write_batch::WriteBatch;
+    use crate::Db;
+
     #[test]
     fn db_is_send_and_sync() {
         fn is<T: Send + Sync>() {}
         is::<super::super::Db>();
+    }
+
+    fn options(fs: &Arc<MemFs>) -> Options {
+        Options::default().vfs(fs.clone()).min_separated_value_bytes(16).gc_interval_ms(0)
+    }
+
+    /// The pointer `key` holds now.
+    fn pointer(db: &Db, key: &[u8]) -> ValuePointer {
+        match db.inner.get_latest_entry(key).unwrap() {
+            Some((ValueKind::Pointer, v)) => ValuePointer::decode(&v).unwrap(),
+            other => panic!("{key:?} holds no pointer: {other:?}"),
+        }
+    }
+
+    /// GC found `keys` live in a view, then `between` ran, then GC re-puts them conditionally.
+    fn relocate_after(db: &Db, keys: &[&[u8]], between: impl FnOnce()) {
+        let (_view, checked) = db.inner.liveness_view();
+        let old: Vec<ValuePointer> = keys.iter().map(|k| pointer(db, k)).collect();
+        let mut batch = WriteBatch::new();
+        for k in keys {
+            batch.put(k, &db.get(k).unwrap().unwrap());
+        }
+        between();
+        db.inner.gc_write(batch, old, Some(checked), true).unwrap();
+    }
+
+    #[test]
+    fn a_user_write_after_gcs_liveness_view_wins_over_the_relocation() {
+        let fs = Arc::new(MemFs::new());
+        let db = Db::open("/db", options(&fs)).unwrap();
+        for k in [&b"a"[..], b"b", b"c"] {
+            db.put(k, &[k[0]; 64]).unwrap();
+        }
+        let b_before = pointer(&db, b"b");
+        relocate_after(&db, &[b"a", b"b", b"c"], || {
+            db.put(b"a", b"new value of a, written after GC looked").unwrap();
+            db.delete(b"c").unwrap();
+        });
+        assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"new value of a, written after GC looked"[..]));
+        assert_eq!(db.get(b"c").unwrap(), None, "a delete after the view must not be undone");
+        assert_ne!(pointer(&db, b"b"), b_before, "an untouched key is relocated");
+        assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&[b'b'; 64][..]));
+    }
+
+    #[test]
+    fn after_the_views_memtable_is_flushed_the_leader_looks_each_key_up_in_full() {
+        let fs = Arc::new(MemFs::new());
+        let db = Db::open("/db", options(&fs)).unwrap();
+        for k in [&b"a"[..], b"b"] {
+            db.put(k, &[k[0]; 64]).unwrap();
+        }
+        let b_before = pointer(&db, b"b");
+        relocate_after(&db, &[b"a", b"b"], || {
+            db.put(b"a", b"newer a").unwrap();
+            // The write leaves the memtables: only a full lookup can still see it.
+            db.flush().unwrap();
+        });
+        assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"newer a"[..]));
+        assert_ne!(pointer(&db, b"b"), b_before);
+        drop(db);
+        let db = Db::open("/db", options(&fs)).unwrap();
+        assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"newer a"[..]), "after recovery too");
+        assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&[b'b'; 64][..]));
     }
 }

@@ -183,6 +183,15 @@ impl Memtable {
         }
     }
 
+    /// Sequence number of the newest entry for `user_key`, of any kind (`None`: none here).
+    /// Value-log GC asks it to learn whether a key was written after it checked the key.
+    pub fn newest_seq(&self, user_key: &[u8]) -> Option<u64> {
+        let seek = IKey::search(&key::seek_key(user_key, key::MAX_SEQ));
+        let e = self.map.lower_bound(Bound::Included(&seek))?;
+        let p = key::parse_internal_key(e.key().ikey())?;
+        (p.user_key == user_key).then_some(p.seq)
+    }
+
     /// Visit every entry in order without copying (used by flushes).
     pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
         for e in self.map.iter() {

@@ -67,6 +67,11 @@ impl Histogram {
         }
     }
 
+    /// Samples added.
+    pub fn count(&self) -> u64 {
+        self.num as u64
+    }
+
     pub fn average(&self) -> f64 {
         if self.num == 0.0 {
             0.0

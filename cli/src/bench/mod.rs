@@ -299,7 +299,9 @@ impl Bench {
         let progress = progress_bar(name, per_thread * self.args.threads as u64);
         let seeds: Vec<u32> =
             (1..=threads as u32).map(|i| self.args.seed.wrapping_add(self.thread_count + i)).collect();
-        let stats = run_threads(&ctx, spec.method, &seeds, progress.as_ref())?;
+        // Write benchmarks always keep latencies: their tail (p99, p99.9) is where stalls show.
+        let latencies = self.args.histogram || spec.writes;
+        let stats = run_threads(&ctx, spec.method, &seeds, progress.as_ref(), latencies)?;
         if let Some(pb) = progress {
             pb.finish_and_clear();
         }
@@ -310,7 +312,7 @@ impl Bench {
 
     fn report(&self, summary: &report::Summary) {
         println!("{}", summary.line());
-        if let Some(h) = &summary.hist {
+        if let (Some(h), true) = (&summary.hist, self.args.histogram) {
             println!("Microseconds per op:\n{}", h.render());
         }
         if self.args.json {
@@ -392,7 +394,13 @@ fn progress_bar(name: &str, total: u64) -> Option<ProgressBar> {
 }
 
 /// Run `method` in one thread per seed, started together; returns the merged stats.
-fn run_threads(ctx: &Ctx, method: Method, seeds: &[u32], progress: Option<&ProgressBar>) -> CliResult<Stats> {
+fn run_threads(
+    ctx: &Ctx,
+    method: Method,
+    seeds: &[u32],
+    progress: Option<&ProgressBar>,
+    latencies: bool,
+) -> CliResult<Stats> {
     let barrier = Barrier::new(seeds.len());
     let results: Vec<CliResult<Stats>> = std::thread::scope(|scope| {
         let handles: Vec<_> = seeds
@@ -401,11 +409,8 @@ fn run_threads(ctx: &Ctx, method: Method, seeds: &[u32], progress: Option<&Progr
             .map(|(tid, &seed)| {
                 let barrier = &barrier;
                 scope.spawn(move || {
-                    let mut t = ThreadState {
-                        tid,
-                        rand: Random::new(seed),
-                        stats: Stats::new(ctx.args.histogram, progress.cloned()),
-                    };
+                    let mut t =
+                        ThreadState { tid, rand: Random::new(seed), stats: Stats::new(latencies, progress.cloned()) };
                     barrier.wait();
                     let _done = DoneOnDrop(&ctx.threads_done);
                     t.stats.start();

@@ -137,10 +137,15 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// `fillseq      :       2.345 micros/op;   47.2 MB/s (extra)`, exactly db_bench's layout.
+    /// `fillseq      :       2.345 micros/op;   47.2 MB/s (extra)`, exactly db_bench's layout,
+    /// with the latency tail after it when latencies were kept (`(p99 8.1 µs, p99.9 95.0 µs)`).
     pub fn line(&self) -> String {
         let mut extra = self.mb_per_s.map_or(String::new(), |r| format!("{r:6.1} MB/s"));
         append_with_space(&mut extra, &self.message);
+        if let Some(h) = self.hist.as_ref().filter(|h| h.count() > 0) {
+            let tail = format!("(p99 {:.1} µs, p99.9 {:.1} µs)", h.percentile(99.0), h.percentile(99.9));
+            append_with_space(&mut extra, &tail);
+        }
         let sep = if extra.is_empty() { "" } else { " " };
         format!("{:<12} : {:11.3} micros/op;{sep}{extra}", self.name, self.micros_per_op)
     }
