@@ -65,11 +65,15 @@ impl DbInner {
         mems.push(st.mem.clone());
         mems.extend(st.imms.iter().rev().cloned());
         let version = st.versions.current();
-        drop(st);
+        // Read under the lock that fixed the memtables: a leader publishes `visible_seq` and
+        // switches memtables only while holding it. So every write at or below `seq` is in
+        // these memtables or this Version, and every later one goes into `mems[0]` or a newer
+        // memtable — which GC's conditional re-put relies on (`CheckedAt`).
         let seq = match &ro.snapshot {
             Some(s) => s.sequence(),
             None => self.visible_seq.load(Ordering::Acquire),
         };
+        drop(st);
         View { mems, version, seq }
     }
 
