@@ -10,6 +10,9 @@ pub enum FileKind {
     /// `NNNNNN.vlog` — a value-log file (the log of record groups, which is also the
     /// write-ahead log).
     Vlog,
+    /// `NNNNNN.cold` — a cold value file: values GC moved out of older files (written by GC
+    /// only, never part of the write-ahead log; their pointers are logged in the `.vlog`s).
+    Cold,
     /// `MANIFEST-NNNNNN`
     Manifest,
     /// `CURRENT`
@@ -28,6 +31,10 @@ pub fn table_file_name(dir: &Path, n: u64) -> PathBuf {
 
 pub fn vlog_file_name(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.vlog"))
+}
+
+pub fn cold_file_name(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.cold"))
 }
 
 pub fn manifest_file_name(dir: &Path, n: u64) -> PathBuf {
@@ -63,6 +70,7 @@ pub fn parse_file_name(name: &str) -> Option<(FileKind, u64)> {
     let kind = match ext {
         "sst" => FileKind::Table,
         "vlog" => FileKind::Vlog,
+        "cold" => FileKind::Cold,
         "dbtmp" => FileKind::Temp,
         _ => return None,
     };
@@ -88,6 +96,7 @@ mod tests {
             let cases = [
                 (table_file_name(dir, n), FileKind::Table),
                 (vlog_file_name(dir, n), FileKind::Vlog),
+                (cold_file_name(dir, n), FileKind::Cold),
                 (manifest_file_name(dir, n), FileKind::Manifest),
                 (temp_file_name(dir, n), FileKind::Temp),
             ];

@@ -7,6 +7,7 @@ use crate::util::coding::{put_varint32, Reader};
 
 /// One operation decoded from a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BatchOp<'a> {
     /// Set `key` to `value`.
     Put {
@@ -20,6 +21,24 @@ pub enum BatchOp<'a> {
         /// The key.
         key: &'a [u8],
     },
+    /// Point `key` at a value that already sits in a value file (an encoded `ValuePointer`):
+    /// value-log GC logs these when it moves live values to a cold value file. Never in a
+    /// batch a user builds.
+    PutPointer {
+        /// The key.
+        key: &'a [u8],
+        /// The encoded pointer.
+        pointer: &'a [u8],
+    },
+}
+
+impl<'a> BatchOp<'a> {
+    /// The key the op writes.
+    pub fn key(&self) -> &'a [u8] {
+        match *self {
+            BatchOp::Put { key, .. } | BatchOp::Delete { key } | BatchOp::PutPointer { key, .. } => key,
+        }
+    }
 }
 
 /// Puts and deletes applied atomically by `Db::write`.
@@ -53,6 +72,15 @@ impl WriteBatch {
     /// Queue the deletion of `key`.
     pub fn delete(&mut self, key: &[u8]) -> &mut Self {
         self.push(ValueKind::Deletion, key, &[])
+    }
+
+    /// Queue `key` → an encoded value pointer (GC's relocation to a cold value file). Not
+    /// counted as user bytes.
+    pub(crate) fn put_pointer(&mut self, key: &[u8], pointer: &[u8]) -> &mut Self {
+        let user_bytes = self.user_bytes;
+        self.push(ValueKind::Pointer, key, pointer);
+        self.user_bytes = user_bytes;
+        self
     }
 
     fn push(&mut self, kind: ValueKind, key: &[u8], value: &[u8]) -> &mut Self {
@@ -144,6 +172,8 @@ impl<'a> BatchIter<'a> {
         match ValueKind::from_u8(kind)? {
             ValueKind::Value => Some(BatchOp::Put { key, value }),
             ValueKind::Deletion if vlen == 0 => Some(BatchOp::Delete { key }),
+            // An encoded pointer is 7 to 28 bytes.
+            ValueKind::Pointer if (7..=28).contains(&vlen) => Some(BatchOp::PutPointer { key, pointer: value }),
             _ => None,
         }
     }

@@ -80,6 +80,12 @@ fn drain_batch(bytes: &[u8]) -> Ops {
         match op {
             Ok(BatchOp::Put { key, value }) => out.push((key.to_vec(), Some(value.to_vec()))),
             Ok(BatchOp::Delete { key }) => out.push((key.to_vec(), None)),
+            // GC's relocation ops: never in a user batch, decoded without panicking.
+            Ok(BatchOp::PutPointer { key, pointer }) => {
+                assert!((7..=28).contains(&pointer.len()), "pointer of {} bytes", pointer.len());
+                out.push((key.to_vec(), None))
+            }
+            Ok(_) => {}
             Err(at) => {
                 assert!(at <= bytes.len(), "error offset {at} past the end ({} bytes)", bytes.len());
                 break;

@@ -329,6 +329,9 @@ impl DbInner {
                 let obsolete = match kind {
                     FileKind::Table => number < bound && !live.contains(&number),
                     FileKind::Vlog => number < head_file && !vlog_files.contains(&number),
+                    // Registered in the manifest before it is created: one that is not any
+                    // more was collected (or its creation never finished).
+                    FileKind::Cold => number < bound && !vlog_files.contains(&number),
                     FileKind::Manifest => number < manifest,
                     FileKind::Temp => number < bound,
                     _ => false,
@@ -346,7 +349,7 @@ impl DbInner {
                     // file again and keep its blocks allocated.
                     match kind {
                         FileKind::Table => self.table_cache.evict(number),
-                        FileKind::Vlog => self.vlog.evict(number),
+                        FileKind::Vlog | FileKind::Cold => self.vlog.evict(number),
                         _ => {}
                     }
                 }

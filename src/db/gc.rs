@@ -11,16 +11,27 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use super::cold::Relocation;
 use super::read::{CheckedAt, LatestView};
 use super::{add, DbInner};
 use crate::error::{Error, Result};
-use crate::filename::vlog_file_name;
 use crate::key::ValueKind;
 use crate::log::LogPos;
 use crate::log::{LogReader, LogRecord, ReadOutcome, HEADER_LEN};
 use crate::version::VersionEdit;
 use crate::vlog::ValuePointer;
 use crate::write_batch::{BatchIter, BatchOp, WriteBatch};
+
+/// Under the space target, a file is picked by LFS's cost-benefit score (garbage, and age as
+/// file numbers since it was written): a young file's live values are likely to die soon, so
+/// collecting it later moves less. Over the target, the most garbage per byte read wins.
+fn score(garbage_ratio: f64, age: u64, greedy: bool) -> f64 {
+    if greedy {
+        garbage_ratio
+    } else {
+        garbage_ratio * age.max(1) as f64 / (2.0 - garbage_ratio)
+    }
+}
 
 /// Past `gc_space_amp_target`, background GC also takes files with this much garbage.
 const EAGER_MIN_GARBAGE_RATIO: f64 = 0.2;
@@ -61,17 +72,19 @@ enum ChunkDone {
     Pinned(u64),
 }
 
-/// Bytes of live values one GC write re-puts at most.
+/// Bytes of live values one GC write moves at most: its pointer batch leads the write queue
+/// alone, and user writers wait behind it.
 const GC_WRITE_BYTES: usize = 4 << 20;
 
-/// One chunk's work: live values to re-put and where the chunk ends.
+/// One chunk's work: live values to move and where the chunk ends.
 struct Chunk {
-    /// Re-puts of `GC_WRITE_BYTES` each, before the last (partial) one in `batch`/`old`.
-    full: Vec<(WriteBatch, Vec<ValuePointer>)>,
-    batch: WriteBatch,
-    old: Vec<ValuePointer>,
+    /// Moves of at most `GC_WRITE_BYTES` each.
+    pieces: Vec<Relocation>,
     end: u64,
     end_of_file: bool,
+    /// A cold file's group at `end` is not whole: a torn tail from a crash (GC syncs a cold
+    /// file before any pointer names its bytes) unless a pointer names bytes past it.
+    torn: bool,
     bytes_read: u64,
     /// The view the liveness answers came from: the write leader re-checks only what was
     /// written after it.
@@ -120,7 +133,7 @@ impl DbInner {
         // Only the files wholly before the head now: GC's re-puts go to the head, so a call
         // never collects its own output, and its work is bounded by what exists when it starts.
         let mut candidates = self.gc_candidates();
-        while let Some((file, start)) = self.pick_gc_file(min_garbage_ratio, Some(&candidates)) {
+        while let Some((file, start)) = self.pick_gc_file(min_garbage_ratio, Some(&candidates), true) {
             if self.is_shutting_down() {
                 break;
             }
@@ -138,7 +151,7 @@ impl DbInner {
             tracing::info!(reader_seq = seq, "value-log GC stopped: a snapshot or iterator older than its re-puts pins the collected data; it resumes once that reader is gone");
         }
         // Background GC re-arms the stall if the value log is still past its limit.
-        self.gc_pacing.set_stalled(false);
+        self.release_writers();
         Ok(report)
     }
 
@@ -153,23 +166,20 @@ impl DbInner {
             let _one = self.gc_lock.lock();
             let mut it = self.iter(&crate::options::ReadOptions::default())?;
             it.seek_to_first()?;
-            let (mut batch, mut old) = (WriteBatch::new(), Vec::new());
+            let mut r = Relocation { puts: WriteBatch::new(), old: Vec::new() };
             while it.valid() {
                 if let Some(ptr) = it.current_pointer() {
-                    batch.put(it.key(), it.value());
-                    old.push(ptr);
+                    r.puts.put(it.key(), it.value());
+                    r.old.push(ptr);
                     report.bytes_read += u64::from(ptr.op_len);
                 }
-                if batch.approximate_size() as u64 >= self.opts.gc_chunk_bytes {
-                    report.bytes_rewritten += batch.user_bytes;
-                    self.gc_write(std::mem::take(&mut batch), std::mem::take(&mut old), None, true)?;
+                if r.puts.approximate_size() as u64 >= self.opts.gc_chunk_bytes {
+                    let full = std::mem::replace(&mut r, Relocation { puts: WriteBatch::new(), old: Vec::new() });
+                    report.bytes_rewritten += self.relocate(vec![full], None, true)?;
                 }
                 it.next()?;
             }
-            report.bytes_rewritten += batch.user_bytes;
-            if !batch.is_empty() {
-                self.gc_write(batch, old, None, true)?;
-            }
+            report.bytes_rewritten += self.relocate(vec![r], None, true)?;
         }
         add(&self.counters.gc_bytes_rewritten, report.bytes_rewritten);
         // The old copies' pointers are now shadowed: compaction turns them into discard
@@ -184,35 +194,69 @@ impl DbInner {
         self.state.lock().shutting_down
     }
 
-    /// The vLog files GC may collect now: those holding separated values wholly before the head.
+    /// The value files GC may collect now: log files wholly before the head, and cold files
+    /// GC is not filling and no log record past the head points into.
     fn gc_candidates(&self) -> std::collections::BTreeSet<u64> {
+        let head = self.state.lock().versions.log_head().file;
+        let in_use = self.cold_files_in_use(head);
         let st = self.state.lock();
-        let head = st.versions.log_head().file;
-        st.versions.vlog_files().keys().copied().filter(|&f| f < head).collect()
+        st.versions.vlog_files().keys().copied().filter(|&f| self.collectable(f, head, &in_use)).collect()
     }
 
-    /// A file partly collected before (the manifest's GC tail) comes first; otherwise the file
-    /// with the highest garbage ratio among those wholly before the log head. An explicit call
-    /// (`only`: the files that existed when it started) may take any of those; a background
-    /// round never takes a file without counted garbage — files full of GC's own fresh copies
-    /// look like that, and chasing them would copy the same values forever. Files GC found
-    /// damaged are left alone (as evidence; reads of values in them report the damage).
-    fn pick_gc_file(&self, min_ratio: f64, only: Option<&std::collections::BTreeSet<u64>>) -> Option<(u64, u64)> {
+    /// Whether GC may collect value file `f` now (see `gc_candidates`).
+    fn collectable(&self, f: u64, head: u64, cold_in_use: &std::collections::HashSet<u64>) -> bool {
+        if self.vlog.is_cold(f) {
+            !cold_in_use.contains(&f)
+        } else {
+            f < head
+        }
+    }
+
+    /// The share of file `f` that is garbage. A cold file's is measured against its size: its
+    /// moves that a user write overtook were never referenced, so the statistics never see them.
+    fn garbage_ratio_of(&self, f: u64, s: &crate::version::set::VlogFileStats) -> f64 {
+        if !self.vlog.is_cold(f) {
+            return s.garbage_ratio();
+        }
+        let size = self.vfs.file_size(&self.vlog.path(f)).unwrap_or(0);
+        if size == 0 {
+            return s.garbage_ratio();
+        }
+        (1.0_f64 - s.live_bytes() as f64 / size as f64).clamp(0.0, 1.0)
+    }
+
+    /// A file partly collected before (the manifest's GC tail) comes first; otherwise the best
+    /// collectable file by `score` whose garbage ratio is at least `min_ratio`. An explicit
+    /// call (`only`: the files that existed when it started) may take any of those; a
+    /// background round never takes a file without garbage — files full of GC's own fresh
+    /// copies look like that, and chasing them would copy the same values forever. Files GC
+    /// found damaged are left alone (as evidence; reads of values in them report the damage).
+    fn pick_gc_file(
+        &self,
+        min_ratio: f64,
+        only: Option<&std::collections::BTreeSet<u64>>,
+        greedy: bool,
+    ) -> Option<(u64, u64)> {
         let damaged = self.gc_damaged.lock().clone();
+        let head = self.state.lock().versions.log_head().file;
+        let in_use = self.cold_files_in_use(head);
         let allowed = |f: &u64| only.is_none_or(|o| o.contains(f)) && !damaged.contains(f);
         let st = self.state.lock();
-        let head = st.versions.log_head();
         let tail = st.versions.vlog_tail();
         let vlog_files = st.versions.vlog_files();
         if tail.offset > 0 && vlog_files.contains_key(&tail.file) && allowed(&tail.file) {
             return Some((tail.file, tail.offset));
         }
+        let newest = st.versions.next_file_number();
         vlog_files
             .iter()
-            .filter(|(f, s)| **f < head.file && s.total_bytes > 0 && s.garbage_ratio() >= min_ratio && allowed(f))
-            .filter(|(_, s)| only.is_some() || s.garbage_bytes > 0)
-            .max_by(|a, b| a.1.garbage_ratio().total_cmp(&b.1.garbage_ratio()))
-            .map(|(f, _)| (*f, 0))
+            .filter(|(f, _)| self.collectable(**f, head, &in_use) && allowed(f))
+            .map(|(f, s)| (*f, self.garbage_ratio_of(*f, s)))
+            .filter(|&(_, ratio)| ratio > 0.0 || only.is_some())
+            .filter(|&(_, ratio)| ratio >= min_ratio)
+            .map(|(f, ratio)| (f, score(ratio, newest.saturating_sub(f), greedy)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(f, _)| (f, 0))
     }
 
     /// The sequence number of a reader that keeps files GC already collected alive: while
@@ -230,7 +274,7 @@ impl DbInner {
             return true;
         }
         // Writers must not wait for GC while GC waits for a reader: nothing frees meanwhile.
-        self.gc_pacing.set_stalled(false);
+        self.release_writers();
         let start = std::time::Instant::now();
         while !self.no_reader_older_than(seq) {
             if start.elapsed() >= READER_WAIT || self.is_shutting_down() {
@@ -259,7 +303,7 @@ impl DbInner {
     }
 
     fn gc_file_chunks(&self, file: u64, start: u64, report: &mut GcReport) -> Result<Option<u64>> {
-        let path = vlog_file_name(&self.dir, file);
+        let path = self.vlog.path(file);
         let mut reader = LogReader::new(self.vfs.open_read(&path)?, file, start)?;
         std::thread::scope(|s| {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Chunk>>(1);
@@ -292,21 +336,19 @@ impl DbInner {
     fn collect_chunk(&self, file: u64, chunk_start: u64, chunk: Chunk, report: &mut GcReport) -> Result<ChunkDone> {
         report.bytes_read += chunk.bytes_read;
         add(&self.counters.gc_bytes_read, chunk.bytes_read);
-        let checked = chunk.checked;
-        let writes: Vec<_> = chunk
-            .full
-            .into_iter()
-            .chain(std::iter::once((chunk.batch, chunk.old)))
-            .filter(|(b, _)| !b.is_empty())
-            .collect();
-        let last = writes.len().saturating_sub(1);
-        for (i, (batch, old)) in writes.into_iter().enumerate() {
-            let bytes = batch.user_bytes;
-            // One sync, with the last piece, before the tail moves (it covers the earlier ones).
-            self.gc_write(batch, old, checked.clone(), i == last)?;
-            report.bytes_rewritten += bytes;
-            add(&self.counters.gc_bytes_rewritten, bytes);
+        if chunk.torn && self.points_past(file, chunk.end)? {
+            let path = self.vlog.path(file);
+            return Err(Error::corruption(
+                path,
+                chunk.end,
+                "value-log GC: damaged record group in a cold value file holding live values",
+            ));
         }
+        // One sync of the cold file and one of the log (with the last piece) before the tail
+        // moves.
+        let bytes = self.relocate(chunk.pieces, chunk.checked, true)?;
+        report.bytes_rewritten += bytes;
+        add(&self.counters.gc_bytes_rewritten, bytes);
         let install_seq = self.visible_seq.load(Ordering::Acquire);
         let free = self.wait_for_readers(install_seq);
         self.record_gc_progress(file, chunk.end, chunk.end_of_file, install_seq, free)?;
@@ -341,12 +383,16 @@ impl DbInner {
         let start = reader.offset();
         let mut recs: Vec<Vec<u8>> = Vec::new();
         let mut puts: Vec<ChunkPut> = Vec::new();
-        let mut end_of_file = false;
+        let (mut end_of_file, mut torn) = (false, false);
         while reader.offset() - start < self.opts.gc_chunk_bytes {
             let rec = match reader.next_record()? {
                 Ok(rec) => rec,
                 Err(ReadOutcome::Clean) => {
                     end_of_file = true;
+                    break;
+                }
+                Err(ReadOutcome::Damaged { .. }) if self.vlog.is_cold(reader.number()) => {
+                    (end_of_file, torn) = (true, true);
                     break;
                 }
                 Err(ReadOutcome::Damaged { offset, reason }) => {
@@ -361,11 +407,10 @@ impl DbInner {
         puts.sort_by(|a, b| key_of(a).cmp(key_of(b)));
         let (view, checked) = self.liveness_view();
         let mut c = Chunk {
-            full: Vec::new(),
-            batch: WriteBatch::new(),
-            old: Vec::new(),
+            pieces: vec![Relocation { puts: WriteBatch::new(), old: Vec::new() }],
             end,
             end_of_file,
+            torn,
             bytes_read: end - start,
             checked: None,
         };
@@ -374,14 +419,15 @@ impl DbInner {
             if !self.points_at(&view, key, &p.here)? {
                 continue;
             }
-            c.batch.put(key, &recs[p.rec][p.value.clone()]);
-            c.old.push(p.here);
-            // Re-put in pieces: a GC write leads the write queue alone, and user writers
-            // wait behind it.
-            if c.batch.approximate_size() >= GC_WRITE_BYTES {
-                let piece = (std::mem::take(&mut c.batch), std::mem::take(&mut c.old));
-                c.full.push(piece);
-            }
+            let piece = match c.pieces.last_mut() {
+                Some(r) if r.puts.approximate_size() < GC_WRITE_BYTES => r,
+                _ => {
+                    c.pieces.push(Relocation { puts: WriteBatch::new(), old: Vec::new() });
+                    c.pieces.last_mut().expect("just pushed")
+                }
+            };
+            piece.puts.put(key, &recs[p.rec][p.value.clone()]);
+            piece.old.push(p.here);
         }
         c.checked = Some(checked);
         Ok(c)
@@ -414,7 +460,7 @@ impl DbInner {
         }
         let mut st = self.state.lock();
         // What is still allocated: punched chunks were counted when they were punched.
-        let size = self.vfs.disk_usage(&vlog_file_name(&self.dir, file)).unwrap_or(0);
+        let size = self.vfs.disk_usage(&self.vlog.path(file)).unwrap_or(0);
         st.versions.log_and_apply(edit)?;
         if free_now {
             add(&self.counters.gc_bytes_freed, size);
@@ -436,7 +482,7 @@ impl DbInner {
             return;
         }
         let mut st = self.state.lock();
-        let sizes: u64 = ready.iter().map(|f| self.vfs.disk_usage(&vlog_file_name(&self.dir, *f)).unwrap_or(0)).sum();
+        let sizes: u64 = ready.iter().map(|f| self.vfs.disk_usage(&self.vlog.path(*f)).unwrap_or(0)).sum();
         add(&self.counters.gc_bytes_freed, sizes);
         for f in ready {
             self.vlog.evict(f);
@@ -485,7 +531,7 @@ impl DbInner {
     /// Free `[start, end)` of a collected vLog file; without hole punching the space comes
     /// back when the whole file is deleted.
     fn punch(&self, file: u64, start: u64, end: u64) {
-        let path = vlog_file_name(&self.dir, file);
+        let path = self.vlog.path(file);
         match self.vfs.punch_hole(&path, start, end - start) {
             Ok(true) => add(&self.counters.gc_bytes_freed, end - start),
             Ok(false) => {
@@ -502,6 +548,7 @@ impl DbInner {
         struct EndStall<'a>(&'a super::gc_pacing::GcPacing);
         impl Drop for EndStall<'_> {
             fn drop(&mut self) {
+                self.0.set_slowdown(0.0);
                 self.0.set_stalled(false);
             }
         }
@@ -517,7 +564,7 @@ impl DbInner {
                     break;
                 }
                 if st.bg_error.is_some() || self.opts.gc_interval_ms == 0 {
-                    self.gc_pacing.set_stalled(false);
+                    self.release_writers();
                     busy = false;
                     continue;
                 }
@@ -528,12 +575,12 @@ impl DbInner {
                 Err(Error::Closed) => false,
                 Err(e) => {
                     tracing::warn!(error = %e, "value-log GC failed; will retry");
-                    self.gc_pacing.set_stalled(false);
+                    self.release_writers();
                     false
                 }
             };
         }
-        self.gc_pacing.set_stalled(false);
+        self.release_writers();
     }
 
     /// One background round: refresh the discard statistics when due, then collect the file
@@ -559,10 +606,15 @@ impl DbInner {
         // While readers keep collected files alive, collecting more frees nothing.
         let pick = match self.readers_pin_collected_files() {
             Some(_) => None,
-            None => self.pick_gc_file(min_ratio, None),
+            None => self.pick_gc_file(min_ratio, None, over_target),
         };
         let Some((file, start)) = pick else {
-            self.gc_pacing.set_stalled(false);
+            if above(amp, self.opts.gc_space_amp_stall) && self.roll_for_gc()? {
+                // Writers stay stalled (at most the stall's bound): the flush makes the
+                // rolled file collectable and wakes the next round.
+                return Ok(false);
+            }
+            self.release_writers();
             return Ok(false);
         };
         // Fresh: the pending deletes just finished may have freed space.
@@ -570,10 +622,23 @@ impl DbInner {
         let stopped = self.gc_file(file, start, &mut GcReport::default())?;
         if stopped.is_some() {
             // An old reader pins what GC copies: writers must not wait for space GC cannot free.
-            self.gc_pacing.set_stalled(false);
+            self.release_writers();
             return Ok(false);
         }
         self.pace(self.vlog_space_amp());
+        Ok(true)
+    }
+
+    /// With nothing to collect but the space past the stall: when the log file being written
+    /// holds a good share of a file's worth, switch the memtable and roll the log, so the
+    /// next flush leaves that file wholly behind the log head. Returns whether it did.
+    fn roll_for_gc(&self) -> Result<bool> {
+        let head = self.log.lock().groups_end();
+        if head.offset < self.opts.log_file_bytes / 4 {
+            return Ok(false);
+        }
+        self.gc_roll_requested.store(true, Ordering::Release);
+        self.force_switch()?;
         Ok(true)
     }
 
@@ -584,8 +649,20 @@ impl DbInner {
     fn pace(&self, amp: f64) {
         let readers_block_freeing = !self.gc_pending.lock().is_empty();
         let active = self.opts.gc_interval_ms > 0 && !readers_block_freeing;
-        self.gc_pacing.set_stalled(active && above(amp, self.opts.gc_space_amp_stall));
+        let (target, stall) = (self.opts.gc_space_amp_target, self.opts.gc_space_amp_stall);
+        // The slowdown band: the last quarter before the stall.
+        let slow_from = stall - (stall - target).max(0.0) / 4.0;
+        let slowdown =
+            if active && target > 0.0 && stall > slow_from { (amp - slow_from) / (stall - slow_from) } else { 0.0 };
+        self.gc_pacing.set_slowdown(slowdown);
+        self.gc_pacing.set_stalled(active && above(amp, stall));
         self.gc_pacing.notify_progress();
+    }
+
+    /// Lift the stall and the slowdown (GC has nothing it can free now).
+    fn release_writers(&self) {
+        self.gc_pacing.set_slowdown(0.0);
+        self.gc_pacing.set_stalled(false);
     }
 
     /// Bytes the value-log files take on disk over the estimated live separated bytes: flushed
@@ -617,7 +694,7 @@ impl DbInner {
         let disk: u64 = files
             .iter()
             .map(|&(f, separated)| {
-                let path = vlog_file_name(&self.dir, f);
+                let path = self.vlog.path(f);
                 let size = self.vfs.file_size(&path).unwrap_or(0);
                 let used = self.vfs.disk_usage(&path).unwrap_or(0).min(size);
                 if size == 0 {

@@ -1,10 +1,12 @@
-//! Backpressure from value-log GC to writers: when the value log's space amplification passes
-//! `Options::gc_space_amp_stall` and GC has work it can do, user writes wait for GC to free
-//! space (RocksDB stalls writers on pending compaction bytes the same way). Without it,
+//! Backpressure from value-log GC to writers: in the last quarter of the band between
+//! `Options::gc_space_amp_target` and `gc_space_amp_stall`, each user write sleeps in
+//! proportion to its size and to how deep into that quarter the estimate is (RocksDB's
+//! delayed write rate); past the stall, and while GC has work it can do, writes wait for GC
+//! to free space (RocksDB stalls writers on pending compaction bytes the same way). Without it,
 //! writers that fill the page cache at 1 GB/s outrun a collector that must read, check and
 //! re-put every live value, and the space never comes back while the load lasts.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -13,9 +15,18 @@ use parking_lot::{Condvar, Mutex};
 /// an I/O problem GC reports itself); the write then goes ahead rather than hang.
 const MAX_WAIT: Duration = Duration::from_secs(2);
 
+/// Write bytes per microsecond of delay at the full slowdown: 16 MB/s of writes at most per
+/// writer just below the stall, a 4 KiB write waiting 256 µs.
+const SLOWDOWN_BYTES_PER_MICRO: u64 = 16;
+
+/// The longest a slowed-down write sleeps (a huge batch is not held for seconds).
+const MAX_SLOWDOWN: Duration = Duration::from_millis(10);
+
 /// Set by the GC thread, waited on by user writers.
 pub(crate) struct GcPacing {
     stalled: AtomicBool,
+    /// How deep into the slowdown band the estimate is, in thousandths (0: no slowdown).
+    slowdown_permille: AtomicU32,
     lock: Mutex<()>,
     cv: Condvar,
     overwrites: Mutex<OverwriteEstimate>,
@@ -40,6 +51,7 @@ impl GcPacing {
     pub(crate) fn new(memtable_log_bytes: u64) -> Self {
         GcPacing {
             stalled: AtomicBool::new(false),
+            slowdown_permille: AtomicU32::new(0),
             lock: Mutex::new(()),
             cv: Condvar::new(),
             overwrites: Mutex::new(OverwriteEstimate::default()),
@@ -58,6 +70,31 @@ impl GcPacing {
         if was && !on {
             self.notify_progress();
         }
+    }
+
+    /// Slow writes down by `fraction` (0 to 1) of the full slowdown.
+    pub(crate) fn set_slowdown(&self, fraction: f64) {
+        let permille = (fraction.clamp(0.0, 1.0) * 1000.0) as u32;
+        self.slowdown_permille.store(permille, Ordering::Relaxed);
+    }
+
+    /// Before a user write of `bytes`: wait out a stall, or sleep the slowdown's share.
+    /// Returns the microseconds waited.
+    pub(crate) fn wait_for_gc(&self, bytes: usize) -> u64 {
+        if self.is_stalled() {
+            return self.wait_while_stalled();
+        }
+        let permille = u64::from(self.slowdown_permille.load(Ordering::Relaxed));
+        if permille == 0 {
+            return 0;
+        }
+        let micros = (bytes as u64 / SLOWDOWN_BYTES_PER_MICRO).saturating_mul(permille) / 1000;
+        let pause = Duration::from_micros(micros).min(MAX_SLOWDOWN);
+        if pause.is_zero() {
+            return 0;
+        }
+        std::thread::sleep(pause);
+        pause.as_micros() as u64
     }
 
     /// GC freed some space: waiting writers re-check.
@@ -122,6 +159,19 @@ mod tests {
         }
         assert!(r > 0.99, "pure overwrites: {r}");
         assert!(p.overwrite_ratio(11 * w, 8 * w) < 0.6, "a new load pulls it down");
+    }
+
+    #[test]
+    fn slowdown_delays_writes_in_proportion_to_size_and_depth() {
+        let p = GcPacing::new(1 << 20);
+        assert_eq!(p.wait_for_gc(1 << 20), 0, "no slowdown, no wait");
+        p.set_slowdown(0.5);
+        let waited = p.wait_for_gc(64 << 10);
+        assert!((2048..10_000).contains(&waited), "half of 4096 µs for 64 KiB: {waited}");
+        p.set_slowdown(1.0);
+        assert!(p.wait_for_gc(1 << 30) <= MAX_SLOWDOWN.as_micros() as u64 + 2_000, "capped");
+        p.set_slowdown(0.0);
+        assert_eq!(p.wait_for_gc(1 << 20), 0);
     }
 
     #[test]

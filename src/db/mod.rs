@@ -3,6 +3,7 @@
 //! (`background.rs`) work on.
 
 mod background;
+mod cold;
 mod gc;
 mod gc_pacing;
 mod iter;
@@ -96,12 +97,15 @@ pub struct DbStats {
     pub gc_bytes_rewritten: u64,
     /// Bytes GC gave back to the file system (holes punched, files deleted).
     pub gc_bytes_freed: u64,
+    /// Bytes GC appended to cold value files (the values it moved, with their headers).
+    pub cold_bytes_written: u64,
 }
 
 impl DbStats {
     /// Bytes the engine wrote to files per user byte written.
     pub fn write_amp(&self) -> f64 {
-        let written = self.log_bytes_written + self.flush_bytes_written + self.compaction_bytes_written;
+        let written =
+            self.log_bytes_written + self.cold_bytes_written + self.flush_bytes_written + self.compaction_bytes_written;
         written as f64 / self.user_bytes_written.max(1) as f64
     }
 }
@@ -126,6 +130,7 @@ pub(crate) struct Counters {
     gc_bytes_read: AtomicU64,
     gc_bytes_rewritten: AtomicU64,
     gc_bytes_freed: AtomicU64,
+    cold_bytes: AtomicU64,
 }
 
 fn add(c: &AtomicU64, v: u64) {
@@ -167,6 +172,8 @@ pub(crate) struct DbInner {
     /// vLog files GC found damaged; it leaves them alone (as evidence).
     gc_damaged: Mutex<HashSet<u64>>,
     gc_lock: Mutex<()>,
+    /// GC's cold value file output (hot/cold separation).
+    cold: Mutex<cold::ColdOutput>,
     seek_stats: Mutex<read::SeekStats>,
     /// Flush count when GC last compacted the whole tree to refresh discard statistics.
     gc_stats_refreshed_at: Mutex<u64>,
@@ -176,6 +183,10 @@ pub(crate) struct DbInner {
     log: Arc<Mutex<LogWriter>>,
     /// Set by the log writer when its file has passed `log_file_bytes`.
     log_roll_due: Arc<std::sync::atomic::AtomicBool>,
+    /// GC asks the next memtable switch to roll the log file, so the values in it can be
+    /// collected once the memtable is flushed (the space stall is on and no file is behind
+    /// the log head).
+    gc_roll_requested: std::sync::atomic::AtomicBool,
     table_cache: Arc<TableCache>,
     vlog: crate::vlog::VlogReader,
     snapshots: Arc<SnapshotList>,
@@ -223,7 +234,9 @@ impl Db {
         let table_cache = Arc::new(TableCache::new(vfs.clone(), dir.clone(), options.max_open_files, block_cache));
         let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone(), options.io_uring)
             .with_mapped_reads(options.mmap_value_reads);
-        let recovered = recovery::recover(&vfs, &dir, &options, &policy.name())?;
+        let mut recovered = recovery::recover(&vfs, &dir, &options, &policy.name())?;
+        cold::find_cold_files(&*vfs, &dir, &mut recovered.versions, &vlog)?;
+        let cold = cold::ColdOutput::after_recovery(&recovered.mem, &vlog, recovered.log.file_number());
         let recovery_report = recovered.report;
         let log_roll_due = recovered.log.roll_due();
         let log = Arc::new(Mutex::new(recovered.log));
@@ -244,6 +257,7 @@ impl Db {
             visible_seq: AtomicU64::new(recovered.last_seq),
             log,
             log_roll_due,
+            gc_roll_requested: std::sync::atomic::AtomicBool::new(false),
             dir,
             opts: options,
             vfs,
@@ -254,6 +268,7 @@ impl Db {
             gc_pending: Mutex::new(Vec::new()),
             gc_damaged: Mutex::new(HashSet::new()),
             gc_lock: Mutex::new(()),
+            cold: Mutex::new(cold),
             seek_stats: Mutex::new(read::SeekStats::default()),
             gc_stats_refreshed_at: Mutex::new(0),
             gc_pacing,

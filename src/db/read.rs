@@ -54,6 +54,32 @@ impl DbInner {
         (LatestView(view), checked)
     }
 
+    /// Whether any entry (of any version) points into value file `file` at `offset` or past
+    /// it: a walk over keys and pointers only (the tree is small next to the values), for
+    /// telling a cold file's torn, never-referenced tail from damage to values it holds.
+    pub(crate) fn points_past(&self, file: u64, offset: u64) -> Result<bool> {
+        let view = self.view(&ReadOptions::default());
+        let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+        for m in &view.mems {
+            children.push(Box::new(m.iter()));
+        }
+        for level in &view.version.levels {
+            for run in &level.runs {
+                children.push(Box::new(RunIterator::new(self.table_cache.clone(), run.files.clone(), false)));
+            }
+        }
+        let mut it = MergingIterator::new(children);
+        it.seek_to_first()?;
+        while it.valid() {
+            let is_pointer = crate::key::parse_internal_key(it.key()).is_some_and(|k| k.kind == ValueKind::Pointer);
+            if is_pointer && ValuePointer::decode(it.value()).is_some_and(|p| p.file == file && p.offset >= offset) {
+                return Ok(true);
+            }
+            it.next()?;
+        }
+        Ok(false)
+    }
+
     /// The newest entry for `user_key` in `view` (see `get_latest_entry`).
     pub(crate) fn latest_entry_in(&self, view: &LatestView, user_key: &[u8]) -> Result<Option<(ValueKind, Vec<u8>)>> {
         self.get_entry(&view.0, user_key, true)
@@ -261,7 +287,8 @@ impl DbInner {
         for name in self.vfs.list(&self.dir).unwrap_or_default() {
             let used = self.vfs.disk_usage(&self.dir.join(&name)).unwrap_or(0);
             disk_bytes += used;
-            if matches!(crate::filename::parse_file_name(&name), Some((crate::filename::FileKind::Vlog, _))) {
+            use crate::filename::FileKind;
+            if matches!(crate::filename::parse_file_name(&name), Some((FileKind::Vlog | FileKind::Cold, _))) {
                 vlog_disk_bytes += used;
             }
         }
@@ -290,6 +317,7 @@ impl DbInner {
             gc_bytes_read: load(&c.gc_bytes_read),
             gc_bytes_rewritten: load(&c.gc_bytes_rewritten),
             gc_bytes_freed: load(&c.gc_bytes_freed),
+            cold_bytes_written: load(&c.cold_bytes),
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::fs::Vfs;
 use crate::log::{LogBreak, LogPos, LogReader, LogSurvey, Segment, HEADER_LEN};
 use crate::options::RecoveryMode;
 use crate::util::coding::{decode_fixed32, decode_fixed64};
-use crate::write_batch::{BatchIter, BatchOp};
+use crate::write_batch::BatchIter;
 
 /// Directory (inside the database directory) where salvage keeps its evidence.
 pub const LOST_DIR: &str = "lost";
@@ -258,12 +258,7 @@ fn keys_in_damaged(vfs: &dyn Vfs, dir: &Path, b: &LogBreak) -> Vec<Vec<u8>> {
 }
 
 fn op_keys(ops: &[u8]) -> Vec<Vec<u8>> {
-    BatchIter::over(ops)
-        .map_while(|op| op.ok())
-        .map(|op| match op {
-            BatchOp::Put { key, .. } | BatchOp::Delete { key } => key.to_vec(),
-        })
-        .collect()
+    BatchIter::over(ops).map_while(|op| op.ok()).map(|op| op.key().to_vec()).collect()
 }
 
 /// Keep the evidence before the salvage changes anything: copy every log file from `from` on

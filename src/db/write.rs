@@ -23,15 +23,16 @@ pub(crate) struct WriterSlot {
     sync: bool,
     /// A flush request: switch the memtable instead of writing.
     force_switch: bool,
-    /// A value-log GC relocation: `batch` re-puts values, and op *i* is applied only if the
-    /// key's newest entry is still the pointer `gc_old[i]` (a user write in between wins).
-    gc_old: Option<Relocation>,
+    /// A value-log GC relocation: `batch` points keys at moved copies of their values (or
+    /// re-puts them), and op *i* is applied only if the key's newest entry is still the
+    /// pointer `gc_old[i]` (a user write in between wins).
+    gc_old: Option<Condition>,
     result: Mutex<Option<Result<()>>>,
     cv: Condvar,
 }
 
-/// The condition of a GC re-put: the old pointers, and the view they were found live in.
-pub(crate) struct Relocation {
+/// The condition of a GC relocation: the old pointers, and the view they were found live in.
+pub(crate) struct Condition {
     old: Vec<ValuePointer>,
     checked: Option<CheckedAt>,
 }
@@ -54,7 +55,7 @@ impl DbInner {
         batch.check()?;
         // Wait for GC outside the queue: GC's own re-puts go through the queue and must not
         // queue up behind a writer that waits for them.
-        add(&self.counters.gc_stall_micros, self.gc_pacing.wait_while_stalled());
+        add(&self.counters.gc_stall_micros, self.gc_pacing.wait_for_gc(batch.approximate_size()));
         self.enqueue(WriterSlot {
             batch,
             sync,
@@ -80,7 +81,7 @@ impl DbInner {
             batch,
             sync,
             force_switch: false,
-            gc_old: Some(Relocation { old, checked }),
+            gc_old: Some(Condition { old, checked }),
             result: Mutex::new(None),
             cv: Condvar::new(),
         })
@@ -270,7 +271,8 @@ impl DbInner {
             // it) is rolled at every switch, so it can be deleted as soon as the memtable is
             // flushed (LevelDB's behaviour); one holding values is rolled by size.
             let holds_values = st.mem.vlog_bytes().contains_key(&log.file_number());
-            if log.should_roll() || !holds_values {
+            let gc_wants_roll = self.gc_roll_requested.swap(false, Ordering::AcqRel);
+            if log.should_roll() || !holds_values || gc_wants_roll {
                 let n = st.versions.new_file_number();
                 if let Err(e) = log.roll(n, st.last_seq + 1) {
                     st.bg_error = Some(e.duplicate());
@@ -299,7 +301,7 @@ impl DbInner {
         &self,
         st: &mut MutexGuard<'_, State>,
         batch: &WriteBatch,
-        reloc: &Relocation,
+        reloc: &Condition,
     ) -> Result<Option<WriteBatch>> {
         let since = reloc.checked.as_ref().and_then(|c| {
             let mems: Vec<Arc<Memtable>> = st.imms.iter().chain(std::iter::once(&st.mem)).cloned().collect();
@@ -309,7 +311,7 @@ impl DbInner {
         MutexGuard::unlocked(st, || {
             let mut live = Vec::with_capacity(reloc.old.len());
             for (op, old) in batch.iter().zip(&reloc.old) {
-                let Ok(BatchOp::Put { key, .. }) = op else {
+                let Ok(key) = op.map(|o| o.key()) else {
                     live.push(false);
                     continue;
                 };
@@ -323,9 +325,11 @@ impl DbInner {
             }
             let mut keep = WriteBatch::with_capacity(batch.approximate_size());
             for (op, _) in batch.iter().zip(&live).filter(|(_, &l)| l) {
-                if let Ok(BatchOp::Put { key, value }) = op {
-                    keep.put(key, value);
-                }
+                match op {
+                    Ok(BatchOp::Put { key, value }) => keep.put(key, value),
+                    Ok(BatchOp::PutPointer { key, pointer }) => keep.put_pointer(key, pointer),
+                    _ => continue,
+                };
             }
             Ok(Some(keep))
         })

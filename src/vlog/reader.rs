@@ -13,7 +13,7 @@ use super::prefetch::{ParallelReader, PendingRead};
 use super::request::read_full;
 use super::ValuePointer;
 use crate::error::{Error, Result};
-use crate::filename::vlog_file_name;
+use crate::filename::{cold_file_name, vlog_file_name};
 use crate::fs::{Advice, FileMapping, RandomAccessFile, Vfs};
 use crate::key::ValueKind;
 use crate::log::{DurableExtent, LogWriter};
@@ -23,6 +23,9 @@ use crate::util::coding::Reader;
 pub struct VlogReader {
     vfs: Arc<dyn Vfs>,
     dir: PathBuf,
+    /// Numbers of the cold value files (`NNNNNN.cold`, GC's output); every other value file
+    /// is a log file (`NNNNNN.vlog`).
+    cold: RwLock<std::collections::HashSet<u64>>,
     /// Open handles by (file number, opened for scans). Point lookups and scans use separate
     /// handles so each gets its own read-ahead advice: none for scattered gets, sequential
     /// for iterators (after a key-order reorganization a scan reads the vLog in order).
@@ -79,6 +82,7 @@ impl VlogReader {
         VlogReader {
             vfs,
             dir,
+            cold: RwLock::new(std::collections::HashSet::new()),
             files: Mutex::new(HashMap::new()),
             parallel: ParallelReader::new(use_io_uring),
             region_reads: OnceLock::new(),
@@ -103,6 +107,26 @@ impl VlogReader {
     pub fn attach_log(&self, log: &Arc<Mutex<LogWriter>>) {
         let _ = self.extent.set(log.lock().extent());
         let _ = self.log.set(log.clone());
+    }
+
+    /// Record that value file `number` is a cold value file (before any pointer into it is
+    /// read).
+    pub fn add_cold(&self, number: u64) {
+        self.cold.write().insert(number);
+    }
+
+    /// Whether value file `number` is a cold value file.
+    pub fn is_cold(&self, number: u64) -> bool {
+        self.cold.read().contains(&number)
+    }
+
+    /// The path of value file `number`: a cold value file or a log file.
+    pub fn path(&self, number: u64) -> PathBuf {
+        if self.is_cold(number) {
+            cold_file_name(&self.dir, number)
+        } else {
+            vlog_file_name(&self.dir, number)
+        }
     }
 
     /// Record whether a scan's page-cache probe found its value cached.
@@ -131,7 +155,7 @@ impl VlogReader {
         if let Some(f) = self.files.lock().get(&(number, scan)) {
             return Ok(f.clone());
         }
-        let path = vlog_file_name(&self.dir, number);
+        let path = self.path(number);
         if !self.vfs.exists(&path) {
             return Err(Error::corruption(path, 0, "a value pointer names a value-log file that does not exist"));
         }
@@ -185,7 +209,7 @@ impl VlogReader {
             }
         }
         // Mapped outside the lock; a racing reader may map it too, and one mapping wins.
-        let fresh = self.vfs.map_for_reads(&vlog_file_name(&self.dir, number));
+        let fresh = self.vfs.map_for_reads(&self.path(number));
         self.maps.write().insert(number, (fresh.clone(), end));
         fresh.filter(|m| m.len() as u64 >= end)
     }
@@ -343,7 +367,7 @@ impl VlogReader {
     }
 
     fn corruption(&self, ptr: &ValuePointer, reason: &str) -> Error {
-        Error::corruption(vlog_file_name(&self.dir, ptr.file), ptr.offset, reason.to_string())
+        Error::corruption(self.path(ptr.file), ptr.offset, reason.to_string())
     }
 }
 

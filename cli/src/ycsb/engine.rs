@@ -66,9 +66,10 @@ impl EngineKind {
 }
 
 /// Open (creating) the engine's database in `path`, which must not hold another engine's files.
-pub fn open(kind: EngineKind, path: &Path) -> CliResult<Box<dyn Engine>> {
+/// `wisckey`: the options a wisckey engine opens with (the peers keep their own).
+pub fn open(kind: EngineKind, path: &Path, wisckey: Options) -> CliResult<Box<dyn Engine>> {
     match kind {
-        EngineKind::Wisckey => Ok(Box::new(Wisckey { db: Db::open(path, Options::default())? })),
+        EngineKind::Wisckey => Ok(Box::new(Wisckey { db: Db::open(path, wisckey)? })),
         #[cfg(feature = "peers")]
         peer => super::peers::open(peer, path),
         #[cfg(not(feature = "peers"))]

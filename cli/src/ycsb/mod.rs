@@ -78,6 +78,42 @@ pub struct YcsbArgs {
     /// Also print one JSON object per phase (and one for amplification) on stdout.
     #[arg(long)]
     pub json: bool,
+
+    /// wisckey only: `Options::gc_space_amp_target` (0 = no target).
+    #[arg(long = "gc_space_amp_target")]
+    pub gc_space_amp_target: Option<f64>,
+
+    /// wisckey only: `Options::gc_space_amp_stall` (0 = no stall).
+    #[arg(long = "gc_space_amp_stall")]
+    pub gc_space_amp_stall: Option<f64>,
+
+    /// wisckey only: `Options::gc_interval_ms` (0 turns background GC off).
+    #[arg(long = "gc_interval_ms")]
+    pub gc_interval_ms: Option<u64>,
+
+    /// wisckey only: `Options::min_separated_value_bytes` (values this large go to the vLog).
+    #[arg(long = "min_separated_value_bytes")]
+    pub min_separated_value_bytes: Option<usize>,
+}
+
+impl YcsbArgs {
+    /// The wisckey options these flags set (the defaults otherwise).
+    pub fn wisckey_options(&self) -> wisckey::Options {
+        let mut o = wisckey::Options::default();
+        if let Some(v) = self.gc_space_amp_target {
+            o = o.gc_space_amp_target(v);
+        }
+        if let Some(v) = self.gc_space_amp_stall {
+            o = o.gc_space_amp_stall(v);
+        }
+        if let Some(v) = self.gc_interval_ms {
+            o = o.gc_interval_ms(v);
+        }
+        if let Some(v) = self.min_separated_value_bytes {
+            o = o.min_separated_value_bytes(v);
+        }
+        o
+    }
 }
 
 /// The workloads to run, with `--records/--operations/--value_size` applied.
@@ -140,7 +176,7 @@ pub fn run(a: YcsbArgs) -> CliResult {
         json: a.json,
     };
     let io_start = ProcIo::now();
-    let engine = engine::open(a.engine, &path)?;
+    let engine = engine::open(a.engine, &path, a.wisckey_options())?;
     eprintln!(
         "{}: db={} threads={} value_size={} records={}",
         ctx.engine,
@@ -263,7 +299,7 @@ mod tests {
     #[test]
     fn every_core_workload_runs_against_wisckey() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = engine::open(EngineKind::Wisckey, dir.path()).unwrap();
+        let engine = engine::open(EngineKind::Wisckey, dir.path(), wisckey::Options::default()).unwrap();
         let a =
             args(&["--workload=a,b,c,d,e,f", "--records=500", "--operations=400", "--value_size=200", "--threads=2"]);
         let list = workloads(&a).unwrap();
@@ -302,7 +338,7 @@ mod tests {
     #[test]
     fn micro_benchmarks_run_against_wisckey() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = engine::open(EngineKind::Wisckey, dir.path()).unwrap();
+        let engine = engine::open(EngineKind::Wisckey, dir.path(), wisckey::Options::default()).unwrap();
         let session = Session::new(engine.as_ref(), 2, 3, 1000);
         let values = ValuePool::new(100, 3);
         let live = micro::LiveSet::new(1000);

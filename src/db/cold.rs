@@ -1,0 +1,193 @@
+//! Hot/cold separation of the value log: values that survive a GC collection are written to
+//! cold value files (`NNNNNN.cold`), away from fresh user writes, and the new pointers are
+//! logged in the write-ahead log as `PutPointer` ops. A value that outlived one collection
+//! is likely to outlive the next (LFS's age sorting): cold files fill with long-lived data
+//! and the log files with hot data that dies young, so GC rarely moves the same value twice.
+//!
+//! Protocol (docs/design.md, "Cold value files"): register the file in the manifest, create
+//! it; append the chunk's live values as one record group and `fdatasync`; only then log the
+//! pointer ops (conditional, through the write leader). A crash before the pointers are
+//! logged leaves unreferenced bytes in a cold file (never read); after, the values are
+//! durable where the pointers say. A cold file is collected only once no pointer op into it
+//! remains in the log past the log head, so a replay never meets a pointer into a collected
+//! file.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+
+use super::DbInner;
+use crate::error::Result;
+use crate::filename::cold_file_name;
+use crate::fs::WritableFile;
+use crate::log;
+use crate::version::{VersionEdit, VersionSet};
+use crate::vlog::ValuePointer;
+use crate::write_batch::{BatchOp, WriteBatch};
+
+/// GC's output side: the cold file being filled, and where pointers into each cold file
+/// were logged.
+pub(crate) struct ColdOutput {
+    active: Option<ColdFile>,
+    /// Cold file → the newest log file that may hold pointer ops into it. While the log head
+    /// has not passed that log file, a recovery may replay those ops: the cold file stays.
+    logged_in: HashMap<u64, u64>,
+}
+
+impl ColdOutput {
+    /// After a recovery: the replayed memtable may hold pointer ops into cold files that only
+    /// the log has (`log_file` and before); those files stay until the log head passes it.
+    pub(super) fn after_recovery(
+        mem: &crate::memtable::Memtable,
+        vlog: &crate::vlog::VlogReader,
+        log_file: u64,
+    ) -> Self {
+        let logged_in = mem.vlog_bytes().into_keys().filter(|f| vlog.is_cold(*f)).map(|f| (f, log_file)).collect();
+        ColdOutput { active: None, logged_in }
+    }
+}
+
+struct ColdFile {
+    number: u64,
+    file: Box<dyn WritableFile>,
+    /// Bytes appended so far (the offset of the next group).
+    len: u64,
+}
+
+/// Live values re-put by GC, and the pointers that made them live (the condition).
+pub(crate) struct Relocation {
+    pub puts: WriteBatch,
+    pub old: Vec<ValuePointer>,
+}
+
+impl DbInner {
+    /// Move the relocations' values to the cold file (one `fdatasync` for all of them) and
+    /// log the new pointers, each op applied only if its key still points at its old copy
+    /// (`checked`: the view in which GC found them live). Returns the value bytes written.
+    pub(crate) fn relocate(
+        &self,
+        pieces: Vec<Relocation>,
+        checked: Option<super::read::CheckedAt>,
+        sync: bool,
+    ) -> Result<u64> {
+        let pieces: Vec<Relocation> = pieces.into_iter().filter(|r| !r.puts.is_empty()).collect();
+        if pieces.is_empty() {
+            return Ok(0);
+        }
+        let mut out = self.cold.lock();
+        let mut logged = Vec::with_capacity(pieces.len());
+        for r in &pieces {
+            logged.push(self.cold_append(&mut out, &r.puts)?);
+        }
+        let active = out.active.as_mut().map(|a| a.number);
+        if let Some(a) = out.active.as_mut() {
+            if let Err(e) = a.file.sync_data() {
+                // What the file holds now is unknown: the next collection starts a fresh one.
+                out.active = None;
+                return Err(e);
+            }
+        }
+        let last = logged.len() - 1;
+        let mut bytes = 0;
+        for (i, ((pointers, cold), r)) in logged.into_iter().zip(pieces).enumerate() {
+            // Recorded before the write too: a failed write may still have reached the log.
+            out.logged_in.insert(cold, self.log.lock().file_number());
+            self.gc_write(pointers, r.old, checked.clone(), sync && i == last)?;
+            bytes += r.puts.user_bytes;
+            out.logged_in.insert(cold, self.log.lock().file_number());
+        }
+        debug_assert!(active.is_none_or(|a| out.logged_in.contains_key(&a)));
+        Ok(bytes)
+    }
+
+    /// Append `puts` to the active cold file (starting one when there is none or it is full)
+    /// as one record group; returns the batch of pointer ops naming the copies, and the file.
+    fn cold_append(&self, out: &mut ColdOutput, puts: &WriteBatch) -> Result<(WriteBatch, u64)> {
+        if out.active.as_ref().is_some_and(|a| a.len >= self.opts.log_file_bytes) {
+            out.active = None;
+        }
+        let a = match out.active {
+            Some(ref mut a) => a,
+            None => out.active.insert(self.new_cold_file()?),
+        };
+        let values = log::separated_values(&puts.rep, 0);
+        // Any non-zero sequence number: a cold file is never replayed, only read by GC.
+        let first_seq = self.visible_seq.load(Ordering::Acquire).max(1);
+        let count = puts.len() as u32;
+        let mut group = Vec::with_capacity(log::HEADER_LEN + puts.rep.len());
+        log::encode_group(
+            &mut group,
+            first_seq,
+            count,
+            &puts.rep,
+            log::group_crc(first_seq, count, &puts.rep, &values),
+        );
+        if let Err(e) = a.file.append(&group) {
+            out.active = None;
+            return Err(e);
+        }
+        let at = a.len;
+        a.len += group.len() as u64;
+        super::add(&self.counters.cold_bytes, group.len() as u64);
+        let mut pointers = WriteBatch::with_capacity(puts.len() * 40);
+        let keys = puts.iter().filter_map(|op| match op {
+            Ok(BatchOp::Put { key, .. }) => Some(key),
+            _ => None,
+        });
+        for (key, v) in keys.zip(&values) {
+            let ptr =
+                ValuePointer { file: a.number, offset: at + v.op_offset, op_len: v.op_len, value_crc: v.value_crc };
+            pointers.put_pointer(key, &ptr.encoded());
+        }
+        Ok((pointers, a.number))
+    }
+
+    /// Register a new cold file in the manifest, then create it: a cold file on disk is
+    /// always known to the manifest (the sweep deletes the others).
+    fn new_cold_file(&self) -> Result<ColdFile> {
+        let number = {
+            let mut st = self.state.lock();
+            let n = st.versions.new_file_number();
+            st.versions.log_and_apply(VersionEdit { vlog_added: vec![(n, 0)], ..Default::default() })?;
+            n
+        };
+        self.vlog.add_cold(number);
+        let file = self.vfs.create(&cold_file_name(&self.dir, number))?;
+        self.vfs.sync_dir(&self.dir)?;
+        tracing::debug!(number, "cold value file started");
+        Ok(ColdFile { number, file, len: 0 })
+    }
+
+    /// The cold files GC must not collect now: the one being filled, and those whose pointer
+    /// ops are still in the log past `log_head_file` (a replay would meet them).
+    pub(crate) fn cold_files_in_use(&self, log_head_file: u64) -> HashSet<u64> {
+        let mut out = self.cold.lock();
+        out.logged_in.retain(|_, wal| *wal >= log_head_file);
+        let active = out.active.as_ref().map(|a| a.number);
+        out.logged_in.keys().copied().chain(active).collect()
+    }
+}
+
+/// At open: tell the reader which value files are cold, and drop the manifest's registration
+/// of cold files that were never created (a crash between the two steps of `new_cold_file`).
+pub(super) fn find_cold_files(
+    vfs: &dyn crate::fs::Vfs,
+    dir: &std::path::Path,
+    versions: &mut VersionSet,
+    vlog: &crate::vlog::VlogReader,
+) -> Result<()> {
+    for name in vfs.list(dir)? {
+        if let Some((crate::filename::FileKind::Cold, n)) = crate::filename::parse_file_name(&name) {
+            vlog.add_cold(n);
+        }
+    }
+    let never_made: Vec<u64> = versions
+        .vlog_files()
+        .iter()
+        .filter(|(n, s)| s.total_bytes == 0 && !vlog.is_cold(**n))
+        .map(|(n, _)| *n)
+        .collect();
+    if !never_made.is_empty() {
+        versions.log_and_apply(VersionEdit { vlog_files_deleted: never_made, ..Default::default() })?;
+    }
+    Ok(())
+}
