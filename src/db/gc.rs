@@ -347,6 +347,11 @@ impl DbInner {
         // One sync of the cold file and one of the log (with the last piece) before the tail
         // moves.
         let bytes = self.relocate(chunk.pieces, chunk.checked, true)?;
+        // Values were judged dead against a view that includes unsynced writes. A crash can
+        // lose those writes (as a suffix), and the old values they shadow must then still be
+        // there: make the log durable through them before anything is freed. (The relocation
+        // above syncs too, but not when every op lost to a user write, or when nothing was live.)
+        self.sync_log_for_gc()?;
         report.bytes_rewritten += bytes;
         add(&self.counters.gc_bytes_rewritten, bytes);
         let install_seq = self.visible_seq.load(Ordering::Acquire);

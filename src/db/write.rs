@@ -376,6 +376,18 @@ impl DbInner {
         Ok(())
     }
 
+    /// Make every log group written so far durable (GC does this before it frees values
+    /// shadowed by writes that may not be synced yet). A failed sync leaves the log's state
+    /// unknown, so it stops writes like a failed synced write does.
+    pub(crate) fn sync_log_for_gc(&self) -> Result<()> {
+        let r = self.log.lock().sync();
+        if let Err(e) = &r {
+            tracing::error!(error = %e, "log sync before value-log GC failed; the database is read-only until resume()");
+            self.state.lock().bg_error.get_or_insert_with(|| e.duplicate());
+        }
+        r
+    }
+
     /// Leave the read-only state after a background error.
     pub(crate) fn resume(&self) -> Result<()> {
         let mut st = self.state.lock();

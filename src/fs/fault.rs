@@ -18,7 +18,9 @@
 //!   all injected faults, and leaves the filesystem usable for a fresh open.
 //! * **The process dying.** `halt()` (or the countdown of `set_crash_after_ops`) makes every
 //!   further call fail with `EIO`, like a process killed at that instant: the dead engine
-//!   can neither write nor delete anything while the test drops it. Typical test:
+//!   can neither write nor delete anything while the test drops it.
+//! * **Tracing.** With `WISCKEY_FS_TRACE` set, every mutating call and every crash is printed
+//!   to stderr: the story of a failing crash test. Typical test:
 //!
 //! ```
 //! # use std::sync::Arc;
@@ -247,6 +249,9 @@ struct FaultState {
     synced: HashMap<u64, u64>,
     pending: Vec<PendingDirOp>,
     locks: Vec<Weak<LockSlot>>,
+    /// `WISCKEY_FS_TRACE` set: print every mutating call and crash to stderr (to see what a
+    /// failing crash test did, e.g. which file was removed before the crash).
+    trace: bool,
 }
 
 struct Shared {
@@ -311,6 +316,9 @@ impl FaultState {
             return Err(eio(name, path));
         }
         if op.is_mutating() {
+            if self.trace {
+                eprintln!("fault-fs: {name} {paths:?}");
+            }
             match self.crash_after {
                 Some(0) => {
                     self.halted = true;
@@ -486,6 +494,7 @@ impl FaultFs {
             synced: HashMap::new(),
             pending: Vec::new(),
             locks: Vec::new(),
+            trace: std::env::var_os("WISCKEY_FS_TRACE").is_some(),
         };
         FaultFs { shared: Arc::new(Shared { inner, seed, state: Mutex::new(state) }) }
     }
@@ -505,6 +514,9 @@ impl FaultFs {
     /// the countdown, error rules and read corruption. Errors only if the inner fs fails.
     pub fn crash(&self, mode: CrashMode) -> Result<()> {
         let mut st = self.shared.state.lock();
+        if st.trace {
+            eprintln!("fault-fs: crash ({mode:?})");
+        }
         if mode != CrashMode::KeepUnsynced {
             self.shared.undo_pending(&mut st)?;
         }
