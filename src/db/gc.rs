@@ -346,7 +346,9 @@ impl DbInner {
         }
         // One sync of the cold file and one of the log (with the last piece) before the tail
         // moves.
+        let chunk_read = chunk.bytes_read;
         let bytes = self.relocate(chunk.pieces, chunk.checked, true)?;
+        tracing::debug!(file, chunk_start, bytes_read = chunk_read, bytes_moved = bytes, "value-log GC chunk");
         // Values were judged dead against a view that includes unsynced writes. A crash can
         // lose those writes (as a suffix), and the old values they shadow must then still be
         // there: make the log durable through them before anything is freed. (The relocation
@@ -622,6 +624,7 @@ impl DbInner {
             self.release_writers();
             return Ok(false);
         };
+        tracing::debug!(file, start, amp, over_target, cold = self.vlog.is_cold(file), "value-log GC picked a file");
         // Fresh: the pending deletes just finished may have freed space.
         self.pace(self.vlog_space_amp());
         let stopped = self.gc_file(file, start, &mut GcReport::default())?;

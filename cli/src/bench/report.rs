@@ -328,7 +328,8 @@ pub fn db_stats_json(s: &DbStats, live_bytes: Option<u64>) -> String {
         .int("gc_runs", s.gc_runs)
         .int("gc_bytes_read", s.gc_bytes_read)
         .int("gc_bytes_rewritten", s.gc_bytes_rewritten)
-        .int("gc_bytes_freed", s.gc_bytes_freed);
+        .int("gc_bytes_freed", s.gc_bytes_freed)
+        .int("cold_bytes_written", s.cold_bytes_written);
     j.finish()
 }
 

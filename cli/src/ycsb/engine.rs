@@ -116,7 +116,9 @@ impl Engine for Wisckey {
         let s = self.db.stats();
         EngineCounters {
             user_bytes_written: Some(s.user_bytes_written),
-            bytes_written: Some(s.log_bytes_written + s.flush_bytes_written + s.compaction_bytes_written),
+            bytes_written: Some(
+                s.log_bytes_written + s.cold_bytes_written + s.flush_bytes_written + s.compaction_bytes_written,
+            ),
             detail_json: Some(db_stats_json(&s, None)),
         }
     }

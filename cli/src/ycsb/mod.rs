@@ -94,6 +94,15 @@ pub struct YcsbArgs {
     /// wisckey only: `Options::min_separated_value_bytes` (values this large go to the vLog).
     #[arg(long = "min_separated_value_bytes")]
     pub min_separated_value_bytes: Option<usize>,
+
+    /// wisckey only: `Options::log_file_bytes` (value-log files roll at this size).
+    #[arg(long = "log_file_bytes")]
+    pub log_file_bytes: Option<u64>,
+
+    /// wisckey only: `Options::memtable_log_bytes` (a memtable is switched once it spans this
+    /// much log).
+    #[arg(long = "memtable_log_bytes")]
+    pub memtable_log_bytes: Option<u64>,
 }
 
 impl YcsbArgs {
@@ -111,6 +120,12 @@ impl YcsbArgs {
         }
         if let Some(v) = self.min_separated_value_bytes {
             o = o.min_separated_value_bytes(v);
+        }
+        if let Some(v) = self.log_file_bytes {
+            o = o.log_file_bytes(v);
+        }
+        if let Some(v) = self.memtable_log_bytes {
+            o = o.memtable_log_bytes(v);
         }
         o
     }
