@@ -344,15 +344,15 @@ impl DbInner {
                 "value-log GC: damaged record group in a cold value file holding live values",
             ));
         }
-        // One sync of the cold file and one of the log (with the last piece) before the tail
-        // moves.
+        // One sync of the cold file, then one of the log before the tail moves.
         let chunk_read = chunk.bytes_read;
-        let bytes = self.relocate(chunk.pieces, chunk.checked, true)?;
+        let bytes = self.relocate(chunk.pieces, chunk.checked, false)?;
         tracing::debug!(file, chunk_start, bytes_read = chunk_read, bytes_moved = bytes, "value-log GC chunk");
-        // Values were judged dead against a view that includes unsynced writes. A crash can
-        // lose those writes (as a suffix), and the old values they shadow must then still be
-        // there: make the log durable through them before anything is freed. (The relocation
-        // above syncs too, but not when every op lost to a user write, or when nothing was live.)
+        // The log sync makes the pointer puts durable, and also every write the liveness view
+        // saw: values were judged dead against a view that includes unsynced writes, a crash
+        // can lose those (as a suffix), and the old values they shadow must then still be
+        // there. (Syncing only with the pointer puts missed this when nothing was live or
+        // every put lost to a user write: the write queue then writes nothing.)
         self.sync_log_for_gc()?;
         report.bytes_rewritten += bytes;
         add(&self.counters.gc_bytes_rewritten, bytes);
