@@ -10,7 +10,7 @@ use common::Model;
 use wisckey::fs::PosixFs;
 use wisckey::{Db, Options, ReadOptions};
 
-const KEYS: u32 = 1500;
+const KEYS: u32 = 3000;
 const VALUE_BYTES: usize = 4096;
 
 fn options(stall: f64) -> Options {
@@ -66,12 +66,14 @@ fn stalled_writers_keep_space_amplification_bounded() {
     overwrite(&db, 8, &mut model);
     let s = db.stats();
     let amp = s.vlog_disk_bytes as f64 / live_bytes(&model) as f64;
+    eprintln!("space amplification at the last put {amp:.2} (estimate {:.2})", s.vlog_space_amp_estimate);
     check(&db, &model);
     // Without GC this load leaves about 8x; the stall holds the estimate at 1.3. The truth
-    // measured at the last put may be above it by three transients, each up to a 1 MiB file
-    // or memtable (1/6 of the 6 MiB live here): the memtable's overwrites not yet counted, a
-    // file being collected whose live values already have new copies, and the log head,
-    // which GC never takes. A clean-clone CI run once saw 1.88 against an old bound of 1.8.
+    // measured at the last put may be above it by up to five transients, each up to a 1 MiB
+    // file or memtable (1/12 of the 12 MiB live here): the memtable's overwrites not yet
+    // counted, a file being collected whose live values already have new copies, the log
+    // head, which GC never takes, the cold file GC is filling, and a cold file waiting for the
+    // log head to pass its pointer puts. (With 6 MiB live a clean-clone CI run saw 2.02.)
     assert!(amp < 2.0, "space amplification {amp:.2} with the stall at 1.3: {s:?}");
     assert!(s.gc_bytes_freed > 0 && s.gc_runs > 0, "GC never ran: {s:?}");
 }
