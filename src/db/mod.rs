@@ -183,6 +183,9 @@ pub(crate) struct DbInner {
     log: Arc<Mutex<LogWriter>>,
     /// Set by the log writer when its file has passed `log_file_bytes`.
     log_roll_due: Arc<std::sync::atomic::AtomicBool>,
+    /// How far the log is durable (`LogWriter::durable`), read by value-log GC without the
+    /// log's lock.
+    log_durable: Arc<Mutex<crate::log::LogPos>>,
     /// GC asks the next memtable switch to roll the log file, so the values in it can be
     /// collected once the memtable is flushed (the space stall is on and no file is behind
     /// the log head).
@@ -239,6 +242,7 @@ impl Db {
         let cold = cold::ColdOutput::after_recovery(&recovered.mem, &vlog, recovered.log.file_number());
         let recovery_report = recovered.report;
         let log_roll_due = recovered.log.roll_due();
+        let log_durable = recovered.log.durable();
         let log = Arc::new(Mutex::new(recovered.log));
         vlog.attach_log(&log);
         let gc_pacing = gc_pacing::GcPacing::new(options.memtable_log_bytes);
@@ -257,6 +261,7 @@ impl Db {
             visible_seq: AtomicU64::new(recovered.last_seq),
             log,
             log_roll_due,
+            log_durable,
             gc_roll_requested: std::sync::atomic::AtomicBool::new(false),
             dir,
             opts: options,

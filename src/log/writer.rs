@@ -78,6 +78,9 @@ pub struct LogWriter {
     /// Offset just past the last group in the current file (0: none yet); marks after it do
     /// not count.
     groups_end: u64,
+    /// Everything of the log before this position is durable (older files included); published
+    /// for value-log GC, which frees old copies only once the writes that made them dead are.
+    durable: Arc<Mutex<LogPos>>,
 }
 
 impl LogWriter {
@@ -116,6 +119,7 @@ impl LogWriter {
             unclaimed: false,
             roll_due: Arc::new(AtomicBool::new(false)),
             groups_end: len,
+            durable: Arc::new(Mutex::new(LogPos { file: number, offset: len })),
         };
         w.note_size();
         if len == 0 {
@@ -132,6 +136,17 @@ impl LogWriter {
         if let Err(e) = self.flush_buffer() {
             tracing::debug!(error = %e, "writing a log mark failed; it goes out with the next flush");
         }
+    }
+
+    /// How far the log is durable, readable without this writer's lock.
+    pub fn durable(&self) -> Arc<Mutex<LogPos>> {
+        self.durable.clone()
+    }
+
+    /// Record that the log is durable up to `pos`.
+    fn note_durable(&self, pos: LogPos) {
+        let mut d = self.durable.lock();
+        *d = (*d).max(pos);
     }
 
     /// Whether the current file has passed the roll size, readable without this writer's lock.
@@ -264,6 +279,7 @@ impl LogWriter {
             self.synced = self.written;
             self.extent.publish(self.number, self.synced);
         }
+        self.note_durable(LogPos { file: self.number, offset: self.synced });
         if self.unclaimed {
             self.unclaimed = false;
             self.push_mark(&Mark::Sync { durable: LogPos { file: self.number, offset: self.synced } });
@@ -359,15 +375,18 @@ impl LogWriter {
     }
 
     /// Make the log durable up to `pos` (used before the manifest records `pos` as the head).
-    /// Older files must already be synced with `sync_old_files`.
+    /// Callers sync older files with `sync_old_files` first, without this writer's lock; a
+    /// file that rolled over since is synced here (rare: one roll in that window).
     pub fn sync_to(&mut self, pos: LogPos) -> Result<()> {
         if pos.file == self.number && pos.offset > self.synced {
             return self.sync();
         }
+        sync_old_files(&self.unsynced_old)?;
         if self.dir_dirty {
             self.vfs.sync_dir(&self.dir)?;
             self.dir_dirty = false;
         }
+        self.note_durable(pos);
         Ok(())
     }
 }
@@ -410,5 +429,42 @@ mod tests {
         assert!(extent.covers(7, u64::MAX), "the rolled file is sealed");
         assert!(!extent.covers(9, 1), "nothing of the new head is durable yet");
         assert!(!extent.covers(10, 1), "files above the head are never covered");
+    }
+
+    #[test]
+    fn the_durable_position_moves_only_with_syncs() {
+        let vfs: Arc<dyn Vfs> = Arc::new(MemFs::new());
+        let mut w = writer(&vfs, 7);
+        let durable = w.durable();
+        let start = *durable.lock();
+        w.append(1, 1, &[5u8; 300], 0).unwrap();
+        w.flush_buffer().unwrap();
+        assert_eq!(*durable.lock(), start, "handed to the file is not durable");
+        w.sync().unwrap();
+        let synced = *durable.lock();
+        assert!(synced >= w.groups_end(), "{synced:?} must cover the group ending at {:?}", w.groups_end());
+        w.roll(9, 2).unwrap();
+        w.append(2, 1, &[6u8; 300], 0).unwrap();
+        assert_eq!(*durable.lock(), synced, "a roll makes nothing durable");
+        w.sync().unwrap();
+        assert!(*durable.lock() >= w.groups_end());
+    }
+
+    #[test]
+    fn sync_to_a_file_that_rolled_over_since_makes_it_durable() {
+        use crate::fs::{CrashMode, FaultFs};
+        let fs = FaultFs::in_memory(1);
+        let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
+        let mut w = writer(&vfs, 7);
+        w.append(1, 1, &[5u8; 300], 0).unwrap();
+        let end = w.groups_end();
+        // The file rolls after the caller synced the older files but before it asked for
+        // `end` (the flush's window): `sync_to` must sync it anyway.
+        w.roll(8, 2).unwrap();
+        w.sync_to(end).unwrap();
+        assert!(*w.durable().lock() >= end);
+        fs.crash(CrashMode::DropUnsynced).unwrap();
+        let len = vfs.file_size(&vlog_file_name(Path::new("/d"), 7)).unwrap();
+        assert!(len >= end.offset, "file 7 kept {len} bytes, the sync promised {}", end.offset);
     }
 }

@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use crossbeam_skiplist::SkipMap;
 
+mod key_filter;
+
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, compare_internal, ValueKind};
@@ -81,6 +83,8 @@ const ENTRY_OVERHEAD: u64 = 48;
 #[derive(Default)]
 pub struct Memtable {
     map: SkipMap<IKey, ()>,
+    /// The user keys in `map`: point lookups of other keys skip the skiplist search.
+    keys: key_filter::KeyFilter,
     bytes: AtomicU64,
     /// Log position just past the last record whose ops are in this memtable; set when the
     /// memtable becomes immutable. Once it is flushed, the log before this point is redundant.
@@ -100,6 +104,7 @@ impl Memtable {
         key::append_internal_key(&mut b, user_key, seq, kind);
         b.extend_from_slice(value);
         let size = b.len() as u64 + ENTRY_OVERHEAD;
+        self.keys.insert(user_key);
         self.map.insert(IKey(b.into_boxed_slice()), ());
         self.bytes.fetch_add(size, AtomicOrdering::Relaxed);
     }
@@ -175,6 +180,9 @@ impl Memtable {
 
     /// Newest entry for `user_key` with seq <= `seq`.
     pub fn get(&self, user_key: &[u8], seq: u64) -> Lookup {
+        if !self.keys.may_contain(user_key) {
+            return Lookup::Absent;
+        }
         let seek = IKey::search(&key::seek_key(user_key, seq));
         let Some(e) = self.map.lower_bound(Bound::Included(&seek)) else {
             return Lookup::Absent;
@@ -194,6 +202,9 @@ impl Memtable {
     /// Sequence number of the newest entry for `user_key`, of any kind (`None`: none here).
     /// Value-log GC asks it to learn whether a key was written after it checked the key.
     pub fn newest_seq(&self, user_key: &[u8]) -> Option<u64> {
+        if !self.keys.may_contain(user_key) {
+            return None;
+        }
         let seek = IKey::search(&key::seek_key(user_key, key::MAX_SEQ));
         let e = self.map.lower_bound(Bound::Included(&seek))?;
         let p = key::parse_internal_key(e.key().ikey())?;
