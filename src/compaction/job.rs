@@ -274,7 +274,7 @@ mod tests {
             trivial_move: false,
             grandparents: Vec::new(),
             compact_pointer: None,
-            reason: "test",
+            reason: crate::compaction::Reason::Test,
         }
     }
 

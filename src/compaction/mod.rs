@@ -30,7 +30,25 @@ pub struct CompactionTask {
     pub grandparents: Vec<Arc<FileMeta>>,
     /// The largest key of the inputs at the upper level (the next round-robin start point).
     pub compact_pointer: Option<(usize, Vec<u8>)>,
-    pub reason: &'static str,
+    pub reason: Reason,
+}
+
+/// Why a policy chose a compaction (logged, and acted on: a seek compaction clears the
+/// candidate it served).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Reason {
+    /// Level 0 reached its file-count trigger.
+    L0Files,
+    /// A level passed its byte budget.
+    LevelSize,
+    /// Point lookups passed over one table too often (LevelDB's seek compaction).
+    Seeks,
+    /// `Db::compact_range`.
+    Manual,
+    /// Built by hand in a test.
+    #[cfg(test)]
+    Test,
 }
 
 impl CompactionTask {

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 
 use parking_lot::MutexGuard;
 
-use super::{add, DbInner, State};
+use super::{add, DbInner, NewRun, State};
 use crate::compaction::job::{self, JobContext};
 use crate::compaction::{CompactionTask, PickContext};
 use crate::error::{Error, Result};
@@ -67,8 +67,7 @@ pub(super) fn write_level0_table(
 
 /// LevelDB's PickLevelForMemTableOutput: a flushed table that overlaps nothing may go straight
 /// to level 1 or 2, saving the compactions that would only move it there.
-fn level_for_flush(v: &Version, meta: &FileMeta, target_file_bytes: u64) -> usize {
-    let (lo, hi) = (key::user_key(&meta.smallest), key::user_key(&meta.largest));
+fn level_for_flush(v: &Version, lo: &[u8], hi: &[u8], target_file_bytes: u64) -> usize {
     let overlaps = |l: usize| !v.overlapping_files(l, Some(lo), Some(hi)).is_empty();
     let mut level = 0;
     if overlaps(0) {
@@ -112,7 +111,16 @@ impl DbInner {
             let imm = st.imms[0].clone();
             let number = st.versions.new_file_number();
             st.pending_outputs.insert(number);
-            let level0_opts = self.table_options(0);
+            // Where the table will most likely land (decided again at install): Monkey gives a
+            // table joining a deep level that level's bits, not those of a small new L0 run.
+            let v = st.versions.current();
+            let level = match imm.user_key_range() {
+                Some((lo, hi)) if !st.compacting => level_for_flush(&v, &lo, &hi, self.opts.target_file_size_bytes),
+                _ => 0,
+            };
+            let joins = if level == 0 { None } else { v.levels.get(level).and_then(|l| l.runs.first()).map(|r| r.id) };
+            let run = NewRun { level, bytes: imm.approximate_bytes(), joins, consumed: &[] };
+            let flush_opts = self.table_options(&v, level, run);
             let built = MutexGuard::unlocked(&mut st, || {
                 // The manifest will say the log up to `imm`'s end is redundant: make sure that
                 // part of the log is durable first, or a crash could leave the log shorter than
@@ -122,7 +130,7 @@ impl DbInner {
                 if let Some(end) = imm.log_end() {
                     self.log.lock().sync_to(end)?;
                 }
-                write_level0_table(&self.vfs, &self.dir, level0_opts, &imm, number)
+                write_level0_table(&self.vfs, &self.dir, flush_opts, &imm, number)
             });
             let r = built.and_then(|meta| self.install_flush(&mut st, &imm, meta));
             st.pending_outputs.remove(&number);
@@ -149,7 +157,8 @@ impl DbInner {
             let v = st.versions.current();
             // While a compaction runs, its outputs are not yet visible: placing a table below
             // L0 could then overlap them, so flushes go to L0.
-            let level = if st.compacting { 0 } else { level_for_flush(&v, &meta, self.opts.target_file_size_bytes) };
+            let (lo, hi) = (key::user_key(&meta.smallest), key::user_key(&meta.largest));
+            let level = if st.compacting { 0 } else { level_for_flush(&v, lo, hi, self.opts.target_file_size_bytes) };
             meta.run = run_for_level(&v, level, meta.number);
             add(&self.counters.flush_bytes, meta.size);
             edit.added_files.push((level as u32, meta));
@@ -199,7 +208,7 @@ impl DbInner {
     /// Run one compaction with the state lock released during I/O, then install it.
     fn run_task(&self, st: &mut MutexGuard<'_, State>, task: CompactionTask) -> Result<()> {
         st.compacting = true;
-        if task.reason == "seeks" {
+        if task.reason == crate::compaction::Reason::Seeks {
             self.seek_stats.lock().candidate = None;
         }
         let r = self.run_task_inner(st, &task);
@@ -231,6 +240,9 @@ impl DbInner {
             return Ok(());
         }
         let smallest_snapshot = self.snapshots.smallest(self.visible_seq.load(Ordering::Acquire));
+        let consumed: Vec<u64> = task.input_files().map(|(_, f)| f.number).collect();
+        let new_run =
+            NewRun { level: task.output_level, bytes: task.input_bytes(), joins: task.output_run, consumed: &consumed };
         let allocated = parking_lot::Mutex::new(Vec::new());
         let out = MutexGuard::unlocked(st, || {
             let alloc = || {
@@ -244,7 +256,7 @@ impl DbInner {
                 vfs: &self.vfs,
                 dir: &self.dir,
                 table_cache: &self.table_cache,
-                table_options: self.table_options(task.output_level),
+                table_options: self.table_options(&version, task.output_level, new_run),
                 target_file_bytes: self.opts.target_file_size_bytes,
                 smallest_snapshot,
                 new_file_number: &alloc,

@@ -99,6 +99,13 @@ pub struct DbStats {
     pub gc_bytes_freed: u64,
     /// Bytes GC appended to cold value files (the values it moved, with their headers).
     pub cold_bytes_written: u64,
+    /// Point lookups that reached the LSM-tree (`get`, `multi_get`, GC's liveness checks).
+    pub point_lookups: u64,
+    /// Tables whose Bloom filter let a point lookup in (or that have none).
+    pub filter_passes: u64,
+    /// Of those, tables that then held no visible entry of the key: what filter memory (and
+    /// Monkey's allocation of it) is there to save.
+    pub filter_false_positives: u64,
 }
 
 impl DbStats {
@@ -131,6 +138,9 @@ pub(crate) struct Counters {
     gc_bytes_rewritten: AtomicU64,
     gc_bytes_freed: AtomicU64,
     cold_bytes: AtomicU64,
+    point_lookups: AtomicU64,
+    filter_passes: AtomicU64,
+    filter_false_positives: AtomicU64,
 }
 
 fn add(c: &AtomicU64, v: u64) {
@@ -154,6 +164,19 @@ pub(crate) struct State {
     pending_outputs: HashSet<u64>,
     /// A compaction (automatic or manual) is running.
     compacting: bool,
+}
+
+/// A run about to be written, as Monkey's filter allocation sees it.
+#[derive(Clone, Copy)]
+pub(crate) struct NewRun<'a> {
+    /// The level it is written to.
+    pub level: usize,
+    /// Bytes the run adds.
+    pub bytes: u64,
+    /// The existing run it joins (`None`: a new run).
+    pub joins: Option<u64>,
+    /// Table files it replaces (a compaction's inputs).
+    pub consumed: &'a [u64],
 }
 
 /// Everything the handle and the background threads share.
@@ -200,8 +223,50 @@ pub(crate) struct DbInner {
 }
 
 impl DbInner {
-    fn table_options(&self, level: usize) -> TableOptions {
-        self.opts.table_options(level)
+    /// Options for the tables of a new run written to `level`. Under Monkey the run's filter
+    /// bits come from the tree's shape: `version`'s runs without the `consumed` files, plus
+    /// this run of `run_bytes` (table bytes stand in for entry counts).
+    fn table_options(&self, version: &crate::version::Version, level: usize, run: NewRun<'_>) -> TableOptions {
+        let mut t = self.opts.table_options(level);
+        if self.opts.filter_allocation == crate::options::FilterAllocation::Monkey {
+            t.bloom_bits_per_key = self.monkey_bits(version, run);
+        }
+        t
+    }
+
+    /// Monkey's bits for `run`. Entries are counted by table bytes; a level above the deepest
+    /// one counts at least its capacity (`max_bytes_for_level_base` × ratio^(level−1)), the
+    /// size it has in the steady state Monkey optimises for, so the bits a run gets do not
+    /// swing with where the level happens to be in its fill-and-empty cycle.
+    fn monkey_bits(&self, version: &crate::version::Version, run: NewRun<'_>) -> f64 {
+        let consumed = |f: &crate::version::FileMeta| run.consumed.contains(&f.number);
+        // (level, bytes, is the new run)
+        let mut runs: Vec<(usize, u64, bool)> = Vec::new();
+        for (level, l) in version.levels.iter().enumerate() {
+            for r in &l.runs {
+                let bytes: u64 = r.files.iter().filter(|f| !consumed(f)).map(|f| f.size).sum();
+                let joins = Some(r.id) == run.joins;
+                runs.push((level, bytes + if joins { run.bytes } else { 0 }, joins));
+            }
+        }
+        if run.joins.is_none() {
+            runs.push((run.level, run.bytes, true));
+        }
+        let deepest = runs.iter().filter(|r| r.1 > 0).map(|r| r.0).max().unwrap_or(0);
+        let capacity = |level: usize| {
+            let ratio = self.opts.level_size_ratio.max(2);
+            self.opts.max_bytes_for_level_base.saturating_mul(ratio.saturating_pow(level.saturating_sub(1) as u32))
+        };
+        let entries: Vec<u64> = runs
+            .iter()
+            .map(|&(level, bytes, _)| if level >= 1 && level < deepest { bytes.max(capacity(level)) } else { bytes })
+            .collect();
+        let avg = self.opts.bloom_bits_for_level(0);
+        let bits = crate::compaction::policy::monkey::allocate_bits(&entries, avg);
+        let at = runs.iter().position(|r| r.2).unwrap_or(runs.len() - 1);
+        let b = bits.get(at).copied().unwrap_or(avg);
+        tracing::debug!(?entries, level = run.level, bits = b, "Monkey filter bits for a new run");
+        b
     }
 
     fn background_error(&self, st: &State) -> Result<()> {

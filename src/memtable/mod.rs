@@ -178,6 +178,13 @@ impl Memtable {
         *self.log_end.lock()
     }
 
+    /// The smallest and largest user key held (`None` when empty).
+    pub fn user_key_range(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        let lo = key::parse_internal_key(self.map.front()?.key().ikey())?.user_key.to_vec();
+        let hi = key::parse_internal_key(self.map.back()?.key().ikey())?.user_key.to_vec();
+        Some((lo, hi))
+    }
+
     /// Newest entry for `user_key` with seq <= `seq`.
     pub fn get(&self, user_key: &[u8], seq: u64) -> Lookup {
         if !self.keys.may_contain(user_key) {

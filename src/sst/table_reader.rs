@@ -127,11 +127,17 @@ impl Table {
 
     /// The first entry whose internal key is >= `seek_ikey`, if its user key equals the user
     /// key of `seek_ikey`. Consults the Bloom filter first.
+    #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))] // the DB counts filter answers: `get_unfiltered`
     pub fn get(&self, seek_ikey: &[u8], fill_cache: bool) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let uk = user_key(seek_ikey);
-        if !self.may_contain(uk) {
+        if !self.may_contain(user_key(seek_ikey)) {
             return Ok(None);
         }
+        self.get_unfiltered(seek_ikey, fill_cache)
+    }
+
+    /// `get` without asking the filter first (the caller did, and counts what it said).
+    pub fn get_unfiltered(&self, seek_ikey: &[u8], fill_cache: bool) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let uk = user_key(seek_ikey);
         let mut index = self.index.iter();
         self.seek_index(&mut index, seek_ikey)?;
         // Normally the first block tried holds the answer; the loop only continues when a

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args};
-use wisckey::{Compression, Options, ReadOptions};
+use wisckey::{Compression, FilterAllocation, Options, ReadOptions};
 
 /// The suite run when `--benchmarks` is not given.
 pub const DEFAULT_BENCHMARKS: &str =
@@ -142,6 +142,12 @@ pub struct BenchArgs {
     #[arg(long = "bloom_bits", default_value_t = 10.0, allow_negative_numbers = true)]
     pub bloom_bits: f64,
 
+    /// How filter memory is spread over the tree: monkey (the engine's default: `--bloom_bits`
+    /// on average, fewer in the largest level, more above it) or uniform (the same bits per
+    /// key everywhere, as LevelDB's db_bench).
+    #[arg(long = "filter_allocation", default_value = "monkey", value_parser = parse_filter_allocation)]
+    pub filter_allocation: FilterAllocation,
+
     /// Print a latency histogram after each benchmark.
     #[arg(long = "histogram", default_value = "false", num_args = 0..=1,
           default_missing_value = "true", action = ArgAction::Set, value_parser = parse_bool)]
@@ -163,6 +169,14 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" => Ok(false),
         _ => Err(format!("expected 0, 1, true or false, got {s:?}")),
+    }
+}
+
+fn parse_filter_allocation(s: &str) -> Result<FilterAllocation, String> {
+    match s {
+        "uniform" => Ok(FilterAllocation::Uniform),
+        "monkey" => Ok(FilterAllocation::Monkey),
+        _ => Err(format!("expected uniform or monkey, got {s:?}")),
     }
 }
 
@@ -196,6 +210,7 @@ impl BenchArgs {
             .write_buffer_bytes(self.write_buffer_size)
             .compression(self.compression)
             .bloom_bits_per_key(vec![self.bloom_bits.max(0.0)])
+            .filter_allocation(self.filter_allocation)
             .io_uring(self.io_uring)
             .mmap_value_reads(self.mmap_value_reads);
         if let Some(v) = self.max_file_size {
@@ -290,6 +305,9 @@ mod tests {
 
     #[test]
     fn compression_and_bloom_flags_map_to_options() {
+        let m = parse(&["--filter_allocation=monkey"]).unwrap();
+        assert_eq!(m.options().filter_allocation, FilterAllocation::Monkey);
+        assert!(parse(&["--filter_allocation=lopsided"]).is_err());
         let b = parse(&["--compression=zstd:7", "--bloom_bits=-1"]).unwrap();
         let o = b.options();
         assert_eq!(o.compression, Compression::Zstd(7));

@@ -296,6 +296,14 @@ pub fn render_db_stats(s: &DbStats, live_bytes: Option<u64>) -> String {
         mb(s.gc_bytes_rewritten),
         mb(s.gc_bytes_freed)
     );
+    let _ = writeln!(
+        r,
+        "filters:          {} false positives in {} point lookups ({:.4} per lookup), {} tables let in",
+        s.filter_false_positives,
+        s.point_lookups,
+        s.filter_false_positives as f64 / s.point_lookups.max(1) as f64,
+        s.filter_passes
+    );
     r
 }
 
@@ -328,6 +336,9 @@ pub fn db_stats_json(s: &DbStats, live_bytes: Option<u64>) -> String {
         .int("gc_runs", s.gc_runs)
         .int("gc_bytes_read", s.gc_bytes_read)
         .int("gc_bytes_rewritten", s.gc_bytes_rewritten)
+        .int("point_lookups", s.point_lookups)
+        .int("filter_passes", s.filter_passes)
+        .int("filter_false_positives", s.filter_false_positives)
         .int("gc_bytes_freed", s.gc_bytes_freed)
         .int("cold_bytes_written", s.cold_bytes_written);
     j.finish()

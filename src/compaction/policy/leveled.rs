@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use crate::compaction::{CompactionInput, CompactionPolicy, CompactionTask, PickContext};
+use crate::compaction::{CompactionInput, CompactionPolicy, CompactionTask, PickContext, Reason};
 use crate::key::{self, compare_internal};
 use crate::options::Options;
 use crate::version::{FileMeta, Version};
@@ -45,7 +45,7 @@ impl LeveledPolicy {
             .collect()
     }
 
-    fn task_for(&self, v: &Version, level: usize, upper: Vec<Arc<FileMeta>>, reason: &'static str) -> CompactionTask {
+    fn task_for(&self, v: &Version, level: usize, upper: Vec<Arc<FileMeta>>, reason: Reason) -> CompactionTask {
         let upper = if level == 0 { expand_overlapping_l0(v, upper) } else { upper };
         let (lo, hi) = user_range(&upper);
         let lower = v.overlapping_files(level + 1, Some(&lo), Some(&hi));
@@ -107,7 +107,8 @@ impl CompactionPolicy for LeveledPolicy {
         if score < 1.0 {
             let (level, file) = ctx.seek_candidate.clone()?;
             let still_there = v.levels.get(level)?.runs.iter().any(|r| r.files.iter().any(|f| f.number == file.number));
-            return (still_there && level + 1 < self.num_levels).then(|| self.task_for(v, level, vec![file], "seeks"));
+            return (still_there && level + 1 < self.num_levels)
+                .then(|| self.task_for(v, level, vec![file], Reason::Seeks));
         }
         let files: Vec<Arc<FileMeta>> = v.levels[level].runs.iter().flat_map(|r| r.files.iter().cloned()).collect();
         // Round robin: the first file after where the last compaction of this level stopped.
@@ -116,7 +117,7 @@ impl CompactionPolicy for LeveledPolicy {
             .and_then(|p| files.iter().find(|f| compare_internal(&f.largest, p) == Ordering::Greater))
             .or_else(|| files.first())?
             .clone();
-        Some(self.task_for(v, level, vec![chosen], if level == 0 { "l0-files" } else { "level-size" }))
+        Some(self.task_for(v, level, vec![chosen], if level == 0 { Reason::L0Files } else { Reason::LevelSize }))
     }
 
     fn pick_range(
@@ -133,7 +134,7 @@ impl CompactionPolicy for LeveledPolicy {
         if files.is_empty() {
             return None;
         }
-        let mut t = self.task_for(v, level, files, "manual");
+        let mut t = self.task_for(v, level, files, Reason::Manual);
         t.trivial_move = false;
         Some(t)
     }

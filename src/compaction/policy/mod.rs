@@ -1,5 +1,6 @@
 //! Merge policies.
 
 pub mod leveled;
+pub mod monkey;
 
 pub use leveled::LeveledPolicy;
