@@ -68,6 +68,9 @@ pub struct Options {
     /// `bloom_bits_per_key[0]` bits per key on average; `Uniform` gives every level its entry
     /// of `bloom_bits_per_key`, as LevelDB and RocksDB do).
     pub filter_allocation: FilterAllocation,
+    /// The merge policy: how many sorted runs a level keeps and when they merge (default:
+    /// leveling, LevelDB's).
+    pub merge_policy: MergePolicy,
     /// L0 file count that triggers a compaction.
     pub l0_compaction_trigger: usize,
     /// L0 file count at which each write is delayed by 1 ms.
@@ -153,6 +156,7 @@ impl Default for Options {
             compression: Compression::None,
             bloom_bits_per_key: vec![10.0],
             filter_allocation: FilterAllocation::default(),
+            merge_policy: MergePolicy::default(),
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 8,
             l0_stop_trigger: 12,
@@ -203,6 +207,7 @@ impl Options {
     setter!(compression: Compression);
     setter!(bloom_bits_per_key: Vec<f64>);
     setter!(filter_allocation: FilterAllocation);
+    setter!(merge_policy: MergePolicy);
     setter!(l0_compaction_trigger: usize);
     setter!(l0_slowdown_trigger: usize);
     setter!(l0_stop_trigger: usize);
@@ -237,6 +242,23 @@ impl Options {
     pub fn bloom_bits_for_level(&self, level: usize) -> f64 {
         self.bloom_bits_per_key.get(level).or(self.bloom_bits_per_key.last()).copied().unwrap_or(0.0)
     }
+}
+
+/// How sorted runs merge (the Wacky paper's continuum; more presets come with the tuner).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum MergePolicy {
+    /// One run per level below L0; level i+1 holds `level_size_ratio` times more than level i
+    /// (LevelDB's). Reads probe few runs; each entry is rewritten about ratio times per level.
+    #[default]
+    Leveling,
+    /// Each level collects `runs_per_level` runs, then merges them all into one new run of
+    /// the level below. Each entry is rewritten about once per level (less write
+    /// amplification), and lookups probe up to `runs_per_level` runs per level.
+    Tiering {
+        /// Runs a level holds before they merge (at least 2).
+        runs_per_level: usize,
+    },
 }
 
 /// How Bloom filter memory is spread over the runs of the tree.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use common::{assert_view_matches, make_value, show, tiny_options, Model};
 use proptest::prelude::*;
 use wisckey::fs::{MemFs, PosixFs, Vfs};
-use wisckey::{Db, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions};
+use wisckey::{Db, MergePolicy, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions};
 
 /// How big a written value is.
 #[derive(Debug, Clone, Copy)]
@@ -106,10 +106,14 @@ struct Harness {
 
 impl Harness {
     fn new(path: &Path, vfs: Arc<dyn Vfs>) -> Harness {
+        Self::with_policy(path, vfs, common::merge_policy_from_env())
+    }
+
+    fn with_policy(path: &Path, vfs: Arc<dyn Vfs>, policy: MergePolicy) -> Harness {
         // 1 KiB output files (env `WISCKEY_TARGET_FILE_BYTES`): compactions cut often, also
         // between versions of one key.
         let target = common::env_u64("WISCKEY_TARGET_FILE_BYTES", 1024);
-        let options = tiny_options(vfs).target_file_size_bytes(target);
+        let options = tiny_options(vfs).target_file_size_bytes(target).merge_policy(policy);
         let db = Db::open(path, options.clone()).expect("open a new database");
         Harness {
             db: Some(db),
@@ -294,7 +298,10 @@ fn check_cursor(it: &wisckey::DbIterator, model: &Model, want: Option<&[u8]>, ct
 }
 
 fn run(ops: &[Op], path: &Path, vfs: Arc<dyn Vfs>) {
-    let mut h = Harness::new(path, vfs);
+    run_with(ops, Harness::new(path, vfs));
+}
+
+fn run_with(ops: &[Op], mut h: Harness) {
     for op in ops {
         h.apply(op);
     }
@@ -315,6 +322,18 @@ proptest! {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig { max_shrink_iters: 200, ..ProptestConfig::with_cases(cases(64)) })]
+
+    /// Tiering keeps several runs per level: reads must take the newest run's entry, and a
+    /// merge may drop a tombstone or an old version only when no older run can hold the key.
+    #[test]
+    fn random_ops_under_tiering_match_btreemap_model(ops in proptest::collection::vec(op(), 1..250)) {
+        let h = Harness::with_policy(Path::new("/db"), Arc::new(MemFs::new()), MergePolicy::Tiering { runs_per_level: 2 });
+        run_with(&ops, h);
+    }
+}
+
+proptest! {
     #![proptest_config(ProptestConfig { max_shrink_iters: 100, ..ProptestConfig::with_cases(cases(24)) })]
 
     #[test]
@@ -328,8 +347,16 @@ proptest! {
 /// when proptest draws short cases.
 #[test]
 fn long_overwrite_delete_flush_compact_reopen_sequence_matches_model() {
-    let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
-    let mut h = Harness::new(Path::new("/long"), fs);
+    long_sequence(Harness::new(Path::new("/long"), Arc::new(MemFs::new())));
+}
+
+#[test]
+fn long_sequence_under_tiering_matches_model() {
+    let policy = MergePolicy::Tiering { runs_per_level: 2 };
+    long_sequence(Harness::with_policy(Path::new("/long"), Arc::new(MemFs::new()), policy));
+}
+
+fn long_sequence(mut h: Harness) {
     for round in 0..6u32 {
         for i in 0..120u32 {
             let k = format!("key{:02}", (i * 7 + round) % 48).into_bytes();

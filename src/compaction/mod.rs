@@ -46,6 +46,8 @@ pub enum Reason {
     Seeks,
     /// `Db::compact_range`.
     Manual,
+    /// A level holds as many runs as the policy allows (tiering).
+    RunsFull,
     /// Built by hand in a test.
     #[cfg(test)]
     Test,
@@ -89,4 +91,38 @@ pub trait CompactionPolicy: Send + Sync {
         begin: Option<&[u8]>,
         end: Option<&[u8]>,
     ) -> Option<CompactionTask>;
+    /// For `Db::compact_range` at the deepest level it reaches: merge that level's runs
+    /// overlapping `[begin, end]` into one (policies that keep several runs per level).
+    fn pick_merge_runs(
+        &self,
+        _version: &Version,
+        _level: usize,
+        _begin: Option<&[u8]>,
+        _end: Option<&[u8]>,
+    ) -> Option<CompactionTask> {
+        None
+    }
+    /// Where a flushed table with user keys `[lo, hi]` goes: its level, and the run it joins
+    /// there (`None`: a run of its own).
+    fn place_flush(&self, version: &Version, lo: &[u8], hi: &[u8]) -> (usize, Option<u64>);
+    /// L0 file counts at which each write is delayed by 1 ms, and at which writes stop until
+    /// compaction catches up: they must sit above the count at which the policy merges L0.
+    fn l0_write_limits(&self) -> L0Limits;
+}
+
+/// Write back-pressure from level 0 (LevelDB's slowdown and stop triggers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct L0Limits {
+    pub slowdown_files: usize,
+    pub stop_files: usize,
+}
+
+impl L0Limits {
+    /// The options' triggers, raised to keep their distance above `merge_at` files.
+    pub fn above(o: &crate::options::Options, merge_at: usize) -> Self {
+        let slowdown =
+            o.l0_slowdown_trigger.max(merge_at + o.l0_slowdown_trigger.saturating_sub(o.l0_compaction_trigger));
+        let stop = o.l0_stop_trigger.max(slowdown + o.l0_stop_trigger.saturating_sub(o.l0_slowdown_trigger));
+        L0Limits { slowdown_files: slowdown, stop_files: stop }
+    }
 }

@@ -18,7 +18,7 @@ use crate::fs::Vfs;
 use crate::key;
 use crate::memtable::Memtable;
 use crate::sst::{TableBuilder, TableOptions};
-use crate::version::{FileMeta, Version, VersionEdit};
+use crate::version::{FileMeta, VersionEdit};
 
 /// Start the flush and compaction threads.
 pub(super) fn spawn(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
@@ -65,38 +65,6 @@ pub(super) fn write_level0_table(
     }))
 }
 
-/// LevelDB's PickLevelForMemTableOutput: a flushed table that overlaps nothing may go straight
-/// to level 1 or 2, saving the compactions that would only move it there.
-fn level_for_flush(v: &Version, lo: &[u8], hi: &[u8], target_file_bytes: u64) -> usize {
-    let overlaps = |l: usize| !v.overlapping_files(l, Some(lo), Some(hi)).is_empty();
-    let mut level = 0;
-    if overlaps(0) {
-        return 0;
-    }
-    while level < 2 && level + 1 < v.num_levels() {
-        if overlaps(level + 1) {
-            break;
-        }
-        if level + 2 < v.num_levels() {
-            let gp: u64 = v.overlapping_files(level + 2, Some(lo), Some(hi)).iter().map(|f| f.size).sum();
-            if gp > 10 * target_file_bytes {
-                break;
-            }
-        }
-        level += 1;
-    }
-    level
-}
-
-/// The run a file added to `level` joins: a level-0 file is a run of its own; deeper levels
-/// hold one run under leveling.
-fn run_for_level(v: &Version, level: usize, fallback: u64) -> u64 {
-    if level == 0 {
-        return fallback;
-    }
-    v.levels.get(level).and_then(|l| l.runs.first()).map_or(fallback, |r| r.id)
-}
-
 impl DbInner {
     fn flush_loop(&self) {
         let mut st = self.state.lock();
@@ -114,11 +82,10 @@ impl DbInner {
             // Where the table will most likely land (decided again at install): Monkey gives a
             // table joining a deep level that level's bits, not those of a small new L0 run.
             let v = st.versions.current();
-            let level = match imm.user_key_range() {
-                Some((lo, hi)) if !st.compacting => level_for_flush(&v, &lo, &hi, self.opts.target_file_size_bytes),
-                _ => 0,
+            let (level, joins) = match imm.user_key_range() {
+                Some((lo, hi)) if !st.compacting => self.policy.place_flush(&v, &lo, &hi),
+                _ => (0, None),
             };
-            let joins = if level == 0 { None } else { v.levels.get(level).and_then(|l| l.runs.first()).map(|r| r.id) };
             let run = NewRun { level, bytes: imm.approximate_bytes(), joins, consumed: &[] };
             let flush_opts = self.table_options(&v, level, run);
             let built = MutexGuard::unlocked(&mut st, || {
@@ -158,8 +125,8 @@ impl DbInner {
             // While a compaction runs, its outputs are not yet visible: placing a table below
             // L0 could then overlap them, so flushes go to L0.
             let (lo, hi) = (key::user_key(&meta.smallest), key::user_key(&meta.largest));
-            let level = if st.compacting { 0 } else { level_for_flush(&v, lo, hi, self.opts.target_file_size_bytes) };
-            meta.run = run_for_level(&v, level, meta.number);
+            let (level, run) = if st.compacting { (0, None) } else { self.policy.place_flush(&v, lo, hi) };
+            meta.run = run.unwrap_or(meta.number);
             add(&self.counters.flush_bytes, meta.size);
             edit.added_files.push((level as u32, meta));
         }
@@ -229,7 +196,7 @@ impl DbInner {
         }
         let version = st.versions.current();
         if task.trivial_move {
-            let run = run_for_level(&version, task.output_level, st.versions.new_file_number());
+            let run = task.output_run.unwrap_or_else(|| st.versions.new_file_number());
             for (_, f) in task.input_files() {
                 let mut moved = FileMeta::clone(f);
                 moved.run = run;
@@ -308,11 +275,22 @@ impl DbInner {
             }
             self.background_error(&st)?;
             let task = self.policy.pick_range(&st.versions.current(), level, begin, end);
-            if let Some(task) = task {
-                if let Err(e) = self.run_task(&mut st, task) {
-                    st.bg_error = Some(e.duplicate());
-                    return Err(e);
-                }
+            self.run_manual_task(&mut st, task)?;
+        }
+        while st.compacting {
+            self.bg_cv.wait(&mut st);
+        }
+        self.background_error(&st)?;
+        // Policies that keep several runs per level merge the deepest level's into one.
+        let task = self.policy.pick_merge_runs(&st.versions.current(), max_level, begin, end);
+        self.run_manual_task(&mut st, task)
+    }
+
+    fn run_manual_task(&self, st: &mut MutexGuard<'_, State>, task: Option<CompactionTask>) -> Result<()> {
+        if let Some(task) = task {
+            if let Err(e) = self.run_task(st, task) {
+                st.bg_error = Some(e.duplicate());
+                return Err(e);
             }
         }
         Ok(())

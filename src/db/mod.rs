@@ -28,7 +28,7 @@ pub use repair::{LostRange, RecoveryReport, LOST_DIR};
 pub use snapshot::Snapshot;
 pub use verify::VerifyReport;
 
-use crate::compaction::policy::LeveledPolicy;
+use crate::compaction::policy::{LeveledPolicy, TieredPolicy};
 use crate::compaction::CompactionPolicy;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
@@ -296,7 +296,12 @@ impl Db {
         let dir = path.as_ref().to_path_buf();
         let vfs = options.vfs.clone();
         let lock = prepare_dir(&*vfs, &dir, &options)?;
-        let policy: Box<dyn CompactionPolicy> = Box::new(LeveledPolicy::from_options(&options));
+        let policy: Box<dyn CompactionPolicy> = match options.merge_policy {
+            crate::options::MergePolicy::Leveling => Box::new(LeveledPolicy::from_options(&options)),
+            crate::options::MergePolicy::Tiering { runs_per_level } => {
+                Box::new(TieredPolicy::from_options(&options, runs_per_level))
+            }
+        };
         let block_cache = (options.block_cache_bytes > 0)
             .then(|| crate::sst::block_cache::new_block_cache(options.block_cache_bytes));
         let table_cache = Arc::new(TableCache::new(vfs.clone(), dir.clone(), options.max_open_files, block_cache));

@@ -238,14 +238,15 @@ impl DbInner {
         loop {
             self.background_error(st)?;
             let l0 = st.versions.current().level_files(0);
-            if allow_delay && l0 >= self.opts.l0_slowdown_trigger {
+            let limits = self.policy.l0_write_limits();
+            if allow_delay && l0 >= limits.slowdown_files {
                 let t = Instant::now();
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
                 add(&self.counters.stall_micros, t.elapsed().as_micros() as u64);
                 allow_delay = false;
             } else if (!force && !self.memtable_full(&st.mem)) || (force && st.mem.is_empty()) {
                 return Ok(());
-            } else if st.imms.len() >= self.opts.max_immutable_memtables || l0 >= self.opts.l0_stop_trigger {
+            } else if st.imms.len() >= self.opts.max_immutable_memtables || l0 >= limits.stop_files {
                 let t = Instant::now();
                 self.flush_cv.notify_one();
                 self.compact_cv.notify_one();

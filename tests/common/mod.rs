@@ -11,7 +11,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use wisckey::fs::Vfs;
-use wisckey::{Db, DbIterator, Options, ReadOptions, Result};
+use wisckey::{Db, DbIterator, MergePolicy, Options, ReadOptions, Result};
 
 /// The model every test compares the database against.
 pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -19,8 +19,10 @@ pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 /// Options with buffers so small that a few dozen writes flush a memtable and a few flushes
 /// trigger compactions, so tests exercise tables and levels, not just the memtable; value-log
 /// GC wakes up often so it runs during the tests too.
+/// `WISCKEY_MERGE_POLICY=tiering` (or `tiering:N`) runs a suite under tiering instead.
 pub fn tiny_options(vfs: Arc<dyn Vfs>) -> Options {
     Options::default()
+        .merge_policy(merge_policy_from_env())
         .vfs(vfs)
         .write_buffer_bytes(4 << 10)
         .target_file_size_bytes(8 << 10)
@@ -30,6 +32,19 @@ pub fn tiny_options(vfs: Arc<dyn Vfs>) -> Options {
         .l0_compaction_trigger(2)
         .block_cache_bytes(64 << 10)
         .gc_interval_ms(10)
+}
+
+/// The merge policy `WISCKEY_MERGE_POLICY` names (leveling when unset).
+pub fn merge_policy_from_env() -> MergePolicy {
+    match std::env::var("WISCKEY_MERGE_POLICY").as_deref() {
+        Ok("tiering") => MergePolicy::Tiering { runs_per_level: 3 },
+        Ok(s) if s.starts_with("tiering:") => {
+            let n = s["tiering:".len()..].parse().expect("WISCKEY_MERGE_POLICY=tiering:N");
+            MergePolicy::Tiering { runs_per_level: n }
+        }
+        Ok("leveling") | Err(_) => MergePolicy::Leveling,
+        Ok(other) => panic!("WISCKEY_MERGE_POLICY={other}: expected leveling, tiering or tiering:N"),
+    }
 }
 
 /// Every `(key, value)` of the view `ro`, read forward with a `DbIterator`.

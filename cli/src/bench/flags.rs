@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args};
-use wisckey::{Compression, FilterAllocation, Options, ReadOptions};
+use wisckey::{Compression, FilterAllocation, MergePolicy, Options, ReadOptions};
 
 /// The suite run when `--benchmarks` is not given.
 pub const DEFAULT_BENCHMARKS: &str =
@@ -148,6 +148,11 @@ pub struct BenchArgs {
     #[arg(long = "filter_allocation", default_value = "monkey", value_parser = parse_filter_allocation)]
     pub filter_allocation: FilterAllocation,
 
+    /// Merge policy: leveling (the default), tiering (a level merges its runs once it holds
+    /// 10, the same ratio as leveling's) or tiering:N.
+    #[arg(long = "merge_policy", default_value = "leveling", value_parser = parse_merge_policy)]
+    pub merge_policy: MergePolicy,
+
     /// Print a latency histogram after each benchmark.
     #[arg(long = "histogram", default_value = "false", num_args = 0..=1,
           default_missing_value = "true", action = ArgAction::Set, value_parser = parse_bool)]
@@ -169,6 +174,24 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" => Ok(false),
         _ => Err(format!("expected 0, 1, true or false, got {s:?}")),
+    }
+}
+
+fn parse_merge_policy(s: &str) -> Result<MergePolicy, String> {
+    let tiering = |n: usize| {
+        if n >= 2 {
+            Ok(MergePolicy::Tiering { runs_per_level: n })
+        } else {
+            Err(format!("tiering needs at least 2 runs per level, got {n}"))
+        }
+    };
+    match s {
+        "leveling" => Ok(MergePolicy::Leveling),
+        "tiering" => tiering(10),
+        _ => match s.strip_prefix("tiering:").map(str::parse::<usize>) {
+            Some(Ok(n)) => tiering(n),
+            _ => Err(format!("expected leveling, tiering or tiering:N, got {s:?}")),
+        },
     }
 }
 
@@ -211,6 +234,7 @@ impl BenchArgs {
             .compression(self.compression)
             .bloom_bits_per_key(vec![self.bloom_bits.max(0.0)])
             .filter_allocation(self.filter_allocation)
+            .merge_policy(self.merge_policy)
             .io_uring(self.io_uring)
             .mmap_value_reads(self.mmap_value_reads);
         if let Some(v) = self.max_file_size {
@@ -305,6 +329,16 @@ mod tests {
 
     #[test]
     fn compression_and_bloom_flags_map_to_options() {
+        assert_eq!(
+            parse(&["--merge_policy=tiering:4"]).unwrap().options().merge_policy,
+            MergePolicy::Tiering { runs_per_level: 4 }
+        );
+        assert_eq!(
+            parse(&["--merge_policy=tiering"]).unwrap().options().merge_policy,
+            MergePolicy::Tiering { runs_per_level: 10 }
+        );
+        assert!(parse(&["--merge_policy=tiering:1"]).is_err());
+        assert!(parse(&["--merge_policy=bush"]).is_err());
         let m = parse(&["--filter_allocation=monkey"]).unwrap();
         assert_eq!(m.options().filter_allocation, FilterAllocation::Monkey);
         assert!(parse(&["--filter_allocation=lopsided"]).is_err());

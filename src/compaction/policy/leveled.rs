@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use crate::compaction::{CompactionInput, CompactionPolicy, CompactionTask, PickContext, Reason};
+use crate::compaction::{CompactionInput, CompactionPolicy, CompactionTask, L0Limits, PickContext, Reason};
 use crate::key::{self, compare_internal};
 use crate::options::Options;
 use crate::version::{FileMeta, Version};
@@ -13,6 +13,7 @@ use crate::version::{FileMeta, Version};
 #[derive(Debug, Clone)]
 pub struct LeveledPolicy {
     pub l0_trigger: usize,
+    pub l0_limits: L0Limits,
     pub level1_bytes: u64,
     pub size_ratio: u64,
     pub target_file_bytes: u64,
@@ -23,6 +24,7 @@ impl LeveledPolicy {
     pub fn from_options(o: &Options) -> Self {
         LeveledPolicy {
             l0_trigger: o.l0_compaction_trigger.max(1),
+            l0_limits: L0Limits::above(o, o.l0_compaction_trigger.max(1)),
             level1_bytes: o.max_bytes_for_level_base.max(1),
             size_ratio: o.level_size_ratio.max(2),
             target_file_bytes: o.target_file_size_bytes.max(1),
@@ -137,5 +139,34 @@ impl CompactionPolicy for LeveledPolicy {
         let mut t = self.task_for(v, level, files, Reason::Manual);
         t.trivial_move = false;
         Some(t)
+    }
+
+    /// LevelDB's `PickLevelForMemTableOutput`: a table overlapping nothing in levels 0..=2 is
+    /// pushed down (at most to level 2) while the level below does not overlap it and the
+    /// one after that would not make a later compaction of it too large; it joins the run
+    /// there (one per level).
+    fn l0_write_limits(&self) -> L0Limits {
+        self.l0_limits
+    }
+
+    fn place_flush(&self, v: &Version, lo: &[u8], hi: &[u8]) -> (usize, Option<u64>) {
+        let overlaps = |l: usize| !v.overlapping_files(l, Some(lo), Some(hi)).is_empty();
+        let mut level = 0;
+        if !overlaps(0) {
+            while level < 2 && level + 1 < v.num_levels() {
+                if overlaps(level + 1) {
+                    break;
+                }
+                if level + 2 < v.num_levels() {
+                    let gp: u64 = v.overlapping_files(level + 2, Some(lo), Some(hi)).iter().map(|f| f.size).sum();
+                    if gp > 10 * self.target_file_bytes {
+                        break;
+                    }
+                }
+                level += 1;
+            }
+        }
+        let run = if level == 0 { None } else { v.levels.get(level).and_then(|l| l.runs.first()).map(|r| r.id) };
+        (level, run)
     }
 }

@@ -1,0 +1,100 @@
+//! Tiering (`MergePolicy::Tiering`): levels hold several sorted runs, merges rewrite each entry
+//! about once per level, and reads, deletes, snapshots and reopen behave exactly as under
+//! leveling. Compared against a `BTreeMap` model and against leveling's compaction bytes.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{assert_view_matches, Model};
+use wisckey::fs::MemFs;
+use wisckey::{Db, MergePolicy, ReadOptions};
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{:08}", i.wrapping_mul(2_654_435_761) % 100_003).into_bytes()
+}
+
+fn options(policy: MergePolicy) -> wisckey::Options {
+    common::tiny_options(Arc::new(MemFs::new())).create_if_missing(true).gc_interval_ms(0).merge_policy(policy)
+}
+
+/// Overwrites and deletes of 3000 keys in 20 rounds; returns the model and the most runs any
+/// level below L0 held at the end of a round.
+fn load(db: &Db, model: &mut Model) -> usize {
+    let mut most_runs = 0;
+    for round in 0..20u64 {
+        for i in 0..3000u64 {
+            let k = key((i * 7 + round * 13) % 3000);
+            if (i + round) % 11 == 0 {
+                db.delete(&k).expect("delete");
+                model.remove(&k);
+            } else {
+                let v = format!("{round}-{i}-{}", "x".repeat((i % 40) as usize)).into_bytes();
+                db.put(&k, &v).expect("put");
+                model.insert(k, v);
+            }
+        }
+        let runs = db.stats().level_runs;
+        most_runs = most_runs.max(runs.iter().skip(1).copied().max().unwrap_or(0));
+    }
+    most_runs
+}
+
+#[test]
+fn tiering_keeps_several_runs_per_level_and_reads_match_the_model_through_reopen() {
+    let fs = Arc::new(MemFs::new());
+    let opts = options(MergePolicy::Tiering { runs_per_level: 3 }).vfs(fs.clone());
+    let mut model = Model::new();
+    {
+        let db = Db::open("/t", opts.clone()).expect("open");
+        let snap = db.snapshot();
+        db.put(b"pinned", b"old").expect("put");
+        let most_runs = load(&db, &mut model);
+        model.insert(b"pinned".to_vec(), b"old".to_vec());
+        assert!(most_runs >= 2, "tiering must leave several runs in some level: {most_runs}");
+        assert_view_matches(&db, &ReadOptions::default(), &model, "after the load");
+        // The snapshot taken before everything sees nothing of it.
+        let ro = ReadOptions { snapshot: Some(snap), ..ReadOptions::default() };
+        assert_view_matches(&db, &ro, &Model::new(), "snapshot before the load");
+    }
+    let db = Db::open("/t", opts).expect("reopen");
+    assert_view_matches(&db, &ReadOptions::default(), &model, "after reopen");
+    db.compact_range(None, None).expect("compact");
+    let runs = db.stats().level_runs;
+    assert_eq!(runs.iter().sum::<usize>(), 1, "compact_range leaves one run: {runs:?}");
+    assert_view_matches(&db, &ReadOptions::default(), &model, "after compact_range");
+}
+
+#[test]
+fn tiering_rewrites_fewer_bytes_than_leveling_for_the_same_load() {
+    let written = |policy| {
+        let db = Db::open("/w", options(policy)).expect("open");
+        load(&db, &mut Model::new());
+        db.stats().compaction_bytes_written
+    };
+    let leveling = written(MergePolicy::Leveling);
+    let tiering = written(MergePolicy::Tiering { runs_per_level: 4 });
+    eprintln!("compaction bytes written: leveling {leveling}, tiering {tiering}");
+    assert!(tiering < leveling, "tiering {tiering} against leveling {leveling}");
+}
+
+#[test]
+fn a_database_switches_between_leveling_and_tiering_on_reopen() {
+    let fs = Arc::new(MemFs::new());
+    let mut model = Model::new();
+    {
+        let db = Db::open("/s", options(MergePolicy::Tiering { runs_per_level: 2 }).vfs(fs.clone())).expect("open");
+        load(&db, &mut model);
+    }
+    // Leveling reopens a tiered tree: it reshapes it by compaction, reads stay right.
+    let db = Db::open("/s", options(MergePolicy::Leveling).vfs(fs)).expect("reopen");
+    for i in 0..500u64 {
+        let k = key(i);
+        db.put(&k, b"after").expect("put");
+        model.insert(k, b"after".to_vec());
+    }
+    db.flush().expect("flush");
+    assert_view_matches(&db, &ReadOptions::default(), &model, "leveling on a tiered tree");
+    db.compact_range(None, None).expect("compact");
+    assert_view_matches(&db, &ReadOptions::default(), &model, "after compact_range");
+}
