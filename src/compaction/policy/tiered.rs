@@ -48,6 +48,18 @@ impl TieredPolicy {
         }
     }
 
+    /// A manual merge of every file of every run of `level` overlapping the range (grown until
+    /// nothing else overlaps) into a new run of `output_level`.
+    fn merge_range(
+        v: &Version,
+        level: usize,
+        (begin, end): (Option<&[u8]>, Option<&[u8]>),
+        output_level: usize,
+    ) -> Option<CompactionTask> {
+        let files = v.overlapping_files(level, begin, end);
+        (!files.is_empty()).then(|| Self::merge(level, files, output_level, Reason::Manual))
+    }
+
     fn all_files(v: &Version, level: usize) -> Vec<Arc<FileMeta>> {
         v.levels[level].runs.iter().flat_map(|r| r.files.iter().cloned()).collect()
     }
@@ -76,12 +88,7 @@ impl CompactionPolicy for TieredPolicy {
         begin: Option<&[u8]>,
         end: Option<&[u8]>,
     ) -> Option<CompactionTask> {
-        if level + 1 >= self.num_levels {
-            return None;
-        }
-        // Every file of every run overlapping the range, grown until nothing else overlaps.
-        let files = v.overlapping_files(level, begin, end);
-        (!files.is_empty()).then(|| Self::merge(level, files, level + 1, Reason::Manual))
+        (level + 1 < self.num_levels).then(|| Self::merge_range(v, level, (begin, end), level + 1))?
     }
 
     fn pick_merge_runs(
@@ -91,11 +98,7 @@ impl CompactionPolicy for TieredPolicy {
         begin: Option<&[u8]>,
         end: Option<&[u8]>,
     ) -> Option<CompactionTask> {
-        if v.levels.get(level)?.runs.len() < 2 {
-            return None;
-        }
-        let files = v.overlapping_files(level, begin, end);
-        (!files.is_empty()).then(|| Self::merge(level, files, level, Reason::Manual))
+        (v.levels.get(level)?.runs.len() >= 2).then(|| Self::merge_range(v, level, (begin, end), level))?
     }
 
     fn l0_write_limits(&self) -> L0Limits {
