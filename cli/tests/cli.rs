@@ -122,3 +122,33 @@ fn verify_fails_on_damage_before_synced_log_groups_and_repair_salvages_with_a_re
     let present = (0..300u32).filter(|&i| db.get(&key(i)).expect("get").is_some()).count();
     assert!((297..300).contains(&present), "{present} of 300 keys kept");
 }
+
+/// `bench` with the merge-policy flags: a tiered load, then the read/write mix, whose reads and
+/// writes add up to `--reads` and follow `--readwritepercent`; `stats` reports the filters.
+#[test]
+fn bench_runs_a_read_write_mix_on_a_tiered_tree() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let out = succeeds(
+        &[
+            "bench",
+            "--num=20000",
+            "--reads=10000",
+            "--value_size=100",
+            "--merge_policy=tiering:3",
+            "--filter_allocation=monkey",
+            "--readwritepercent=70",
+            "--benchmarks=fillrandom,readrandomwriterandom,stats",
+        ],
+        &db,
+    );
+    let line = out.lines().find(|l| l.starts_with("readrandomwriterandom")).expect("the mix ran");
+    let count = |label: &str| -> u64 {
+        let at = line.find(label).unwrap_or_else(|| panic!("{label} in {line}")) + label.len();
+        line[at..].chars().take_while(char::is_ascii_digit).collect::<String>().parse().expect("a count")
+    };
+    let (reads, writes) = (count("reads:"), count("writes:"));
+    assert_eq!(reads + writes, 10_000, "{line}");
+    assert!((6_000..8_000).contains(&reads), "about 70 % reads: {line}");
+    assert!(out.contains("filters:"), "stats report the filters: {out}");
+}

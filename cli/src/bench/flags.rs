@@ -14,7 +14,8 @@ pub const DEFAULT_BENCHMARKS: &str =
 pub struct BenchArgs {
     /// Comma-separated benchmarks, run in order: fillseq, fillbatch, fillrandom, overwrite,
     /// fillsync, fill100K, readrandom, multireadrandom, readseq, readreverse, readmissing,
-    /// readhot, seekrandom, seekordered, readwhilewriting, deleteseq, deleterandom, compact, stats.
+    /// readhot, seekrandom, seekordered, readwhilewriting, readrandomwriterandom, deleteseq,
+    /// deleterandom, compact, stats.
     #[arg(long = "benchmarks", value_delimiter = ',', default_value = DEFAULT_BENCHMARKS)]
     pub benchmarks: Vec<String>,
 
@@ -25,6 +26,10 @@ pub struct BenchArgs {
     /// Read operations per thread; negative means --num.
     #[arg(long = "reads", default_value_t = -1, allow_negative_numbers = true)]
     pub reads: i64,
+
+    /// readrandomwriterandom: the share of operations that are reads, in percent.
+    #[arg(long = "readwritepercent", default_value_t = 90, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub readwritepercent: u32,
 
     /// Concurrent threads running each benchmark.
     #[arg(long = "threads", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]

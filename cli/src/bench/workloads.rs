@@ -157,6 +157,29 @@ pub fn read_missing(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
     Ok(())
 }
 
+/// RocksDB's readrandomwriterandom: `--reads` ops, each a read of a random key with
+/// probability `--readwritepercent` % and otherwise a write of one (a mix for comparing merge
+/// policies).
+pub fn read_random_write_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    let mut gen = ValueGenerator::new(ctx.args.compression_ratio, ctx.value_size);
+    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let (mut reads, mut writes, mut found) = (0u64, 0u64, 0u64);
+    for _ in 0..ctx.reads {
+        let k = t.rand.uniform(ctx.args.num);
+        if t.rand.uniform(100) < u64::from(ctx.args.readwritepercent) {
+            reads += 1;
+            found += u64::from(ctx.db.get(key.key(k))?.is_some());
+        } else {
+            writes += 1;
+            ctx.db.put_opt(&ctx.write_options, key.key(k), gen.generate(ctx.value_size))?;
+            ctx.live.put(k, ctx.value_class);
+        }
+        t.stats.finished_single_op();
+    }
+    t.stats.add_message(&format!("(reads:{reads} writes:{writes} found:{found})"));
+    Ok(())
+}
+
 /// Random reads confined to the first 1% of the key space.
 pub fn read_hot(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
     let mut key = KeyFormat::new(ctx.args.key_size as usize);
