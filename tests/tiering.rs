@@ -70,7 +70,10 @@ fn tiering_rewrites_fewer_bytes_than_leveling_for_the_same_load() {
     let written = |policy| {
         let db = Db::open("/w", options(policy)).expect("open");
         load(&db, &mut Model::new());
-        db.stats().compaction_bytes_written
+        let st = db.stats();
+        let by_level: u64 = st.level_compaction_bytes_written.iter().sum();
+        assert_eq!(by_level, st.compaction_bytes_written, "per-level counts add up: {st:?}");
+        st.compaction_bytes_written
     };
     let leveling = written(MergePolicy::Leveling);
     let tiering = written(MergePolicy::Tiering { runs_per_level: 4 });

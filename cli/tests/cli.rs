@@ -151,4 +151,5 @@ fn bench_runs_a_read_write_mix_on_a_tiered_tree() {
     assert_eq!(reads + writes, 10_000, "{line}");
     assert!((6_000..8_000).contains(&reads), "about 70 % reads: {line}");
     assert!(out.contains("filters:"), "stats report the filters: {out}");
+    assert!(out.contains("compacted_into:"), "stats report compaction bytes per level: {out}");
 }

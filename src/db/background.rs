@@ -248,6 +248,13 @@ impl DbInner {
         }
         let out = r?;
         add(&self.counters.compaction_written, out.bytes_written);
+        {
+            let mut by_level = self.counters.compaction_written_by_level.lock();
+            if by_level.len() <= task.output_level {
+                by_level.resize(task.output_level + 1, 0);
+            }
+            by_level[task.output_level] += out.bytes_written;
+        }
         add(&self.counters.compaction_read, out.bytes_read);
         add(&self.counters.compactions, 1);
         Ok(())

@@ -70,6 +70,8 @@ pub struct DbStats {
     pub vlog_space_amp_estimate: f64,
     /// Time user writes waited for value-log GC (`Options::gc_space_amp_stall`).
     pub gc_stall_micros: u64,
+    /// Bytes of SSTables compactions wrote, by the level they wrote to.
+    pub level_compaction_bytes_written: Vec<u64>,
     /// Table files per level.
     pub level_files: Vec<usize>,
     /// Sorted runs per level.
@@ -124,6 +126,8 @@ pub(crate) struct Counters {
     flush_bytes: AtomicU64,
     compaction_written: AtomicU64,
     compaction_read: AtomicU64,
+    /// Compaction bytes written, by output level.
+    compaction_written_by_level: Mutex<Vec<u64>>,
     flushes: AtomicU64,
     compactions: AtomicU64,
     trivial_moves: AtomicU64,

@@ -309,6 +309,7 @@ impl DbInner {
             flush_bytes_written: load(&c.flush_bytes),
             compaction_bytes_written: load(&c.compaction_written),
             compaction_bytes_read: load(&c.compaction_read),
+            level_compaction_bytes_written: c.compaction_written_by_level.lock().clone(),
             num_flushes: load(&c.flushes),
             num_compactions: load(&c.compactions),
             num_trivial_moves: load(&c.trivial_moves),

@@ -267,6 +267,7 @@ pub fn render_db_stats(s: &DbStats, live_bytes: Option<u64>) -> String {
     let _ = writeln!(r, "level_files:      {}", per_level(&s.level_files, |v| v.to_string(), |v| v > 0));
     let _ = writeln!(r, "level_runs:       {}", per_level(&s.level_runs, |v| v.to_string(), |v| v > 0));
     let _ = writeln!(r, "level_bytes:      {}", per_level(&s.level_bytes, mb, |v| v > 0));
+    let _ = writeln!(r, "compacted_into:   {}", per_level(&s.level_compaction_bytes_written, mb, |v| v > 0));
     let _ = writeln!(r, "user_written:     {}", mb(s.user_bytes_written));
     let _ = writeln!(r, "log_written:      {}", mb(s.log_bytes_written));
     let _ = writeln!(r, "flush_written:    {} in {} flushes", mb(s.flush_bytes_written), s.num_flushes);
@@ -320,6 +321,10 @@ pub fn db_stats_json(s: &DbStats, live_bytes: Option<u64>) -> String {
         .raw("level_files", &list(s.level_files.iter().map(|v| v.to_string()).collect()))
         .raw("level_runs", &list(s.level_runs.iter().map(|v| v.to_string()).collect()))
         .raw("level_bytes", &list(s.level_bytes.iter().map(|v| v.to_string()).collect()))
+        .raw(
+            "level_compaction_bytes_written",
+            &list(s.level_compaction_bytes_written.iter().map(|v| v.to_string()).collect()),
+        )
         .int("user_bytes_written", s.user_bytes_written)
         .int("log_bytes_written", s.log_bytes_written)
         .int("flush_bytes_written", s.flush_bytes_written)
