@@ -277,23 +277,25 @@ impl DbInner {
             (0..v.num_levels()).rev().find(|&l| !v.overlapping_files(l, begin, end).is_empty()).unwrap_or(0)
         };
         for level in 0..max_level {
-            while st.compacting {
-                self.bg_cv.wait(&mut st);
-            }
-            self.background_error(&st)?;
-            let task = self.policy.pick_range(&st.versions.current(), level, begin, end);
-            self.run_manual_task(&mut st, task)?;
+            self.run_manual_task(&mut st, |v| self.policy.pick_range(v, level, begin, end))?;
         }
-        while st.compacting {
-            self.bg_cv.wait(&mut st);
-        }
-        self.background_error(&st)?;
         // Policies that keep several runs per level merge the deepest level's into one.
-        let task = self.policy.pick_merge_runs(&st.versions.current(), max_level, begin, end);
-        self.run_manual_task(&mut st, task)
+        self.run_manual_task(&mut st, |v| self.policy.pick_merge_runs(v, max_level, begin, end))
     }
 
-    fn run_manual_task(&self, st: &mut MutexGuard<'_, State>, task: Option<CompactionTask>) -> Result<()> {
+    /// Wait for a running compaction, then run the one `pick` chooses from the current
+    /// Version, if any; a failure becomes the background error.
+    fn run_manual_task(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        pick: impl FnOnce(&crate::version::Version) -> Option<CompactionTask>,
+    ) -> Result<()> {
+        while st.compacting {
+            self.bg_cv.wait(st);
+        }
+        self.background_error(st)?;
+        // The Version is dropped before the task runs: pinned, it would keep replaced tables.
+        let task = pick(&st.versions.current());
         if let Some(task) = task {
             if let Err(e) = self.run_task(st, task) {
                 st.bg_error = Some(e.duplicate());

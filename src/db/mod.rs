@@ -257,18 +257,16 @@ impl DbInner {
             runs.push((run.level, run.bytes, true));
         }
         let deepest = runs.iter().filter(|r| r.1 > 0).map(|r| r.0).max().unwrap_or(0);
-        let capacity = |level: usize| {
-            let ratio = self.opts.level_size_ratio.max(2);
-            self.opts.max_bytes_for_level_base.saturating_mul(ratio.saturating_pow(level.saturating_sub(1) as u32))
-        };
+        let (level1, ratio) = (self.opts.max_bytes_for_level_base.max(1), self.opts.level_size_ratio.max(2));
+        let capacity =
+            |level: usize| crate::compaction::policy::leveled::level_capacity_bytes(level1, ratio, level) as u64;
         let entries: Vec<u64> = runs
             .iter()
             .map(|&(level, bytes, _)| if level >= 1 && level < deepest { bytes.max(capacity(level)) } else { bytes })
             .collect();
         let avg = self.opts.bloom_bits_for_level(0);
         let bits = crate::compaction::policy::monkey::allocate_bits(&entries, avg);
-        let at = runs.iter().position(|r| r.2).unwrap_or(runs.len() - 1);
-        let b = bits.get(at).copied().unwrap_or(avg);
+        let b = runs.iter().position(|r| r.2).and_then(|at| bits.get(at)).copied().unwrap_or(avg);
         tracing::debug!(?entries, level = run.level, bits = b, "Monkey filter bits for a new run");
         b
     }

@@ -51,7 +51,8 @@ pub struct Level {
 }
 
 impl Level {
-    fn files(&self) -> impl Iterator<Item = &Arc<FileMeta>> {
+    /// Every file of every run of the level.
+    pub fn files(&self) -> impl Iterator<Item = &Arc<FileMeta>> {
         self.runs.iter().flat_map(|r| r.files.iter())
     }
 }

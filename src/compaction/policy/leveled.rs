@@ -34,7 +34,7 @@ impl LeveledPolicy {
 
     /// Byte budget of `level` (>= 1).
     pub fn max_bytes(&self, level: usize) -> f64 {
-        self.level1_bytes as f64 * (self.size_ratio as f64).powi(level.saturating_sub(1) as i32)
+        level_capacity_bytes(self.level1_bytes, self.size_ratio, level)
     }
 
     /// Compaction score of each level but the last: >= 1 means it needs compaction.
@@ -77,6 +77,11 @@ impl LeveledPolicy {
     }
 }
 
+/// Byte budget of `level` (>= 1) under leveling: `level1_bytes` × `ratio`^(level − 1).
+pub fn level_capacity_bytes(level1_bytes: u64, ratio: u64, level: usize) -> f64 {
+    level1_bytes as f64 * (ratio as f64).powi(level.saturating_sub(1) as i32)
+}
+
 /// Smallest and largest user key over `files`.
 fn user_range(files: &[Arc<FileMeta>]) -> (Vec<u8>, Vec<u8>) {
     let lo = files.iter().map(|f| key::user_key(&f.smallest)).min().unwrap_or_default();
@@ -112,7 +117,7 @@ impl CompactionPolicy for LeveledPolicy {
             return (still_there && level + 1 < self.num_levels)
                 .then(|| self.task_for(v, level, vec![file], Reason::Seeks));
         }
-        let files: Vec<Arc<FileMeta>> = v.levels[level].runs.iter().flat_map(|r| r.files.iter().cloned()).collect();
+        let files: Vec<Arc<FileMeta>> = v.levels[level].files().cloned().collect();
         // Round robin: the first file after where the last compaction of this level stopped.
         let pointer = ctx.compact_pointers.get(level).and_then(|p| p.as_deref());
         let chosen = pointer
@@ -141,14 +146,14 @@ impl CompactionPolicy for LeveledPolicy {
         Some(t)
     }
 
-    /// LevelDB's `PickLevelForMemTableOutput`: a table overlapping nothing in levels 0..=2 is
-    /// pushed down (at most to level 2) while the level below does not overlap it and the
-    /// one after that would not make a later compaction of it too large; it joins the run
-    /// there (one per level).
     fn l0_write_limits(&self) -> L0Limits {
         self.l0_limits
     }
 
+    /// LevelDB's `PickLevelForMemTableOutput`: a table overlapping nothing in levels 0..=2 is
+    /// pushed down (at most to level 2) while the level below does not overlap it and the
+    /// one after that would not make a later compaction of it too large; it joins the run
+    /// there (one per level).
     fn place_flush(&self, v: &Version, lo: &[u8], hi: &[u8]) -> (usize, Option<u64>) {
         let overlaps = |l: usize| !v.overlapping_files(l, Some(lo), Some(hi)).is_empty();
         let mut level = 0;

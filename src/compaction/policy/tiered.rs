@@ -60,10 +60,6 @@ impl TieredPolicy {
         (!files.is_empty()).then(|| Self::merge(level, files, output_level, Reason::Manual))
     }
 
-    fn all_files(v: &Version, level: usize) -> Vec<Arc<FileMeta>> {
-        v.levels[level].runs.iter().flat_map(|r| r.files.iter().cloned()).collect()
-    }
-
     fn last_level(&self) -> usize {
         self.num_levels - 1
     }
@@ -78,7 +74,7 @@ impl CompactionPolicy for TieredPolicy {
         let v = ctx.version;
         let level = (0..v.num_levels()).find(|&l| v.levels[l].runs.len() >= self.runs_per_level)?;
         let output = (level + 1).min(self.last_level());
-        Some(Self::merge(level, Self::all_files(v, level), output, Reason::RunsFull))
+        Some(Self::merge(level, v.levels[level].files().cloned().collect(), output, Reason::RunsFull))
     }
 
     fn pick_range(
