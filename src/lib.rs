@@ -51,6 +51,7 @@ mod memtable;
 mod options;
 mod sst;
 mod util;
+mod value;
 mod version;
 mod vlog;
 mod write_batch;
@@ -59,6 +60,7 @@ pub use db::{destroy, Db, DbIterator, DbStats, Entries, GcReport, LostRange, Rec
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use options::{Compression, FilterAllocation, MergePolicy, Options, ReadOptions, RecoveryMode, WriteOptions};
+pub use value::Value;
 pub use write_batch::{BatchIter, BatchOp, WriteBatch};
 
 /// The engine's internal encoders and decoders, for this crate's tests and fuzz targets

@@ -47,7 +47,7 @@ fn two_batch_db() -> (tempfile::TempDir, Model) {
 }
 
 fn contents(db: &Db) -> wisckey::Result<Model> {
-    db.scan(&ReadOptions::default())?.collect()
+    db.scan(&ReadOptions::default())?.map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect()
 }
 
 fn manifest_path(dir: &Path) -> PathBuf {

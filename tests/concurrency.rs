@@ -105,10 +105,8 @@ fn snapshot_reader(db: &Db, done: &AtomicBool) -> usize {
     while !done.load(SeqCst) || scans < 3 {
         let use_snapshot = scans % 2 == 0;
         let ro = ReadOptions { snapshot: use_snapshot.then(|| db.snapshot()), ..ReadOptions::default() };
-        let entries: Vec<_> = db
-            .scan(&ro)
-            .and_then(|s| s.collect::<wisckey::Result<Vec<_>>>())
-            .unwrap_or_else(|e| panic!("reader scan {scans}: {e}"));
+        let entries: Vec<_> =
+            db.scan(&ro).and_then(common::owned).unwrap_or_else(|e| panic!("reader scan {scans}: {e}"));
         check_pairs_agree(&entries, scans);
         for (k, v) in &entries {
             let ver = version_of(k, v);
@@ -120,7 +118,7 @@ fn snapshot_reader(db: &Db, done: &AtomicBool) -> usize {
             for (k, v) in entries.iter().step_by(7) {
                 let got = db.get_opt(&ro, k).unwrap_or_else(|e| panic!("snapshot get: {e}"));
                 assert!(
-                    got.as_ref() == Some(v),
+                    got.as_deref() == Some(&v[..]),
                     "snapshot {} get of {} disagrees with its scan",
                     snap.sequence(),
                     show(k)

@@ -126,7 +126,7 @@ fn run_workload(fs: &FaultFs, options: &Options, steps: &[Step]) -> (Option<Db>,
 /// Everything in the database, read with a forward scan.
 fn contents(db: &Db, ctx: &str) -> Model {
     db.scan(&ReadOptions::default())
-        .and_then(|s| s.collect::<wisckey::Result<Model>>())
+        .and_then(common::owned_map)
         .unwrap_or_else(|e| panic!("{ctx}: scan after recovery failed: {e}"))
 }
 

@@ -337,12 +337,12 @@ fn read_everything(db: &Db, keys: &[Vec<u8>]) -> (BTreeMap<Vec<u8>, Option<Vec<u
     for k in keys {
         match db.get(k) {
             Ok(v) => {
-                reads.insert(k.clone(), v);
+                reads.insert(k.clone(), v.map(Vec::from));
             }
             Err(_) => errors += 1,
         }
     }
-    match db.scan(&ReadOptions::default()).and_then(|s| s.collect::<wisckey::Result<Model>>()) {
+    match db.scan(&ReadOptions::default()).and_then(common::owned_map) {
         Ok(scanned) => {
             for (k, v) in reads.iter_mut() {
                 if v.as_ref() != scanned.get(k) {

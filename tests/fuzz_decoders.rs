@@ -238,7 +238,8 @@ fn probe_table(bytes: &[u8], keys: &[Vec<u8>]) -> wisckey::Result<Probe> {
     let file = fs.open_read(path).expect("open");
     let table = Arc::new(Table::open(file, 2, bytes.len() as u64, None)?);
     let scanned = scan(&table).ok();
-    let gets = keys.iter().map(|k| table.get(&seek_key(k, MAX_SEQ), false)).collect();
+    let gets =
+        keys.iter().map(|k| table.get(&seek_key(k, MAX_SEQ), false).map(|g| g.map(|(k, v)| (k, v.to_vec())))).collect();
     Ok((scanned, gets))
 }
 

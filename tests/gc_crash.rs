@@ -299,7 +299,7 @@ fn resolve_in_doubt(db: &Db, acked: &Acked, ctx: &str) -> Model {
         Some(v) => with.insert(k.clone(), v.clone()),
         None => with.remove(k),
     };
-    if got.as_ref() == with.get(k) {
+    if got.as_deref() == with.get(k).map(Vec::as_slice) {
         with
     } else {
         acked.model.clone()
@@ -665,7 +665,7 @@ fn gc_freeing_values_shadowed_by_unsynced_overwrites_survives_a_crash() {
         let db = crash_and_reopen(&fx.fs, &fx.options, fx.db, mode, &ctx);
         let state: Model = db
             .scan(&ReadOptions::default())
-            .and_then(|s| s.collect::<wisckey::Result<Model>>())
+            .and_then(common::owned_map)
             .unwrap_or_else(|e| panic!("{ctx}: scan after recovery failed: {e}"));
         assert!(state == fx.model || state == overwritten, "{ctx}: recovered neither all nor none of the batch");
         db.close().expect("close");

@@ -360,11 +360,16 @@ fn scans_on_posix_files_match_model_after_reopen() {
 fn scan_and_scan_rev_yield_ordered_bounded_entries() {
     let (l, _) = memfs_layered();
     let first: Vec<_> =
-        l.db.scan(&ReadOptions::default()).expect("scan").take(5).collect::<wisckey::Result<_>>().expect("scan items");
+        l.db.scan(&ReadOptions::default())
+            .expect("scan")
+            .take(5)
+            .map(|r| r.map(|(k, v)| (k, v.to_vec())))
+            .collect::<wisckey::Result<_>>()
+            .expect("scan items");
     let want: Vec<_> = l.model.iter().take(5).map(|(k, v)| (k.clone(), v.clone())).collect();
     common::assert_same_entries(&first, &want, "first five");
     let ro = ReadOptions { lower_bound: Some(key(50)), upper_bound: Some(key(250)), ..ReadOptions::default() };
-    let rev: Vec<_> = l.db.scan_rev(&ro).expect("scan_rev").collect::<wisckey::Result<_>>().expect("items");
+    let rev = l.db.scan_rev(&ro).and_then(common::owned).expect("scan_rev");
     let want: Vec<_> = common::model_range(&l.model, Some(&key(50)), Some(&key(250))).into_iter().rev().collect();
     common::assert_same_entries(&rev, &want, "scan_rev within bounds");
 }

@@ -159,7 +159,7 @@ impl Harness {
             Op::Batch(items, sync) => self.apply_batch(items, *sync, &ctx),
             Op::Get(k) => {
                 let got = self.db().get(k).unwrap_or_else(|e| panic!("{ctx}: get failed: {e}"));
-                assert_eq!(got.as_ref(), self.model.get(k), "{ctx}: get {}", show(k));
+                assert_eq!(got.as_deref(), self.model.get(k).map(Vec::as_slice), "{ctx}: get {}", show(k));
             }
             Op::ScanForward => self.check_scan(false, &ctx),
             Op::ScanBackward => self.check_scan(true, &ctx),
@@ -244,9 +244,8 @@ impl Harness {
     fn check_bounded_scan(&self, lower: Option<Vec<u8>>, upper: Option<Vec<u8>>, rev: bool, ctx: &str) {
         let ro = ReadOptions { lower_bound: lower.clone(), upper_bound: upper.clone(), ..ReadOptions::default() };
         let entries = if rev { self.db().scan_rev(&ro) } else { self.db().scan(&ro) };
-        let mut got: Vec<_> = entries
-            .and_then(|s| s.collect::<wisckey::Result<Vec<_>>>())
-            .unwrap_or_else(|e| panic!("{ctx}: bounded scan failed: {e}"));
+        let mut got: Vec<_> =
+            entries.and_then(common::owned).unwrap_or_else(|e| panic!("{ctx}: bounded scan failed: {e}"));
         if rev {
             got.reverse();
         }

@@ -164,7 +164,7 @@ fn mixed_sync_and_nonsync_writers_all_survive_a_clean_reopen() {
         for i in 0..300u64 {
             let k = key(t * 1000 + i);
             let v = make_value(&k, i, if i % 3 == 0 { 500 } else { 10 });
-            assert_eq!(db.get(&k).expect("get"), Some(v), "writer {t} op {i}");
+            assert_eq!(db.get(&k).expect("get").as_deref(), Some(&v[..]), "writer {t} op {i}");
         }
     }
 }

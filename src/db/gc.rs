@@ -588,6 +588,9 @@ impl DbInner {
     /// Free `[start, end)` of a collected vLog file; without hole punching the space comes
     /// back when the whole file is deleted.
     fn punch(&self, file: u64, start: u64, end: u64) {
+        // Cached copies of the values there are of no use to anyone now (every reader that
+        // could follow a pointer here is gone), only taking space.
+        self.vlog.forget_range(file, start, end);
         let path = self.vlog.path(file);
         match self.vfs.punch_hole(&path, start, end - start) {
             Ok(true) => add(&self.counters.gc_bytes_freed, end - start),

@@ -12,9 +12,10 @@ use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::ReadOptions;
+use crate::value::Value;
 use crate::version::run_iter::RunIterator;
 use crate::version::Version;
-use crate::vlog::{Access, PendingRead, ValuePointer};
+use crate::vlog::{Access, CacheUse, PendingRead, ValuePointer};
 
 /// LevelDB's seek compaction: a lookup that probed more than one table charges the first one
 /// it passed over; a table charged more than `max(100, size / 16 KiB)` times is compacted.
@@ -81,7 +82,7 @@ impl DbInner {
     }
 
     /// The newest entry for `user_key` in `view` (see `get_latest_entry`).
-    pub(crate) fn latest_entry_in(&self, view: &LatestView, user_key: &[u8]) -> Result<Option<(ValueKind, Vec<u8>)>> {
+    pub(crate) fn latest_entry_in(&self, view: &LatestView, user_key: &[u8]) -> Result<Option<(ValueKind, Value)>> {
         self.get_entry(&view.0, user_key, true)
     }
 
@@ -119,8 +120,9 @@ impl DbInner {
         ro.fill_cache.unwrap_or(true)
     }
 
-    pub(crate) fn get(&self, ro: &ReadOptions, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn get(&self, ro: &ReadOptions, user_key: &[u8]) -> Result<Option<Value>> {
         let fill = self.fill_cache(ro);
+        let cache = CacheUse::filling(fill);
         let mut entry = self.get_entry(&self.view(ro), user_key, fill)?;
         // A get does not register as a reader (that would cost every lookup two trips through
         // the snapshot list), so value-log GC may move the value and delete its old file
@@ -128,7 +130,8 @@ impl DbInner {
         // a failed read whose key now points elsewhere is retried there.
         for _ in 0..3 {
             let Some((ValueKind::Pointer, stored)) = &entry else { break };
-            match self.vlog.decode_pointer(stored).and_then(|ptr| self.vlog.read_value(&ptr, user_key, Access::Point)) {
+            let ptr = self.vlog.decode_pointer(stored);
+            match ptr.and_then(|ptr| self.vlog.read_value(&ptr, user_key, Access::Point, cache)) {
                 Ok(v) => return Ok(Some(v)),
                 Err(e) if ro.snapshot.is_some() => return Err(e),
                 Err(e) => {
@@ -141,25 +144,25 @@ impl DbInner {
             }
         }
         match entry {
-            Some((kind, v)) => self.resolve(user_key, kind, v),
+            Some((kind, v)) => self.resolve(user_key, kind, v, cache),
             None => Ok(None),
         }
     }
 
     /// The newest entry for `user_key` visible at the latest sequence number, without
     /// reading a separated value (GC compares the pointer itself).
-    pub(crate) fn get_latest_entry(&self, user_key: &[u8]) -> Result<Option<(ValueKind, Vec<u8>)>> {
+    pub(crate) fn get_latest_entry(&self, user_key: &[u8]) -> Result<Option<(ValueKind, Value)>> {
         let view = self.view(&ReadOptions::default());
         self.get_entry(&view, user_key, true)
     }
 
     /// The newest entry for `user_key` visible in `view`: `None` when absent, the kind and
     /// stored bytes otherwise (deletions included).
-    fn get_entry(&self, view: &View, user_key: &[u8], fill: bool) -> Result<Option<(ValueKind, Vec<u8>)>> {
+    fn get_entry(&self, view: &View, user_key: &[u8], fill: bool) -> Result<Option<(ValueKind, Value)>> {
         for m in &view.mems {
             match m.get(user_key, view.seq) {
-                Lookup::Found(kind, v) => return Ok(Some((kind, v))),
-                Lookup::Deleted => return Ok(Some((ValueKind::Deletion, Vec::new()))),
+                Lookup::Found(kind, v) => return Ok(Some((kind, Value::from(v)))),
+                Lookup::Deleted => return Ok(Some((ValueKind::Deletion, Value::new()))),
                 Lookup::Absent => {}
             }
         }
@@ -212,12 +215,13 @@ impl DbInner {
     }
 
     /// Turn a stored entry into the user's value.
-    fn resolve(&self, user_key: &[u8], kind: ValueKind, v: Vec<u8>) -> Result<Option<Vec<u8>>> {
+    fn resolve(&self, user_key: &[u8], kind: ValueKind, v: Value, cache: CacheUse) -> Result<Option<Value>> {
         match kind {
             ValueKind::Value => Ok(Some(v)),
             ValueKind::Deletion => Ok(None),
             ValueKind::Pointer => {
-                self.vlog.read_value(&self.vlog.decode_pointer(&v)?, user_key, Access::Point).map(Some)
+                let ptr = self.vlog.decode_pointer(&v)?;
+                self.vlog.read_value(&ptr, user_key, Access::Point, cache).map(Some)
             }
         }
     }
@@ -225,28 +229,34 @@ impl DbInner {
     /// Point lookups of many keys, `ro.readahead_values` at a time: the keys are looked up in
     /// the LSM-tree, then their value reads are submitted together (one kernel entry with
     /// io_uring) and collected in order, each verified as `get` verifies it.
-    pub(crate) fn multi_get(&self, ro: &ReadOptions, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+    pub(crate) fn multi_get(&self, ro: &ReadOptions, keys: &[&[u8]]) -> Result<Vec<Option<Value>>> {
         // Registered like a snapshot: value-log GC keeps what these pointers name until the
         // reads are done.
         let (view, _reader) = self.registered_view(ro);
         let fill = self.fill_cache(ro);
+        let cache = CacheUse::filling(fill);
         let mut out = Vec::with_capacity(keys.len());
         // At most `MULTI_GET_BATCH` per batch: more would not fit the ring at once.
         for chunk in keys.chunks(ro.readahead_values.clamp(1, MULTI_GET_BATCH)) {
             let entries = chunk.iter().map(|k| self.get_entry(&view, k, fill)).collect::<Result<Vec<_>>>()?;
             // Entries whose value is read in the background; the others are resolved in place.
-            let ptrs: Vec<Option<ValuePointer>> = entries
+            let ptrs: Vec<Option<(ValuePointer, &[u8])>> = entries
                 .iter()
-                .map(|e| match e {
-                    Some((ValueKind::Pointer, enc)) if ro.readahead_values > 0 => ValuePointer::decode(enc),
+                .zip(chunk)
+                .map(|(e, key)| match e {
+                    Some((ValueKind::Pointer, enc)) if ro.readahead_values > 0 => {
+                        Some((ValuePointer::decode(enc)?, *key))
+                    }
                     _ => None,
                 })
                 .collect();
-            let reads = self.vlog.start_reads(&ptrs, Access::Point);
+            let reads = self.vlog.start_reads(&ptrs, Access::Point, cache);
             for (((key, entry), read), ptr) in chunk.iter().zip(entries).zip(reads).zip(&ptrs) {
                 out.push(match (entry, read.zip(*ptr)) {
-                    (Some(_), Some((read, ptr))) => Some(self.vlog.finish_read(&ptr, key, read, Access::Point)?),
-                    (Some((kind, v)), None) => self.resolve(key, kind, v)?,
+                    (Some(_), Some((read, (ptr, _)))) => {
+                        Some(self.vlog.finish_read(&ptr, key, read, Access::Point, cache)?)
+                    }
+                    (Some((kind, v)), None) => self.resolve(key, kind, v, cache)?,
                     (None, _) => None,
                 });
             }
@@ -273,7 +283,7 @@ impl DbInner {
             Box::new(MergingIterator::new(children)),
             view.seq,
             (ro.lower_bound.clone(), ro.upper_bound.clone()),
-            Arc::new(ScanValues(Arc::clone(self))),
+            Arc::new(ScanValues(Arc::clone(self), CacheUse::filling(fill))),
             ro.readahead_values,
             Box::new(pins),
         ))
@@ -294,6 +304,7 @@ impl DbInner {
         drop(st);
         let c = &self.counters;
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let values = self.vlog.cache_usage();
         let (mut disk_bytes, mut vlog_disk_bytes) = (0, 0);
         for name in self.vfs.list(&self.dir).unwrap_or_default() {
             let used = self.vfs.disk_usage(&self.dir.join(&name)).unwrap_or(0);
@@ -333,37 +344,43 @@ impl DbInner {
             point_lookups: load(&c.point_lookups),
             filter_passes: load(&c.filter_passes),
             filter_false_positives: load(&c.filter_false_positives),
+            value_cache_entries: values.entries,
+            value_cache_bytes: values.bytes,
+            value_cache_hits: values.hits,
+            value_cache_misses: values.misses,
         }
     }
 }
 
-/// How an iterator reads separated values: through scan handles (read-ahead advice).
-struct ScanValues(Arc<DbInner>);
+/// How an iterator reads separated values: through scan handles (read-ahead advice), using the
+/// value cache as its `fill_cache` says.
+struct ScanValues(Arc<DbInner>, CacheUse);
 
 impl ValueSource for ScanValues {
     fn pointer(&self, stored: &[u8]) -> Result<ValuePointer> {
         self.0.vlog.decode_pointer(stored)
     }
 
-    fn read(&self, user_key: &[u8], ptr: &ValuePointer) -> Result<Vec<u8>> {
-        self.0.vlog.read_value(ptr, user_key, Access::Scan)
+    fn read(&self, user_key: &[u8], ptr: &ValuePointer) -> Result<Value> {
+        self.0.vlog.read_value(ptr, user_key, Access::Scan, self.1)
     }
 
-    fn prefetch(&self, ptr: &ValuePointer) -> Option<PendingRead> {
-        let read = self.0.vlog.start_read(ptr, Access::Scan).ok()?;
-        // Buffered values say nothing about whether the page cache holds the sealed files.
-        if !read.past_end() {
+    fn prefetch(&self, user_key: &[u8], ptr: &ValuePointer) -> Option<PendingRead> {
+        let read = self.0.vlog.start_read(ptr, user_key, Access::Scan, self.1).ok()?;
+        // Buffered values and value-cache hits say nothing about whether the page cache holds
+        // the sealed files.
+        if !read.past_end() && !read.is_hit() {
             self.0.vlog.note_probe(read.was_cached());
         }
         Some(read)
     }
 
-    fn finish(&self, user_key: &[u8], ptr: &ValuePointer, read: PendingRead) -> Result<Vec<u8>> {
-        self.0.vlog.finish_read(ptr, user_key, read, Access::Scan)
+    fn finish(&self, user_key: &[u8], ptr: &ValuePointer, read: PendingRead) -> Result<Value> {
+        self.0.vlog.finish_read(ptr, user_key, read, Access::Scan, self.1)
     }
 
-    fn read_mapped(&self, user_key: &[u8], ptr: &ValuePointer) -> Option<Result<Vec<u8>>> {
-        self.0.vlog.read_mapped(ptr, user_key)
+    fn read_mapped(&self, user_key: &[u8], ptr: &ValuePointer) -> Option<Result<Value>> {
+        self.0.vlog.read_mapped(ptr, user_key, self.1)
     }
 
     fn is_warm(&self) -> bool {

@@ -14,7 +14,7 @@ use crate::key::{self, ValueKind};
 use crate::log::LogPos;
 use crate::sst::Table;
 use crate::version::FileMeta;
-use crate::vlog::{Access, ValuePointer};
+use crate::vlog::{Access, CacheUse, ValuePointer};
 
 /// Errors kept in a report; past this only the count grows (one bad disk can fail thousands).
 const MAX_ERRORS: usize = 100;
@@ -156,7 +156,7 @@ impl DbInner {
         let Some(ptr) = ValuePointer::decode(encoded) else {
             return report.error(Error::corruption(table, 0, "malformed value pointer"));
         };
-        let checked = self.vlog.read_value(&ptr, user_key, Access::Scan);
+        let checked = self.vlog.read_value(&ptr, user_key, Access::Scan, CacheUse::Bypass);
         let Err(e) = checked else {
             report.pointers_checked += 1;
             return;

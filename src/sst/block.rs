@@ -13,6 +13,7 @@ use crate::fs::FileMapping;
 use crate::iter::InternalIterator;
 use crate::key::compare_internal;
 use crate::util::coding::{decode_fixed32, get_varint32};
+use crate::value::Value;
 
 /// Where a block's bytes live.
 enum Bytes {
@@ -223,6 +224,19 @@ pub fn touch_lines(bytes: &[u8]) {
     std::hint::black_box(x);
 }
 
+/// A block's bytes as the owner of value handles cut from it.
+struct SharedBlock(Arc<Block>);
+
+impl AsRef<[u8]> for SharedBlock {
+    fn as_ref(&self) -> &[u8] {
+        self.0.data()
+    }
+}
+
+/// Values at least this long are handed out as a slice of their (block-cached) block rather
+/// than copied: below it, a copy costs less than the shared handle's own allocation.
+const SHARE_FROM_BYTES: usize = 256;
+
 /// Cursor over one block. Reuses its key buffer across entries and across blocks
 /// (`reset`), so iteration allocates nothing per entry.
 pub struct BlockIter {
@@ -257,6 +271,18 @@ impl BlockIter {
     pub fn reset(&mut self, block: Arc<Block>) {
         self.block = block;
         self.invalidate();
+    }
+
+    /// The current value (only while valid) as a handle: a slice of the block, which the handle
+    /// keeps alive, when the block's bytes are its own (read into memory, block-cached) and the
+    /// value is not tiny; a copy otherwise — a handle into a mapped table would keep the
+    /// table's mapping, and a deleted table's disk space, for as long as a user holds it.
+    pub fn value_handle(&self) -> Value {
+        let range = self.value_start..self.value_end;
+        if self.block.is_mapped() || range.len() < SHARE_FROM_BYTES {
+            return Value::copy_from_slice(&self.block.data()[range]);
+        }
+        Value::from_owner(SharedBlock(Arc::clone(&self.block)), range)
     }
 
     /// The block being iterated.

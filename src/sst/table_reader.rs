@@ -12,6 +12,7 @@ use crate::fs::{FileMapping, RandomAccessFile};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, user_key};
 use crate::sst::block_cache::BlockCache;
+use crate::value::Value;
 
 use super::block::{touch_lines, Block, BlockIter};
 use super::compression::{decompress_slice, TYPE_NONE};
@@ -128,7 +129,7 @@ impl Table {
     /// The first entry whose internal key is >= `seek_ikey`, if its user key equals the user
     /// key of `seek_ikey`. Consults the Bloom filter first.
     #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))] // the DB counts filter answers: `get_unfiltered`
-    pub fn get(&self, seek_ikey: &[u8], fill_cache: bool) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    pub fn get(&self, seek_ikey: &[u8], fill_cache: bool) -> Result<Option<(Vec<u8>, Value)>> {
         if !self.may_contain(user_key(seek_ikey)) {
             return Ok(None);
         }
@@ -136,7 +137,8 @@ impl Table {
     }
 
     /// `get` without asking the filter first (the caller did, and counts what it said).
-    pub fn get_unfiltered(&self, seek_ikey: &[u8], fill_cache: bool) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    /// The value comes as a handle (`BlockIter::value_handle`: shared with a block-cached block).
+    pub fn get_unfiltered(&self, seek_ikey: &[u8], fill_cache: bool) -> Result<Option<(Vec<u8>, Value)>> {
         let uk = user_key(seek_ikey);
         let mut index = self.index.iter();
         self.seek_index(&mut index, seek_ikey)?;
@@ -149,7 +151,7 @@ impl Table {
             it.seek(seek_ikey)?;
             if it.valid() {
                 let hit = user_key(it.key()) == uk;
-                return Ok(hit.then(|| (it.key().to_vec(), it.value().to_vec())));
+                return Ok(hit.then(|| (it.key().to_vec(), it.value_handle())));
             }
             index.next()?;
         }

@@ -3,6 +3,7 @@
 //! verifying that what it read is the value of the key asked for, one at a time or many in
 //! parallel (`prefetch`).
 
+mod cache;
 pub mod pointer;
 pub mod prefetch;
 pub mod reader;
@@ -11,4 +12,4 @@ mod uring;
 
 pub use pointer::ValuePointer;
 pub use prefetch::PendingRead;
-pub use reader::{Access, VlogReader};
+pub use reader::{Access, CacheUse, VlogReader};

@@ -12,6 +12,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use super::request::{Completion, ReadBytes, ReadRequest};
 use super::uring::{self, UringEngine};
 use crate::fs::RandomAccessFile;
+use crate::value::Value;
 
 /// Threads of the `pread` pool: enough to keep a device's queue busy for one or two scans,
 /// few enough to cost nothing when idle.
@@ -26,6 +27,8 @@ pub struct PendingRead {
 }
 
 enum ReadState {
+    /// The value cache held the value: no read at all.
+    Hit(Value),
     Cached(Vec<u8>),
     /// The file ends before the bytes do (they are still in the log writer's buffer).
     PastEnd,
@@ -44,10 +47,28 @@ impl PendingRead {
         PendingRead { state: ReadState::Waiting(done) }
     }
 
-    /// Whether the bytes were in the page cache, so the read cost no more than a plain
-    /// `pread` and reading ahead gained nothing.
+    /// A value the value cache held (verified when it entered).
+    pub(crate) fn hit(value: Value) -> PendingRead {
+        PendingRead { state: ReadState::Hit(value) }
+    }
+
+    /// Whether the value came from the value cache (says nothing about the page cache).
+    pub fn is_hit(&self) -> bool {
+        matches!(self.state, ReadState::Hit(_))
+    }
+
+    /// The value, when the value cache held it; the read to wait for otherwise.
+    pub fn into_hit(self) -> std::result::Result<Value, PendingRead> {
+        match self.state {
+            ReadState::Hit(value) => Ok(value),
+            state => Err(PendingRead { state }),
+        }
+    }
+
+    /// Whether the bytes were in the page cache (or the value cache), so the read cost no more
+    /// than a plain `pread` and reading ahead gained nothing.
     pub fn was_cached(&self) -> bool {
-        matches!(self.state, ReadState::Cached(_) | ReadState::PastEnd)
+        matches!(self.state, ReadState::Hit(_) | ReadState::Cached(_) | ReadState::PastEnd)
     }
 
     /// Whether the file ended before the bytes (they are in the log writer's buffer): no
@@ -56,9 +77,11 @@ impl PendingRead {
         matches!(self.state, ReadState::PastEnd)
     }
 
-    /// Block until the read is done.
+    /// Block until the read is done. A cache hit (`into_hit`) has no op bytes to give: it
+    /// answers with its value's bytes, so callers take hits out first.
     pub fn wait(self) -> ReadBytes {
         match self.state {
+            ReadState::Hit(value) => Ok(Some(value.to_vec())),
             ReadState::Cached(bytes) => Ok(Some(bytes)),
             ReadState::PastEnd => Ok(None),
             ReadState::Waiting(done) => done.wait(),

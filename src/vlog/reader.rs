@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, RwLock};
 
+use super::cache::ValueCache;
 use super::prefetch::{ParallelReader, PendingRead};
 use super::request::read_full;
 use super::ValuePointer;
@@ -18,6 +19,7 @@ use crate::fs::{Advice, FileMapping, RandomAccessFile, Vfs};
 use crate::key::ValueKind;
 use crate::log::{DurableExtent, LogWriter};
 use crate::util::coding::Reader;
+use crate::value::Value;
 
 /// Open vLog files, shared by all readers.
 pub struct VlogReader {
@@ -50,6 +52,8 @@ pub struct VlogReader {
     /// Whole-region read requests for a thread that passes them to the kernel
     /// (`POSIX_FADV_WILLNEED` takes tens of µs to queue 256 KiB: not on the scan's thread).
     region_reads: OnceLock<Option<SyncSender<RegionRead>>>,
+    /// Values read and verified before (`Options::value_cache_bytes`).
+    cache: ValueCache,
 }
 
 /// A region of a vLog file to read into the page cache; the handle keeps the file open.
@@ -76,6 +80,28 @@ pub enum Access {
     Scan,
 }
 
+/// How a read uses the value cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheUse {
+    /// Take a cached value; cache what is read (`ReadOptions::fill_cache`, the default).
+    Fill,
+    /// Take a cached value; cache nothing new (a big scan that would flush the hot values out).
+    Lookup,
+    /// Read and check the bytes on disk (`Db::verify`).
+    Bypass,
+}
+
+impl CacheUse {
+    /// `Fill` or `Lookup` as a read's `fill_cache` says.
+    pub fn filling(fill: bool) -> CacheUse {
+        if fill {
+            CacheUse::Fill
+        } else {
+            CacheUse::Lookup
+        }
+    }
+}
+
 impl VlogReader {
     /// `use_io_uring`: read in parallel through io_uring if this process may (`Options::io_uring`).
     pub fn new(vfs: Arc<dyn Vfs>, dir: PathBuf, use_io_uring: bool) -> Self {
@@ -91,7 +117,25 @@ impl VlogReader {
             extent: OnceLock::new(),
             log: OnceLock::new(),
             warm_probes: AtomicU32::new(0),
+            cache: ValueCache::new(0),
         }
+    }
+
+    /// Keep up to `bytes` of verified values in memory (`Options::value_cache_bytes`).
+    #[must_use]
+    pub fn with_value_cache(mut self, bytes: u64) -> Self {
+        self.cache = ValueCache::new(bytes);
+        self
+    }
+
+    /// What the value cache holds and how it served lookups.
+    pub fn cache_usage(&self) -> super::cache::CacheUsage {
+        self.cache.usage()
+    }
+
+    /// Forget cached values in `[start, end)` of value file `number` (GC freed the range).
+    pub fn forget_range(&self, number: u64, start: u64, end: u64) {
+        self.cache.forget_range(number, start, end);
     }
 
     /// Whether `read_mapped` may map files (`Options::mmap_value_reads`).
@@ -173,14 +217,32 @@ impl VlogReader {
         files.remove(&(number, true));
         drop(files);
         self.maps.write().remove(&number);
+        self.cache.forget_file(number);
     }
 
     /// The value a pointer names, checked like `verify_op` and copied out of a memory mapping
     /// of its file: a read of cached bytes without a system call, for scans whose values the page cache holds (a page that
     /// is not cached is read by the fault, one page at a time). `None` when the file system
     /// maps nothing or the op lies past the mapping (the file grew since): use `try_read_op`.
-    pub fn read_mapped(&self, ptr: &ValuePointer, user_key: &[u8]) -> Option<Result<Vec<u8>>> {
-        self.with_mapped_op(ptr, |op| self.verify_mapped(ptr, op, user_key))
+    pub fn read_mapped(&self, ptr: &ValuePointer, user_key: &[u8], cache: CacheUse) -> Option<Result<Value>> {
+        if let Some(hit) = self.cached(ptr, user_key, cache) {
+            return Some(hit);
+        }
+        // The op is copied out before it is checked: a crc over mapped memory runs at memory
+        // latency, over the fresh copy at cache speed (half a warm scan's time otherwise).
+        let op = self.with_mapped_op(ptr, <[u8]>::to_vec)?;
+        Some(self.verify_op(ptr, op, user_key, cache))
+    }
+
+    /// The value `ptr` names from the value cache, checked to be a put of `user_key` (a
+    /// pointer into another key's record is corruption, cached or not).
+    #[inline]
+    fn cached(&self, ptr: &ValuePointer, user_key: &[u8], cache: CacheUse) -> Option<Result<Value>> {
+        if cache == CacheUse::Bypass {
+            return None;
+        }
+        let op = self.cache.get(ptr)?;
+        Some(self.put_value_range(ptr, &op, user_key).map(|range| Value::from(op).slice(range)))
     }
 
     /// `f` of the op's bytes in a mapping of its file, when `read_mapped` may use one.
@@ -218,9 +280,12 @@ impl VlogReader {
     /// pointer's crc: read from its file, or from the log appender's buffer when the op has
     /// not been handed to the file yet. Every read of a separated value ends here or in
     /// `finish_read` / `read_mapped`, which check the same way.
-    pub fn read_value(&self, ptr: &ValuePointer, user_key: &[u8], access: Access) -> Result<Vec<u8>> {
+    pub fn read_value(&self, ptr: &ValuePointer, user_key: &[u8], access: Access, cache: CacheUse) -> Result<Value> {
         if !ptr.in_bounds() {
             return Err(self.corruption(ptr, "value pointer out of bounds"));
+        }
+        if let Some(hit) = self.cached(ptr, user_key, cache) {
+            return hit;
         }
         let op = match self.try_read_op(ptr, access)? {
             Some(op) => op,
@@ -230,7 +295,7 @@ impl VlogReader {
                 None => self.read_op(ptr, access)?,
             },
         };
-        self.verify_op(ptr, op, user_key)
+        self.verify_op(ptr, op, user_key, cache)
     }
 
     /// Finish a read `start_read` began, with `read_value`'s checks; an op that was not in the
@@ -241,10 +306,15 @@ impl VlogReader {
         user_key: &[u8],
         read: PendingRead,
         access: Access,
-    ) -> Result<Vec<u8>> {
+        cache: CacheUse,
+    ) -> Result<Value> {
+        let read = match read.into_hit() {
+            Ok(value) => return Ok(value),
+            Err(read) => read,
+        };
         match read.wait()? {
-            Some(op) => self.verify_op(ptr, op, user_key),
-            None => self.read_value(ptr, user_key, access),
+            Some(op) => self.verify_op(ptr, op, user_key, cache),
+            None => self.read_value(ptr, user_key, access, cache),
         }
     }
 
@@ -279,29 +349,57 @@ impl VlogReader {
     /// Start reading the op a pointer names in the background; `finish_read` then checks it.
     /// An error (a missing file, a pointer out of bounds) means the read did not start:
     /// `read_value` then reports it.
-    pub fn start_read(&self, ptr: &ValuePointer, access: Access) -> Result<PendingRead> {
+    /// A value in the value cache needs no read: the answer holds it (`PendingRead::is_hit`).
+    pub fn start_read(
+        &self,
+        ptr: &ValuePointer,
+        user_key: &[u8],
+        access: Access,
+        cache: CacheUse,
+    ) -> Result<PendingRead> {
         if !ptr.in_bounds() {
             return Err(self.corruption(ptr, "value pointer out of bounds"));
+        }
+        if let Some(Ok(value)) = self.cached(ptr, user_key, cache) {
+            return Ok(PendingRead::hit(value));
         }
         let f = self.file(ptr.file, access)?;
         Ok(self.parallel.submit(f, ptr.offset, ptr.op_len as usize))
     }
 
-    /// `start_read` for each pointer given, submitted together (one kernel entry for those
-    /// that go to io_uring); the answer is aligned with `ptrs`, `None` where no pointer was
-    /// given or the read cannot start (its file is missing or the pointer out of bounds:
-    /// `read_value` then reports it).
-    pub fn start_reads(&self, ptrs: &[Option<ValuePointer>], access: Access) -> Vec<Option<PendingRead>> {
+    /// `start_read` for each pointer given (with the key it must lead to), submitted together
+    /// (one kernel entry for those that go to io_uring); the answer is aligned with `ptrs`,
+    /// `None` where no pointer was given or the read cannot start (its file is missing or the
+    /// pointer out of bounds: `read_value` then reports it). Cached values need no read.
+    pub fn start_reads(
+        &self,
+        ptrs: &[Option<(ValuePointer, &[u8])>],
+        access: Access,
+        cache: CacheUse,
+    ) -> Vec<Option<PendingRead>> {
+        let mut hits: Vec<Option<Value>> =
+            ptrs.iter().map(|p| p.and_then(|(ptr, key)| self.cached(&ptr, key, cache)?.ok())).collect();
         let files: Vec<Option<Arc<dyn RandomAccessFile>>> = ptrs
             .iter()
-            .map(|p| p.filter(ValuePointer::in_bounds).and_then(|p| self.file(p.file, access).ok()))
+            .zip(&hits)
+            .map(|(p, hit)| match (p, hit) {
+                (Some((p, _)), None) if p.in_bounds() => self.file(p.file, access).ok(),
+                _ => None,
+            })
             .collect();
         let reads = ptrs
             .iter()
             .zip(&files)
-            .filter_map(|(p, f)| Some((f.clone()?, p.as_ref()?.offset, p.as_ref()?.op_len as usize)));
+            .filter_map(|(p, f)| Some((f.clone()?, p.as_ref()?.0.offset, p.as_ref()?.0.op_len as usize)));
         let mut started = self.parallel.submit_many(reads).into_iter();
-        files.iter().map(|f| f.as_ref().and_then(|_| started.next())).collect()
+        files
+            .iter()
+            .zip(hits.iter_mut())
+            .map(|(f, hit)| match hit.take() {
+                Some(value) => Some(PendingRead::hit(value)),
+                None => f.as_ref().and_then(|_| started.next()),
+            })
+            .collect()
     }
 
     /// Ask the kernel to read `len` bytes at `offset` of a vLog file into the page cache in the
@@ -321,24 +419,25 @@ impl VlogReader {
     }
 
     /// Check that `op` (read at `ptr`) is a put of `user_key` whose value matches the pointer's
-    /// crc, and return the value, moved to the front of the op's own buffer (a scan reads
-    /// gigabytes: a second allocation and copy per value cost a quarter of a warm scan).
-    fn verify_op(&self, ptr: &ValuePointer, mut op: Vec<u8>, user_key: &[u8]) -> Result<Vec<u8>> {
-        let value = self.put_value(ptr, &op, user_key)?;
-        self.check_crc(ptr, value)?;
-        let (start, len) = (value.as_ptr() as usize - op.as_ptr() as usize, value.len());
-        op.copy_within(start..start + len, 0);
-        op.truncate(len);
-        Ok(op)
+    /// crc, and return the value: a slice of the op's own buffer (a scan reads gigabytes: a
+    /// second allocation and copy per value cost a quarter of a warm scan), which the value
+    /// cache keeps too.
+    fn verify_op(&self, ptr: &ValuePointer, op: Vec<u8>, user_key: &[u8], cache: CacheUse) -> Result<Value> {
+        let range = self.put_value_range(ptr, &op, user_key)?;
+        self.check_crc(ptr, &op[range.clone()])?;
+        let op = Value::from(op);
+        if cache == CacheUse::Fill {
+            self.cache.insert(ptr, op.as_bytes().clone());
+        }
+        Ok(op.slice(range))
     }
 
-    /// `verify_op` of an op borrowed in place (a mapping): the value is copied out first and
-    /// its crc computed on the copy, which the copy has just brought into the CPU cache (a crc
-    /// over mapped memory runs at memory latency, half the speed of a warm scan).
-    fn verify_mapped(&self, ptr: &ValuePointer, op: &[u8], user_key: &[u8]) -> Result<Vec<u8>> {
-        let value = self.put_value(ptr, op, user_key)?.to_vec();
-        self.check_crc(ptr, &value)?;
-        Ok(value)
+    /// Where the value lies within `op`, if `op` is a put of `user_key` that fits the
+    /// pointer's length.
+    fn put_value_range(&self, ptr: &ValuePointer, op: &[u8], user_key: &[u8]) -> Result<std::ops::Range<usize>> {
+        let value = self.put_value(ptr, op, user_key)?;
+        let start = value.as_ptr() as usize - op.as_ptr() as usize;
+        Ok(start..start + value.len())
     }
 
     /// The value within `op`, if `op` is a put of `user_key` that fits the pointer's length.
@@ -469,14 +568,15 @@ mod tests {
         let pos = log.lock().append(1, 1, &batch.rep, crc).unwrap();
         let v = values[0];
         let ptr = ValuePointer { file: 3, offset: pos.offset + v.op_offset, op_len: v.op_len, value_crc: v.value_crc };
-        assert_eq!(reader.read_value(&ptr, b"key", Access::Point).unwrap(), [7u8; 500], "from the buffer");
+        let read = |key: &[u8], access| reader.read_value(&ptr, key, access, CacheUse::Bypass);
+        assert_eq!(read(b"key", Access::Point).unwrap(), [7u8; 500], "from the buffer");
         log.lock().flush_buffer().unwrap();
-        assert_eq!(reader.read_value(&ptr, b"key", Access::Scan).unwrap(), [7u8; 500], "from the file");
-        let err = reader.read_value(&ptr, b"other", Access::Point).unwrap_err();
+        assert_eq!(read(b"key", Access::Scan).unwrap(), [7u8; 500], "from the file");
+        let err = read(b"other", Access::Point).unwrap_err();
         assert!(err.to_string().contains("another key"), "{err}");
         let far = ValuePointer { offset: u64::MAX - 2, ..ptr };
-        let err = reader.read_value(&far, b"key", Access::Point).unwrap_err();
+        let err = reader.read_value(&far, b"key", Access::Point, CacheUse::Fill).unwrap_err();
         assert!(err.is_corruption() && err.to_string().contains("out of bounds"), "{err}");
-        assert!(reader.start_read(&far, Access::Scan).is_err());
+        assert!(reader.start_read(&far, b"key", Access::Scan, CacheUse::Fill).is_err());
     }
 }

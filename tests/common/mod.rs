@@ -16,6 +16,16 @@ use wisckey::{Db, DbIterator, MergePolicy, Options, ReadOptions, Result};
 /// The model every test compares the database against.
 pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
+/// A scan's entries with the values copied out, to compare with the model's vectors.
+pub fn owned(entries: wisckey::Entries) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    entries.map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect()
+}
+
+/// A scan's entries as a model map.
+pub fn owned_map(entries: wisckey::Entries) -> Result<Model> {
+    entries.map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect()
+}
+
 /// Options with buffers so small that a few dozen writes flush a memtable and a few flushes
 /// trigger compactions, so tests exercise tables and levels, not just the memtable; value-log
 /// GC wakes up often so it runs during the tests too.
@@ -107,13 +117,9 @@ pub fn assert_view_matches(db: &Db, ro: &ReadOptions, model: &Model, ctx: &str) 
     let mut bwd = read_backward(db, ro).unwrap_or_else(|e| panic!("{ctx}: backward read failed: {e}"));
     bwd.reverse();
     assert_same_entries(&bwd, &want, &format!("{ctx} (cursor backward)"));
-    let scan: Vec<_> =
-        db.scan(ro).and_then(|s| s.collect::<Result<Vec<_>>>()).unwrap_or_else(|e| panic!("{ctx}: scan failed: {e}"));
+    let scan: Vec<_> = db.scan(ro).and_then(owned).unwrap_or_else(|e| panic!("{ctx}: scan failed: {e}"));
     assert_same_entries(&scan, &want, &format!("{ctx} (scan)"));
-    let mut rev: Vec<_> = db
-        .scan_rev(ro)
-        .and_then(|s| s.collect::<Result<Vec<_>>>())
-        .unwrap_or_else(|e| panic!("{ctx}: scan_rev failed: {e}"));
+    let mut rev: Vec<_> = db.scan_rev(ro).and_then(owned).unwrap_or_else(|e| panic!("{ctx}: scan_rev failed: {e}"));
     rev.reverse();
     assert_same_entries(&rev, &want, &format!("{ctx} (scan_rev)"));
     let point = ReadOptions { snapshot: ro.snapshot.clone(), ..ReadOptions::default() };

@@ -23,6 +23,7 @@ use self::window::Window;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::ValueKind;
+use crate::value::Value;
 use crate::vlog::{PendingRead, ValuePointer};
 
 /// Keeps alive whatever the iterator reads from (a Version, memtables, a snapshot).
@@ -36,15 +37,16 @@ pub(crate) trait ValueSource: Send + Sync {
     /// it was found.
     fn pointer(&self, stored: &[u8]) -> Result<ValuePointer>;
     /// Read the value now.
-    fn read(&self, user_key: &[u8], ptr: &ValuePointer) -> Result<Vec<u8>>;
-    /// Start reading it in the background; `None` when that cannot start (the value is then
-    /// read with `read` when the iterator reaches it, which reports any error).
-    fn prefetch(&self, ptr: &ValuePointer) -> Option<PendingRead>;
+    fn read(&self, user_key: &[u8], ptr: &ValuePointer) -> Result<Value>;
+    /// Start reading it in the background (or take it from the value cache); `None` when that
+    /// cannot start (the value is then read with `read` when the iterator reaches it, which
+    /// reports any error).
+    fn prefetch(&self, user_key: &[u8], ptr: &ValuePointer) -> Option<PendingRead>;
     /// Finish a read `prefetch` started, with the same checks as `read`.
-    fn finish(&self, user_key: &[u8], ptr: &ValuePointer, read: PendingRead) -> Result<Vec<u8>>;
+    fn finish(&self, user_key: &[u8], ptr: &ValuePointer, read: PendingRead) -> Result<Value>;
     /// Read the value from a memory mapping of its file, when there is one that covers it
     /// (`None`: use `prefetch` or `read`). For values the page cache holds: no system call.
-    fn read_mapped(&self, _user_key: &[u8], _ptr: &ValuePointer) -> Option<Result<Vec<u8>>> {
+    fn read_mapped(&self, _user_key: &[u8], _ptr: &ValuePointer) -> Option<Result<Value>> {
         None
     }
     /// Whether the page cache has held the values scans read lately: a new iterator then
@@ -82,7 +84,7 @@ pub struct DbIterator {
     /// `Some` while reading ahead; `None`: the user's entry is the cursor's.
     window: Option<Window>,
     /// The current entry's pointer and value, when the value is separated.
-    resolved: Option<(ValuePointer, Vec<u8>)>,
+    resolved: Option<(ValuePointer, Value)>,
     /// A move failed: invalid until the next seek.
     failed: bool,
     _pins: Box<dyn Pin>,
@@ -139,6 +141,16 @@ impl DbIterator {
             (Some((_, v)), _) => v,
             (None, Some(w)) => &w.entries[0].stored,
             (None, None) => self.cursor.stored(),
+        }
+    }
+
+    /// The current value as a handle that outlives the iterator: a separated value is shared
+    /// (no copy); an inline one (smaller than `Options::min_separated_value_bytes`) is copied
+    /// out of its table block. Only while `valid()`.
+    pub fn value_handle(&self) -> Value {
+        match &self.resolved {
+            Some((_, v)) => v.clone(),
+            None => Value::copy_from_slice(self.value()),
         }
     }
 
@@ -273,14 +285,14 @@ fn read_probing(
     (readahead, reads, regions): (&mut Readahead, &mut usize, Option<&mut ValueRegions>),
     key: &[u8],
     ptr: &ValuePointer,
-) -> Result<Vec<u8>> {
+) -> Result<Value> {
     *reads += 1;
     if readahead.trusts_cache() && *reads % PROBE_EVERY != 0 {
         if let Some(v) = values.read_mapped(key, ptr) {
             return v;
         }
     }
-    let Some(read) = values.prefetch(ptr) else { return values.read(key, ptr) };
+    let Some(read) = values.prefetch(key, ptr) else { return values.read(key, ptr) };
     if !read.was_cached() {
         readahead.note_miss();
         if let Some(region) = regions.and_then(|r| r.visit(ptr, true)) {
@@ -315,7 +327,7 @@ impl Entries {
 }
 
 impl Iterator for Entries {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
+    type Item = Result<(Vec<u8>, Value)>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
@@ -331,6 +343,6 @@ impl Iterator for Entries {
             self.done = true;
             return None;
         }
-        Some(Ok((self.it.key().to_vec(), self.it.value().to_vec())))
+        Some(Ok((self.it.key().to_vec(), self.it.value_handle())))
     }
 }

@@ -47,21 +47,21 @@ impl ValueSource for ModelValues {
     fn pointer(&self, stored: &[u8]) -> Result<ValuePointer> {
         ValuePointer::decode(stored).ok_or_else(|| Error::corruption("model", 0, "malformed value pointer"))
     }
-    fn read(&self, _key: &[u8], p: &ValuePointer) -> Result<Vec<u8>> {
+    fn read(&self, _key: &[u8], p: &ValuePointer) -> Result<Value> {
         self.plain_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(Self::value(p))
+        Ok(Self::value(p).into())
     }
-    fn prefetch(&self, p: &ValuePointer) -> Option<PendingRead> {
+    fn prefetch(&self, _key: &[u8], p: &ValuePointer) -> Option<PendingRead> {
         let in_region =
             self.regions.lock().iter().any(|r| r.file == p.file && (r.offset..r.offset + r.len).contains(&p.offset));
         self.prefetched.lock().push(p.offset);
         let cached = self.all_cached || in_region || p.offset < self.cached_below;
         Some(PendingRead::done_for_test(Self::value(p), cached))
     }
-    fn finish(&self, _key: &[u8], p: &ValuePointer, read: PendingRead) -> Result<Vec<u8>> {
+    fn finish(&self, _key: &[u8], p: &ValuePointer, read: PendingRead) -> Result<Value> {
         let got = read.wait()?.unwrap_or_default();
         assert_eq!(got, Self::value(p));
-        Ok(got)
+        Ok(got.into())
     }
     fn read_region(&self, region: Region) {
         self.regions.lock().push(region);
@@ -69,9 +69,9 @@ impl ValueSource for ModelValues {
     fn is_warm(&self) -> bool {
         self.warm
     }
-    fn read_mapped(&self, _key: &[u8], p: &ValuePointer) -> Option<Result<Vec<u8>>> {
+    fn read_mapped(&self, _key: &[u8], p: &ValuePointer) -> Option<Result<Value>> {
         self.mapped_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Some(Ok(Self::value(p)))
+        Some(Ok(Self::value(p).into()))
     }
 }
 

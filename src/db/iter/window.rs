@@ -94,7 +94,7 @@ impl DbIterator {
             } else {
                 let mut ahead = Ahead::at(&self.cursor, &*self.values);
                 if let Some(Ok(ptr)) = &ahead.pointer {
-                    ahead.read = self.values.prefetch(ptr);
+                    ahead.read = self.values.prefetch(&ahead.key, ptr);
                     if let Some(r) = &ahead.read {
                         self.readahead.note_read(r.was_cached());
                         if let Some(region) = self.regions.visit(ptr, !r.was_cached()) {

@@ -12,6 +12,11 @@ use crate::fs::WritableFile;
 use crate::key::{make_internal_key, seek_key, ValueKind, MAX_SEQ};
 use crate::sst::block_cache::new_block_cache;
 use crate::sst::compression::Compression;
+
+/// `Table::get` with the value copied out, to compare with the model's vectors.
+fn get_vec(t: &Table, ikey: &[u8], fill: bool) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    t.get(ikey, fill).map(|hit| hit.map(|(k, v)| (k, v.to_vec())))
+}
 use crate::sst::table_builder::{TableBuilder, TableOptions, TableSummary};
 
 /// A file in memory, writable and readable (the tests must not depend on `fs::MemFs`).
@@ -157,16 +162,16 @@ fn check_table(model: &Model, t: &Arc<Table>, seed: u64) {
     assert_eq!(scan_forward(t).unwrap(), *model);
     assert_eq!(scan_backward(t).unwrap(), *model);
     for (k, v) in model {
-        assert_eq!(t.get(k, true).unwrap(), Some((k.clone(), v.clone())));
+        assert_eq!(get_vec(t, k, true).unwrap(), Some((k.clone(), v.clone())));
         let newest = seek_key(user_key(k), MAX_SEQ);
-        assert_eq!(t.get(&newest, true).unwrap(), model_get(model, &newest));
+        assert_eq!(get_vec(t, &newest, true).unwrap(), model_get(model, &newest));
     }
     let mut rng = StdRng::seed_from_u64(seed);
     let mut it = t.iter(false);
     for _ in 0..2000 {
         let u = rng.gen_range(0..2_000_001u64);
         let target = make_internal_key(format!("user{u:08}").as_bytes(), rng.gen_range(0..1 << 41), ValueKind::Value);
-        assert_eq!(t.get(&target, false).unwrap(), model_get(model, &target));
+        assert_eq!(get_vec(t, &target, false).unwrap(), model_get(model, &target));
         it.seek(&target).unwrap();
         match model_seek(model, &target) {
             Some(i) => {
@@ -307,7 +312,7 @@ fn corruption_or_exact_in(
     check(scan_forward(&t))?;
     check(scan_backward(&t))?;
     for (k, v) in model {
-        match t.get(k, false) {
+        match get_vec(&t, k, false) {
             Ok(got) => assert_eq!(got, Some((k.clone(), v.clone()))),
             Err(e) => {
                 assert!(e.is_corruption(), "{e}");
@@ -367,9 +372,9 @@ fn flipped_byte_in_mapped_data_block_fails_every_read_of_that_block() {
     let first = &model[0].0;
     let last = &model[model.len() - 1].0;
     for _ in 0..3 {
-        let e = t.get(first, true).unwrap_err();
+        let e = get_vec(&t, first, true).unwrap_err();
         assert!(e.is_corruption() && e.to_string().contains("offset 0"), "{e}");
-        assert_eq!(t.get(last, true).unwrap(), Some(model[model.len() - 1].clone()));
+        assert_eq!(get_vec(&t, last, true).unwrap(), Some(model[model.len() - 1].clone()));
     }
     assert!(scan_forward(&t).unwrap_err().is_corruption());
 }
@@ -448,9 +453,9 @@ fn block_cache_serves_repeated_reads() {
     let cache = new_block_cache(8 << 20);
     let t = open(&file, Some(Arc::clone(&cache))).unwrap();
     let k = &model[model.len() / 2].0;
-    t.get(k, false).unwrap();
+    get_vec(&t, k, false).unwrap();
     assert_eq!(cache.len(), 0, "fill_cache = false must not insert");
-    t.get(k, true).unwrap();
+    get_vec(&t, k, true).unwrap();
     assert_eq!(cache.len(), 1);
     let blocks = t.properties().num_data_blocks as usize;
     assert_eq!(scan_forward(&t).unwrap(), model);
@@ -531,7 +536,7 @@ proptest! {
         let mut it = t.iter(true);
         for (uk, seq) in targets {
             let target = seek_key(&uk, seq);
-            prop_assert_eq!(t.get(&target, true).unwrap(), model_get(&model, &target));
+            prop_assert_eq!(get_vec(&t, &target, true).unwrap(), model_get(&model, &target));
             it.seek(&target).unwrap();
             let want = model_seek(&model, &target).map(|i| model[i].0.clone());
             prop_assert_eq!(it.valid().then(|| it.key().to_vec()), want);
