@@ -48,7 +48,7 @@ impl ValueKind {
 
 /// Pack a sequence number and kind byte into a trailer.
 #[inline]
-fn pack_trailer(seq: SeqNo, kind: u8) -> u64 {
+pub(crate) fn pack_trailer(seq: SeqNo, kind: u8) -> u64 {
     (seq << 8) | kind as u64
 }
 
@@ -56,13 +56,8 @@ fn pack_trailer(seq: SeqNo, kind: u8) -> u64 {
 #[cfg(any(test, feature = "test-util"))]
 pub fn make_internal_key(user_key: &[u8], seq: SeqNo, kind: ValueKind) -> Vec<u8> {
     let mut k = Vec::with_capacity(user_key.len() + TRAILER_LEN);
-    append_internal_key(&mut k, user_key, seq, kind);
+    append_with_kind_byte(&mut k, user_key, seq, kind as u8);
     k
-}
-
-/// Append an internal key to `dst`.
-pub fn append_internal_key(dst: &mut Vec<u8>, user_key: &[u8], seq: SeqNo, kind: ValueKind) {
-    append_with_kind_byte(dst, user_key, seq, kind as u8);
 }
 
 /// The key to seek to for the newest version of `user_key` visible at `seq`: it sorts before

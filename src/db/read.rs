@@ -387,6 +387,10 @@ impl ValueSource for ScanValues {
         self.0.vlog.is_warm()
     }
 
+    fn read_batch(&self, wanted: &[(&[u8], ValuePointer)]) -> Vec<Result<Value>> {
+        self.0.vlog.read_batch(wanted, self.1)
+    }
+
     fn read_region(&self, region: crate::db::iter::regions::Region) {
         self.0.vlog.will_need(region.file, region.offset, region.len);
     }

@@ -228,6 +228,9 @@ impl DbInner {
             pos
         };
         mem.apply_group(pos, first_seq, rep, &separated);
+        if self.opts.prepopulate_value_cache {
+            self.vlog.prepopulate(pos, rep, &separated);
+        }
         Ok(())
     }
 

@@ -53,6 +53,14 @@ pub struct SeparatedValue {
     pub value_crc: u32,
 }
 
+impl SeparatedValue {
+    /// The op's bytes within the group's `ops` (the group's ops without its header).
+    pub fn op_bytes<'a>(&self, ops: &'a [u8]) -> &'a [u8] {
+        let start = self.op_offset as usize - HEADER_LEN;
+        &ops[start..start + self.op_len as usize]
+    }
+}
+
 /// The puts among a record group's `ops` whose value is at least `min_separated_value_bytes` bytes: the
 /// one place that decides which values are separated. The group's checksum (`group_crc`) and
 /// the memtable's pointers (`Memtable::apply_group`) are both made from this list.

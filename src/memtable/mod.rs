@@ -19,17 +19,17 @@ use crate::write_batch::{BatchIter, BatchOp};
 
 /// One memtable entry in a single allocation: `u32 LE ikey length | internal key | value`,
 /// ordered by `key::compare_internal` on the internal key. One allocation instead of two per
-/// entry halves the malloc/free work of inserts and of dropping a flushed memtable.
+/// entry halves the malloc/free work of inserts and of dropping a flushed memtable; the
+/// allocation is reference-counted so an iterator takes entries out of the skiplist by
+/// bumping a count instead of copying them (a short scan's entries cost no malloc).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IKey(pub Box<[u8]>);
+pub struct IKey(pub Arc<[u8]>);
 
 impl IKey {
     fn new(ikey: &[u8], value: &[u8]) -> Self {
-        let mut b = Vec::with_capacity(4 + ikey.len() + value.len());
-        b.extend_from_slice(&(ikey.len() as u32).to_le_bytes());
-        b.extend_from_slice(ikey);
-        b.extend_from_slice(value);
-        IKey(b.into_boxed_slice())
+        let len = (ikey.len() as u32).to_le_bytes();
+        // A chain of slices has an exact length: collected into one allocation, no copy.
+        IKey(len.iter().chain(ikey).chain(value).copied().collect())
     }
 
     /// A search key (no value).
@@ -99,13 +99,12 @@ impl Memtable {
     /// Insert one entry.
     pub fn add(&self, seq: u64, kind: ValueKind, user_key: &[u8], value: &[u8]) {
         let ikey_len = user_key.len() + key::TRAILER_LEN;
-        let mut b = Vec::with_capacity(4 + ikey_len + value.len());
-        b.extend_from_slice(&(ikey_len as u32).to_le_bytes());
-        key::append_internal_key(&mut b, user_key, seq, kind);
-        b.extend_from_slice(value);
-        let size = b.len() as u64 + ENTRY_OVERHEAD;
+        let len = (ikey_len as u32).to_le_bytes();
+        let trailer = key::pack_trailer(seq, kind as u8).to_le_bytes();
+        let entry: Arc<[u8]> = len.iter().chain(user_key).chain(&trailer).chain(value).copied().collect();
+        let size = entry.len() as u64 + ENTRY_OVERHEAD;
         self.keys.insert(user_key);
-        self.map.insert(IKey(b.into_boxed_slice()), ());
+        self.map.insert(IKey(entry), ());
         self.bytes.fetch_add(size, AtomicOrdering::Relaxed);
     }
 

@@ -3,6 +3,7 @@
 //! verifying that what it read is the value of the key asked for, one at a time or many in
 //! parallel (`prefetch`).
 
+pub mod batch;
 mod cache;
 pub mod pointer;
 pub mod prefetch;

@@ -133,6 +133,20 @@ impl VlogReader {
         self.cache.usage()
     }
 
+    /// Put the separated values of a record group just written at `pos` (its `ops` and their
+    /// `separated` list) into the value cache (`Options::prepopulate_value_cache`).
+    pub fn prepopulate(&self, pos: crate::log::LogPos, ops: &[u8], separated: &[crate::log::SeparatedValue]) {
+        for v in separated {
+            let ptr = ValuePointer {
+                file: pos.file,
+                offset: pos.offset + v.op_offset,
+                op_len: v.op_len,
+                value_crc: v.value_crc,
+            };
+            self.cache.insert(&ptr, bytes::Bytes::copy_from_slice(v.op_bytes(ops)));
+        }
+    }
+
     /// Forget cached values in `[start, end)` of value file `number` (GC freed the range).
     pub fn forget_range(&self, number: u64, start: u64, end: u64) {
         self.cache.forget_range(number, start, end);
@@ -237,7 +251,7 @@ impl VlogReader {
     /// The value `ptr` names from the value cache, checked to be a put of `user_key` (a
     /// pointer into another key's record is corruption, cached or not).
     #[inline]
-    fn cached(&self, ptr: &ValuePointer, user_key: &[u8], cache: CacheUse) -> Option<Result<Value>> {
+    pub(super) fn cached(&self, ptr: &ValuePointer, user_key: &[u8], cache: CacheUse) -> Option<Result<Value>> {
         if cache == CacheUse::Bypass {
             return None;
         }
@@ -402,6 +416,19 @@ impl VlogReader {
             .collect()
     }
 
+    /// Start reading each `(file, offset, len)` range, submitted together; `None` where the
+    /// file cannot be opened (the caller's single reads then report it).
+    pub(super) fn start_ranges(
+        &self,
+        ranges: impl Iterator<Item = (u64, u64, usize)>,
+        access: Access,
+    ) -> Vec<Option<PendingRead>> {
+        let files: Vec<_> = ranges.map(|(file, offset, len)| (self.file(file, access).ok(), offset, len)).collect();
+        let reads = files.iter().filter_map(|(f, offset, len)| Some((f.clone()?, *offset, *len)));
+        let mut started = self.parallel.submit_many(reads).into_iter();
+        files.iter().map(|(f, ..)| f.as_ref().and_then(|_| started.next())).collect()
+    }
+
     /// Ask the kernel to read `len` bytes at `offset` of a vLog file into the page cache in the
     /// background (`POSIX_FADV_WILLNEED` through the scan handle, from a helper thread). A
     /// hint: a file gone, a full queue or a refused advice only means the values are read one
@@ -423,9 +450,19 @@ impl VlogReader {
     /// second allocation and copy per value cost a quarter of a warm scan), which the value
     /// cache keeps too.
     fn verify_op(&self, ptr: &ValuePointer, op: Vec<u8>, user_key: &[u8], cache: CacheUse) -> Result<Value> {
+        self.verify_shared(ptr, Value::from(op), user_key, cache)
+    }
+
+    /// `verify_op` of an op in a shared buffer (a slice of a larger read).
+    pub(super) fn verify_shared(
+        &self,
+        ptr: &ValuePointer,
+        op: Value,
+        user_key: &[u8],
+        cache: CacheUse,
+    ) -> Result<Value> {
         let range = self.put_value_range(ptr, &op, user_key)?;
         self.check_crc(ptr, &op[range.clone()])?;
-        let op = Value::from(op);
         if cache == CacheUse::Fill {
             self.cache.insert(ptr, op.as_bytes().clone());
         }

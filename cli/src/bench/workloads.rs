@@ -192,24 +192,22 @@ pub fn read_hot(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
 }
 
 /// A new iterator per op, seeking to a random key, then (`--seek_nexts`, as in RocksDB's
-/// db_bench) stepping on that many times, reading every key and value.
+/// db_bench) reading that many entries, every key and value. A scan of known length is what
+/// `Db::scan_from` is for (keys first, then the values as one batch).
 pub fn seek_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
     let ro = ctx.args.read_options();
     let mut key = KeyFormat::new(ctx.args.key_size as usize);
     let (mut found, mut bytes) = (0u64, 0u64);
     for _ in 0..ctx.reads {
-        let mut it = ctx.db.iter(&ro)?;
         let k = key.key(t.rand.uniform(ctx.args.num));
-        it.seek(k)?;
-        if it.valid() && it.key() == k {
-            found += 1;
-        }
-        for _ in 0..ctx.args.seek_nexts {
-            if !it.valid() {
-                break;
-            }
-            bytes += (it.key().len() + it.value().len()) as u64;
-            it.next()?;
+        if ctx.args.seek_nexts > 0 {
+            let entries = ctx.db.scan_from(&ro, k, ctx.args.seek_nexts as usize)?;
+            found += u64::from(entries.first().is_some_and(|(first, _)| first == k));
+            bytes += entries.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum::<u64>();
+        } else {
+            let mut it = ctx.db.iter(&ro)?;
+            it.seek(k)?;
+            found += u64::from(it.valid() && it.key() == k);
         }
         t.stats.finished_single_op();
     }

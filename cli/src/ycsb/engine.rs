@@ -66,12 +66,14 @@ impl EngineKind {
 }
 
 /// Open (creating) the engine's database in `path`, which must not hold another engine's files.
-/// `wisckey`: the options a wisckey engine opens with (the peers keep their own).
-pub fn open(kind: EngineKind, path: &Path, wisckey: Options) -> CliResult<Box<dyn Engine>> {
+/// `wisckey`: the options a wisckey engine opens with (the peers keep their own, but for
+/// `cache_bytes`, their total cache budget).
+#[cfg_attr(not(feature = "peers"), allow(unused_variables))]
+pub fn open(kind: EngineKind, path: &Path, wisckey: Options, cache_bytes: Option<u64>) -> CliResult<Box<dyn Engine>> {
     match kind {
         EngineKind::Wisckey => Ok(Box::new(Wisckey { db: Db::open(path, wisckey)? })),
         #[cfg(feature = "peers")]
-        peer => super::peers::open(peer, path),
+        peer => super::peers::open(peer, path, cache_bytes),
         #[cfg(not(feature = "peers"))]
         peer => Err(format!("--engine {} needs a build with `--features peers`", peer.name()).into()),
     }
@@ -95,16 +97,11 @@ impl Engine for Wisckey {
         Ok(self.db.delete(key)?)
     }
 
+    /// A scan of known length: `Db::scan_from` (keys first, then the values as one batch).
     fn scan(&self, start: &[u8], n: usize) -> CliResult<(u64, u64)> {
-        let mut it = self.db.iter(&ReadOptions::default())?;
-        it.seek(start)?;
-        let (mut entries, mut bytes) = (0u64, 0u64);
-        while it.valid() && (entries as usize) < n {
-            bytes += (it.key().len() + it.value().len()) as u64;
-            entries += 1;
-            it.next()?;
-        }
-        Ok((entries, bytes))
+        let entries = self.db.scan_from(&ReadOptions::default(), start, n)?;
+        let bytes = entries.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+        Ok((entries.len() as u64, bytes))
     }
 
     fn flush(&self) -> CliResult {

@@ -79,6 +79,13 @@ pub struct YcsbArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// Total cache budget in bytes, the same for every engine (default: each engine's own
+    /// default, 32 MiB for all three). wisckey splits it between its block cache (a quarter, at
+    /// most 8 MiB) and its value cache; fjall's one cache and RocksDB's block cache (shared with
+    /// BlobDB's blob cache) get all of it.
+    #[arg(long = "cache_bytes")]
+    pub cache_bytes: Option<u64>,
+
     /// wisckey only: `Options::gc_space_amp_target` (0 = no target).
     #[arg(long = "gc_space_amp_target")]
     pub gc_space_amp_target: Option<f64>,
@@ -126,6 +133,10 @@ impl YcsbArgs {
         }
         if let Some(v) = self.memtable_log_bytes {
             o = o.memtable_log_bytes(v);
+        }
+        if let Some(total) = self.cache_bytes {
+            let block = (total / 4).min(8 << 20);
+            o = o.block_cache_bytes(block as usize).value_cache_bytes(total - block);
         }
         o
     }
@@ -191,7 +202,7 @@ pub fn run(a: YcsbArgs) -> CliResult {
         json: a.json,
     };
     let io_start = ProcIo::now();
-    let engine = engine::open(a.engine, &path, a.wisckey_options())?;
+    let engine = engine::open(a.engine, &path, a.wisckey_options(), a.cache_bytes)?;
     eprintln!(
         "{}: db={} threads={} value_size={} records={}",
         ctx.engine,
@@ -314,7 +325,7 @@ mod tests {
     #[test]
     fn every_core_workload_runs_against_wisckey() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = engine::open(EngineKind::Wisckey, dir.path(), wisckey::Options::default()).unwrap();
+        let engine = engine::open(EngineKind::Wisckey, dir.path(), wisckey::Options::default(), None).unwrap();
         let a =
             args(&["--workload=a,b,c,d,e,f", "--records=500", "--operations=400", "--value_size=200", "--threads=2"]);
         let list = workloads(&a).unwrap();
@@ -353,7 +364,7 @@ mod tests {
     #[test]
     fn micro_benchmarks_run_against_wisckey() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = engine::open(EngineKind::Wisckey, dir.path(), wisckey::Options::default()).unwrap();
+        let engine = engine::open(EngineKind::Wisckey, dir.path(), wisckey::Options::default(), None).unwrap();
         let session = Session::new(engine.as_ref(), 2, 3, 1000);
         let values = ValuePool::new(100, 3);
         let live = micro::LiveSet::new(1000);

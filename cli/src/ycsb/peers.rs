@@ -16,11 +16,12 @@ use crate::bench::CliResult;
 /// Values of at least this many bytes are separated (fjall's default, wisckey's default).
 const SEPARATION_THRESHOLD: u32 = 1024;
 
-pub fn open(kind: EngineKind, path: &Path) -> CliResult<Box<dyn Engine>> {
+/// `cache_bytes`: the engine's whole cache budget (its default when `None`).
+pub fn open(kind: EngineKind, path: &Path, cache_bytes: Option<u64>) -> CliResult<Box<dyn Engine>> {
     match kind {
-        EngineKind::Fjall => Ok(Box::new(Fjall::open(path)?)),
-        EngineKind::Rocksdb => Ok(Box::new(Rocks::open(path, false)?)),
-        EngineKind::RocksdbBlob => Ok(Box::new(Rocks::open(path, true)?)),
+        EngineKind::Fjall => Ok(Box::new(Fjall::open(path, cache_bytes)?)),
+        EngineKind::Rocksdb => Ok(Box::new(Rocks::open(path, false, cache_bytes)?)),
+        EngineKind::RocksdbBlob => Ok(Box::new(Rocks::open(path, true, cache_bytes)?)),
         EngineKind::Wisckey => Err("wisckey is not a peer engine".into()),
     }
 }
@@ -31,8 +32,12 @@ struct Fjall {
 }
 
 impl Fjall {
-    fn open(path: &Path) -> CliResult<Fjall> {
-        let db = fjall::Database::builder(path).open()?;
+    fn open(path: &Path, cache_bytes: Option<u64>) -> CliResult<Fjall> {
+        let mut builder = fjall::Database::builder(path);
+        if let Some(bytes) = cache_bytes {
+            builder = builder.cache_size(bytes);
+        }
+        let db = builder.open()?;
         let blobs = KvSeparationOptions::default()
             .compression(CompressionType::None)
             .separation_threshold(SEPARATION_THRESHOLD);
@@ -91,15 +96,23 @@ struct Rocks {
 }
 
 impl Rocks {
-    fn open(path: &Path, blob: bool) -> CliResult<Rocks> {
+    fn open(path: &Path, blob: bool, cache_bytes: Option<u64>) -> CliResult<Rocks> {
         let mut o = rocksdb::Options::default();
         o.create_if_missing(true);
         o.set_compression_type(DBCompressionType::None);
         o.enable_statistics();
         let mut table = BlockBasedOptions::default();
         table.set_bloom_filter(10.0, false);
+        // One cache for blocks and (with BlobDB) blobs, as fjall and wisckey count theirs.
+        let cache = cache_bytes.map(|bytes| rocksdb::Cache::new_lru_cache(bytes as usize));
+        if let Some(cache) = &cache {
+            table.set_block_cache(cache);
+        }
         o.set_block_based_table_factory(&table);
         if blob {
+            if let Some(cache) = &cache {
+                o.set_blob_cache(cache);
+            }
             o.set_enable_blob_files(true);
             o.set_min_blob_size(SEPARATION_THRESHOLD as u64);
             o.set_blob_compression_type(DBCompressionType::None);

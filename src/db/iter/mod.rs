@@ -57,6 +57,11 @@ pub(crate) trait ValueSource: Send + Sync {
     /// Start reading a whole region of a value-log file into the page cache (a long scan keeps
     /// coming back to it); a hint, so it reports nothing.
     fn read_region(&self, _region: Region) {}
+    /// The values of many entries at once (a short scan of known length), in order; by default
+    /// one `read` each.
+    fn read_batch(&self, wanted: &[(&[u8], ValuePointer)]) -> Vec<Result<Value>> {
+        wanted.iter().map(|(key, ptr)| self.read(key, ptr)).collect()
+    }
 }
 
 /// A direction of travel.
@@ -183,6 +188,37 @@ impl DbIterator {
     /// Move to the previous key.
     pub fn prev(&mut self) -> Result<()> {
         self.step(Step::Backward)
+    }
+
+    /// `Db::scan_from`: up to `limit` entries from the first key >= `from`, with their values.
+    /// The cursor passes them first, collecting keys and pointers without reading a value;
+    /// then the separated values are read as one batch (`ValueSource::read_batch`). The
+    /// iterator is used up.
+    pub(crate) fn collect_from(mut self, from: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Value)>> {
+        let mut out = Vec::with_capacity(limit.min(1024));
+        let mut pointers: Vec<(usize, ValuePointer)> = Vec::new();
+        self.cursor.seek(from)?;
+        while self.cursor.valid() {
+            let value = match self.cursor_pointer()? {
+                Some(ptr) => {
+                    pointers.push((out.len(), ptr));
+                    Value::new()
+                }
+                None => Value::copy_from_slice(self.cursor.stored()),
+            };
+            out.push((self.cursor.key().to_vec(), value));
+            if out.len() == limit {
+                break;
+            }
+            self.cursor.step(Step::Forward)?;
+        }
+        let wanted: Vec<(&[u8], ValuePointer)> = pointers.iter().map(|&(i, ptr)| (&out[i].0[..], ptr)).collect();
+        let values = self.values.read_batch(&wanted);
+        drop(wanted);
+        for ((i, _), value) in pointers.into_iter().zip(values) {
+            out[i].1 = value?;
+        }
+        Ok(out)
     }
 
     /// A seek: drop any read-ahead, move the cursor, read the value there.
