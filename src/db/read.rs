@@ -131,7 +131,7 @@ impl DbInner {
         for _ in 0..3 {
             let Some((ValueKind::Pointer, stored)) = &entry else { break };
             let ptr = self.vlog.decode_pointer(stored);
-            match ptr.and_then(|ptr| self.vlog.read_value(&ptr, user_key, Access::Point, cache)) {
+            match ptr.and_then(|ptr| self.vlog.read_point(&ptr, user_key, cache)) {
                 Ok(v) => return Ok(Some(v)),
                 Err(e) if ro.snapshot.is_some() => return Err(e),
                 Err(e) => {
@@ -221,7 +221,7 @@ impl DbInner {
             ValueKind::Deletion => Ok(None),
             ValueKind::Pointer => {
                 let ptr = self.vlog.decode_pointer(&v)?;
-                self.vlog.read_value(&ptr, user_key, Access::Point, cache).map(Some)
+                self.vlog.read_point(&ptr, user_key, cache).map(Some)
             }
         }
     }

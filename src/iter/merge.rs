@@ -1,6 +1,8 @@
 //! Merges several sorted internal iterators into one sorted stream (LevelDB's MergingIterator).
 //! Children are few (memtables + L0 files + one per sorted run), so a linear scan for the
-//! smallest/largest child is as fast as a heap and simpler.
+//! smallest/largest child is as fast as a heap and simpler. The scan also notes the runner-up:
+//! a step that leaves the current child still ahead of it (long stretches of a scan come from
+//! one run) costs one key comparison instead of one per child.
 
 use std::cmp::Ordering;
 
@@ -18,38 +20,60 @@ enum Direction {
 pub struct MergingIterator {
     children: Vec<Box<dyn InternalIterator>>,
     current: Option<usize>,
+    /// The child that would come next if the current one moved past it (the best of the
+    /// others in the direction of travel); `None` when no other child is valid.
+    runner_up: Option<usize>,
     direction: Direction,
 }
 
 impl MergingIterator {
     pub fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {
-        MergingIterator { children, current: None, direction: Direction::Forward }
+        MergingIterator { children, current: None, runner_up: None, direction: Direction::Forward }
     }
 
-    fn find_smallest(&mut self) {
-        let mut best: Option<usize> = None;
-        for (i, c) in self.children.iter().enumerate() {
-            if c.valid() {
-                match best {
-                    Some(b) if compare_internal(c.key(), self.children[b].key()) != Ordering::Less => {}
-                    _ => best = Some(i),
+    /// Whether child `a` comes before child `b` in the direction of travel (equal keys: the
+    /// lower index first going forward, as LevelDB's merge yields them; mirrored backward).
+    fn before(&self, a: usize, b: usize) -> bool {
+        let ord = compare_internal(self.children[a].key(), self.children[b].key());
+        match self.direction {
+            Direction::Forward => ord == Ordering::Less || (ord == Ordering::Equal && a < b),
+            Direction::Reverse => ord == Ordering::Greater || (ord == Ordering::Equal && a > b),
+        }
+    }
+
+    /// Pick the best child in the direction of travel, and the runner-up, scanning all.
+    fn find_best(&mut self) {
+        let (mut best, mut second): (Option<usize>, Option<usize>) = (None, None);
+        for i in 0..self.children.len() {
+            if !self.children[i].valid() {
+                continue;
+            }
+            match best {
+                Some(b) if !self.before(i, b) => {
+                    if second.is_none_or(|s| self.before(i, s)) {
+                        second = Some(i);
+                    }
+                }
+                _ => {
+                    second = best;
+                    best = Some(i);
                 }
             }
         }
         self.current = best;
+        self.runner_up = second;
     }
 
-    fn find_largest(&mut self) {
-        let mut best: Option<usize> = None;
-        for (i, c) in self.children.iter().enumerate().rev() {
-            if c.valid() {
-                match best {
-                    Some(b) if compare_internal(c.key(), self.children[b].key()) != Ordering::Greater => {}
-                    _ => best = Some(i),
-                }
-            }
+    /// After the current child moved: it stays current while it is still ahead of the
+    /// runner-up (no other child moved, so the runner-up is still the best of them).
+    fn after_current_moved(&mut self, cur: usize) {
+        if !self.children[cur].valid() {
+            self.find_best();
+        } else if self.runner_up.is_none_or(|r| self.before(cur, r)) {
+            self.current = Some(cur);
+        } else {
+            self.find_best();
         }
-        self.current = best;
     }
 
     fn cur(&self) -> usize {
@@ -79,7 +103,7 @@ impl InternalIterator for MergingIterator {
             c.seek_to_first()?;
         }
         self.direction = Direction::Forward;
-        self.find_smallest();
+        self.find_best();
         Ok(())
     }
     fn seek_to_last(&mut self) -> Result<()> {
@@ -87,7 +111,7 @@ impl InternalIterator for MergingIterator {
             c.seek_to_last()?;
         }
         self.direction = Direction::Reverse;
-        self.find_largest();
+        self.find_best();
         Ok(())
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
@@ -95,7 +119,7 @@ impl InternalIterator for MergingIterator {
             c.seek(target)?;
         }
         self.direction = Direction::Forward;
-        self.find_smallest();
+        self.find_best();
         Ok(())
     }
     fn next(&mut self) -> Result<()> {
@@ -115,9 +139,12 @@ impl InternalIterator for MergingIterator {
             }
             self.direction = Direction::Forward;
             debug_assert!(self.children_agree_with_direction(), "turning forward left a child behind");
+            self.children[cur].next()?;
+            self.find_best();
+            return Ok(());
         }
         self.children[cur].next()?;
-        self.find_smallest();
+        self.after_current_moved(cur);
         Ok(())
     }
     fn prev(&mut self) -> Result<()> {
@@ -139,9 +166,12 @@ impl InternalIterator for MergingIterator {
             }
             self.direction = Direction::Reverse;
             debug_assert!(self.children_agree_with_direction(), "turning backward left a child ahead");
+            self.children[cur].prev()?;
+            self.find_best();
+            return Ok(());
         }
         self.children[cur].prev()?;
-        self.find_largest();
+        self.after_current_moved(cur);
         Ok(())
     }
     fn key(&self) -> &[u8] {
@@ -149,5 +179,113 @@ impl InternalIterator for MergingIterator {
     }
     fn value(&self) -> &[u8] {
         self.children[self.cur()].value()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{make_internal_key, ValueKind};
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    /// A child over sorted `(internal key, value)` pairs held in memory.
+    struct VecIter {
+        entries: Vec<(Vec<u8>, Vec<u8>)>,
+        at: Option<usize>,
+    }
+
+    impl InternalIterator for VecIter {
+        fn valid(&self) -> bool {
+            self.at.is_some()
+        }
+        fn seek_to_first(&mut self) -> Result<()> {
+            self.at = (!self.entries.is_empty()).then_some(0);
+            Ok(())
+        }
+        fn seek_to_last(&mut self) -> Result<()> {
+            self.at = self.entries.len().checked_sub(1);
+            Ok(())
+        }
+        fn seek(&mut self, target: &[u8]) -> Result<()> {
+            let i = self.entries.partition_point(|(k, _)| compare_internal(k, target) == Ordering::Less);
+            self.at = (i < self.entries.len()).then_some(i);
+            Ok(())
+        }
+        fn next(&mut self) -> Result<()> {
+            self.at = self.at.map(|i| i + 1).filter(|&i| i < self.entries.len());
+            Ok(())
+        }
+        fn prev(&mut self) -> Result<()> {
+            self.at = self.at.and_then(|i| i.checked_sub(1));
+            Ok(())
+        }
+        fn key(&self) -> &[u8] {
+            &self.entries[self.at.unwrap_or(0)].0
+        }
+        fn value(&self) -> &[u8] {
+            &self.entries[self.at.unwrap_or(0)].1
+        }
+    }
+
+    /// Random walks (seeks, steps both ways, turning around) over children of very different
+    /// sizes — one run holding most keys, as a scan meets it — match the sorted union.
+    #[test]
+    fn random_walks_match_the_sorted_union_of_the_children() {
+        let mut rng = StdRng::seed_from_u64(5);
+        for round in 0..40 {
+            let n = rng.gen_range(1..6);
+            let mut all: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+            let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+            let mut seq = 0u64;
+            for c in 0..n {
+                let count = if c == 0 { rng.gen_range(0..300) } else { rng.gen_range(0..30) };
+                let mut entries: Vec<(Vec<u8>, Vec<u8>)> = (0..count)
+                    .map(|_| {
+                        seq += 1;
+                        let user = format!("k{:04}", rng.gen_range(0..200));
+                        (make_internal_key(user.as_bytes(), seq, ValueKind::Value), format!("{c}").into_bytes())
+                    })
+                    .collect();
+                entries.sort_by(|a, b| compare_internal(&a.0, &b.0));
+                all.extend(entries.iter().cloned());
+                children.push(Box::new(VecIter { entries, at: None }));
+            }
+            all.sort_by(|a, b| compare_internal(&a.0, &b.0));
+            let mut it = MergingIterator::new(children);
+            let mut at: Option<usize> = None;
+            for step in 0..500 {
+                match rng.gen_range(0..10) {
+                    0 => {
+                        it.seek_to_first().unwrap();
+                        at = (!all.is_empty()).then_some(0);
+                    }
+                    1 => {
+                        it.seek_to_last().unwrap();
+                        at = all.len().checked_sub(1);
+                    }
+                    2 => {
+                        let user = format!("k{:04}", rng.gen_range(0..210));
+                        let target = make_internal_key(user.as_bytes(), rng.gen_range(0..seq + 2), ValueKind::Value);
+                        it.seek(&target).unwrap();
+                        let i = all.partition_point(|(k, _)| compare_internal(k, &target) == Ordering::Less);
+                        at = (i < all.len()).then_some(i);
+                    }
+                    3..=6 if it.valid() => {
+                        it.next().unwrap();
+                        at = at.map(|i| i + 1).filter(|&i| i < all.len());
+                    }
+                    _ if it.valid() => {
+                        it.prev().unwrap();
+                        at = at.and_then(|i| i.checked_sub(1));
+                    }
+                    _ => {}
+                }
+                assert_eq!(it.valid(), at.is_some(), "round {round} step {step}");
+                if let Some(i) = at {
+                    assert_eq!((it.key(), it.value()), (&all[i].0[..], &all[i].1[..]), "round {round} step {step}");
+                }
+            }
+        }
     }
 }

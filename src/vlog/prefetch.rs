@@ -248,6 +248,13 @@ impl ParallelReader {
         self.uring.get().and_then(Option::as_ref)
     }
 
+    /// The bytes, when they are all in the page cache (or the file ends before them: the op is
+    /// still in the log buffer), read on the caller; `None` when they are not cached or the
+    /// file has no descriptor to probe through.
+    pub fn read_if_cached(&self, file: &Arc<dyn RandomAccessFile>, offset: u64, len: usize) -> Option<PendingRead> {
+        self.probe_cache(file, offset, len)
+    }
+
     /// The bytes, when they are all in the page cache: cached bytes cost one syscall here;
     /// handing them to an engine would cost more.
     fn probe_cache(&self, file: &Arc<dyn RandomAccessFile>, offset: u64, len: usize) -> Option<PendingRead> {

@@ -66,6 +66,21 @@ type Mapped = (Option<Arc<FileMapping>>, u64);
 /// Probes in a row that must find their value cached before new scans trust the cache.
 const WARM_PROBES: u32 = 64;
 
+/// While the page cache is trusted, every this many point reads one goes through the
+/// page-cache probe instead of the mapping, so reads that left the cached part of the log
+/// withdraw the trust.
+const POINT_PROBE_EVERY: u32 = 8;
+
+/// Point reads of ops up to this size may copy out of a mapping: above it the system call
+/// is a small part of the read, and a mapped read of pages that are not cached faults them in
+/// one page at a time.
+const MAPPED_POINT_MAX_BYTES: u32 = 32 << 10;
+
+thread_local! {
+    /// Point reads on this thread, for `POINT_PROBE_EVERY`.
+    static POINT_READS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
 /// A mapping of a growing file is replaced once the file has grown this much past it (the log
 /// head gets a few fresh mappings as it fills, not one per read).
 const REMAP_GROWTH: u64 = 4 << 20;
@@ -310,6 +325,43 @@ impl VlogReader {
             },
         };
         self.verify_op(ptr, op, user_key, cache)
+    }
+
+    /// `read_value` for a point lookup: from the value cache; while the page cache is trusted to
+    /// hold the log (`is_warm`), copied out of the file's mapping (no system call) but for
+    /// every `POINT_PROBE_EVERY`th read, which probes the page cache; otherwise a probe
+    /// (`RWF_NOWAIT`: cached bytes are read by it, and it tells whether the cache holds the
+    /// log) and, on a miss, one read of exactly the op.
+    pub fn read_point(&self, ptr: &ValuePointer, user_key: &[u8], cache: CacheUse) -> Result<Value> {
+        if !ptr.in_bounds() {
+            return Err(self.corruption(ptr, "value pointer out of bounds"));
+        }
+        if let Some(hit) = self.cached(ptr, user_key, cache) {
+            return hit;
+        }
+        if self.mapped_reads && ptr.op_len <= MAPPED_POINT_MAX_BYTES {
+            let probe = POINT_READS.with(|n| {
+                n.set(n.get().wrapping_add(1));
+                n.get() % POINT_PROBE_EVERY == 0
+            });
+            if !probe && self.is_warm() {
+                if let Some(v) = self.read_mapped(ptr, user_key, cache) {
+                    return v;
+                }
+            } else if let Ok(f) = self.file(ptr.file, Access::Point) {
+                match self.parallel.read_if_cached(&f, ptr.offset, ptr.op_len as usize) {
+                    Some(read) => {
+                        if !read.past_end() {
+                            self.note_probe(true);
+                        }
+                        return self.finish_read(ptr, user_key, read, Access::Point, cache);
+                    }
+                    None if f.raw_fd().is_some() => self.note_probe(false),
+                    None => {}
+                }
+            }
+        }
+        self.read_value(ptr, user_key, Access::Point, cache)
     }
 
     /// Finish a read `start_read` began, with `read_value`'s checks; an op that was not in the
