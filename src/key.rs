@@ -60,6 +60,17 @@ pub fn make_internal_key(user_key: &[u8], seq: SeqNo, kind: ValueKind) -> Vec<u8
     k
 }
 
+/// Bytes of a search key kept on the stack (longer keys spill to the heap).
+pub const INLINE_KEY_BYTES: usize = 96;
+
+/// `seek_key` in a stack buffer: point lookups build one per lookup, and most keys are short.
+pub fn seek_key_inline(user_key: &[u8], seq: SeqNo) -> smallvec::SmallVec<[u8; INLINE_KEY_BYTES]> {
+    let mut k = smallvec::SmallVec::with_capacity(user_key.len() + TRAILER_LEN);
+    k.extend_from_slice(user_key);
+    k.extend_from_slice(&pack_trailer(seq, KIND_FOR_SEEK).to_le_bytes());
+    k
+}
+
 /// The key to seek to for the newest version of `user_key` visible at `seq`: it sorts before
 /// every entry of that key with a sequence number up to `seq`.
 pub fn seek_key(user_key: &[u8], seq: SeqNo) -> Vec<u8> {

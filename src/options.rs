@@ -51,8 +51,10 @@ pub struct Options {
     /// in place from their memory mapping and need none).
     pub block_cache_bytes: usize,
     /// Capacity of the value cache: separated values already read and verified, handed out
-    /// without a system call, copy or checksum (`0` turns it off). Default 24 MiB, which with
-    /// the 8 MiB block cache makes the 32 MiB fjall and RocksDB give their caches by default.
+    /// without a system call, copy or checksum (`0` turns it off). Default 32 MiB, the cache
+    /// fjall and RocksDB have by default (uncompressed tables, the default, are read in place
+    /// through the page cache: the block cache then holds nothing, and this is all the cache
+    /// there is).
     pub value_cache_bytes: u64,
     /// Put every separated value into the value cache as it is written (RocksDB's
     /// `prepopulate_blob_cache`), for workloads that read what they just wrote. Off by
@@ -159,7 +161,7 @@ impl Default for Options {
             max_immutable_memtables: 2,
             memtable_log_bytes: 64 << 20,
             block_cache_bytes: 8 << 20,
-            value_cache_bytes: 24 << 20,
+            value_cache_bytes: 32 << 20,
             prepopulate_value_cache: false,
             max_open_files: 1000,
             block_size_bytes: 4096,

@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use super::{add, DbInner, DbStats};
 use crate::db::iter::{DbIterator, ValueSource};
-use crate::error::{Error, Result};
-use crate::filename::table_file_name;
+use crate::error::Result;
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind};
 use crate::memtable::{Lookup, Memtable};
@@ -167,15 +166,15 @@ impl DbInner {
             }
         }
         add(&self.counters.point_lookups, 1);
-        let seek = key::seek_key(user_key, view.seq);
-        let mut first_probed = None;
-        for (probes, (level, file)) in view.version.files_for_key(user_key).into_iter().enumerate() {
+        let seek = key::seek_key_inline(user_key, view.seq);
+        let mut first_probed: Option<(usize, &Arc<crate::version::FileMeta>)> = None;
+        for (probes, (level, file)) in view.version.files_for_key(user_key).enumerate() {
             if probes == 1 {
                 if let Some((l, f)) = first_probed.take() {
-                    self.charge_seek(l, f);
+                    self.charge_seek(l, f.clone());
                 }
             } else if probes == 0 {
-                first_probed = Some((level, file.clone()));
+                first_probed = Some((level, file));
             }
             let table = self.table_cache.get(file.number, file.size)?;
             if !table.may_contain(user_key) {
@@ -188,11 +187,8 @@ impl DbInner {
                 // (counted for Monkey's figure; a key only newer than a snapshot counts too).
                 add(&self.counters.filter_false_positives, 1);
             }
-            if let Some((ikey, value)) = found {
-                let path = || table_file_name(&self.dir, file.number);
-                let p = key::parse_internal_key(&ikey)
-                    .ok_or_else(|| Error::corruption(path(), 0, key::malformed_reason(&ikey)))?;
-                return Ok(Some((p.kind, value)));
+            if found.is_some() {
+                return Ok(found);
             }
         }
         Ok(None)

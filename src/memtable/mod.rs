@@ -1,6 +1,7 @@
 //! The memtable: a concurrent skiplist of internal keys holding the newest writes until they
 //! are flushed to an SSTable. Size-bounded by the DB (it switches to a new one when full).
 
+use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
@@ -25,21 +26,53 @@ use crate::write_batch::{BatchIter, BatchOp};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IKey(pub Arc<[u8]>);
 
-impl IKey {
-    fn new(ikey: &[u8], value: &[u8]) -> Self {
-        let len = (ikey.len() as u32).to_le_bytes();
-        // A chain of slices has an exact length: collected into one allocation, no copy.
-        IKey(len.iter().chain(ikey).chain(value).copied().collect())
+/// An entry's bytes (`u32 LE ikey length | internal key | value`) as the skiplist orders them:
+/// by the internal key they start with. Entries borrow as it, so a lookup searches with one
+/// built on the stack (`EntryBytes::search`) instead of allocating an `IKey`.
+#[derive(ref_cast::RefCast, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct EntryBytes([u8]);
+
+impl EntryBytes {
+    /// A search key (no value) for internal key `ikey`, in a stack buffer when it is short.
+    fn search(ikey: &[u8]) -> smallvec::SmallVec<[u8; key::INLINE_KEY_BYTES + 4]> {
+        let mut b = smallvec::SmallVec::with_capacity(4 + ikey.len());
+        b.extend_from_slice(&(ikey.len() as u32).to_le_bytes());
+        b.extend_from_slice(ikey);
+        b
     }
 
-    /// A search key (no value).
-    fn search(ikey: &[u8]) -> Self {
-        Self::new(ikey, &[])
+    fn new(bytes: &[u8]) -> &EntryBytes {
+        ref_cast::RefCast::ref_cast(bytes)
     }
 
     fn split(&self) -> (&[u8], &[u8]) {
         let n = u32::from_le_bytes([self.0[0], self.0[1], self.0[2], self.0[3]]) as usize;
         self.0[4..].split_at(n)
+    }
+}
+
+impl Ord for EntryBytes {
+    fn cmp(&self, other: &Self) -> Ordering {
+        compare_internal(self.split().0, other.split().0)
+    }
+}
+
+impl PartialOrd for EntryBytes {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl std::borrow::Borrow<EntryBytes> for IKey {
+    fn borrow(&self) -> &EntryBytes {
+        EntryBytes::new(&self.0)
+    }
+}
+
+impl IKey {
+    fn split(&self) -> (&[u8], &[u8]) {
+        EntryBytes::new(&self.0).split()
     }
 
     /// The internal key.
@@ -189,8 +222,8 @@ impl Memtable {
         if !self.keys.may_contain(user_key) {
             return Lookup::Absent;
         }
-        let seek = IKey::search(&key::seek_key(user_key, seq));
-        let Some(e) = self.map.lower_bound(Bound::Included(&seek)) else {
+        let seek = EntryBytes::search(&key::seek_key_inline(user_key, seq));
+        let Some(e) = self.map.lower_bound(Bound::Included(EntryBytes::new(&seek))) else {
             return Lookup::Absent;
         };
         let Some(p) = key::parse_internal_key(e.key().ikey()) else {
@@ -211,8 +244,8 @@ impl Memtable {
         if !self.keys.may_contain(user_key) {
             return None;
         }
-        let seek = IKey::search(&key::seek_key(user_key, key::MAX_SEQ));
-        let e = self.map.lower_bound(Bound::Included(&seek))?;
+        let seek = EntryBytes::search(&key::seek_key_inline(user_key, key::MAX_SEQ));
+        let e = self.map.lower_bound(Bound::Included(EntryBytes::new(&seek)))?;
         let p = key::parse_internal_key(e.key().ikey())?;
         (p.user_key == user_key).then_some(p.seq)
     }
@@ -249,17 +282,23 @@ pub struct MemIter {
 }
 
 impl MemIter {
-    fn fill_forward(&mut self, from: Bound<&IKey>, batch: usize) {
-        let range = self.mem.map.range((from, Bound::Unbounded));
-        self.buf = range.take(batch).map(|e| e.key().clone()).collect();
+    fn fill_forward(&mut self, from: Bound<&EntryBytes>, batch: usize) {
+        let range = self.mem.map.range::<EntryBytes, _>((from, Bound::Unbounded));
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        buf.extend(range.take(batch).map(|e| e.key().clone()));
+        self.buf = buf;
         self.idx = 0;
         self.forward = true;
         self.batch = batch;
     }
 
-    fn fill_backward(&mut self, to: Bound<&IKey>, batch: usize) {
-        let range = self.mem.map.range((Bound::Unbounded, to));
-        self.buf = range.rev().take(batch).map(|e| e.key().clone()).collect();
+    fn fill_backward(&mut self, to: Bound<&EntryBytes>, batch: usize) {
+        let range = self.mem.map.range::<EntryBytes, _>((Bound::Unbounded, to));
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        buf.extend(range.rev().take(batch).map(|e| e.key().clone()));
+        self.buf = buf;
         self.idx = 0;
         self.forward = false;
         self.batch = batch;
@@ -287,33 +326,33 @@ impl InternalIterator for MemIter {
         Ok(())
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let t = IKey::search(target);
-        self.fill_forward(Bound::Included(&t), FIRST_BATCH);
+        let t = EntryBytes::search(target);
+        self.fill_forward(Bound::Included(EntryBytes::new(&t)), FIRST_BATCH);
         Ok(())
     }
     fn next(&mut self) -> Result<()> {
         if !self.forward {
             let cur = self.current_key();
-            self.fill_forward(Bound::Excluded(&cur), FIRST_BATCH);
+            self.fill_forward(Bound::Excluded(cur.borrow()), FIRST_BATCH);
             return Ok(());
         }
         self.idx += 1;
         if self.idx == self.buf.len() && self.buf.len() == self.batch {
             let last = self.buf[self.idx - 1].clone();
-            self.fill_forward(Bound::Excluded(&last), self.next_batch());
+            self.fill_forward(Bound::Excluded(last.borrow()), self.next_batch());
         }
         Ok(())
     }
     fn prev(&mut self) -> Result<()> {
         if self.forward {
             let cur = self.current_key();
-            self.fill_backward(Bound::Excluded(&cur), FIRST_BATCH);
+            self.fill_backward(Bound::Excluded(cur.borrow()), FIRST_BATCH);
             return Ok(());
         }
         self.idx += 1;
         if self.idx == self.buf.len() && self.buf.len() == self.batch {
             let last = self.buf[self.idx - 1].clone();
-            self.fill_backward(Bound::Excluded(&last), self.next_batch());
+            self.fill_backward(Bound::Excluded(last.borrow()), self.next_batch());
         }
         Ok(())
     }

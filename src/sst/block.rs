@@ -124,6 +124,11 @@ impl Block {
         self.data().len()
     }
 
+    /// The offset in its file the block was read from.
+    pub fn file_offset(&self) -> u64 {
+        self.file_offset
+    }
+
     /// Number of restart points (entries that start a prefix-compression interval).
     pub fn num_restarts(&self) -> usize {
         self.num_restarts
@@ -384,6 +389,12 @@ impl BlockIter {
         let left = self.search_restarts(target, lo, hi.clamp(lo, last))?;
         self.seek_to_restart(left);
         self.scan_to(target)
+    }
+
+    /// The restart interval the current entry starts, if it starts one (in an index block,
+    /// where every entry is a restart point, the entry's ordinal).
+    pub fn current_restart(&self) -> Option<usize> {
+        [self.restart_index, self.restart_index + 1].into_iter().find(|&i| self.at_restart(i))
     }
 
     /// Whether the current entry starts restart interval `i`.

@@ -5,12 +5,12 @@
 
 use std::cmp::Ordering;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::fs::{FileMapping, RandomAccessFile};
 use crate::iter::InternalIterator;
-use crate::key::{compare_internal, user_key};
+use crate::key::{compare_internal, user_key, ValueKind};
 use crate::sst::block_cache::BlockCache;
 use crate::value::Value;
 
@@ -43,6 +43,10 @@ pub struct Table {
     mapping: Option<Arc<FileMapping>>,
     /// Mapped uncompressed data blocks whose checksum passed (empty when not mapped).
     verified: VerifiedBlocks,
+    /// Mapped uncompressed data blocks made once, by index entry (when the index has one entry
+    /// per restart point, as the writer makes it): a lookup takes its block by bumping a count
+    /// instead of validating and allocating it again.
+    mapped_blocks: Box<[OnceLock<Arc<Block>>]>,
 }
 
 impl std::fmt::Debug for Table {
@@ -92,6 +96,8 @@ impl Table {
         let blocks = usize::try_from(props.num_data_blocks).unwrap_or(usize::MAX).min(max_blocks);
         let verified = VerifiedBlocks::with_capacity(if mapping.is_some() { blocks } else { 0 });
         let fences = IndexFences::build(&index);
+        let slots = if mapping.is_some() && fences.is_some() { index.num_restarts() } else { 0 };
+        let mapped_blocks = (0..slots).map(|_| OnceLock::new()).collect();
         Ok(Table {
             file,
             path,
@@ -105,6 +111,7 @@ impl Table {
             index_offset: footer.index.offset,
             mapping,
             verified,
+            mapped_blocks,
         })
     }
 
@@ -129,7 +136,7 @@ impl Table {
     /// The first entry whose internal key is >= `seek_ikey`, if its user key equals the user
     /// key of `seek_ikey`. Consults the Bloom filter first.
     #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))] // the DB counts filter answers: `get_unfiltered`
-    pub fn get(&self, seek_ikey: &[u8], fill_cache: bool) -> Result<Option<(Vec<u8>, Value)>> {
+    pub fn get(&self, seek_ikey: &[u8], fill_cache: bool) -> Result<Option<(ValueKind, Value)>> {
         if !self.may_contain(user_key(seek_ikey)) {
             return Ok(None);
         }
@@ -137,8 +144,9 @@ impl Table {
     }
 
     /// `get` without asking the filter first (the caller did, and counts what it said).
-    /// The value comes as a handle (`BlockIter::value_handle`: shared with a block-cached block).
-    pub fn get_unfiltered(&self, seek_ikey: &[u8], fill_cache: bool) -> Result<Option<(Vec<u8>, Value)>> {
+    /// The answer is the entry's kind and its value as a handle (`BlockIter::value_handle`:
+    /// shared with a block-cached block); an entry whose key does not parse is corruption.
+    pub fn get_unfiltered(&self, seek_ikey: &[u8], fill_cache: bool) -> Result<Option<(ValueKind, Value)>> {
         let uk = user_key(seek_ikey);
         let mut index = self.index.iter();
         self.seek_index(&mut index, seek_ikey)?;
@@ -146,12 +154,18 @@ impl Table {
         // separator lies past its block's last key and the target falls in that gap.
         while index.valid() {
             let handle = self.decode_handle(index.value())?;
-            let block = self.load_block(handle, fill_cache, None)?;
+            let block = self.load_block(handle, index.current_restart(), fill_cache, None)?;
             let mut it = BlockIter::new(block);
             it.seek(seek_ikey)?;
             if it.valid() {
-                let hit = user_key(it.key()) == uk;
-                return Ok(hit.then(|| (it.key().to_vec(), it.value_handle())));
+                if user_key(it.key()) != uk {
+                    return Ok(None);
+                }
+                let Some(parsed) = crate::key::parse_internal_key(it.key()) else {
+                    let why = crate::key::malformed_reason(it.key());
+                    return Err(Error::corruption(&*self.path, handle.offset, why));
+                };
+                return Ok(Some((parsed.kind, it.value_handle())));
             }
             index.next()?;
         }
@@ -200,14 +214,24 @@ impl Table {
 
     /// Fetch a data block: from the cache, else from the read-ahead buffer when the caller
     /// reads sequentially, else with one read of the block.
+    /// `ordinal`: the index entry the handle came from, when known.
     fn load_block(
         &self,
         handle: BlockHandle,
+        ordinal: Option<usize>,
         fill_cache: bool,
         readahead: Option<&mut BlockReadahead>,
     ) -> Result<Arc<Block>> {
         if let Some(map) = &self.mapping {
-            return self.load_mapped_block(map, handle, fill_cache);
+            let slot = ordinal.and_then(|i| self.mapped_blocks.get(i));
+            if let Some(b) = slot.and_then(OnceLock::get).filter(|b| b.file_offset() == handle.offset) {
+                return Ok(Arc::clone(b));
+            }
+            let block = self.load_mapped_block(map, handle, fill_cache)?;
+            if let Some(slot) = slot.filter(|_| block.is_mapped()) {
+                let _ = slot.set(Arc::clone(&block));
+            }
+            return Ok(block);
         }
         if let Some(b) = self.cached_block(handle) {
             return Ok(b);
@@ -348,7 +372,7 @@ impl TableIterator {
         }
         self.readahead.observe(handle);
         let ra = Some(&mut self.readahead);
-        let block = self.table.load_block(handle, self.fill_cache, ra)?;
+        let block = self.table.load_block(handle, self.index.current_restart(), self.fill_cache, ra)?;
         if self.readahead.sequential > 0 {
             block.prefetch();
         }

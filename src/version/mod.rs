@@ -93,24 +93,25 @@ impl Version {
     /// data first): level 0, then deeper levels; within a level, runs newest first. Normally
     /// one file per run; a run contributes its next file too when this key straddles the
     /// boundary between them (older versions of the key continue in the next file).
-    pub fn files_for_key(&self, key: &[u8]) -> Vec<(usize, Arc<FileMeta>)> {
-        let mut out = Vec::new();
-        for (level, l) in self.levels.iter().enumerate() {
-            for run in &l.runs {
-                let mut i = run.files.partition_point(|f| user_key(&f.largest) < key);
-                while let Some(f) = run.files.get(i) {
-                    if user_key(&f.smallest) > key {
-                        break;
-                    }
-                    out.push((level, f.clone()));
-                    if user_key(&f.largest) != key {
-                        break;
-                    }
-                    i += 1;
-                }
-            }
-        }
-        out
+    /// An iterator, not a list: a point lookup allocates nothing here and usually stops at the
+    /// first file.
+    pub fn files_for_key<'a>(&'a self, key: &'a [u8]) -> impl Iterator<Item = (usize, &'a Arc<FileMeta>)> + 'a {
+        self.levels.iter().enumerate().flat_map(move |(level, l)| {
+            l.runs.iter().flat_map(move |run| {
+                let first = run.files.partition_point(|f| user_key(&f.largest) < key);
+                // Files of one run holding `key`: the first whose range reaches it, and the next
+                // ones while the key straddles their boundaries.
+                let mut straddles = true;
+                run.files[first..]
+                    .iter()
+                    .take_while(move |f| {
+                        let take = straddles && user_key(&f.smallest) <= key;
+                        straddles = user_key(&f.largest) == key;
+                        take
+                    })
+                    .map(move |f| (level, f))
+            })
+        })
     }
 
     /// Files of `level` whose user-key range overlaps `[begin, end]` (`None` = unbounded),
@@ -291,8 +292,8 @@ mod tests {
         b.finish()
     }
 
-    fn numbers(files: &[(usize, Arc<FileMeta>)]) -> Vec<(usize, u64)> {
-        files.iter().map(|(l, f)| (*l, f.number)).collect()
+    fn numbers<'a>(files: impl Iterator<Item = (usize, &'a Arc<FileMeta>)>) -> Vec<(usize, u64)> {
+        files.map(|(l, f)| (l, f.number)).collect()
     }
 
     #[test]
@@ -312,9 +313,9 @@ mod tests {
         .unwrap();
         assert_eq!(v.num_runs(0), 3);
         assert_eq!(v.num_runs(1), 2);
-        assert_eq!(numbers(&v.files_for_key(b"h")), vec![(0, 12), (0, 10), (1, 7), (1, 4), (2, 1)]);
-        assert_eq!(numbers(&v.files_for_key(b"p")), vec![(0, 12), (0, 11), (1, 4), (2, 1)]);
-        assert!(v.files_for_key(b"zz").is_empty());
+        assert_eq!(numbers(v.files_for_key(b"h")), vec![(0, 12), (0, 10), (1, 7), (1, 4), (2, 1)]);
+        assert_eq!(numbers(v.files_for_key(b"p")), vec![(0, 12), (0, 11), (1, 4), (2, 1)]);
+        assert!(v.files_for_key(b"zz").next().is_none());
     }
 
     #[test]
@@ -324,8 +325,8 @@ mod tests {
         let mut f2 = file(6, 1, b"k", b"z");
         f2.smallest = make_internal_key(b"k", 40, ValueKind::Value);
         let v = build(2, &[(1, f1), (1, f2)]).unwrap();
-        assert_eq!(numbers(&v.files_for_key(b"k")), vec![(1, 5), (1, 6)]);
-        assert_eq!(numbers(&v.files_for_key(b"j")), vec![(1, 5)]);
+        assert_eq!(numbers(v.files_for_key(b"k")), vec![(1, 5), (1, 6)]);
+        assert_eq!(numbers(v.files_for_key(b"j")), vec![(1, 5)]);
     }
 
     #[test]

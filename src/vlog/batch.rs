@@ -12,9 +12,9 @@ use crate::value::Value;
 /// any of its values is cached or held, so runs stay small).
 const MAX_RUN_BYTES: u64 = 256 << 10;
 
-/// While the page cache is trusted, every this many values missing from the value cache one is
-/// read through the page-cache probe rather than the mapping.
-const PROBE_EVERY: usize = 8;
+/// Copying a batch out of mappings taking longer than this (plus a nanosecond per byte) means
+/// a page fault read from the device: the page cache no longer holds that part of the log.
+const FAULT_NANOS: u64 = 50_000;
 
 /// One value wanted by a batch: the key its op must hold and where the op is.
 pub type Wanted<'a> = (&'a [u8], ValuePointer);
@@ -33,14 +33,7 @@ impl VlogReader {
         let mut out: Vec<Option<Result<Value>>> =
             wanted.iter().map(|(key, ptr)| self.cached(ptr, key, cache)).collect();
         if self.is_warm() {
-            // Every `PROBE_EVERY`th value still goes through the page-cache probe below, so a
-            // batch that left the cached part of the log withdraws the trust.
-            let misses = wanted.iter().zip(out.iter_mut()).filter(|(_, s)| s.is_none());
-            for (n, ((key, ptr), slot)) in misses.enumerate() {
-                if n % PROBE_EVERY != PROBE_EVERY - 1 {
-                    *slot = self.read_mapped(ptr, key, cache);
-                }
-            }
+            self.read_mapped_batch(wanted, &mut out);
         }
         for ((key, ptr), slot) in wanted.iter().zip(out.iter_mut()).filter(|((_, p), s)| s.is_none() && !p.in_bounds())
         {
@@ -57,7 +50,14 @@ impl VlogReader {
                 let (key, ptr) = &wanted[i];
                 let op = bytes.as_ref().and_then(|b| op_in_run(&run, ptr, b));
                 out[i] = Some(match op {
-                    Some(op) => self.verify_shared(ptr, op, key, cache),
+                    Some(op) if run.members.len() == 1 => self.verify_shared(ptr, op, key, cache),
+                    // A slice of a longer read: the cache gets a copy of its own, so the run's
+                    // buffer does not live on in it.
+                    Some(op) => self.verify_shared(ptr, op.clone(), key, CacheUse::Lookup).inspect(|_| {
+                        if cache == CacheUse::Fill {
+                            self.fill(ptr, &op);
+                        }
+                    }),
                     // Not read (file missing, past its end: still in the log buffer, or an
                     // I/O error): the single read reports or resolves it.
                     None => self.read_value(ptr, key, Access::Scan, cache),
@@ -65,6 +65,41 @@ impl VlogReader {
             }
         }
         out.into_iter().map(|v| v.unwrap_or_else(|| unreachable!("every value was resolved"))).collect()
+    }
+
+    /// While the page cache is trusted: copy every op still missing out of its file's mapping
+    /// into one buffer (one allocation for the batch; the ops are touched first with
+    /// independent loads, so their cache misses overlap), then check each. A batch that took
+    /// as long as a device read faulted pages in: the trust is withdrawn (`note_probe`), and
+    /// the next batches probe the page cache until it has earned it back.
+    fn read_mapped_batch(&self, wanted: &[Wanted<'_>], out: &mut [Option<Result<Value>>]) {
+        let started = std::time::Instant::now();
+        let missing = || (0..wanted.len()).filter(|&i| out[i].is_none());
+        let total: usize = missing().map(|i| wanted[i].1.op_len as usize).sum();
+        let mut buf = Vec::with_capacity(total);
+        let mut spans: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+        let mut held = None;
+        let mut first_bytes = 0u8;
+        for i in missing() {
+            self.with_mapped_op_in(&wanted[i].1, &mut held, |op| first_bytes ^= op.first().copied().unwrap_or(0));
+        }
+        std::hint::black_box(first_bytes);
+        for i in missing() {
+            self.with_mapped_op_in(&wanted[i].1, &mut held, |op| {
+                spans.push((i, buf.len()..buf.len() + op.len()));
+                buf.extend_from_slice(op);
+            });
+        }
+        if started.elapsed().as_nanos() as u64 > FAULT_NANOS + buf.len() as u64 {
+            self.note_probe(false);
+        }
+        let buf = Value::from(buf);
+        for (i, range) in spans {
+            let (key, ptr) = &wanted[i];
+            // Not cached: the page cache holds these values, and a copy out of the mapping
+            // costs about what a hit does (and the batch's buffer must not live on in the cache).
+            out[i] = Some(self.verify_shared(ptr, buf.slice(range), key, CacheUse::Lookup));
+        }
     }
 
     /// Group the values at `missing` (pointers in bounds) into runs of ops back to back in one

@@ -276,11 +276,26 @@ impl VlogReader {
 
     /// `f` of the op's bytes in a mapping of its file, when `read_mapped` may use one.
     fn with_mapped_op<T>(&self, ptr: &ValuePointer, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+        self.with_mapped_op_in(ptr, &mut None, f)
+    }
+
+    /// `with_mapped_op`, reusing the mapping `held` (of the last file read) while it covers the
+    /// op: a batch of reads takes the mapping table's lock once per file, not once per op.
+    pub(super) fn with_mapped_op_in<T>(
+        &self,
+        ptr: &ValuePointer,
+        held: &mut Option<(u64, Arc<FileMapping>)>,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Option<T> {
         let end = ptr.offset.checked_add(u64::from(ptr.op_len))?;
         if !self.mapped_reads || !self.extent.get().is_some_and(|e| e.covers(ptr.file, end)) {
             return None;
         }
-        let map = self.mapping(ptr.file, end)?;
+        let reuse = held.as_ref().is_some_and(|(file, m)| *file == ptr.file && m.len() as u64 >= end);
+        if !reuse {
+            *held = Some((ptr.file, self.mapping(ptr.file, end)?));
+        }
+        let map = &held.as_ref()?.1;
         let start = usize::try_from(ptr.offset).ok()?;
         Some(f(map.get(start..start + ptr.op_len as usize)?))
     }
@@ -519,6 +534,11 @@ impl VlogReader {
             self.cache.insert(ptr, op.as_bytes().clone());
         }
         Ok(op.slice(range))
+    }
+
+    /// Put a copy of a verified op into the value cache.
+    pub(super) fn fill(&self, ptr: &ValuePointer, op: &[u8]) {
+        self.cache.insert(ptr, bytes::Bytes::copy_from_slice(op));
     }
 
     /// Where the value lies within `op`, if `op` is a put of `user_key` that fits the

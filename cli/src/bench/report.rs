@@ -305,6 +305,16 @@ pub fn render_db_stats(s: &DbStats, live_bytes: Option<u64>) -> String {
         s.filter_false_positives as f64 / s.point_lookups.max(1) as f64,
         s.filter_passes
     );
+    let lookups = s.value_cache_hits + s.value_cache_misses;
+    let _ = writeln!(
+        r,
+        "value cache:      {} values, {} held; {} hits / {} lookups ({:.1}%)",
+        s.value_cache_entries,
+        mb(s.value_cache_bytes),
+        s.value_cache_hits,
+        lookups,
+        100.0 * s.value_cache_hits as f64 / lookups.max(1) as f64
+    );
     r
 }
 
@@ -345,7 +355,11 @@ pub fn db_stats_json(s: &DbStats, live_bytes: Option<u64>) -> String {
         .int("filter_passes", s.filter_passes)
         .int("filter_false_positives", s.filter_false_positives)
         .int("gc_bytes_freed", s.gc_bytes_freed)
-        .int("cold_bytes_written", s.cold_bytes_written);
+        .int("cold_bytes_written", s.cold_bytes_written)
+        .int("value_cache_entries", s.value_cache_entries)
+        .int("value_cache_bytes", s.value_cache_bytes)
+        .int("value_cache_hits", s.value_cache_hits)
+        .int("value_cache_misses", s.value_cache_misses);
     j.finish()
 }
 

@@ -80,11 +80,16 @@ pub struct YcsbArgs {
     pub json: bool,
 
     /// Total cache budget in bytes, the same for every engine (default: each engine's own
-    /// default, 32 MiB for all three). wisckey splits it between its block cache (a quarter, at
-    /// most 8 MiB) and its value cache; fjall's one cache and RocksDB's block cache (shared with
+    /// default, 32 MiB for all three). wisckey's value cache gets all of it (its tables are
+    /// uncompressed and read in place through the page cache, so its block cache would hold
+    /// nothing and is set to 0); fjall's one cache and RocksDB's block cache (shared with
     /// BlobDB's blob cache) get all of it.
     #[arg(long = "cache_bytes")]
     pub cache_bytes: Option<u64>,
+
+    /// wisckey only: `Options::prepopulate_value_cache` (cache separated values as they are written).
+    #[arg(long = "prepopulate_value_cache")]
+    pub prepopulate_value_cache: Option<bool>,
 
     /// wisckey only: `Options::gc_space_amp_target` (0 = no target).
     #[arg(long = "gc_space_amp_target")]
@@ -134,9 +139,11 @@ impl YcsbArgs {
         if let Some(v) = self.memtable_log_bytes {
             o = o.memtable_log_bytes(v);
         }
+        if let Some(v) = self.prepopulate_value_cache {
+            o = o.prepopulate_value_cache(v);
+        }
         if let Some(total) = self.cache_bytes {
-            let block = (total / 4).min(8 << 20);
-            o = o.block_cache_bytes(block as usize).value_cache_bytes(total - block);
+            o = o.block_cache_bytes(0).value_cache_bytes(total);
         }
         o
     }
