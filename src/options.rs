@@ -40,11 +40,23 @@ pub struct Options {
     pub error_if_exists: bool,
     /// Check every block checksum on read (always on for the log and the manifest).
     pub paranoid_checks: bool,
-    /// Size at which the active memtable becomes immutable and is flushed.
+    /// Size at which the active memtable becomes immutable and is flushed (its entries: keys,
+    /// inline values and value pointers). Default 8 MiB: with separated values an entry is a
+    /// key and a pointer (about 100 bytes), so a memtable then holds the newest ~80k writes,
+    /// whose values it keeps in memory (`memtable_keeps_values`, up to `memtable_log_bytes`):
+    /// 50k records of 1 KB, a dataset that fits in RocksDB's and fjall's 64 MiB memtables,
+    /// are read from memory here too (docs/BENCHMARKS.md).
     pub write_buffer_bytes: usize,
     /// A memtable is also switched once it covers this many bytes of log: with separated
-    /// values it holds only small pointers, and this bounds how much log a recovery replays.
+    /// values it holds only small pointers, and this bounds how much log a recovery replays
+    /// (and how much of the newest values a memtable keeps in memory).
     pub memtable_log_bytes: u64,
+    /// Keep the separated values of the writes a memtable holds in memory until it is flushed
+    /// (default on): the newest writes are read from memory, without a value-log read, copy
+    /// or checksum — as LevelDB's, RocksDB's and fjall's memtables serve them — while the log
+    /// stays the only copy on disk. The buffers the writes arrived in are kept (no copy);
+    /// they cost up to `memtable_log_bytes` of memory per memtable.
+    pub memtable_keeps_values: bool,
     /// Immutable memtables allowed to wait for flush before writers stall.
     pub max_immutable_memtables: usize,
     /// Capacity of the block cache (blocks of compressed tables; uncompressed tables are read
@@ -157,9 +169,10 @@ impl Default for Options {
             create_if_missing: true,
             error_if_exists: false,
             paranoid_checks: true,
-            write_buffer_bytes: 4 << 20,
+            write_buffer_bytes: 8 << 20,
             max_immutable_memtables: 2,
             memtable_log_bytes: 64 << 20,
+            memtable_keeps_values: true,
             block_cache_bytes: 8 << 20,
             value_cache_bytes: 32 << 20,
             prepopulate_value_cache: false,
@@ -213,6 +226,7 @@ impl Options {
     setter!(write_buffer_bytes: usize);
     setter!(max_immutable_memtables: usize);
     setter!(memtable_log_bytes: u64);
+    setter!(memtable_keeps_values: bool);
     setter!(block_cache_bytes: usize);
     setter!(value_cache_bytes: u64);
     setter!(prepopulate_value_cache: bool);

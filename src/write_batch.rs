@@ -41,6 +41,12 @@ impl<'a> BatchOp<'a> {
     }
 }
 
+/// Bytes of one encoded op with a key and value of these lengths.
+pub(crate) fn op_len(key: usize, value: usize) -> usize {
+    let varint = |n: usize| (usize::BITS - (n | 1).leading_zeros()).div_ceil(7) as usize;
+    1 + varint(key) + varint(value) + key + value
+}
+
 /// Puts and deletes applied atomically by `Db::write`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteBatch {
@@ -201,6 +207,15 @@ impl<'a> Iterator for BatchIter<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn op_len_is_the_encoded_size_of_one_put() {
+        for (k, v) in [(0, 0), (1, 127), (16, 128), (127, 16383), (128, 16384), (300, 100_000)] {
+            let mut b = WriteBatch::new();
+            b.put(&vec![1u8; k], &vec![2u8; v]);
+            assert_eq!(op_len(k, v), b.rep.len(), "key {k} value {v}");
+        }
+    }
 
     #[test]
     fn batch_ops_round_trip_in_order() {

@@ -1,10 +1,12 @@
-//! The value cache, value handles and short scans (`Db::scan_from`), against a `BTreeMap`
-//! model: cached values leave the cache when GC moves them, reorganizes the log or deletes
-//! their file, and reads stay correct while GC races them; damage on disk is still reported
-//! (the first read of a fresh open, and `verify`, which bypasses the cache); handles outlive
-//! the iterator, snapshot and database that produced them; a short scan returns exactly the
-//! model's entries, whether its values come from the cache, the page cache or the device, lie
-//! back to back in the log or are scattered.
+//! The value cache, values kept by memtables, value handles and short scans
+//! (`Db::scan_from`), against a `BTreeMap` model: cached values leave the cache when GC moves
+//! them, reorganizes the log or deletes their file, and reads stay correct while GC races them;
+//! damage on disk is still reported (the first read of a fresh open, and `verify`, which
+//! bypasses the cache); the newest writes are read from their memtable without touching the
+//! value log, in every direction, until the flush; handles outlive the iterator, snapshot and
+//! database that produced them; a short scan returns exactly the model's entries, whether its
+//! values come from a memtable, the cache, the page cache or the device, lie back to back in
+//! the log or are scattered.
 
 mod common;
 
@@ -309,10 +311,51 @@ fn prepopulated_values_are_hits_on_their_first_read() {
     let db = Db::open("/db", options(fs.clone()).prepopulate_value_cache(true)).expect("open");
     let mut model = Model::new();
     write_all(&db, &mut model, 0..100, 1);
+    // Flushed: the memtable no longer holds the values, the reads go to the value log.
+    db.flush().expect("flush");
     let before = db.stats();
     assert!(before.value_cache_entries >= 100, "{before:?}");
     read_all(&db, &model, "prepopulated");
     let after = db.stats();
     assert_eq!(after.value_cache_misses, before.value_cache_misses, "no read missed the cache");
     assert!(after.value_cache_hits >= before.value_cache_hits + 100);
+}
+
+/// Every read of every kind over the same writes, with the memtable keeping values and without:
+/// the same answers; while kept, the values come from memory (no value-cache lookup at all),
+/// and after a flush nothing is kept and the reads go to the value log.
+#[test]
+fn values_kept_by_the_memtable_read_like_values_in_the_log() {
+    let read_all_ways = |db: &Db, model: &Model, ctx: &str| {
+        read_all(db, model, ctx);
+        common::assert_view_matches(db, &ReadOptions::default(), model, ctx);
+        let got = db.scan_from(&ReadOptions::default(), &key(40), 30).expect("scan_from");
+        let want: Vec<_> = model_range(model, Some(&key(40)), None).into_iter().take(30).collect();
+        assert!(got.into_iter().map(|(k, v)| (k, v.to_vec())).collect::<Vec<_>>() == want, "{ctx}: scan_from");
+    };
+    for keep in [true, false] {
+        let fs = Arc::new(MemFs::new());
+        let db =
+            Db::open("/db", options(fs.clone()).write_buffer_bytes(1 << 20).memtable_keeps_values(keep)).expect("open");
+        let mut model = Model::new();
+        write_all(&db, &mut model, 0..200, 1);
+        db.delete(&key(7)).expect("delete");
+        model.remove(&key(7));
+        db.put(&key(8), b"inline").expect("put");
+        model.insert(key(8), b"inline".to_vec());
+        let kept = db.stats().memtable_kept_bytes;
+        assert_eq!(kept > 0, keep, "kept bytes {kept} with keep={keep}");
+        let before = db.stats();
+        read_all_ways(&db, &model, &format!("keep={keep}, in the memtable"));
+        let after = db.stats();
+        let lookups = |s: &wisckey::DbStats| s.value_cache_hits + s.value_cache_misses;
+        if keep {
+            assert_eq!(lookups(&after), lookups(&before), "values in the memtable are read from it");
+        } else {
+            assert!(lookups(&after) > lookups(&before), "without keeping, reads go to the log");
+        }
+        db.flush().expect("flush");
+        assert_eq!(db.stats().memtable_kept_bytes, 0, "a flushed memtable keeps nothing");
+        read_all_ways(&db, &model, &format!("keep={keep}, flushed"));
+    }
 }

@@ -90,6 +90,9 @@ pub struct DbStats {
     pub vlog_garbage_bytes: u64,
     /// Bytes in memtables (active + immutable).
     pub memtable_bytes: u64,
+    /// Bytes of separated values the memtables keep readable from memory
+    /// (`Options::memtable_keeps_values`), besides `memtable_bytes`.
+    pub memtable_kept_bytes: u64,
     /// Sequence number of the newest visible write.
     pub last_sequence: u64,
     /// Value-log files GC collected.
@@ -377,7 +380,9 @@ impl Db {
 
     /// Set `key` to `value`; with `wo.sync` the write survives a crash once this returns.
     pub fn put_opt(&self, wo: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
-        let mut b = WriteBatch::with_capacity(key.len() + value.len() + 11);
+        // Exactly the op's size: the ops then move into a shared buffer without another
+        // allocation (`bytes::Bytes` of a full vector).
+        let mut b = WriteBatch::with_capacity(crate::write_batch::op_len(key.len(), value.len()));
         b.put(key, value);
         self.inner.write(wo.sync, b)
     }

@@ -82,7 +82,7 @@ impl DbInner {
 
     /// The newest entry for `user_key` in `view` (see `get_latest_entry`).
     pub(crate) fn latest_entry_in(&self, view: &LatestView, user_key: &[u8]) -> Result<Option<(ValueKind, Value)>> {
-        self.get_entry(&view.0, user_key, true)
+        self.get_entry(&view.0, user_key, true, false)
     }
 
     fn view(&self, ro: &ReadOptions) -> View {
@@ -122,7 +122,7 @@ impl DbInner {
     pub(crate) fn get(&self, ro: &ReadOptions, user_key: &[u8]) -> Result<Option<Value>> {
         let fill = self.fill_cache(ro);
         let cache = CacheUse::filling(fill);
-        let mut entry = self.get_entry(&self.view(ro), user_key, fill)?;
+        let mut entry = self.get_entry(&self.view(ro), user_key, fill, true)?;
         // A get does not register as a reader (that would cost every lookup two trips through
         // the snapshot list), so value-log GC may move the value and delete its old file
         // between the lookup and the read. GC deletes only after the new copy is visible:
@@ -134,7 +134,7 @@ impl DbInner {
                 Ok(v) => return Ok(Some(v)),
                 Err(e) if ro.snapshot.is_some() => return Err(e),
                 Err(e) => {
-                    let again = self.get_entry(&self.view(ro), user_key, fill)?;
+                    let again = self.get_entry(&self.view(ro), user_key, fill, true)?;
                     if again == entry {
                         return Err(e);
                     }
@@ -152,15 +152,18 @@ impl DbInner {
     /// reading a separated value (GC compares the pointer itself).
     pub(crate) fn get_latest_entry(&self, user_key: &[u8]) -> Result<Option<(ValueKind, Value)>> {
         let view = self.view(&ReadOptions::default());
-        self.get_entry(&view, user_key, true)
+        self.get_entry(&view, user_key, true, false)
     }
 
     /// The newest entry for `user_key` visible in `view`: `None` when absent, the kind and
-    /// stored bytes otherwise (deletions included).
-    fn get_entry(&self, view: &View, user_key: &[u8], fill: bool) -> Result<Option<(ValueKind, Value)>> {
+    /// stored bytes otherwise (deletions included). With `kept`, a pointer whose value a
+    /// memtable keeps comes back as that value (kind `Value`): the user's reads want the value;
+    /// GC and verification want the pointer.
+    fn get_entry(&self, view: &View, user_key: &[u8], fill: bool, kept: bool) -> Result<Option<(ValueKind, Value)>> {
         for m in &view.mems {
             match m.get(user_key, view.seq) {
-                Lookup::Found(kind, v) => return Ok(Some((kind, Value::from(v)))),
+                Lookup::Found(_, _, Some(value)) if kept => return Ok(Some((ValueKind::Value, value))),
+                Lookup::Found(kind, v, _) => return Ok(Some((kind, Value::from(v)))),
                 Lookup::Deleted => return Ok(Some((ValueKind::Deletion, Value::new()))),
                 Lookup::Absent => {}
             }
@@ -234,7 +237,7 @@ impl DbInner {
         let mut out = Vec::with_capacity(keys.len());
         // At most `MULTI_GET_BATCH` per batch: more would not fit the ring at once.
         for chunk in keys.chunks(ro.readahead_values.clamp(1, MULTI_GET_BATCH)) {
-            let entries = chunk.iter().map(|k| self.get_entry(&view, k, fill)).collect::<Result<Vec<_>>>()?;
+            let entries = chunk.iter().map(|k| self.get_entry(&view, k, fill, true)).collect::<Result<Vec<_>>>()?;
             // Entries whose value is read in the background; the others are resolved in place.
             let ptrs: Vec<Option<(ValuePointer, &[u8])>> = entries
                 .iter()
@@ -294,6 +297,7 @@ impl DbInner {
         let st = self.state.lock();
         let v = st.versions.current();
         let memtable_bytes = st.mem.approximate_bytes() + st.imms.iter().map(|m| m.approximate_bytes()).sum::<u64>();
+        let memtable_kept_bytes = st.mem.kept_bytes() + st.imms.iter().map(|m| m.kept_bytes()).sum::<u64>();
         let vlog_files = st.versions.vlog_files();
         let vlog_value_bytes = vlog_files.values().map(|b| b.total_bytes).sum();
         let vlog_garbage_bytes = vlog_files.values().map(|b| b.garbage_bytes).sum();
@@ -331,6 +335,7 @@ impl DbInner {
             vlog_value_bytes,
             vlog_garbage_bytes,
             memtable_bytes,
+            memtable_kept_bytes,
             last_sequence: self.visible_seq.load(Ordering::Acquire),
             gc_runs: load(&c.gc_runs),
             gc_bytes_read: load(&c.gc_bytes_read),

@@ -309,7 +309,8 @@ impl Replay<'_> {
         let (mem, min_separated) = (&self.mem, self.opts.min_separated_value_bytes);
         let apply = |recs: &[LogRecord]| {
             for rec in recs {
-                mem.apply_group(rec.pos, rec.first_seq, &rec.ops, &log::separated_values(&rec.ops, min_separated));
+                let separated = log::separated_values(&rec.ops, min_separated);
+                mem.apply_group(rec.pos, rec.first_seq, &rec.ops, &separated, None);
             }
         };
         let (a, b) = records.split_at(records.len() / 2);

@@ -15,10 +15,15 @@ use crate::key::ValueKind;
 use crate::log;
 use crate::memtable::Memtable;
 use crate::vlog::ValuePointer;
-use crate::write_batch::{BatchOp, WriteBatch};
+use crate::write_batch::{BatchIter, BatchOp, WriteBatch};
+use bytes::Bytes;
 
 /// A queued write.
 pub(crate) struct WriterSlot {
+    /// The batch's encoded ops, moved out of it into a shared buffer: the memtable keeps the
+    /// separated values of recent writes readable from memory without a copy.
+    ops: Bytes,
+    /// The batch, without its ops (its count and user bytes).
     batch: WriteBatch,
     sync: bool,
     /// A flush request: switch the memtable instead of writing.
@@ -51,12 +56,13 @@ const SMALL_LEADER_BYTES: usize = 128 << 10;
 
 impl DbInner {
     /// Commit `batch` (or, with an empty batch and `force_switch`, switch the memtable).
-    pub(crate) fn write(&self, sync: bool, batch: WriteBatch) -> Result<()> {
+    pub(crate) fn write(&self, sync: bool, mut batch: WriteBatch) -> Result<()> {
         batch.check()?;
         // Wait for GC outside the queue: GC's own re-puts go through the queue and must not
         // queue up behind a writer that waits for them.
         add(&self.counters.gc_stall_micros, self.gc_pacing.wait_for_gc(batch.approximate_size()));
         self.enqueue(WriterSlot {
+            ops: take_ops(&mut batch),
             batch,
             sync,
             force_switch: false,
@@ -72,12 +78,13 @@ impl DbInner {
     /// re-checks only keys written after it).
     pub(crate) fn gc_write(
         &self,
-        batch: WriteBatch,
+        mut batch: WriteBatch,
         old: Vec<ValuePointer>,
         checked: Option<CheckedAt>,
         sync: bool,
     ) -> Result<()> {
         self.enqueue(WriterSlot {
+            ops: take_ops(&mut batch),
             batch,
             sync,
             force_switch: false,
@@ -90,6 +97,7 @@ impl DbInner {
     /// Make the active memtable immutable (if it holds anything) through the write queue.
     pub(crate) fn force_switch(&self) -> Result<()> {
         self.enqueue(WriterSlot {
+            ops: Bytes::new(),
             batch: WriteBatch::new(),
             sync: false,
             force_switch: true,
@@ -144,19 +152,19 @@ impl DbInner {
             return (1, Ok(()));
         }
         let (n, gc_batch) = match &leader.gc_old {
-            Some(reloc) => match self.still_pointing(st, &leader.batch, reloc) {
-                Ok(b) => (1, b),
+            Some(reloc) => match self.still_pointing(st, (&leader.ops, leader.batch.len()), reloc) {
+                Ok(b) => (1, b.map(|mut b| (take_ops(&mut b), b))),
                 Err(e) => return (1, Err(e)),
             },
             None => (group_size(st, &leader), None),
         };
         let group: Vec<Arc<WriterSlot>> = st.writers.iter().take(n).cloned().collect();
-        let batches: Vec<&WriteBatch> = match &gc_batch {
-            Some(b) => vec![b],
-            None => group.iter().map(|w| &w.batch).collect(),
+        let batches: Vec<(&Bytes, &WriteBatch)> = match &gc_batch {
+            Some((ops, b)) => vec![(ops, b)],
+            None => group.iter().map(|w| (&w.ops, &w.batch)).collect(),
         };
         let sync = group.iter().any(|w| w.sync);
-        let count: u64 = batches.iter().map(|b| b.len() as u64).sum();
+        let count: u64 = batches.iter().map(|(_, b)| b.len() as u64).sum();
         if count == 0 {
             return (n, Ok(()));
         }
@@ -171,13 +179,13 @@ impl DbInner {
         // group's write instead of costing a write of its own.
         let mark_later = st.writers.len() > n;
         let log_op = LogOp { roll_to, mark_later };
-        let r =
-            MutexGuard::unlocked(st, || self.append_and_apply(&batches, sync, first_seq, count as u32, &mem, log_op));
+        let ops: Vec<&Bytes> = batches.iter().map(|(ops, _)| *ops).collect();
+        let r = MutexGuard::unlocked(st, || self.append_and_apply(&ops, sync, first_seq, count as u32, &mem, log_op));
         match &r {
             Ok(()) => {
                 self.visible_seq.store(first_seq + count - 1, Ordering::Release);
                 if leader.gc_old.is_none() {
-                    add(&self.counters.user_bytes, batches.iter().map(|b| b.user_bytes).sum());
+                    add(&self.counters.user_bytes, batches.iter().map(|(_, b)| b.user_bytes).sum());
                 }
             }
             Err(e) => {
@@ -194,21 +202,25 @@ impl DbInner {
     /// Append the group to the log (syncing if any writer asked), then apply it to `mem`.
     fn append_and_apply(
         &self,
-        group: &[&WriteBatch],
+        group: &[&Bytes],
         sync: bool,
         first_seq: u64,
         count: u32,
         mem: &Memtable,
         log_op: LogOp,
     ) -> Result<()> {
-        let mut ops = Vec::new();
-        if group.len() > 1 {
-            ops.reserve(group.iter().map(|b| b.rep.len()).sum());
-            for b in group {
-                ops.extend_from_slice(&b.rep);
+        let joined;
+        let rep: &Bytes = match group {
+            [one] => one,
+            many => {
+                let mut ops = Vec::with_capacity(many.iter().map(|b| b.len()).sum());
+                for b in many {
+                    ops.extend_from_slice(b);
+                }
+                joined = Bytes::from(ops);
+                &joined
             }
-        }
-        let rep: &[u8] = if group.len() == 1 { &group[0].rep } else { &ops };
+        };
         // Checksums are computed before taking the log lock: large values cost most here.
         let separated = log::separated_values(rep, self.opts.min_separated_value_bytes);
         let crc = log::group_crc(first_seq, count, rep, &separated);
@@ -227,10 +239,11 @@ impl DbInner {
             }
             pos
         };
-        mem.apply_group(pos, first_seq, rep, &separated);
         if self.opts.prepopulate_value_cache {
             self.vlog.prepopulate(pos, rep, &separated);
         }
+        let keep = self.opts.memtable_keeps_values.then_some(rep);
+        mem.apply_group(pos, first_seq, rep, &separated, keep);
         Ok(())
     }
 
@@ -304,7 +317,7 @@ impl DbInner {
     fn still_pointing(
         &self,
         st: &mut MutexGuard<'_, State>,
-        batch: &WriteBatch,
+        (ops, count): (&[u8], usize),
         reloc: &Condition,
     ) -> Result<Option<WriteBatch>> {
         let since = reloc.checked.as_ref().and_then(|c| {
@@ -314,7 +327,7 @@ impl DbInner {
         });
         MutexGuard::unlocked(st, || {
             let mut live = Vec::with_capacity(reloc.old.len());
-            for (op, old) in batch.iter().zip(&reloc.old) {
+            for (op, old) in BatchIter::over(ops).zip(&reloc.old) {
                 let Ok(key) = op.map(|o| o.key()) else {
                     live.push(false);
                     continue;
@@ -324,11 +337,11 @@ impl DbInner {
                     None => self.points_to(key, old)?,
                 });
             }
-            if live.len() == batch.len() && live.iter().all(|&l| l) {
+            if live.len() == count && live.iter().all(|&l| l) {
                 return Ok(None);
             }
-            let mut keep = WriteBatch::with_capacity(batch.approximate_size());
-            for (op, _) in batch.iter().zip(&live).filter(|(_, &l)| l) {
+            let mut keep = WriteBatch::with_capacity(ops.len());
+            for (op, _) in BatchIter::over(ops).zip(&live).filter(|(_, &l)| l) {
                 match op {
                     Ok(BatchOp::Put { key, value }) => keep.put(key, value),
                     Ok(BatchOp::PutPointer { key, pointer }) => keep.put_pointer(key, pointer),
@@ -350,18 +363,23 @@ impl DbInner {
     }
 }
 
+/// The batch's encoded ops, moved out into a shared buffer (no copy).
+fn take_ops(batch: &mut WriteBatch) -> Bytes {
+    Bytes::from(std::mem::take(&mut batch.rep))
+}
+
 /// How many queued writers (from the front) the leader takes into its group.
 fn group_size(st: &State, leader: &WriterSlot) -> usize {
-    let mut size = leader.batch.rep.len();
+    let mut size = leader.ops.len();
     let max = if size <= SMALL_LEADER_BYTES { size + SMALL_LEADER_BYTES } else { MAX_GROUP_BYTES };
     let mut n = 1;
     for w in st.writers.iter().skip(1) {
         // A non-sync leader must not make a sync writer's data durable-late; a flush request
         // ends the group.
-        if w.force_switch || w.gc_old.is_some() || (w.sync && !leader.sync) || size + w.batch.rep.len() > max {
+        if w.force_switch || w.gc_old.is_some() || (w.sync && !leader.sync) || size + w.ops.len() > max {
             break;
         }
-        size += w.batch.rep.len();
+        size += w.ops.len();
         n += 1;
     }
     n

@@ -180,6 +180,9 @@ impl InternalIterator for MergingIterator {
     fn value(&self) -> &[u8] {
         self.children[self.cur()].value()
     }
+    fn kept_value(&self) -> Option<&bytes::Bytes> {
+        self.children[self.cur()].kept_value()
+    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,11 @@ pub trait InternalIterator: Send {
     fn key(&self) -> &[u8];
     /// The current value (inline bytes or an encoded value pointer).
     fn value(&self) -> &[u8];
+    /// The value a pointer entry names, when the source keeps it in memory (a memtable keeps
+    /// the newest writes' values): it is then read from here, not from the value log.
+    fn kept_value(&self) -> Option<&bytes::Bytes> {
+        None
+    }
 }
 
 pub mod merge;

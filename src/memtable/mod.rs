@@ -1,7 +1,6 @@
 //! The memtable: a concurrent skiplist of internal keys holding the newest writes until they
 //! are flushed to an SSTable. Size-bounded by the DB (it switches to a new one when full).
 
-use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
@@ -15,8 +14,15 @@ use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, compare_internal, ValueKind};
 use crate::log::{self, LogPos, SeparatedValue};
+use crate::value::Value;
 use crate::vlog::ValuePointer;
 use crate::write_batch::{BatchIter, BatchOp};
+use bytes::Bytes;
+
+/// A kept value (as the memtable kept it from the write), shared.
+pub fn retained_value(value: &Bytes) -> Value {
+    Value::from(value.clone())
+}
 
 /// One memtable entry in a single allocation: `u32 LE ikey length | internal key | value`,
 /// ordered by `key::compare_internal` on the internal key. One allocation instead of two per
@@ -101,8 +107,9 @@ impl PartialOrd for IKey {
 /// What a point lookup found in a memtable or table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lookup {
-    /// The newest visible entry holds this value (kind tells inline vs pointer).
-    Found(ValueKind, Vec<u8>),
+    /// The newest visible entry holds this value (kind tells inline vs pointer), and for a
+    /// pointer, the value itself when the memtable kept it (`Memtable::retained_value`).
+    Found(ValueKind, Vec<u8>, Option<Value>),
     /// The newest visible entry is a deletion.
     Deleted,
     /// No entry for the key here.
@@ -115,7 +122,13 @@ const ENTRY_OVERHEAD: u64 = 48;
 /// A memtable. Inserts come from the single write leader; reads from any thread.
 #[derive(Default)]
 pub struct Memtable {
-    map: SkipMap<IKey, ()>,
+    /// Entries, each with its separated value when the memtable keeps it: the
+    /// newest writes are read from memory, as an LSM-tree whose memtable holds whole values
+    /// serves them, while the log stays the only copy written.
+    map: SkipMap<IKey, Option<Bytes>>,
+    /// Bytes of values kept in memory (bounded by the log the memtable covers,
+    /// `Options::memtable_log_bytes`).
+    kept_bytes: AtomicU64,
     /// The user keys in `map`: point lookups of other keys skip the skiplist search.
     keys: key_filter::KeyFilter,
     bytes: AtomicU64,
@@ -131,20 +144,42 @@ pub struct Memtable {
 impl Memtable {
     /// Insert one entry.
     pub fn add(&self, seq: u64, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        self.add_keeping(seq, kind, user_key, value, None);
+    }
+
+    /// Insert one entry, keeping `kept` (the value its pointer names) readable from memory.
+    fn add_keeping(&self, seq: u64, kind: ValueKind, user_key: &[u8], value: &[u8], kept: Option<Bytes>) {
         let ikey_len = user_key.len() + key::TRAILER_LEN;
-        let len = (ikey_len as u32).to_le_bytes();
-        let trailer = key::pack_trailer(seq, kind as u8).to_le_bytes();
-        let entry: Arc<[u8]> = len.iter().chain(user_key).chain(&trailer).chain(value).copied().collect();
+        // Built on the stack, then copied into the entry's one allocation.
+        let mut b: smallvec::SmallVec<[u8; 256]> = smallvec::SmallVec::with_capacity(4 + ikey_len + value.len());
+        b.extend_from_slice(&(ikey_len as u32).to_le_bytes());
+        b.extend_from_slice(user_key);
+        b.extend_from_slice(&key::pack_trailer(seq, kind as u8).to_le_bytes());
+        b.extend_from_slice(value);
+        let entry: Arc<[u8]> = Arc::from(&b[..]);
         let size = entry.len() as u64 + ENTRY_OVERHEAD;
         self.keys.insert(user_key);
-        self.map.insert(IKey(entry), ());
+        if let Some(v) = &kept {
+            self.kept_bytes.fetch_add(v.len() as u64, AtomicOrdering::Relaxed);
+        }
+        self.map.insert(IKey(entry), kept);
         self.bytes.fetch_add(size, AtomicOrdering::Relaxed);
     }
 
     /// Insert every op of a log record group that starts at `pos`. The values in `separated`
     /// (`log::separated_values` of these ops) become pointers into the log (the group is
-    /// already written there), the rest are stored inline.
-    pub fn apply_group(&self, pos: LogPos, first_seq: u64, ops: &[u8], separated: &[SeparatedValue]) {
+    /// already written there), the rest are stored inline. With `keep` (a shared buffer
+    /// holding exactly `ops`), each pointer entry also keeps its op readable from memory (a
+    /// slice of it: no copy).
+    pub fn apply_group(
+        &self,
+        pos: LogPos,
+        first_seq: u64,
+        ops: &[u8],
+        separated: &[SeparatedValue],
+        keep: Option<&Bytes>,
+    ) {
+        debug_assert!(keep.is_none_or(|k| k[..] == *ops), "the kept buffer is not these ops");
         let mut separated = separated.iter().peekable();
         let mut vlog_bytes = 0u64;
         for (seq, (index, op)) in (first_seq..).zip(BatchIter::over(ops).enumerate()) {
@@ -161,7 +196,12 @@ impl Memtable {
                         };
                         // Counted as whole ops, the unit compaction's discard statistics use.
                         vlog_bytes += u64::from(ptr.op_len);
-                        self.add(seq, ValueKind::Pointer, key, &ptr.encoded());
+                        // The value is the op's last bytes.
+                        let kept = keep.map(|shared| {
+                            let end = v.op_offset as usize - log::HEADER_LEN + v.op_len as usize;
+                            shared.slice(end - v.value_len as usize..end)
+                        });
+                        self.add_keeping(seq, ValueKind::Pointer, key, &ptr.encoded(), kept);
                     }
                     None => self.add(seq, ValueKind::Value, key, value),
                 },
@@ -181,6 +221,11 @@ impl Memtable {
             *self.vlog_bytes.lock().entry(pos.file).or_insert(0) += vlog_bytes;
         }
         self.log_bytes.fetch_add(log::group_len(ops.len()), AtomicOrdering::Relaxed);
+    }
+
+    /// Bytes of separated values the memtable keeps in memory.
+    pub fn kept_bytes(&self) -> u64 {
+        self.kept_bytes.load(AtomicOrdering::Relaxed)
     }
 
     /// Bytes of log this memtable covers: replaying it after a crash reads this much.
@@ -234,7 +279,7 @@ impl Memtable {
         }
         match p.kind {
             ValueKind::Deletion => Lookup::Deleted,
-            kind => Lookup::Found(kind, e.key().value().to_vec()),
+            kind => Lookup::Found(kind, e.key().value().to_vec(), e.value().as_ref().map(retained_value)),
         }
     }
 
@@ -260,107 +305,76 @@ impl Memtable {
 
     /// An iterator over the whole memtable (it keeps the memtable alive).
     pub fn iter(self: &Arc<Self>) -> MemIter {
-        MemIter { mem: Arc::clone(self), buf: Vec::new(), idx: 0, forward: true, batch: FIRST_BATCH }
+        MemIter { at: MemCursor::new(Arc::clone(self), |_| None) }
     }
 }
 
-/// Entries are copied out of the skiplist in small batches, so the iterator owns its data
-/// and needs no lifetime tie to the skiplist (and no unsafe code). A seek copies few entries
-/// (most seeks read one or two); each refill in the same direction doubles the batch.
-const FIRST_BATCH: usize = 2;
-const MAX_BATCH: usize = 64;
+/// A skiplist entry of a memtable: it holds the node (reference-counted), so stepping follows
+/// the list's links instead of searching it again, and reads borrow the entry in place.
+type EntryAt<'a> = Option<crossbeam_skiplist::map::Entry<'a, IKey, Option<Bytes>>>;
+
+self_cell::self_cell!(
+    /// A memtable kept alive with an entry of it.
+    struct MemCursor {
+        owner: Arc<Memtable>,
+        #[covariant]
+        dependent: EntryAt,
+    }
+);
 
 /// Iterator over a memtable, in internal-key order.
 pub struct MemIter {
-    mem: Arc<Memtable>,
-    /// Buffered entries: ascending when `forward`, descending otherwise.
-    buf: Vec<IKey>,
-    idx: usize,
-    forward: bool,
-    /// Entries the last refill asked for; `buf.len() < batch` means the end was reached.
-    batch: usize,
+    at: MemCursor,
 }
 
 impl MemIter {
-    fn fill_forward(&mut self, from: Bound<&EntryBytes>, batch: usize) {
-        let range = self.mem.map.range::<EntryBytes, _>((from, Bound::Unbounded));
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.clear();
-        buf.extend(range.take(batch).map(|e| e.key().clone()));
-        self.buf = buf;
-        self.idx = 0;
-        self.forward = true;
-        self.batch = batch;
+    /// Move to `f(map, current entry)`.
+    fn go(&mut self, f: impl for<'a> FnOnce(&'a SkipMap<IKey, Option<Bytes>>, &EntryAt<'a>) -> EntryAt<'a>) {
+        self.at.with_dependent_mut(|mem, at| *at = f(&mem.map, at));
     }
 
-    fn fill_backward(&mut self, to: Bound<&EntryBytes>, batch: usize) {
-        let range = self.mem.map.range::<EntryBytes, _>((Bound::Unbounded, to));
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.clear();
-        buf.extend(range.rev().take(batch).map(|e| e.key().clone()));
-        self.buf = buf;
-        self.idx = 0;
-        self.forward = false;
-        self.batch = batch;
-    }
-
-    fn next_batch(&self) -> usize {
-        (self.batch * 2).min(MAX_BATCH)
-    }
-
-    fn current_key(&self) -> IKey {
-        self.buf[self.idx].clone()
+    fn entry(&self) -> &crossbeam_skiplist::map::Entry<'_, IKey, Option<Bytes>> {
+        debug_assert!(self.valid(), "memtable iterator read while invalid");
+        match self.at.borrow_dependent() {
+            Some(e) => e,
+            None => unreachable!("memtable iterator read while invalid"),
+        }
     }
 }
 
 impl InternalIterator for MemIter {
     fn valid(&self) -> bool {
-        self.idx < self.buf.len()
+        self.at.borrow_dependent().is_some()
     }
     fn seek_to_first(&mut self) -> Result<()> {
-        self.fill_forward(Bound::Unbounded, FIRST_BATCH);
+        self.go(|map, _| map.front());
         Ok(())
     }
     fn seek_to_last(&mut self) -> Result<()> {
-        self.fill_backward(Bound::Unbounded, FIRST_BATCH);
+        self.go(|map, _| map.back());
         Ok(())
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         let t = EntryBytes::search(target);
-        self.fill_forward(Bound::Included(EntryBytes::new(&t)), FIRST_BATCH);
+        self.go(|map, _| map.lower_bound(Bound::Included(EntryBytes::new(&t))));
         Ok(())
     }
     fn next(&mut self) -> Result<()> {
-        if !self.forward {
-            let cur = self.current_key();
-            self.fill_forward(Bound::Excluded(cur.borrow()), FIRST_BATCH);
-            return Ok(());
-        }
-        self.idx += 1;
-        if self.idx == self.buf.len() && self.buf.len() == self.batch {
-            let last = self.buf[self.idx - 1].clone();
-            self.fill_forward(Bound::Excluded(last.borrow()), self.next_batch());
-        }
+        self.go(|_, at| at.as_ref().and_then(|e| e.next()));
         Ok(())
     }
     fn prev(&mut self) -> Result<()> {
-        if self.forward {
-            let cur = self.current_key();
-            self.fill_backward(Bound::Excluded(cur.borrow()), FIRST_BATCH);
-            return Ok(());
-        }
-        self.idx += 1;
-        if self.idx == self.buf.len() && self.buf.len() == self.batch {
-            let last = self.buf[self.idx - 1].clone();
-            self.fill_backward(Bound::Excluded(last.borrow()), self.next_batch());
-        }
+        self.go(|_, at| at.as_ref().and_then(|e| e.prev()));
         Ok(())
     }
     fn key(&self) -> &[u8] {
-        self.buf[self.idx].ikey()
+        self.entry().key().ikey()
     }
     fn value(&self) -> &[u8] {
-        self.buf[self.idx].value()
+        self.entry().key().value()
+    }
+    fn kept_value(&self) -> Option<&Bytes> {
+        self.entry().value().as_ref()
     }
 }
 
@@ -374,8 +388,8 @@ mod tests {
         m.add(1, ValueKind::Value, b"k", b"v1");
         m.add(2, ValueKind::Value, b"k", b"v2");
         m.add(3, ValueKind::Deletion, b"k", b"");
-        assert_eq!(m.get(b"k", 1), Lookup::Found(ValueKind::Value, b"v1".to_vec()));
-        assert_eq!(m.get(b"k", 2), Lookup::Found(ValueKind::Value, b"v2".to_vec()));
+        assert_eq!(m.get(b"k", 1), Lookup::Found(ValueKind::Value, b"v1".to_vec(), None));
+        assert_eq!(m.get(b"k", 2), Lookup::Found(ValueKind::Value, b"v2".to_vec(), None));
         assert_eq!(m.get(b"k", 9), Lookup::Deleted);
         assert_eq!(m.get(b"j", 9), Lookup::Absent);
         assert_eq!(m.get(b"k", 0), Lookup::Absent);

@@ -345,6 +345,7 @@ pub fn db_stats_json(s: &DbStats, live_bytes: Option<u64>) -> String {
         .int("stall_micros", s.stall_micros)
         .int("gc_stall_micros", s.gc_stall_micros)
         .int("memtable_bytes", s.memtable_bytes)
+        .int("memtable_kept_bytes", s.memtable_kept_bytes)
         .int("vlog_disk_bytes", s.vlog_disk_bytes)
         .int("vlog_value_bytes", s.vlog_value_bytes)
         .int("vlog_garbage_bytes", s.vlog_garbage_bytes)

@@ -87,6 +87,14 @@ pub struct YcsbArgs {
     #[arg(long = "cache_bytes")]
     pub cache_bytes: Option<u64>,
 
+    /// wisckey only: `Options::write_buffer_bytes` (memtable size).
+    #[arg(long = "write_buffer_bytes")]
+    pub write_buffer_bytes: Option<usize>,
+
+    /// wisckey only: `Options::memtable_keeps_values` (keep the newest writes' values in memory).
+    #[arg(long = "memtable_keeps_values")]
+    pub memtable_keeps_values: Option<bool>,
+
     /// wisckey only: `Options::prepopulate_value_cache` (cache separated values as they are written).
     #[arg(long = "prepopulate_value_cache")]
     pub prepopulate_value_cache: Option<bool>,
@@ -138,6 +146,12 @@ impl YcsbArgs {
         }
         if let Some(v) = self.memtable_log_bytes {
             o = o.memtable_log_bytes(v);
+        }
+        if let Some(v) = self.write_buffer_bytes {
+            o = o.write_buffer_bytes(v);
+        }
+        if let Some(v) = self.memtable_keeps_values {
+            o = o.memtable_keeps_values(v);
         }
         if let Some(v) = self.prepopulate_value_cache {
             o = o.prepopulate_value_cache(v);

@@ -27,6 +27,8 @@ pub(super) struct Cursor {
     valid: bool,
     saved_key: Vec<u8>,
     saved_value: Vec<u8>,
+    /// The kept value of the saved entry (`InternalIterator::kept_value`).
+    saved_kept: Option<bytes::Bytes>,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
     /// Kind of the current entry.
@@ -48,6 +50,7 @@ impl Cursor {
             valid: false,
             saved_key: Vec::new(),
             saved_value: Vec::new(),
+            saved_kept: None,
             lower,
             upper,
             kind: ValueKind::Value,
@@ -70,6 +73,16 @@ impl Cursor {
             CursorDir::Forward => key::user_key(self.inner.key()),
             CursorDir::Reverse => &self.saved_key,
         }
+    }
+
+    /// The value of the current pointer entry when its source keeps it in memory (a memtable
+    /// holding the write): no value-log read needed.
+    pub(super) fn kept_value(&self) -> Option<crate::value::Value> {
+        let kept = match self.direction {
+            CursorDir::Forward => self.inner.kept_value(),
+            CursorDir::Reverse => self.saved_kept.as_ref(),
+        };
+        kept.map(crate::memtable::retained_value)
     }
 
     /// The current entry's stored bytes: the value, or the encoded pointer to it.
@@ -222,11 +235,13 @@ impl Cursor {
                     if p.kind == ValueKind::Deletion {
                         self.saved_key.clear();
                         self.saved_value.clear();
+                        self.saved_kept = None;
                     } else {
                         self.saved_key.clear();
                         self.saved_key.extend_from_slice(p.user_key);
                         self.saved_value.clear();
                         self.saved_value.extend_from_slice(self.inner.value());
+                        self.saved_kept = self.inner.kept_value().cloned();
                     }
                 }
             }
@@ -236,6 +251,7 @@ impl Cursor {
             self.valid = false;
             self.saved_key.clear();
             self.saved_value.clear();
+            self.saved_kept = None;
             self.direction = CursorDir::Forward;
         } else {
             self.valid = true;

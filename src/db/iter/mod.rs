@@ -199,12 +199,13 @@ impl DbIterator {
         let mut pointers: Vec<(usize, ValuePointer)> = Vec::new();
         self.cursor.seek(from)?;
         while self.cursor.valid() {
-            let value = match self.cursor_pointer()? {
-                Some(ptr) => {
+            let value = match (self.cursor_pointer()?, self.cursor.kept_value()) {
+                (Some(_), Some(kept)) => kept,
+                (Some(ptr), None) => {
                     pointers.push((out.len(), ptr));
                     Value::new()
                 }
-                None => Value::copy_from_slice(self.cursor.stored()),
+                (None, _) => Value::copy_from_slice(self.cursor.stored()),
             };
             out.push((self.cursor.key().to_vec(), value));
             if out.len() == limit {
@@ -289,6 +290,10 @@ impl DbIterator {
     /// and plain reads from the device would be one at a time) and counts toward its region.
     fn resolve_cursor_paused(&mut self) -> Result<()> {
         let Some(ptr) = self.cursor_pointer()? else { return Ok(()) };
+        if let Some(value) = self.cursor.kept_value() {
+            self.resolved = Some((ptr, value));
+            return Ok(());
+        }
         let counts = (&mut self.readahead, &mut self.reads_outside_window, Some(&mut self.regions));
         let value = read_probing(&*self.values, counts, self.cursor.key(), &ptr)?;
         self.resolved = Some((ptr, value));
@@ -299,6 +304,10 @@ impl DbIterator {
     /// the file's mapping while the page cache is trusted to hold it).
     fn resolve_cursor(&mut self) -> Result<()> {
         let Some(ptr) = self.cursor_pointer()? else { return Ok(()) };
+        if let Some(value) = self.cursor.kept_value() {
+            self.resolved = Some((ptr, value));
+            return Ok(());
+        }
         let key = self.cursor.key();
         let value = match self.readahead.trusts_cache() {
             true => {

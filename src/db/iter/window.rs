@@ -7,6 +7,7 @@ use super::cursor::Cursor;
 use super::{read_probing, DbIterator, Step, ValueSource};
 use crate::error::{Error, Result};
 use crate::key::ValueKind;
+use crate::value::Value;
 use crate::vlog::{PendingRead, ValuePointer};
 
 /// Bytes of values read ahead at most, whatever the depth (bounds memory for huge values).
@@ -19,6 +20,8 @@ pub(super) struct Ahead {
     /// The pointer of a separated value, decoded once (an error waits until the user reaches
     /// the entry); `None` for an inline value, and once the value is read.
     pointer: Option<Result<ValuePointer>>,
+    /// The value, when the memtable holding the entry keeps it (no read needed).
+    kept: Option<Value>,
     read: Option<PendingRead>,
     /// Bytes of the value being read ahead (0 for inline values).
     read_bytes: u64,
@@ -29,7 +32,8 @@ impl Ahead {
     fn at(cursor: &Cursor, values: &dyn ValueSource) -> Ahead {
         let stored = cursor.stored().to_vec();
         let pointer = (cursor.kind() == ValueKind::Pointer).then(|| values.pointer(&stored));
-        Ahead { key: cursor.key().to_vec(), stored, pointer, read: None, read_bytes: 0 }
+        let kept = pointer.as_ref().and_then(|_| cursor.kept_value());
+        Ahead { key: cursor.key().to_vec(), stored, pointer, kept, read: None, read_bytes: 0 }
     }
 }
 
@@ -93,7 +97,7 @@ impl DbIterator {
                 w.done = true;
             } else {
                 let mut ahead = Ahead::at(&self.cursor, &*self.values);
-                if let Some(Ok(ptr)) = &ahead.pointer {
+                if let (Some(Ok(ptr)), None) = (&ahead.pointer, &ahead.kept) {
                     ahead.read = self.values.prefetch(&ahead.key, ptr);
                     if let Some(r) = &ahead.read {
                         self.readahead.note_read(r.was_cached());
@@ -114,6 +118,10 @@ impl DbIterator {
         let Some(front) = self.window.as_mut().and_then(|w| w.entries.front_mut()) else { return Ok(()) };
         let Some(ptr) = front.pointer.take() else { return Ok(()) };
         let ptr = ptr?;
+        if let Some(kept) = front.kept.take() {
+            self.resolved = Some((ptr, kept));
+            return Ok(());
+        }
         let v = match front.read.take() {
             Some(read) => self.values.finish(&front.key, &ptr, read)?,
             None if self.readahead.trusts_cache() => read_probing(
