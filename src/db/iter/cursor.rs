@@ -78,11 +78,19 @@ impl Cursor {
     /// The value of the current pointer entry when its source keeps it in memory (a memtable
     /// holding the write): no value-log read needed.
     pub(super) fn kept_value(&self) -> Option<crate::value::Value> {
-        let kept = match self.direction {
+        self.kept_bytes().map(crate::memtable::retained_value)
+    }
+
+    /// `kept_value`, borrowed (no reference count taken).
+    pub(super) fn kept_slice(&self) -> Option<&[u8]> {
+        self.kept_bytes().map(|b| &b[..])
+    }
+
+    fn kept_bytes(&self) -> Option<&bytes::Bytes> {
+        match self.direction {
             CursorDir::Forward => self.inner.kept_value(),
             CursorDir::Reverse => self.saved_kept.as_ref(),
-        };
-        kept.map(crate::memtable::retained_value)
+        }
     }
 
     /// The current entry's stored bytes: the value, or the encoded pointer to it.

@@ -88,8 +88,11 @@ pub struct DbIterator {
     reads_outside_window: usize,
     /// `Some` while reading ahead; `None`: the user's entry is the cursor's.
     window: Option<Window>,
-    /// The current entry's pointer and value, when the value is separated.
+    /// The current entry's pointer and value, when the value is separated and was read.
     resolved: Option<(ValuePointer, Value)>,
+    /// The cursor's entry is separated and its memtable keeps the value: `value()` borrows it
+    /// there (no read, no reference count).
+    kept: bool,
     /// A move failed: invalid until the next seek.
     failed: bool,
     _pins: Box<dyn Pin>,
@@ -118,6 +121,7 @@ impl DbIterator {
             reads_outside_window: 0,
             window: None,
             resolved: None,
+            kept: false,
             failed: false,
             _pins: pins,
         }
@@ -145,6 +149,7 @@ impl DbIterator {
         match (&self.resolved, &self.window) {
             (Some((_, v)), _) => v,
             (None, Some(w)) => &w.entries[0].stored,
+            (None, None) if self.kept => self.cursor.kept_slice().unwrap_or_default(),
             (None, None) => self.cursor.stored(),
         }
     }
@@ -155,6 +160,7 @@ impl DbIterator {
     pub fn value_handle(&self) -> Value {
         match &self.resolved {
             Some((_, v)) => v.clone(),
+            None if self.kept && self.window.is_none() => self.cursor.kept_value().unwrap_or_default(),
             None => Value::copy_from_slice(self.value()),
         }
     }
@@ -229,6 +235,7 @@ impl DbIterator {
         self.regions.reset();
         self.failed = false;
         self.resolved = None;
+        self.kept = false;
         let r = seek(&mut self.cursor).and_then(|()| self.resolve_cursor());
         self.fail_on_error(r)
     }
@@ -236,9 +243,12 @@ impl DbIterator {
     fn step(&mut self, dir: Step) -> Result<()> {
         if !self.valid() {
             self.resolved = None;
+            self.kept = false;
+            self.kept = false;
             return Ok(());
         }
         self.resolved = None;
+        self.kept = false;
         let r = self.step_inner(dir);
         self.fail_on_error(r)
     }
@@ -249,6 +259,8 @@ impl DbIterator {
             self.window = None;
             self.failed = true;
             self.resolved = None;
+            self.kept = false;
+            self.kept = false;
         }
         r
     }
@@ -290,8 +302,8 @@ impl DbIterator {
     /// and plain reads from the device would be one at a time) and counts toward its region.
     fn resolve_cursor_paused(&mut self) -> Result<()> {
         let Some(ptr) = self.cursor_pointer()? else { return Ok(()) };
-        if let Some(value) = self.cursor.kept_value() {
-            self.resolved = Some((ptr, value));
+        if self.cursor.kept_slice().is_some() {
+            self.kept = true;
             return Ok(());
         }
         let counts = (&mut self.readahead, &mut self.reads_outside_window, Some(&mut self.regions));
@@ -304,8 +316,8 @@ impl DbIterator {
     /// the file's mapping while the page cache is trusted to hold it).
     fn resolve_cursor(&mut self) -> Result<()> {
         let Some(ptr) = self.cursor_pointer()? else { return Ok(()) };
-        if let Some(value) = self.cursor.kept_value() {
-            self.resolved = Some((ptr, value));
+        if self.cursor.kept_slice().is_some() {
+            self.kept = true;
             return Ok(());
         }
         let key = self.cursor.key();

@@ -97,6 +97,11 @@ impl DbIterator {
                 w.done = true;
             } else {
                 let mut ahead = Ahead::at(&self.cursor, &*self.values);
+                if ahead.pointer.is_none() || ahead.kept.is_some() {
+                    // Inline or kept by its memtable: nothing to read ahead, as if cached (a
+                    // window's worth of them in a row pauses read-ahead).
+                    self.readahead.note_read(true);
+                }
                 if let (Some(Ok(ptr)), None) = (&ahead.pointer, &ahead.kept) {
                     ahead.read = self.values.prefetch(&ahead.key, ptr);
                     if let Some(r) = &ahead.read {
