@@ -59,7 +59,9 @@ mod write_batch;
 pub use db::{destroy, Db, DbIterator, DbStats, Entries, GcReport, LostRange, RecoveryReport, Snapshot, VerifyReport};
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
-pub use options::{Compression, FilterAllocation, MergePolicy, Options, ReadOptions, RecoveryMode, WriteOptions};
+pub use options::{
+    Compression, FilterAllocation, MergePolicy, Options, PrepopulateValueCache, ReadOptions, RecoveryMode, WriteOptions,
+};
 pub use value::Value;
 pub use write_batch::{BatchIter, BatchOp, WriteBatch};
 

@@ -68,11 +68,11 @@ pub struct Options {
     /// through the page cache: the block cache then holds nothing, and this is all the cache
     /// there is).
     pub value_cache_bytes: u64,
-    /// Put every separated value into the value cache as it is written (RocksDB's
-    /// `prepopulate_blob_cache`), for workloads that read what they just wrote. Off by
-    /// default: it costs a copy per write, and a value is then first read from memory, so
-    /// damage on disk shows only once the cache has let it go (or under `Db::verify`).
-    pub prepopulate_value_cache: bool,
+    /// When separated values enter the value cache before anyone reads them (RocksDB's
+    /// `prepopulate_blob_cache`). Default `OnFlush`: a memtable being flushed hands the values
+    /// it kept over to the cache (no copy), so data written lately stays in memory after its
+    /// memtable is gone.
+    pub prepopulate_value_cache: PrepopulateValueCache,
     /// Table files kept open at once.
     pub max_open_files: usize,
     /// Uncompressed size of an SSTable data block.
@@ -175,7 +175,7 @@ impl Default for Options {
             memtable_keeps_values: true,
             block_cache_bytes: 8 << 20,
             value_cache_bytes: 32 << 20,
-            prepopulate_value_cache: false,
+            prepopulate_value_cache: PrepopulateValueCache::OnFlush,
             max_open_files: 1000,
             block_size_bytes: 4096,
             block_restart_interval: 16,
@@ -229,7 +229,7 @@ impl Options {
     setter!(memtable_keeps_values: bool);
     setter!(block_cache_bytes: usize);
     setter!(value_cache_bytes: u64);
-    setter!(prepopulate_value_cache: bool);
+    setter!(prepopulate_value_cache: PrepopulateValueCache);
     setter!(max_open_files: usize);
     setter!(block_size_bytes: usize);
     setter!(block_restart_interval: usize);
@@ -289,6 +289,23 @@ pub enum MergePolicy {
         /// Runs a level holds before they merge (at least 2).
         runs_per_level: usize,
     },
+}
+
+/// When separated values enter the value cache before anyone reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum PrepopulateValueCache {
+    /// Only values read are cached.
+    Off,
+    /// A memtable being flushed hands the values it kept in memory (`memtable_keeps_values`)
+    /// over to the cache, without a copy (values written in a batch with others are left out:
+    /// their slice would keep the whole batch's buffer alive).
+    #[default]
+    OnFlush,
+    /// Every separated value is copied into the cache as it is written, for workloads that
+    /// read what they just wrote. A value is then first read from memory, so damage on disk
+    /// shows only once the cache has let it go (or under `Db::verify`).
+    OnWrite,
 }
 
 /// How Bloom filter memory is spread over the runs of the tree.

@@ -14,7 +14,7 @@ use common::{assert_same_entries, check_at, make_value, model_range, read_backwa
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use wisckey::fs::{FaultFs, MemFs, PosixFs, Vfs};
-use wisckey::{Db, Error, Options, ReadOptions, Snapshot};
+use wisckey::{Db, Error, Options, PrepopulateValueCache, ReadOptions, Snapshot};
 
 /// Values of at least this many bytes are separated.
 const SEPARATED: usize = 100;
@@ -26,10 +26,12 @@ fn key(i: u32) -> Vec<u8> {
     format!("key{i:05}").into_bytes()
 }
 
+/// Reads here exercise the value log: flushed values are not handed to the value cache.
 fn options(vfs: Arc<dyn Vfs>, io_uring: bool) -> Options {
     Options::default()
         .vfs(vfs)
         .io_uring(io_uring)
+        .prepopulate_value_cache(PrepopulateValueCache::Off)
         .min_separated_value_bytes(SEPARATED)
         .write_buffer_bytes(16 << 10)
         .target_file_size_bytes(16 << 10)

@@ -17,7 +17,7 @@ use common::{make_value, model_range, show, Model};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use wisckey::fs::{MemFs, PosixFs, Vfs};
-use wisckey::{Db, Options, ReadOptions, Value, WriteBatch};
+use wisckey::{Db, Options, PrepopulateValueCache, ReadOptions, Value, WriteBatch};
 
 /// Values of at least this many bytes are separated.
 const SEPARATED: usize = 100;
@@ -303,12 +303,13 @@ fn scan_from_returns_exactly_the_models_entries() {
     }
 }
 
-/// With `prepopulate_value_cache`, values are cached as they are written: the first read is
-/// already a hit.
+/// With `PrepopulateValueCache::OnWrite`, values are cached as they are written: the first
+/// read is already a hit.
 #[test]
 fn prepopulated_values_are_hits_on_their_first_read() {
     let fs = Arc::new(MemFs::new());
-    let db = Db::open("/db", options(fs.clone()).prepopulate_value_cache(true)).expect("open");
+    let db =
+        Db::open("/db", options(fs.clone()).prepopulate_value_cache(PrepopulateValueCache::OnWrite)).expect("open");
     let mut model = Model::new();
     write_all(&db, &mut model, 0..100, 1);
     // Flushed: the memtable no longer holds the values, the reads go to the value log.
@@ -358,4 +359,53 @@ fn values_kept_by_the_memtable_read_like_values_in_the_log() {
         assert_eq!(db.stats().memtable_kept_bytes, 0, "a flushed memtable keeps nothing");
         read_all_ways(&db, &model, &format!("keep={keep}, flushed"));
     }
+}
+
+/// A short scan over more value bytes than one batch holds reads them in several batches and
+/// still returns every entry in order.
+#[test]
+fn scan_from_over_many_large_values_returns_them_all() {
+    let fs = Arc::new(MemFs::new());
+    let db = Db::open("/db", options(fs.clone())).expect("open");
+    let mut model = Model::new();
+    for i in 0..120u32 {
+        let v = make_value(&key(i), 1, 100_000);
+        db.put(&key(i), &v).expect("put");
+        model.insert(key(i), v);
+    }
+    db.flush().expect("flush");
+    let got = db.scan_from(&ReadOptions::default(), &key(5), 100).expect("scan_from");
+    let want: Vec<_> = model_range(&model, Some(&key(5)), None).into_iter().take(100).collect();
+    assert_eq!(got.len(), 100);
+    assert!(got.into_iter().map(|(k, v)| (k, v.to_vec())).collect::<Vec<_>>() == want, "12 MB scanned in batches");
+}
+
+/// By default a flushed memtable hands the values it kept to the value cache: reads right
+/// after the flush are hits, for values written one per put; values of multi-put batches are
+/// not handed over (their slices would keep whole batches alive).
+#[test]
+fn a_flush_hands_kept_values_to_the_value_cache() {
+    let fs = Arc::new(MemFs::new());
+    let db = Db::open("/db", options(fs.clone())).expect("open");
+    let mut model = Model::new();
+    for i in 0..50u32 {
+        let v = make_value(&key(i), 1, 300);
+        db.put(&key(i), &v).expect("put");
+        model.insert(key(i), v);
+    }
+    let mut batched = Model::new();
+    write_all(&db, &mut batched, 100..150, 1);
+    db.flush().expect("flush");
+    let s = db.stats();
+    assert_eq!(s.value_cache_entries, 50, "the single puts' values, not the batches': {s:?}");
+    read_all(&db, &model, "single puts");
+    let hits = db.stats().value_cache_hits - s.value_cache_hits;
+    assert_eq!(hits, 50, "every single put's value is a hit after the flush");
+    read_all(&db, &batched, "batched puts");
+    let off = Db::open("/off", options(fs.clone()).prepopulate_value_cache(PrepopulateValueCache::Off)).expect("open");
+    for i in 0..50u32 {
+        off.put(&key(i), &make_value(&key(i), 1, 300)).expect("put");
+    }
+    off.flush().expect("flush");
+    assert_eq!(off.stats().value_cache_entries, 0, "nothing is handed over when off");
 }

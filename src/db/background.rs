@@ -97,7 +97,9 @@ impl DbInner {
                 if let Some(end) = imm.log_end() {
                     self.log.lock().sync_to(end)?;
                 }
-                write_level0_table(&self.vfs, &self.dir, flush_opts, &imm, number)
+                let meta = write_level0_table(&self.vfs, &self.dir, flush_opts, &imm, number)?;
+                self.cache_flushed_values(&imm);
+                Ok(meta)
             });
             let r = built.and_then(|meta| self.install_flush(&mut st, &imm, meta));
             st.pending_outputs.remove(&number);

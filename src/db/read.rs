@@ -288,6 +288,21 @@ impl DbInner {
         ))
     }
 
+    /// Hand the values a memtable being flushed kept alone in their buffers to the value cache
+    /// (`PrepopulateValueCache::OnFlush`): data written lately stays readable from memory.
+    pub(crate) fn cache_flushed_values(&self, mem: &Memtable) {
+        if self.opts.prepopulate_value_cache != crate::options::PrepopulateValueCache::OnFlush
+            || !self.vlog.caches_values()
+        {
+            return;
+        }
+        mem.for_each_kept_alone(|ikey, stored, value| {
+            if let Some(ptr) = ValuePointer::decode(stored) {
+                self.vlog.cache_value(&ptr, key::user_key(ikey), value.clone());
+            }
+        });
+    }
+
     /// Whether parallel value reads of real files go through io_uring.
     pub(crate) fn uses_io_uring(&self) -> bool {
         self.vlog.uses_io_uring()

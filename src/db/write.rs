@@ -239,7 +239,7 @@ impl DbInner {
             }
             pos
         };
-        if self.opts.prepopulate_value_cache {
+        if self.opts.prepopulate_value_cache == crate::options::PrepopulateValueCache::OnWrite {
             self.vlog.prepopulate(pos, rep, &separated);
         }
         let keep = self.opts.memtable_keeps_values.then_some(rep);

@@ -14,6 +14,7 @@ pub mod posix;
 #[cfg(any(test, feature = "test-util"))]
 pub use fault::{CrashMode, FaultFs, FaultKind, FaultOp, FaultRule};
 pub use mem::MemFs;
+pub(crate) use posix::pread_fresh;
 pub use posix::{FileMapping, PosixFs};
 
 /// Access pattern hints passed to `posix_fadvise` (no-ops where unsupported).
@@ -54,6 +55,21 @@ pub trait WritableFile: Send + Sync {
 pub trait RandomAccessFile: Send + Sync {
     /// Read up to `buf.len()` bytes at `offset`; returns how many were read (0 at EOF).
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize>;
+    /// Read `len` bytes at `offset` into a new buffer; `Ok(None)` when the file ends first.
+    /// Real files read into the buffer without zero-filling it first (a 100 KB value would
+    /// otherwise be written twice).
+    fn read_new(&self, offset: u64, len: usize) -> Result<Option<Vec<u8>>> {
+        let mut buf = vec![0u8; len];
+        let mut done = 0;
+        while done < len {
+            let n = self.read_at(offset + done as u64, &mut buf[done..])?;
+            if n == 0 {
+                return Ok(None);
+            }
+            done += n;
+        }
+        Ok(Some(buf))
+    }
     /// Read exactly `buf.len()` bytes at `offset` or fail with `Corruption` (short file).
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let mut done = 0;

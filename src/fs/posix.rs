@@ -102,7 +102,44 @@ struct PosixReadable {
     path: PathBuf,
 }
 
+/// Read up to `len` bytes at `offset` of `fd` with `preadv2(flags)` into a new buffer without
+/// zero-filling it first; the buffer holds what was read. With `flags` 0 it reads on until
+/// `len` bytes or the end of the file; otherwise (`RWF_NOWAIT`) it stops at the first short read.
+pub(crate) fn pread_fresh(fd: i32, offset: u64, len: usize, flags: i32) -> io::Result<Vec<u8>> {
+    let mut buf: Vec<u8> = Vec::with_capacity(len);
+    while buf.len() < len {
+        let done = buf.len();
+        let at = i64::try_from(offset + done as u64).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: the iovec covers the vector's spare capacity from `done` on (`len - done`
+        // bytes, allocated above), which nothing else references while the call runs; the
+        // kernel writes at most that many bytes there.
+        let iov = libc::iovec { iov_base: unsafe { buf.as_mut_ptr().add(done) }.cast(), iov_len: len - done };
+        // SAFETY: `iov` is valid for this call (see above); a bad descriptor only fails it.
+        let n = unsafe { libc::preadv2(fd, &iov, 1, at, flags) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        // SAFETY: the kernel initialized the `n` bytes after `done` (n <= len - done).
+        unsafe { buf.set_len(done + n as usize) };
+        if n == 0 || flags != 0 {
+            break;
+        }
+    }
+    Ok(buf)
+}
+
 impl RandomAccessFile for PosixReadable {
+    fn read_new(&self, offset: u64, len: usize) -> Result<Option<Vec<u8>>> {
+        match pread_fresh(self.file.as_raw_fd(), offset, len, 0) {
+            Ok(buf) => Ok((buf.len() == len).then_some(buf)),
+            Err(e) => Err(Error::io("pread", &self.path, e)),
+        }
+    }
+
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
         loop {
             match self.file.read_at(buf, offset) {

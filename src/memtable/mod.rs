@@ -19,6 +19,15 @@ use crate::vlog::ValuePointer;
 use crate::write_batch::{BatchIter, BatchOp};
 use bytes::Bytes;
 
+/// A separated value a memtable keeps in memory: a slice of the buffer its write arrived in.
+#[derive(Clone)]
+pub struct Kept {
+    value: Bytes,
+    /// The buffer held nothing but this value's op (a single put): handing the slice on keeps
+    /// no other data alive.
+    alone: bool,
+}
+
 /// A kept value (as the memtable kept it from the write), shared.
 pub fn retained_value(value: &Bytes) -> Value {
     Value::from(value.clone())
@@ -125,7 +134,7 @@ pub struct Memtable {
     /// Entries, each with its separated value when the memtable keeps it: the
     /// newest writes are read from memory, as an LSM-tree whose memtable holds whole values
     /// serves them, while the log stays the only copy written.
-    map: SkipMap<IKey, Option<Bytes>>,
+    map: SkipMap<IKey, Option<Kept>>,
     /// Bytes of values kept in memory (bounded by the log the memtable covers,
     /// `Options::memtable_log_bytes`).
     kept_bytes: AtomicU64,
@@ -148,7 +157,7 @@ impl Memtable {
     }
 
     /// Insert one entry, keeping `kept` (the value its pointer names) readable from memory.
-    fn add_keeping(&self, seq: u64, kind: ValueKind, user_key: &[u8], value: &[u8], kept: Option<Bytes>) {
+    fn add_keeping(&self, seq: u64, kind: ValueKind, user_key: &[u8], value: &[u8], kept: Option<Kept>) {
         let ikey_len = user_key.len() + key::TRAILER_LEN;
         // Built on the stack, then copied into the entry's one allocation.
         let mut b: smallvec::SmallVec<[u8; 256]> = smallvec::SmallVec::with_capacity(4 + ikey_len + value.len());
@@ -159,8 +168,8 @@ impl Memtable {
         let entry: Arc<[u8]> = Arc::from(&b[..]);
         let size = entry.len() as u64 + ENTRY_OVERHEAD;
         self.keys.insert(user_key);
-        if let Some(v) = &kept {
-            self.kept_bytes.fetch_add(v.len() as u64, AtomicOrdering::Relaxed);
+        if let Some(k) = &kept {
+            self.kept_bytes.fetch_add(k.value.len() as u64, AtomicOrdering::Relaxed);
         }
         self.map.insert(IKey(entry), kept);
         self.bytes.fetch_add(size, AtomicOrdering::Relaxed);
@@ -199,7 +208,8 @@ impl Memtable {
                         // The value is the op's last bytes.
                         let kept = keep.map(|shared| {
                             let end = v.op_offset as usize - log::HEADER_LEN + v.op_len as usize;
-                            shared.slice(end - v.value_len as usize..end)
+                            let value = shared.slice(end - v.value_len as usize..end);
+                            Kept { value, alone: shared.len() == v.op_len as usize }
                         });
                         self.add_keeping(seq, ValueKind::Pointer, key, &ptr.encoded(), kept);
                     }
@@ -279,7 +289,7 @@ impl Memtable {
         }
         match p.kind {
             ValueKind::Deletion => Lookup::Deleted,
-            kind => Lookup::Found(kind, e.key().value().to_vec(), e.value().as_ref().map(retained_value)),
+            kind => Lookup::Found(kind, e.key().value().to_vec(), e.value().as_ref().map(|k| retained_value(&k.value))),
         }
     }
 
@@ -293,6 +303,16 @@ impl Memtable {
         let e = self.map.lower_bound(Bound::Included(EntryBytes::new(&seek)))?;
         let p = key::parse_internal_key(e.key().ikey())?;
         (p.user_key == user_key).then_some(p.seq)
+    }
+
+    /// Visit every pointer entry whose value this memtable keeps alone in its buffer:
+    /// `(internal key, encoded pointer, value)` (a flush hands them to the value cache).
+    pub fn for_each_kept_alone(&self, mut f: impl FnMut(&[u8], &[u8], &Bytes)) {
+        for e in self.map.iter() {
+            if let Some(k) = e.value().as_ref().filter(|k| k.alone) {
+                f(e.key().ikey(), e.key().value(), &k.value);
+            }
+        }
     }
 
     /// Visit every entry in order without copying (used by flushes).
@@ -311,7 +331,7 @@ impl Memtable {
 
 /// A skiplist entry of a memtable: it holds the node (reference-counted), so stepping follows
 /// the list's links instead of searching it again, and reads borrow the entry in place.
-type EntryAt<'a> = Option<crossbeam_skiplist::map::Entry<'a, IKey, Option<Bytes>>>;
+type EntryAt<'a> = Option<crossbeam_skiplist::map::Entry<'a, IKey, Option<Kept>>>;
 
 self_cell::self_cell!(
     /// A memtable kept alive with an entry of it.
@@ -329,11 +349,11 @@ pub struct MemIter {
 
 impl MemIter {
     /// Move to `f(map, current entry)`.
-    fn go(&mut self, f: impl for<'a> FnOnce(&'a SkipMap<IKey, Option<Bytes>>, &EntryAt<'a>) -> EntryAt<'a>) {
+    fn go(&mut self, f: impl for<'a> FnOnce(&'a SkipMap<IKey, Option<Kept>>, &EntryAt<'a>) -> EntryAt<'a>) {
         self.at.with_dependent_mut(|mem, at| *at = f(&mem.map, at));
     }
 
-    fn entry(&self) -> &crossbeam_skiplist::map::Entry<'_, IKey, Option<Bytes>> {
+    fn entry(&self) -> &crossbeam_skiplist::map::Entry<'_, IKey, Option<Kept>> {
         debug_assert!(self.valid(), "memtable iterator read while invalid");
         match self.at.borrow_dependent() {
             Some(e) => e,
@@ -374,7 +394,7 @@ impl InternalIterator for MemIter {
         self.entry().key().value()
     }
     fn kept_value(&self) -> Option<&Bytes> {
-        self.entry().value().as_ref()
+        self.entry().value().as_ref().map(|k| &k.value)
     }
 }
 

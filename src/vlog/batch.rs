@@ -53,9 +53,9 @@ impl VlogReader {
                     Some(op) if run.members.len() == 1 => self.verify_shared(ptr, op, key, cache),
                     // A slice of a longer read: the cache gets a copy of its own, so the run's
                     // buffer does not live on in it.
-                    Some(op) => self.verify_shared(ptr, op.clone(), key, CacheUse::Lookup).inspect(|_| {
+                    Some(op) => self.verify_shared(ptr, op, key, CacheUse::Lookup).inspect(|value| {
                         if cache == CacheUse::Fill {
-                            self.fill(ptr, &op);
+                            self.fill(ptr, key, value);
                         }
                     }),
                     // Not read (file missing, past its end: still in the log buffer, or an

@@ -96,12 +96,8 @@ impl PendingRead {
 /// Read `len` bytes at `offset` of `fd` only if they are all in the page cache
 /// (`preadv2(RWF_NOWAIT)`); `None` when the read would block, fall short or is unsupported.
 fn read_if_cached(fd: i32, offset: u64, len: usize) -> Option<ReadState> {
-    let mut buf = vec![0u8; len];
-    let iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: len };
-    let off = i64::try_from(offset).ok()?;
-    // SAFETY: `iov` describes `buf`, which is valid for `len` writable bytes and outlives the
-    // call; a bad or closed descriptor only makes the call fail.
-    let n = usize::try_from(unsafe { libc::preadv2(fd, &iov, 1, off, libc::RWF_NOWAIT) }).ok()?;
+    let buf = crate::fs::pread_fresh(fd, offset, len, libc::RWF_NOWAIT).ok()?;
+    let n = buf.len();
     if n == len {
         return Some(ReadState::Cached(buf));
     }

@@ -158,7 +158,11 @@ impl VlogReader {
                 op_len: v.op_len,
                 value_crc: v.value_crc,
             };
-            self.cache.insert(&ptr, bytes::Bytes::copy_from_slice(v.op_bytes(ops)));
+            if let Some(Ok(crate::write_batch::BatchOp::Put { key, value })) =
+                crate::write_batch::BatchIter::over(v.op_bytes(ops)).next()
+            {
+                self.cache.insert(&ptr, key, bytes::Bytes::copy_from_slice(value));
+            }
         }
     }
 
@@ -270,8 +274,7 @@ impl VlogReader {
         if cache == CacheUse::Bypass {
             return None;
         }
-        let op = self.cache.get(ptr)?;
-        Some(self.put_value_range(ptr, &op, user_key).map(|range| Value::from(op).slice(range)))
+        self.cache.get(ptr, user_key).map(|value| Ok(Value::from(value)))
     }
 
     /// `f` of the op's bytes in a mapping of its file, when `read_mapped` may use one.
@@ -530,15 +533,27 @@ impl VlogReader {
     ) -> Result<Value> {
         let range = self.put_value_range(ptr, &op, user_key)?;
         self.check_crc(ptr, &op[range.clone()])?;
+        let value = op.slice(range);
         if cache == CacheUse::Fill {
-            self.cache.insert(ptr, op.as_bytes().clone());
+            self.cache.insert(ptr, user_key, value.as_bytes().clone());
         }
-        Ok(op.slice(range))
+        Ok(value)
     }
 
-    /// Put a copy of a verified op into the value cache.
-    pub(super) fn fill(&self, ptr: &ValuePointer, op: &[u8]) {
-        self.cache.insert(ptr, bytes::Bytes::copy_from_slice(op));
+    /// Put a copy of a verified value into the value cache.
+    pub(super) fn fill(&self, ptr: &ValuePointer, user_key: &[u8], value: &[u8]) {
+        self.cache.insert(ptr, user_key, bytes::Bytes::copy_from_slice(value));
+    }
+
+    /// Put a value of `user_key` that `ptr` names into the value cache as it is (a memtable
+    /// being flushed hands over the values it kept).
+    pub fn cache_value(&self, ptr: &ValuePointer, user_key: &[u8], value: bytes::Bytes) {
+        self.cache.insert(ptr, user_key, value);
+    }
+
+    /// Whether the value cache keeps anything at all.
+    pub fn caches_values(&self) -> bool {
+        self.cache.is_on()
     }
 
     /// Where the value lies within `op`, if `op` is a put of `user_key` that fits the

@@ -63,14 +63,5 @@ impl Completion {
 
 /// Read `len` bytes at `offset`; `Ok(None)` when the file ends first.
 pub(crate) fn read_full(f: &dyn RandomAccessFile, offset: u64, len: usize) -> Result<Option<Vec<u8>>> {
-    let mut buf = vec![0u8; len];
-    let mut done = 0;
-    while done < buf.len() {
-        let n = f.read_at(offset + done as u64, &mut buf[done..])?;
-        if n == 0 {
-            return Ok(None);
-        }
-        done += n;
-    }
-    Ok(Some(buf))
+    f.read_new(offset, len)
 }

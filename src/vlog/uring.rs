@@ -148,7 +148,8 @@ impl Ring {
             return false;
         }
         let offset = req.offset;
-        let mut buf = vec![0u8; req.len];
+        // Not zero-filled: the kernel writes it, and only what it wrote is kept (`complete`).
+        let mut buf: Vec<u8> = Vec::with_capacity(req.len);
         let ptr = buf.as_mut_ptr();
         let slot = {
             let mut t = self.table.lock();
@@ -258,6 +259,10 @@ fn complete(f: InFlight, res: i32) {
         // retries what is transient.
         return req.run_inline();
     };
+    let n = n.min(req.len);
+    // SAFETY: the read completed, so the kernel wrote its `n` bytes (at most `req.len`, the
+    // capacity the buffer was made with) at the start of the buffer.
+    unsafe { buf.set_len(n) };
     if n >= req.len {
         req.done.finish(Ok(Some(buf)));
     } else if n == 0 {

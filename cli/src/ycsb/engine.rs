@@ -79,6 +79,9 @@ pub fn open(kind: EngineKind, path: &Path, wisckey: Options, cache_bytes: Option
     }
 }
 
+/// Scans of up to this many entries go through `Db::scan_from`.
+const SHORT_SCAN: usize = 1000;
+
 /// wisckey with its default options (no compression, 1 KiB separation threshold).
 struct Wisckey {
     db: Db,
@@ -97,11 +100,24 @@ impl Engine for Wisckey {
         Ok(self.db.delete(key)?)
     }
 
-    /// A scan of known length: `Db::scan_from` (keys first, then the values as one batch).
+    /// A short scan of known length is what `Db::scan_from` is for (keys first, then the
+    /// values as one batch); a long one streams through an iterator (values borrowed, read
+    /// ahead), as the peers' scans do, instead of holding every value at once.
     fn scan(&self, start: &[u8], n: usize) -> CliResult<(u64, u64)> {
-        let entries = self.db.scan_from(&ReadOptions::default(), start, n)?;
-        let bytes = entries.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
-        Ok((entries.len() as u64, bytes))
+        if n <= SHORT_SCAN {
+            let entries = self.db.scan_from(&ReadOptions::default(), start, n)?;
+            let bytes = entries.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+            return Ok((entries.len() as u64, bytes));
+        }
+        let mut it = self.db.iter(&ReadOptions::default())?;
+        it.seek(start)?;
+        let (mut entries, mut bytes) = (0u64, 0u64);
+        while it.valid() && (entries as usize) < n {
+            bytes += (it.key().len() + it.value().len()) as u64;
+            entries += 1;
+            it.next()?;
+        }
+        Ok((entries, bytes))
     }
 
     fn flush(&self) -> CliResult {

@@ -95,9 +95,9 @@ pub struct YcsbArgs {
     #[arg(long = "memtable_keeps_values")]
     pub memtable_keeps_values: Option<bool>,
 
-    /// wisckey only: `Options::prepopulate_value_cache` (cache separated values as they are written).
-    #[arg(long = "prepopulate_value_cache")]
-    pub prepopulate_value_cache: Option<bool>,
+    /// wisckey only: `Options::prepopulate_value_cache`: off, on-flush (the default) or on-write.
+    #[arg(long = "prepopulate_value_cache", value_parser = ["off", "on-flush", "on-write"])]
+    pub prepopulate_value_cache: Option<String>,
 
     /// wisckey only: `Options::gc_space_amp_target` (0 = no target).
     #[arg(long = "gc_space_amp_target")]
@@ -153,8 +153,12 @@ impl YcsbArgs {
         if let Some(v) = self.memtable_keeps_values {
             o = o.memtable_keeps_values(v);
         }
-        if let Some(v) = self.prepopulate_value_cache {
-            o = o.prepopulate_value_cache(v);
+        if let Some(v) = &self.prepopulate_value_cache {
+            o = o.prepopulate_value_cache(match v.as_str() {
+                "off" => wisckey::PrepopulateValueCache::Off,
+                "on-write" => wisckey::PrepopulateValueCache::OnWrite,
+                _ => wisckey::PrepopulateValueCache::OnFlush,
+            });
         }
         if let Some(total) = self.cache_bytes {
             o = o.block_cache_bytes(0).value_cache_bytes(total);

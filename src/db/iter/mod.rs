@@ -71,6 +71,10 @@ pub(crate) enum Step {
     Backward,
 }
 
+/// A batch of `Db::scan_from` reads at most about this many bytes of separated values at once
+/// (one buffer and one submission per batch).
+const BATCH_VALUE_BYTES: u64 = 4 << 20;
+
 /// While read-ahead pauses, every this many steps reads through the page-cache probe (the
 /// others through the file's mapping, when there is one), to notice a scan leaving the cache.
 const PROBE_EVERY: usize = 8;
@@ -202,13 +206,24 @@ impl DbIterator {
     /// iterator is used up.
     pub(crate) fn collect_from(mut self, from: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Value)>> {
         let mut out = Vec::with_capacity(limit.min(1024));
-        let mut pointers: Vec<(usize, ValuePointer)> = Vec::new();
         self.cursor.seek(from)?;
+        while self.cursor.valid() && out.len() < limit {
+            self.collect_batch(&mut out, limit)?;
+        }
+        Ok(out)
+    }
+
+    /// `collect_from`'s next batch: entries from the cursor's position until `limit` entries
+    /// are out or the batch's separated values reach `BATCH_VALUE_BYTES`, then their values.
+    fn collect_batch(&mut self, out: &mut Vec<(Vec<u8>, Value)>, limit: usize) -> Result<()> {
+        let mut pointers: Vec<(usize, ValuePointer)> = Vec::new();
+        let mut value_bytes = 0u64;
         while self.cursor.valid() {
             let value = match (self.cursor_pointer()?, self.cursor.kept_value()) {
                 (Some(_), Some(kept)) => kept,
                 (Some(ptr), None) => {
                     pointers.push((out.len(), ptr));
+                    value_bytes += u64::from(ptr.op_len);
                     Value::new()
                 }
                 (None, _) => Value::copy_from_slice(self.cursor.stored()),
@@ -218,6 +233,9 @@ impl DbIterator {
                 break;
             }
             self.cursor.step(Step::Forward)?;
+            if value_bytes >= BATCH_VALUE_BYTES {
+                break;
+            }
         }
         let wanted: Vec<(&[u8], ValuePointer)> = pointers.iter().map(|&(i, ptr)| (&out[i].0[..], ptr)).collect();
         let values = self.values.read_batch(&wanted);
@@ -225,7 +243,7 @@ impl DbIterator {
         for ((i, _), value) in pointers.into_iter().zip(values) {
             out[i].1 = value?;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// A seek: drop any read-ahead, move the cursor, read the value there.
