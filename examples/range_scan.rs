@@ -1,4 +1,5 @@
-//! Range scans: a bounded forward scan as a Rust iterator, a reverse scan, and a LevelDB-style
+//! Range scans: a bounded forward scan as a Rust iterator, a reverse scan, a short scan of
+//! known length (`scan_from`: keys first, then every value as one batch), and a LevelDB-style
 //! cursor that seeks and steps both ways.
 //!
 //! `cargo run --example range_scan`
@@ -33,6 +34,14 @@ fn main() -> wisckey::Result<()> {
         last_three.iter().map(|k| String::from_utf8_lossy(k)).collect::<Vec<_>>()
     );
     assert_eq!(last_three[0], b"key099");
+
+    // A short scan of known length: ten entries from key040, values read as one batch.
+    let page = db.scan_from(&ReadOptions::default(), b"key040", 10)?;
+    assert_eq!(page.len(), 10);
+    assert_eq!(page[0].0, b"key040");
+    assert_eq!(page[0].1.len(), 4096, "key040's value lives in the value log");
+    assert_eq!(page[1].1, b"value-41");
+    println!("scan_from: {} entries from key040 to {}", page.len(), String::from_utf8_lossy(&page[9].0));
 
     // A cursor: seek, then step either way.
     let mut it = db.iter(&ReadOptions::default())?;

@@ -79,8 +79,8 @@ pub fn open(kind: EngineKind, path: &Path, wisckey: Options, cache_bytes: Option
     }
 }
 
-/// Scans of up to this many entries go through `Db::scan_from`.
-const SHORT_SCAN: usize = 1000;
+/// Scans of up to this many entries (YCSB's longest by default) go through `Db::scan_from`.
+const SHORT_SCAN: usize = 100;
 
 /// wisckey with its default options (no compression, 1 KiB separation threshold).
 struct Wisckey {
