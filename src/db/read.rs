@@ -293,6 +293,7 @@ impl DbInner {
     pub(crate) fn cache_flushed_values(&self, mem: &Memtable) {
         if self.opts.prepopulate_value_cache != crate::options::PrepopulateValueCache::OnFlush
             || !self.vlog.caches_values()
+            || mem.kept_bytes() == 0
         {
             return;
         }

@@ -179,8 +179,8 @@ impl DbInner {
         // group's write instead of costing a write of its own.
         let mark_later = st.writers.len() > n;
         let log_op = LogOp { roll_to, mark_later };
-        let ops: Vec<&Bytes> = batches.iter().map(|(ops, _)| *ops).collect();
-        let r = MutexGuard::unlocked(st, || self.append_and_apply(&ops, sync, first_seq, count as u32, &mem, log_op));
+        let r =
+            MutexGuard::unlocked(st, || self.append_and_apply(&batches, sync, first_seq, count as u32, &mem, log_op));
         match &r {
             Ok(()) => {
                 self.visible_seq.store(first_seq + count - 1, Ordering::Release);
@@ -202,7 +202,7 @@ impl DbInner {
     /// Append the group to the log (syncing if any writer asked), then apply it to `mem`.
     fn append_and_apply(
         &self,
-        group: &[&Bytes],
+        group: &[(&Bytes, &WriteBatch)],
         sync: bool,
         first_seq: u64,
         count: u32,
@@ -211,10 +211,10 @@ impl DbInner {
     ) -> Result<()> {
         let joined;
         let rep: &Bytes = match group {
-            [one] => one,
+            [(one, _)] => one,
             many => {
-                let mut ops = Vec::with_capacity(many.iter().map(|b| b.len()).sum());
-                for b in many {
+                let mut ops = Vec::with_capacity(many.iter().map(|(b, _)| b.len()).sum());
+                for (b, _) in many {
                     ops.extend_from_slice(b);
                 }
                 joined = Bytes::from(ops);

@@ -33,13 +33,16 @@ pub fn retained_value(value: &Bytes) -> Value {
     Value::from(value.clone())
 }
 
-/// One memtable entry in a single allocation: `u32 LE ikey length | internal key | value`,
-/// ordered by `key::compare_internal` on the internal key. One allocation instead of two per
-/// entry halves the malloc/free work of inserts and of dropping a flushed memtable; the
-/// allocation is reference-counted so an iterator takes entries out of the skiplist by
-/// bumping a count instead of copying them (a short scan's entries cost no malloc).
+/// One memtable entry: `u32 LE ikey length | internal key | value`, ordered by
+/// `key::compare_internal` on the internal key. Entries of up to `INLINE_ENTRY_BYTES` (a key
+/// and a value pointer, or a small inline value) live inside the skiplist node itself: an
+/// insert makes one allocation, and a scan stepping to the next entry loads one block of memory
+/// instead of following a second pointer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IKey(pub Arc<[u8]>);
+pub struct IKey(pub smallvec::SmallVec<[u8; INLINE_ENTRY_BYTES]>);
+
+/// Entry bytes kept inside the skiplist node (longer entries go to the heap).
+const INLINE_ENTRY_BYTES: usize = 64;
 
 /// An entry's bytes (`u32 LE ikey length | internal key | value`) as the skiplist orders them:
 /// by the internal key they start with. Entries borrow as it, so a lookup searches with one
@@ -86,6 +89,26 @@ impl std::borrow::Borrow<EntryBytes> for IKey {
 }
 
 impl IKey {
+    /// The concatenation of `parts`, inside the node when it fits, else in one exact-size heap
+    /// buffer (copied once either way).
+    fn from_parts(parts: [&[u8]; 4]) -> IKey {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len <= INLINE_ENTRY_BYTES {
+            let mut buf = [0u8; INLINE_ENTRY_BYTES];
+            let mut at = 0;
+            for p in parts {
+                buf[at..at + p.len()].copy_from_slice(p);
+                at += p.len();
+            }
+            return IKey(smallvec::SmallVec::from_buf_and_len(buf, len));
+        }
+        let mut v = Vec::with_capacity(len);
+        for p in parts {
+            v.extend_from_slice(p);
+        }
+        IKey(smallvec::SmallVec::from_vec(v))
+    }
+
     fn split(&self) -> (&[u8], &[u8]) {
         EntryBytes::new(&self.0).split()
     }
@@ -125,8 +148,10 @@ pub enum Lookup {
     Absent,
 }
 
-/// Per-entry bookkeeping overhead counted toward the memtable size (skiplist node, boxes).
-const ENTRY_OVERHEAD: u64 = 48;
+/// Per-entry memory besides the entry's bytes, counted toward the memtable size: the skiplist
+/// node (its links, the inline entry buffer, the kept value's handle) and the allocator's
+/// header (`node_size_is_what_entry_overhead_counts` checks it).
+const ENTRY_OVERHEAD: u64 = 96;
 
 /// A memtable. Inserts come from the single write leader; reads from any thread.
 #[derive(Default)]
@@ -159,19 +184,15 @@ impl Memtable {
     /// Insert one entry, keeping `kept` (the value its pointer names) readable from memory.
     fn add_keeping(&self, seq: u64, kind: ValueKind, user_key: &[u8], value: &[u8], kept: Option<Kept>) {
         let ikey_len = user_key.len() + key::TRAILER_LEN;
-        // Built on the stack, then copied into the entry's one allocation.
-        let mut b: smallvec::SmallVec<[u8; 256]> = smallvec::SmallVec::with_capacity(4 + ikey_len + value.len());
-        b.extend_from_slice(&(ikey_len as u32).to_le_bytes());
-        b.extend_from_slice(user_key);
-        b.extend_from_slice(&key::pack_trailer(seq, kind as u8).to_le_bytes());
-        b.extend_from_slice(value);
-        let entry: Arc<[u8]> = Arc::from(&b[..]);
-        let size = entry.len() as u64 + ENTRY_OVERHEAD;
+        let parts: [&[u8]; 4] =
+            [&(ikey_len as u32).to_le_bytes(), user_key, &key::pack_trailer(seq, kind as u8).to_le_bytes(), value];
+        let entry = IKey::from_parts(parts);
+        let size = entry.0.len() as u64 + ENTRY_OVERHEAD;
         self.keys.insert(user_key);
         if let Some(k) = &kept {
             self.kept_bytes.fetch_add(k.value.len() as u64, AtomicOrdering::Relaxed);
         }
-        self.map.insert(IKey(entry), kept);
+        self.map.insert(entry, kept);
         self.bytes.fetch_add(size, AtomicOrdering::Relaxed);
     }
 
@@ -401,6 +422,18 @@ impl InternalIterator for MemIter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_size_is_what_entry_overhead_counts() {
+        // A node: links and height, the entry buffer, the kept value, one tower slot; the entry
+        // bytes inside the buffer are counted apart.
+        let node = 8 + std::mem::size_of::<IKey>() + std::mem::size_of::<Option<Kept>>() + 8;
+        // Besides a 56-byte entry (a 24-byte key and a value pointer) held inside the node: the
+        // node and the allocator's 16-byte header.
+        let overhead = node + 16 - 56;
+        let counted = ENTRY_OVERHEAD as usize;
+        assert!(counted * 4 >= overhead * 3 && counted * 4 <= overhead * 5, "node {node} bytes, counted {counted}");
+    }
 
     #[test]
     fn get_sees_newest_visible_version() {
