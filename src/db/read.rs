@@ -30,7 +30,8 @@ const MULTI_GET_BATCH: usize = 128;
 
 /// What one read works on: memtables (newest first) and a Version, all pinned.
 struct View {
-    mems: Vec<Arc<Memtable>>,
+    /// On the stack for the usual one to three (a point lookup allocates nothing here).
+    mems: smallvec::SmallVec<[Arc<Memtable>; 4]>,
     version: Arc<Version>,
     seq: u64,
 }
@@ -87,7 +88,7 @@ impl DbInner {
 
     fn view(&self, ro: &ReadOptions) -> View {
         let st = self.state.lock();
-        let mut mems = Vec::with_capacity(1 + st.imms.len());
+        let mut mems = smallvec::SmallVec::with_capacity(1 + st.imms.len());
         mems.push(st.mem.clone());
         mems.extend(st.imms.iter().rev().cloned());
         let version = st.versions.current();
@@ -161,9 +162,9 @@ impl DbInner {
     /// GC and verification want the pointer.
     fn get_entry(&self, view: &View, user_key: &[u8], fill: bool, kept: bool) -> Result<Option<(ValueKind, Value)>> {
         for m in &view.mems {
-            match m.get(user_key, view.seq) {
-                Lookup::Found(_, _, Some(value)) if kept => return Ok(Some((ValueKind::Value, value))),
-                Lookup::Found(kind, v, _) => return Ok(Some((kind, Value::from(v)))),
+            match m.get(user_key, view.seq, kept) {
+                Lookup::Found(kind, v) => return Ok(Some((kind, Value::from(v)))),
+                Lookup::Kept(value) => return Ok(Some((ValueKind::Value, value))),
                 Lookup::Deleted => return Ok(Some((ValueKind::Deletion, Value::new()))),
                 Lookup::Absent => {}
             }

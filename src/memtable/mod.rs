@@ -139,9 +139,11 @@ impl PartialOrd for IKey {
 /// What a point lookup found in a memtable or table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lookup {
-    /// The newest visible entry holds this value (kind tells inline vs pointer), and for a
-    /// pointer, the value itself when the memtable kept it (`Memtable::retained_value`).
-    Found(ValueKind, Vec<u8>, Option<Value>),
+    /// The newest visible entry holds this value (kind tells inline vs pointer).
+    Found(ValueKind, Vec<u8>),
+    /// The newest visible entry is a pointer whose value the memtable keeps, and the lookup
+    /// asked for kept values (users want values; GC compares pointers).
+    Kept(Value),
     /// The newest visible entry is a deletion.
     Deleted,
     /// No entry for the key here.
@@ -293,8 +295,9 @@ impl Memtable {
         Some((lo, hi))
     }
 
-    /// Newest entry for `user_key` with seq <= `seq`.
-    pub fn get(&self, user_key: &[u8], seq: u64) -> Lookup {
+    /// Newest entry for `user_key` with seq <= `seq`; with `kept`, a pointer whose value this
+    /// memtable keeps answers with the value.
+    pub fn get(&self, user_key: &[u8], seq: u64, kept: bool) -> Lookup {
         if !self.keys.may_contain(user_key) {
             return Lookup::Absent;
         }
@@ -308,9 +311,10 @@ impl Memtable {
         if p.user_key != user_key {
             return Lookup::Absent;
         }
-        match p.kind {
-            ValueKind::Deletion => Lookup::Deleted,
-            kind => Lookup::Found(kind, e.key().value().to_vec(), e.value().as_ref().map(|k| retained_value(&k.value))),
+        match (p.kind, e.value()) {
+            (ValueKind::Deletion, _) => Lookup::Deleted,
+            (_, Some(k)) if kept => Lookup::Kept(retained_value(&k.value)),
+            (kind, _) => Lookup::Found(kind, e.key().value().to_vec()),
         }
     }
 
@@ -441,11 +445,11 @@ mod tests {
         m.add(1, ValueKind::Value, b"k", b"v1");
         m.add(2, ValueKind::Value, b"k", b"v2");
         m.add(3, ValueKind::Deletion, b"k", b"");
-        assert_eq!(m.get(b"k", 1), Lookup::Found(ValueKind::Value, b"v1".to_vec(), None));
-        assert_eq!(m.get(b"k", 2), Lookup::Found(ValueKind::Value, b"v2".to_vec(), None));
-        assert_eq!(m.get(b"k", 9), Lookup::Deleted);
-        assert_eq!(m.get(b"j", 9), Lookup::Absent);
-        assert_eq!(m.get(b"k", 0), Lookup::Absent);
+        assert_eq!(m.get(b"k", 1, true), Lookup::Found(ValueKind::Value, b"v1".to_vec()));
+        assert_eq!(m.get(b"k", 2, true), Lookup::Found(ValueKind::Value, b"v2".to_vec()));
+        assert_eq!(m.get(b"k", 9, true), Lookup::Deleted);
+        assert_eq!(m.get(b"j", 9, true), Lookup::Absent);
+        assert_eq!(m.get(b"k", 0, true), Lookup::Absent);
     }
 
     #[test]
