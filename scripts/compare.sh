@@ -10,9 +10,11 @@
 #
 # Engines:
 #   in process, through `wisckey ycsb`'s Engine harness (binary built with --features peers):
-#     wisckey, fjall (key-value separation), rocksdb, rocksdb-blob (integrated BlobDB)
+#     wisckey, fjall (key-value separation), rocksdb, rocksdb-blob (integrated BlobDB), every one
+#     with the same total cache (`--cache_bytes`, COMPARE_CACHE_BYTES, default 32 MiB)
 #   their own db_bench, via ../shared/peers/run-peers.sh: LevelDB 1.23, RocksDB, RocksDB BlobDB,
-#     beside `wisckey bench` (our db_bench port)
+#     beside `wisckey bench` (our db_bench port), plus RocksDB BlobDB with its blob cache on
+#     (`--use_blob_cache=1`, the same budget)
 # Workloads: fillrandom, readrandom, readseq, seekrandom at 100 B, 1 KB, 4 KB, 16 KB and 100 KB
 # values with the same data volume per size, and YCSB A–F at 1 KB values. Every tool prints
 # JSON lines (the C++ db_bench lines are converted); medians are taken over the rounds.
@@ -37,6 +39,7 @@ else
   data_mb=256; max_reads=200000; ycsb_records=200000; ycsb_ops=200000; rounds="${rounds:-3}"
 fi
 sizes=(100 1024 4096 16384 102400)
+cache_bytes="${COMPARE_CACHE_BYTES:-33554432}"
 benches="fillrandom,readrandom,readseq,seekrandom"
 harness_engines=(wisckey fjall rocksdb rocksdb-blob)
 peers_script="${PEERS:-../shared/peers/run-peers.sh}"
@@ -54,9 +57,14 @@ log "building (results in $out)"
 cargo build --release --bin wisckey >&2
 ours=target/release/wisckey
 harness="$peers_target/release/wisckey"
-# librocksdb-sys runs bindgen, which needs libclang.
-if [ "$want_peers" = 1 ] && ! ldconfig -p 2>/dev/null | grep -q 'libclang[-.0-9]*\.so'; then
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-dev; } >&2 || true
+# librocksdb-sys runs bindgen, which needs libclang (and a C++ compiler).
+has_libclang() { ldconfig -p 2>/dev/null | grep -q 'libclang[-.0-9]*\.so' || [ -n "${LIBCLANG_PATH:-}" ]; }
+if [ "$want_peers" = 1 ] && ! has_libclang; then
+  sudo_=""; [ "$(id -u)" -eq 0 ] || sudo_="sudo"
+  { $sudo_ apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq libclang-dev g++; } >&2 || true
+  has_libclang || log "libclang is missing and could not be installed: install it first (Debian/Ubuntu: \
+apt-get install libclang-dev g++; elsewhere set LIBCLANG_PATH to the directory holding libclang.so), or run \
+with --no-peers"
 fi
 if [ "$want_peers" = 1 ] && CARGO_TARGET_DIR="$peers_target" cargo build --release -p wisckey-cli --features peers \
     2>"$out/peers-build.log"; then
@@ -98,7 +106,7 @@ for r in $(seq "$rounds"); do
     log "round $r/$rounds: value_size=$v num=$num reads=$reads"
     for e in "${harness_engines[@]}"; do
       run "$t,\"tool\":\"harness\"" "$harness" ycsb --engine "$e" --micro "$benches" --records "$num" \
-        --operations "$reads" --value_size "$v" --json
+        --operations "$reads" --value_size "$v" --cache_bytes "$cache_bytes" --json
     done
     rm -rf "$out/bench-db"
     run "$t,\"tool\":\"db_bench\",\"engine\":\"wisckey-bench\"" "$ours" bench --benchmarks="$benches" \
@@ -109,13 +117,24 @@ for r in $(seq "$rounds"); do
         | peer_json "$t,\"tool\":\"db_bench\""; then
       log "run-peers.sh failed (see $out/stderr.log)"
     fi
+    # RocksDB BlobDB again, with its blob cache on (the same budget as the harness engines').
+    blob_cache=(--num="$num" --value_size="$v" --benchmarks="$benches" --reads="$reads" --compression_ratio=0.5
+      --compression_type=snappy --key_size=16 --enable_blob_files=true --min_blob_size=0
+      --enable_blob_garbage_collection=true --use_blob_cache=1 --blob_cache_size="$cache_bytes")
+    echo "db_bench ${blob_cache[*]}" >>"$commands"
+    if command -v db_bench >/dev/null; then
+      rm -rf "$out/blob-db"
+      { echo "== rocksdb-blobdb-cache"; db_bench "${blob_cache[@]}" --db="$out/blob-db" 2>>"$out/stderr.log" \
+          | tr '\r' '\n' | grep -E ' : ' || true; } | peer_json "$t,\"tool\":\"db_bench\""
+      rm -rf "$out/blob-db"
+    fi
   done
   for w in a b c d e f; do
     t="\"section\":\"ycsb\",\"round\":$r,\"size\":1024"
     log "round $r/$rounds: YCSB workload $w"
     for e in "${harness_engines[@]}"; do
       run "$t,\"tool\":\"harness\"" "$harness" ycsb --engine "$e" --workload "$w" --records "$ycsb_records" \
-        --operations "$ycsb_ops" --value_size 1024 --json
+        --operations "$ycsb_ops" --value_size 1024 --cache_bytes "$cache_bytes" --json
     done
   done
 done
@@ -136,6 +155,7 @@ log "runs done in ${elapsed}s; summarising"
   echo "max_reads=$max_reads"
   echo "ycsb=records $ycsb_records, operations $ycsb_ops, 1024-byte values"
   echo "peers_build=$peers_ok"
+  echo "cache_bytes=$cache_bytes"
   echo "seconds=$elapsed"
 } >"$out/machine.txt"
 
@@ -161,9 +181,9 @@ def ratio(peer, ours):
 sizes = sorted({r["size"] for r in rows if r.get("section") == "micro"})
 benches = ["fillrandom", "readrandom", "readseq", "seekrandom"]
 harness = ["fjall", "rocksdb", "rocksdb-blob"]
-dbbench = ["leveldb", "rocksdb", "rocksdb-blobdb"]
+dbbench = ["leveldb", "rocksdb", "rocksdb-blobdb", "rocksdb-blobdb-cache"]
 names = {"fjall": "fjall", "rocksdb": "RocksDB", "rocksdb-blob": "RocksDB blob", "leveldb": "LevelDB 1.23",
-         "rocksdb-blobdb": "RocksDB BlobDB"}
+         "rocksdb-blobdb": "RocksDB BlobDB", "rocksdb-blobdb-cache": "RocksDB BlobDB + blob cache"}
 
 def micro(tool, engine, size, bench):
     return med([r["micros_per_op"] for r in rows if r.get("section") == "micro" and r.get("tool") == tool
@@ -190,6 +210,11 @@ for k in ["nproc", "cpu", "memory", "disk", "kernel", "rustc"]:
 md.append(f"| data per value size | {machine['data_mb']} MiB of key+value (so `num` = data / (16 + value size)); "
           f"reads = min(num, {machine['max_reads']}) |")
 md.append(f"| YCSB | {machine['ycsb']}; each workload loads a fresh database |")
+cache_mib = int(machine.get("cache_bytes", "33554432")) // (1 << 20)
+md.append(f"| cache budget | **{cache_mib} MiB for every in-process engine** (`--cache_bytes`): fjall's one cache, "
+          f"RocksDB's block cache (shared with BlobDB's blob cache), wisckey's value cache (its uncompressed tables "
+          f"are read in place through the page cache, so its block cache holds nothing and is set to 0); the "
+          f"\"RocksDB BlobDB + blob cache\" db_bench column: `--use_blob_cache=1 --blob_cache_size` of the same size |")
 md.append("| engine settings | every engine's defaults with block compression off; RocksDB with 10-bit Bloom "
           "filters; fjall with key-value separation (1 KiB threshold, no blob compression); RocksDB blob: "
           "`enable_blob_files`, `min_blob_size=1024`, blob GC on; wisckey: defaults (`min_separated_value_bytes` 1 KiB). "
