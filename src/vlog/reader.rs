@@ -461,27 +461,19 @@ impl VlogReader {
         access: Access,
         cache: CacheUse,
     ) -> Vec<Option<PendingRead>> {
-        let mut hits: Vec<Option<Value>> =
+        // Cache hits need no read; the rest (pointers in bounds) are submitted together.
+        let hits: Vec<Option<Value>> =
             ptrs.iter().map(|p| p.and_then(|(ptr, key)| self.cached(&ptr, key, cache)?.ok())).collect();
-        let files: Vec<Option<Arc<dyn RandomAccessFile>>> = ptrs
-            .iter()
-            .zip(&hits)
-            .map(|(p, hit)| match (p, hit) {
-                (Some((p, _)), None) if p.in_bounds() => self.file(p.file, access).ok(),
-                _ => None,
-            })
-            .collect();
-        let reads = ptrs
-            .iter()
-            .zip(&files)
-            .filter_map(|(p, f)| Some((f.clone()?, p.as_ref()?.0.offset, p.as_ref()?.0.op_len as usize)));
-        let mut started = self.parallel.submit_many(reads).into_iter();
-        files
-            .iter()
-            .zip(hits.iter_mut())
-            .map(|(f, hit)| match hit.take() {
+        let to_read = |(p, hit): (&Option<(ValuePointer, &[u8])>, &Option<Value>)| {
+            p.filter(|(ptr, _)| hit.is_none() && ptr.in_bounds()).map(|(ptr, _)| ptr)
+        };
+        let ranges = ptrs.iter().zip(&hits).filter_map(to_read).map(|p| (p.file, p.offset, p.op_len as usize));
+        let mut started = self.start_ranges(ranges, access).into_iter();
+        ptrs.iter()
+            .zip(hits)
+            .map(|(p, hit)| match hit {
                 Some(value) => Some(PendingRead::hit(value)),
-                None => f.as_ref().and_then(|_| started.next()),
+                None => to_read((p, &None)).and_then(|_| started.next().flatten()),
             })
             .collect()
     }
