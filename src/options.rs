@@ -44,7 +44,7 @@ pub struct Options {
     /// inline values and value pointers). Default 8 MiB: with separated values an entry is a
     /// key and a pointer (about 150 bytes with its skiplist node), so a memtable then holds the
     /// newest ~55k writes,
-    /// whose values it keeps in memory (`memtable_keeps_values`, up to `memtable_log_bytes`):
+    /// whose values it keeps in memory (`memtable_kept_value_max_bytes`, up to `memtable_log_bytes`):
     /// 50k records of 1 KB, a dataset that fits in RocksDB's and fjall's 64 MiB memtables,
     /// are read from memory here too (docs/BENCHMARKS.md).
     pub write_buffer_bytes: usize,
@@ -52,12 +52,17 @@ pub struct Options {
     /// values it holds only small pointers, and this bounds how much log a recovery replays
     /// (and how much of the newest values a memtable keeps in memory).
     pub memtable_log_bytes: u64,
-    /// Keep the separated values of the writes a memtable holds in memory until it is flushed
-    /// (default on): the newest writes are read from memory, without a value-log read, copy
-    /// or checksum — as LevelDB's, RocksDB's and fjall's memtables serve them — while the log
-    /// stays the only copy on disk. The buffers the writes arrived in are kept (no copy);
-    /// they cost up to `memtable_log_bytes` of memory per memtable.
-    pub memtable_keeps_values: bool,
+    /// A memtable keeps the separated values of its writes of up to this many bytes in memory
+    /// until it is flushed (default 2 KiB; `0` keeps none): the newest writes are read from
+    /// memory, without a value-log read, copy or checksum — as LevelDB's, RocksDB's and
+    /// fjall's memtables serve them — while the log stays the only copy on disk. Kept values are
+    /// copied into 1 MiB chunks that are reused once a flushed memtable's values are all
+    /// dropped; up to `memtable_log_bytes` of memory per memtable. The memory's first touch
+    /// costs a page fault per 4 KiB, which a write of a large value would pay for little gain
+    /// (a read of a large value is mostly the copy): measured on 200k × 4 KiB `fillrandom`,
+    /// keeping 4 KiB values made it 1.7× slower, while keeping 1 KiB values made YCSB C and E
+    /// over 50k records 1.6× and 2× faster (docs/BENCHMARKS.md).
+    pub memtable_kept_value_max_bytes: usize,
     /// Immutable memtables allowed to wait for flush before writers stall.
     pub max_immutable_memtables: usize,
     /// Capacity of the block cache (blocks of compressed tables; uncompressed tables are read
@@ -71,8 +76,8 @@ pub struct Options {
     pub value_cache_bytes: u64,
     /// When separated values enter the value cache before anyone reads them (RocksDB's
     /// `prepopulate_blob_cache`). Default `OnFlush`: a memtable being flushed hands the values
-    /// it kept over to the cache (no copy), so data written lately stays in memory after its
-    /// memtable is gone.
+    /// it kept over to the cache, so data written lately stays in memory after its memtable is
+    /// gone.
     pub prepopulate_value_cache: PrepopulateValueCache,
     /// Table files kept open at once.
     pub max_open_files: usize,
@@ -173,7 +178,7 @@ impl Default for Options {
             write_buffer_bytes: 8 << 20,
             max_immutable_memtables: 2,
             memtable_log_bytes: 64 << 20,
-            memtable_keeps_values: true,
+            memtable_kept_value_max_bytes: 2 << 10,
             block_cache_bytes: 8 << 20,
             value_cache_bytes: 32 << 20,
             prepopulate_value_cache: PrepopulateValueCache::OnFlush,
@@ -227,7 +232,7 @@ impl Options {
     setter!(write_buffer_bytes: usize);
     setter!(max_immutable_memtables: usize);
     setter!(memtable_log_bytes: u64);
-    setter!(memtable_keeps_values: bool);
+    setter!(memtable_kept_value_max_bytes: usize);
     setter!(block_cache_bytes: usize);
     setter!(value_cache_bytes: u64);
     setter!(prepopulate_value_cache: PrepopulateValueCache);
@@ -298,9 +303,9 @@ pub enum MergePolicy {
 pub enum PrepopulateValueCache {
     /// Only values read are cached.
     Off,
-    /// A memtable being flushed hands the values it kept in memory (`memtable_keeps_values`)
-    /// over to the cache, without a copy (values written in a batch with others are left out:
-    /// their slice would keep the whole batch's buffer alive).
+    /// A memtable being flushed hands the values it kept in memory (`memtable_kept_value_max_bytes`)
+    /// over to the cache (as copies, made by the flush thread: a slice would keep the
+    /// memtable's whole chunk alive; a large value written alone goes in as it is).
     #[default]
     OnFlush,
     /// Every separated value is copied into the cache as it is written, for workloads that

@@ -91,7 +91,7 @@ pub struct DbStats {
     /// Bytes in memtables (active + immutable).
     pub memtable_bytes: u64,
     /// Bytes of separated values the memtables keep readable from memory
-    /// (`Options::memtable_keeps_values`), besides `memtable_bytes`.
+    /// (`Options::memtable_kept_value_max_bytes`), besides `memtable_bytes`.
     pub memtable_kept_bytes: u64,
     /// Sequence number of the newest visible write.
     pub last_sequence: u64,
@@ -230,6 +230,8 @@ pub(crate) struct DbInner {
     /// the log head).
     gc_roll_requested: std::sync::atomic::AtomicBool,
     table_cache: Arc<TableCache>,
+    /// Chunks the memtables copy the values they keep into, reused across memtables.
+    chunk_pool: Arc<crate::memtable::ChunkPool>,
     vlog: crate::vlog::VlogReader,
     snapshots: Arc<SnapshotList>,
     /// Every write with a sequence number <= this is fully applied and readable.
@@ -331,6 +333,9 @@ impl Db {
         let log = Arc::new(Mutex::new(recovered.log));
         vlog.attach_log(&log);
         let gc_pacing = gc_pacing::GcPacing::new(options.memtable_log_bytes);
+        // The active memtable, the immutable ones, and as much again being reclaimed.
+        let pool_bytes = options.memtable_log_bytes.saturating_mul(options.max_immutable_memtables as u64 + 2);
+        let chunk_pool = Arc::new(crate::memtable::ChunkPool::new(pool_bytes));
         let inner = Arc::new(DbInner {
             state: Mutex::new(State {
                 mem: recovered.mem,
@@ -363,6 +368,7 @@ impl Db {
             gc_stats_refreshed_at: Mutex::new(0),
             gc_pacing,
             table_cache,
+            chunk_pool,
             vlog,
             snapshots: Arc::new(SnapshotList::default()),
             policy,

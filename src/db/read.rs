@@ -289,8 +289,10 @@ impl DbInner {
         ))
     }
 
-    /// Hand the values a memtable being flushed kept alone in their buffers to the value cache
+    /// Hand the values a memtable being flushed kept to the value cache
     /// (`PrepopulateValueCache::OnFlush`): data written lately stays readable from memory.
+    /// A value in one of the memtable's chunks goes in as a copy (the slice would keep the
+    /// whole chunk alive).
     pub(crate) fn cache_flushed_values(&self, mem: &Memtable) {
         if self.opts.prepopulate_value_cache != crate::options::PrepopulateValueCache::OnFlush
             || !self.vlog.caches_values()
@@ -298,9 +300,10 @@ impl DbInner {
         {
             return;
         }
-        mem.for_each_kept_alone(|ikey, stored, value| {
+        mem.for_each_kept(|ikey, stored, value, alone| {
             if let Some(ptr) = ValuePointer::decode(stored) {
-                self.vlog.cache_value(&ptr, key::user_key(ikey), value.clone());
+                let value = if alone { value.clone() } else { bytes::Bytes::copy_from_slice(value) };
+                self.vlog.cache_value(&ptr, key::user_key(ikey), value);
             }
         });
     }

@@ -242,7 +242,8 @@ impl DbInner {
         if self.opts.prepopulate_value_cache == crate::options::PrepopulateValueCache::OnWrite {
             self.vlog.prepopulate(pos, rep, &separated);
         }
-        let keep = self.opts.memtable_keeps_values.then_some(rep);
+        let keep =
+            (self.opts.memtable_kept_value_max_bytes > 0).then_some((rep, self.opts.memtable_kept_value_max_bytes));
         mem.apply_group(pos, first_seq, rep, &separated, keep);
         Ok(())
     }
@@ -299,7 +300,7 @@ impl DbInner {
             log.groups_end()
         };
         st.mem.set_log_end(end);
-        let fresh = Arc::new(Memtable::default());
+        let fresh = Arc::new(Memtable::with_pool(self.chunk_pool.clone()));
         let full = std::mem::replace(&mut st.mem, fresh);
         st.imms.push_back(full);
         self.flush_cv.notify_one();

@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use crossbeam_skiplist::SkipMap;
 
+mod kept;
 mod key_filter;
+
+pub use kept::ChunkPool;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
@@ -19,12 +22,13 @@ use crate::vlog::ValuePointer;
 use crate::write_batch::{BatchIter, BatchOp};
 use bytes::Bytes;
 
-/// A separated value a memtable keeps in memory: a slice of the buffer its write arrived in.
+/// A separated value a memtable keeps in memory: a copy in one of its chunks, or (a large
+/// value) a slice of the buffer its write arrived in.
 #[derive(Clone)]
 pub struct Kept {
     value: Bytes,
-    /// The buffer held nothing but this value's op (a single put): handing the slice on keeps
-    /// no other data alive.
+    /// Handing the slice on (to the value cache) keeps no other data alive: a large value
+    /// whose buffer held nothing but its op. A value in a chunk would pin the whole chunk.
     alone: bool,
 }
 
@@ -165,6 +169,8 @@ pub struct Memtable {
     /// Bytes of values kept in memory (bounded by the log the memtable covers,
     /// `Options::memtable_log_bytes`).
     kept_bytes: AtomicU64,
+    /// The chunks small kept values are copied into.
+    arena: kept::KeptArena,
     /// The user keys in `map`: point lookups of other keys skip the skiplist search.
     keys: key_filter::KeyFilter,
     bytes: AtomicU64,
@@ -201,17 +207,17 @@ impl Memtable {
     /// Insert every op of a log record group that starts at `pos`. The values in `separated`
     /// (`log::separated_values` of these ops) become pointers into the log (the group is
     /// already written there), the rest are stored inline. With `keep` (a shared buffer
-    /// holding exactly `ops`), each pointer entry also keeps its op readable from memory (a
-    /// slice of it: no copy).
+    /// holding exactly `ops`, and a size), each pointer entry whose value is at most that size
+    /// also keeps it readable from memory.
     pub fn apply_group(
         &self,
         pos: LogPos,
         first_seq: u64,
         ops: &[u8],
         separated: &[SeparatedValue],
-        keep: Option<&Bytes>,
+        keep: Option<(&Bytes, usize)>,
     ) {
-        debug_assert!(keep.is_none_or(|k| k[..] == *ops), "the kept buffer is not these ops");
+        debug_assert!(keep.is_none_or(|(k, _)| k[..] == *ops), "the kept buffer is not these ops");
         let mut separated = separated.iter().peekable();
         let mut vlog_bytes = 0u64;
         for (seq, (index, op)) in (first_seq..).zip(BatchIter::over(ops).enumerate()) {
@@ -228,12 +234,9 @@ impl Memtable {
                         };
                         // Counted as whole ops, the unit compaction's discard statistics use.
                         vlog_bytes += u64::from(ptr.op_len);
-                        // The value is the op's last bytes.
-                        let kept = keep.map(|shared| {
-                            let end = v.op_offset as usize - log::HEADER_LEN + v.op_len as usize;
-                            let value = shared.slice(end - v.value_len as usize..end);
-                            Kept { value, alone: shared.len() == v.op_len as usize }
-                        });
+                        let kept = keep
+                            .filter(|&(_, max)| v.value_len as usize <= max)
+                            .map(|(shared, _)| self.kept(shared, v));
                         self.add_keeping(seq, ValueKind::Pointer, key, &ptr.encoded(), kept);
                     }
                     None => self.add(seq, ValueKind::Value, key, value),
@@ -254,6 +257,23 @@ impl Memtable {
             *self.vlog_bytes.lock().entry(pos.file).or_insert(0) += vlog_bytes;
         }
         self.log_bytes.fetch_add(log::group_len(ops.len()), AtomicOrdering::Relaxed);
+    }
+
+    /// The value of separated op `v` of `ops` to keep: a copy in the arena, or a slice of a
+    /// large value's buffer.
+    fn kept(&self, ops: &Bytes, v: &SeparatedValue) -> Kept {
+        // The value is the op's last bytes.
+        let end = v.op_offset as usize - log::HEADER_LEN + v.op_len as usize;
+        let range = end - v.value_len as usize..end;
+        match v.value_len as usize <= kept::COPY_MAX_BYTES {
+            true => Kept { value: self.arena.keep(&ops[range]), alone: false },
+            false => Kept { value: ops.slice(range), alone: ops.len() == v.op_len as usize },
+        }
+    }
+
+    /// A memtable whose kept values go into chunks of `pool`, reused across memtables.
+    pub fn with_pool(pool: Arc<ChunkPool>) -> Memtable {
+        Memtable { arena: kept::KeptArena::with_pool(pool), ..Memtable::default() }
     }
 
     /// Bytes of separated values the memtable keeps in memory.
@@ -330,12 +350,13 @@ impl Memtable {
         (p.user_key == user_key).then_some(p.seq)
     }
 
-    /// Visit every pointer entry whose value this memtable keeps alone in its buffer:
-    /// `(internal key, encoded pointer, value)` (a flush hands them to the value cache).
-    pub fn for_each_kept_alone(&self, mut f: impl FnMut(&[u8], &[u8], &Bytes)) {
+    /// Visit every pointer entry whose value this memtable keeps: `(internal key, encoded
+    /// pointer, value, alone)` (a flush hands them to the value cache: as they are when
+    /// `alone`, else as copies, which pin nothing else).
+    pub fn for_each_kept(&self, mut f: impl FnMut(&[u8], &[u8], &Bytes, bool)) {
         for e in self.map.iter() {
-            if let Some(k) = e.value().as_ref().filter(|k| k.alone) {
-                f(e.key().ikey(), e.key().value(), &k.value);
+            if let Some(k) = e.value().as_ref() {
+                f(e.key().ikey(), e.key().value(), &k.value, k.alone);
             }
         }
     }

@@ -56,13 +56,21 @@ pub struct BenchArgs {
           default_missing_value = "true", action = ArgAction::Set, value_parser = parse_bool)]
     pub use_existing_db: bool,
 
-    /// Block cache capacity in bytes.
-    #[arg(long = "cache_size", default_value_t = 8 << 20)]
-    pub cache_size: usize,
+    /// Block cache capacity in bytes (default: the engine's, as LevelDB's db_bench does).
+    #[arg(long = "cache_size")]
+    pub cache_size: Option<usize>,
 
-    /// Memtable size in bytes.
-    #[arg(long = "write_buffer_size", default_value_t = 4 << 20)]
-    pub write_buffer_size: usize,
+    /// Memtable size in bytes (default: the engine's).
+    #[arg(long = "write_buffer_size")]
+    pub write_buffer_size: Option<usize>,
+
+    /// Value cache capacity in bytes (`Options::value_cache_bytes`; default: the engine's).
+    #[arg(long = "value_cache_size")]
+    pub value_cache_size: Option<u64>,
+
+    /// `Options::memtable_kept_value_max_bytes` (default: the engine's; 0 keeps none).
+    #[arg(long = "memtable_kept_value_max_bytes")]
+    pub memtable_kept_value_max_bytes: Option<usize>,
 
     /// Target SSTable size in bytes (default: the engine's).
     #[arg(long = "max_file_size")]
@@ -234,14 +242,24 @@ impl BenchArgs {
     pub fn options(&self) -> Options {
         let mut o = Options::default()
             .create_if_missing(!self.use_existing_db)
-            .block_cache_bytes(self.cache_size)
-            .write_buffer_bytes(self.write_buffer_size)
             .compression(self.compression)
             .bloom_bits_per_key(vec![self.bloom_bits.max(0.0)])
             .filter_allocation(self.filter_allocation)
             .merge_policy(self.merge_policy)
             .io_uring(self.io_uring)
             .mmap_value_reads(self.mmap_value_reads);
+        if let Some(v) = self.cache_size {
+            o = o.block_cache_bytes(v);
+        }
+        if let Some(v) = self.write_buffer_size {
+            o = o.write_buffer_bytes(v);
+        }
+        if let Some(v) = self.value_cache_size {
+            o = o.value_cache_bytes(v);
+        }
+        if let Some(v) = self.memtable_kept_value_max_bytes {
+            o = o.memtable_kept_value_max_bytes(v);
+        }
         if let Some(v) = self.max_file_size {
             o = o.target_file_size_bytes(v);
         }
@@ -314,7 +332,7 @@ mod tests {
         let d = parse(&[]).unwrap();
         assert_eq!((d.num, d.value_size, d.key_size, d.threads), (1_000_000, 100, 16, 1));
         assert_eq!(d.reads_per_thread(), 1_000_000);
-        assert_eq!((d.cache_size, d.write_buffer_size), (8 << 20, 4 << 20));
+        assert_eq!((d.cache_size, d.write_buffer_size), (None, None), "the engine's defaults");
         assert!(parse(&["--value-size=10"]).is_err());
         assert!(parse(&["--threads=0"]).is_err());
     }

@@ -237,14 +237,16 @@ impl Bench {
 
     fn print_header(&self) {
         let a = &self.args;
+        let o = a.options();
         eprintln!("wisckey:    version {}", env!("CARGO_PKG_VERSION"));
         print_cpu_info();
         eprintln!(
-            "Options:    db={} compression={:?} write_buffer_size={} cache_size={} bloom_bits={} threads={}",
+            "Options:    db={} compression={:?} write_buffer_size={} cache_size={} value_cache_size={} bloom_bits={} threads={}",
             self.path.display(),
             a.compression,
-            a.write_buffer_size,
-            a.cache_size,
+            o.write_buffer_bytes,
+            o.block_cache_bytes,
+            o.value_cache_bytes,
             a.bloom_bits,
             a.threads
         );

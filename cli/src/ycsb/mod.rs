@@ -91,9 +91,10 @@ pub struct YcsbArgs {
     #[arg(long = "write_buffer_bytes")]
     pub write_buffer_bytes: Option<usize>,
 
-    /// wisckey only: `Options::memtable_keeps_values` (keep the newest writes' values in memory).
-    #[arg(long = "memtable_keeps_values")]
-    pub memtable_keeps_values: Option<bool>,
+    /// wisckey only: `Options::memtable_kept_value_max_bytes` (memtables keep values up to
+    /// this size in memory; 0 = none).
+    #[arg(long = "memtable_kept_value_max_bytes")]
+    pub memtable_kept_value_max_bytes: Option<usize>,
 
     /// wisckey only: `Options::prepopulate_value_cache`: off, on-flush (the default) or on-write.
     #[arg(long = "prepopulate_value_cache", value_parser = ["off", "on-flush", "on-write"])]
@@ -150,8 +151,8 @@ impl YcsbArgs {
         if let Some(v) = self.write_buffer_bytes {
             o = o.write_buffer_bytes(v);
         }
-        if let Some(v) = self.memtable_keeps_values {
-            o = o.memtable_keeps_values(v);
+        if let Some(v) = self.memtable_kept_value_max_bytes {
+            o = o.memtable_kept_value_max_bytes(v);
         }
         if let Some(v) = &self.prepopulate_value_cache {
             o = o.prepopulate_value_cache(match v.as_str() {
