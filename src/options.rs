@@ -71,6 +71,9 @@ pub struct Options {
     /// The merge policy: how many sorted runs a level keeps and when they merge (default:
     /// leveling, LevelDB's).
     pub merge_policy: MergePolicy,
+    /// Threads carrying out compactions; more than one lets compactions of disjoint levels run
+    /// at once (a long merge into the largest level need not hold up level 0).
+    pub compaction_threads: usize,
     /// L0 file count that triggers a compaction.
     pub l0_compaction_trigger: usize,
     /// L0 file count at which each write is delayed by 1 ms.
@@ -157,6 +160,7 @@ impl Default for Options {
             bloom_bits_per_key: vec![10.0],
             filter_allocation: FilterAllocation::default(),
             merge_policy: MergePolicy::default(),
+            compaction_threads: 1,
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 8,
             l0_stop_trigger: 12,
@@ -208,6 +212,7 @@ impl Options {
     setter!(bloom_bits_per_key: Vec<f64>);
     setter!(filter_allocation: FilterAllocation);
     setter!(merge_policy: MergePolicy);
+    setter!(compaction_threads: usize);
     setter!(l0_compaction_trigger: usize);
     setter!(l0_slowdown_trigger: usize);
     setter!(l0_stop_trigger: usize);

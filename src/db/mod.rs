@@ -37,7 +37,6 @@ use crate::log::LogWriter;
 use crate::memtable::Memtable;
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::sst::table_cache::TableCache;
-use crate::sst::TableOptions;
 use crate::version::VersionSet;
 use crate::write_batch::WriteBatch;
 use snapshot::SnapshotList;
@@ -61,8 +60,10 @@ pub struct DbStats {
     pub num_flushes: u64,
     /// Compactions run (trivial moves included).
     pub num_compactions: u64,
-    /// Compactions done by moving a file down a level without rewriting it.
+    /// Compactions done by moving tables down a level without rewriting them.
     pub num_trivial_moves: u64,
+    /// Tables deleted without being read: they held only tombstones nothing older could hold.
+    pub num_tables_dropped: u64,
     /// Microseconds writers spent stalled waiting for flush/compaction.
     pub stall_micros: u64,
     /// GC's estimate of the value log's space amplification (on-disk / live separated bytes),
@@ -131,6 +132,7 @@ pub(crate) struct Counters {
     flushes: AtomicU64,
     compactions: AtomicU64,
     trivial_moves: AtomicU64,
+    tables_dropped: AtomicU64,
     stall_micros: AtomicU64,
     gc_stall_micros: AtomicU64,
     /// Separated bytes that flushes handed to tables, and the garbage compaction found among
@@ -166,21 +168,8 @@ pub(crate) struct State {
     writers: VecDeque<Arc<WriterSlot>>,
     /// Table numbers being written by running jobs (not yet in any Version).
     pending_outputs: HashSet<u64>,
-    /// A compaction (automatic or manual) is running.
-    compacting: bool,
-}
-
-/// A run about to be written, as Monkey's filter allocation sees it.
-#[derive(Clone, Copy)]
-pub(crate) struct NewRun<'a> {
-    /// The level it is written to.
-    pub level: usize,
-    /// Bytes the run adds.
-    pub bytes: u64,
-    /// The existing run it joins (`None`: a new run).
-    pub joins: Option<u64>,
-    /// Table files it replaces (a compaction's inputs).
-    pub consumed: &'a [u64],
+    /// Levels running compactions (automatic or manual) read or write; empty when none runs.
+    busy_levels: Vec<usize>,
 }
 
 /// Everything the handle and the background threads share.
@@ -227,50 +216,6 @@ pub(crate) struct DbInner {
 }
 
 impl DbInner {
-    /// Options for the tables of a new run written to `level`. Under Monkey the run's filter
-    /// bits come from the tree's shape: `version`'s runs without the `consumed` files, plus
-    /// this run of `run_bytes` (table bytes stand in for entry counts).
-    fn table_options(&self, version: &crate::version::Version, level: usize, run: NewRun<'_>) -> TableOptions {
-        let mut t = self.opts.table_options(level);
-        if self.opts.filter_allocation == crate::options::FilterAllocation::Monkey {
-            t.bloom_bits_per_key = self.monkey_bits(version, run);
-        }
-        t
-    }
-
-    /// Monkey's bits for `run`. Entries are counted by table bytes; a level above the deepest
-    /// one counts at least its capacity (`max_bytes_for_level_base` × ratio^(level−1)), the
-    /// size it has in the steady state Monkey optimises for, so the bits a run gets do not
-    /// swing with where the level happens to be in its fill-and-empty cycle.
-    fn monkey_bits(&self, version: &crate::version::Version, run: NewRun<'_>) -> f64 {
-        let consumed = |f: &crate::version::FileMeta| run.consumed.contains(&f.number);
-        // (level, bytes, is the new run)
-        let mut runs: Vec<(usize, u64, bool)> = Vec::new();
-        for (level, l) in version.levels.iter().enumerate() {
-            for r in &l.runs {
-                let bytes: u64 = r.files.iter().filter(|f| !consumed(f)).map(|f| f.size).sum();
-                let joins = Some(r.id) == run.joins;
-                runs.push((level, bytes + if joins { run.bytes } else { 0 }, joins));
-            }
-        }
-        if run.joins.is_none() {
-            runs.push((run.level, run.bytes, true));
-        }
-        let deepest = runs.iter().filter(|r| r.1 > 0).map(|r| r.0).max().unwrap_or(0);
-        let (level1, ratio) = (self.opts.max_bytes_for_level_base.max(1), self.opts.level_size_ratio.max(2));
-        let capacity =
-            |level: usize| crate::compaction::policy::leveled::level_capacity_bytes(level1, ratio, level) as u64;
-        let entries: Vec<u64> = runs
-            .iter()
-            .map(|&(level, bytes, _)| if level >= 1 && level < deepest { bytes.max(capacity(level)) } else { bytes })
-            .collect();
-        let avg = self.opts.bloom_bits_for_level(0);
-        let bits = crate::compaction::policy::monkey::allocate_bits(&entries, avg);
-        let b = runs.iter().position(|r| r.2).and_then(|at| bits.get(at)).copied().unwrap_or(avg);
-        tracing::debug!(?entries, level = run.level, bits = b, "Monkey filter bits for a new run");
-        b
-    }
-
     fn background_error(&self, st: &State) -> Result<()> {
         match &st.bg_error {
             Some(e) => Err(Error::Background { reason: e.to_string() }),
@@ -309,7 +254,7 @@ impl Db {
         let table_cache = Arc::new(TableCache::new(vfs.clone(), dir.clone(), options.max_open_files, block_cache));
         let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone(), options.io_uring)
             .with_mapped_reads(options.mmap_value_reads);
-        let mut recovered = recovery::recover(&vfs, &dir, &options, &policy.name())?;
+        let mut recovered = recovery::recover(&vfs, &dir, &options, &*policy)?;
         cold::find_cold_files(&*vfs, &dir, &mut recovered.versions, &vlog)?;
         let cold = cold::ColdOutput::after_recovery(&recovered.mem, &vlog, recovered.log.file_number());
         let recovery_report = recovered.report;
@@ -328,7 +273,7 @@ impl Db {
                 shutting_down: false,
                 writers: VecDeque::new(),
                 pending_outputs: HashSet::new(),
-                compacting: false,
+                busy_levels: Vec::new(),
             }),
             visible_seq: AtomicU64::new(recovered.last_seq),
             log,

@@ -313,6 +313,7 @@ impl DbInner {
             num_flushes: load(&c.flushes),
             num_compactions: load(&c.compactions),
             num_trivial_moves: load(&c.trivial_moves),
+            num_tables_dropped: load(&c.tables_dropped),
             stall_micros: load(&c.stall_micros),
             gc_stall_micros: load(&c.gc_stall_micros),
             vlog_space_amp_estimate: 0.0,

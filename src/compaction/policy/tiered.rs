@@ -14,8 +14,13 @@
 
 use std::sync::Arc;
 
-use crate::compaction::{CompactionInput, CompactionPolicy, CompactionTask, L0Limits, PickContext, Reason};
+use super::monkey::FilterPlan;
+use crate::compaction::{
+    pick_drop, Choice, CompactionInput, CompactionPolicy, CompactionTask, L0Limits, NewRun, PickContext, Reason,
+    WritePressure,
+};
 use crate::options::Options;
+use crate::sst::TableOptions;
 use crate::version::{FileMeta, Version};
 
 /// Tiering with `runs_per_level` runs per level before a merge.
@@ -27,12 +32,23 @@ pub struct TieredPolicy {
     /// their distance above that (a `runs_per_level` of 10 under LevelDB's slowdown at 8 files
     /// delayed every write by 1 ms: 140 µs/op).
     pub l0_limits: L0Limits,
+    pub filters: FilterPlan,
+    /// Byte budget of level 1 and the ratio between levels, for Monkey's steady-state sizes.
+    level1_bytes: u64,
+    size_ratio: u64,
 }
 
 impl TieredPolicy {
     pub fn from_options(o: &Options, runs_per_level: usize) -> Self {
         let runs_per_level = runs_per_level.max(2);
-        TieredPolicy { runs_per_level, num_levels: o.num_levels.max(2), l0_limits: L0Limits::above(o, runs_per_level) }
+        TieredPolicy {
+            runs_per_level,
+            num_levels: o.num_levels.max(2),
+            l0_limits: L0Limits::above(o, runs_per_level),
+            filters: FilterPlan::from_options(o),
+            level1_bytes: o.max_bytes_for_level_base.max(1),
+            size_ratio: o.level_size_ratio.max(2),
+        }
     }
 
     /// Merge `files` (from `level`) into one new run at `output_level`.
@@ -41,7 +57,6 @@ impl TieredPolicy {
             inputs: vec![CompactionInput { level, files }],
             output_level,
             output_run: None,
-            trivial_move: false,
             grandparents: Vec::new(),
             compact_pointer: None,
             reason,
@@ -70,11 +85,16 @@ impl CompactionPolicy for TieredPolicy {
         format!("tiered(T={})", self.runs_per_level)
     }
 
-    fn pick(&self, ctx: &PickContext<'_>) -> Option<CompactionTask> {
+    fn pick(&self, ctx: &PickContext<'_>) -> Option<Choice> {
+        if let Some(drop) = pick_drop(ctx) {
+            return Some(drop);
+        }
         let v = ctx.version;
-        let level = (0..v.num_levels()).find(|&l| v.levels[l].runs.len() >= self.runs_per_level)?;
-        let output = (level + 1).min(self.last_level());
-        Some(Self::merge(level, v.levels[level].files().cloned().collect(), output, Reason::RunsFull))
+        let output = |level: usize| (level + 1).min(self.last_level());
+        let level = (0..v.num_levels())
+            .find(|&l| v.levels[l].runs.len() >= self.runs_per_level && ctx.free(&[l, output(l)]))?;
+        let files = v.levels[level].files().cloned().collect();
+        Some(Choice::Merge(Self::merge(level, files, output(level), Reason::RunsFull)))
     }
 
     fn pick_range(
@@ -97,8 +117,16 @@ impl CompactionPolicy for TieredPolicy {
         (v.levels.get(level)?.runs.len() >= 2).then(|| Self::merge_range(v, level, (begin, end), level))?
     }
 
-    fn l0_write_limits(&self) -> L0Limits {
-        self.l0_limits
+    fn write_pressure(&self, v: &Version) -> WritePressure {
+        self.l0_limits.pressure(v.num_runs(0))
+    }
+
+    /// A level's runs count at least the leveled byte budget of the level (what the previous
+    /// release measured Monkey with on tiered trees).
+    fn table_options(&self, v: &Version, run: &NewRun<'_>) -> TableOptions {
+        self.filters.table_options(v, run, |level| {
+            super::leveled::level_capacity_bytes(self.level1_bytes, self.size_ratio, level) as u64
+        })
     }
 
     fn place_flush(&self, _v: &Version, _lo: &[u8], _hi: &[u8]) -> (usize, Option<u64>) {
@@ -109,24 +137,10 @@ impl CompactionPolicy for TieredPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::{make_internal_key, ValueKind};
-    use crate::version::{Builder, VersionEdit};
-
-    fn file(number: u64, run: u64, lo: &str, hi: &str) -> FileMeta {
-        FileMeta {
-            number,
-            size: 1000,
-            smallest: make_internal_key(lo.as_bytes(), 1, ValueKind::Value),
-            largest: make_internal_key(hi.as_bytes(), 1, ValueKind::Value),
-            run,
-            ..Default::default()
-        }
-    }
+    use crate::compaction::testutil::file;
 
     fn version(files: &[(u32, FileMeta)]) -> Version {
-        let mut b = Builder::new(&Version::empty(4));
-        b.apply(&VersionEdit { added_files: files.to_vec(), ..Default::default() }).unwrap();
-        b.finish().unwrap()
+        crate::compaction::testutil::version(4, files)
     }
 
     fn policy(runs_per_level: usize, num_levels: usize) -> TieredPolicy {
@@ -136,14 +150,17 @@ mod tests {
     #[test]
     fn l0_write_limits_stay_above_the_merge_point() {
         let o = Options::default();
-        let l = TieredPolicy::from_options(&o, 10).l0_write_limits();
+        let l = TieredPolicy::from_options(&o, 10).l0_limits;
         assert!(l.slowdown_files > 10 && l.stop_files > l.slowdown_files, "{l:?}");
-        let small = TieredPolicy::from_options(&o, 2).l0_write_limits();
+        let small = TieredPolicy::from_options(&o, 2).l0_limits;
         assert_eq!((small.slowdown_files, small.stop_files), (o.l0_slowdown_trigger, o.l0_stop_trigger));
     }
 
     fn pick(p: &TieredPolicy, v: &Version) -> Option<CompactionTask> {
-        p.pick(&PickContext { version: v, compact_pointers: &[], seek_candidate: None })
+        match p.pick(&PickContext { version: v, compact_pointers: &[], seek_candidate: None, busy_levels: &[] })? {
+            Choice::Merge(t) => Some(t),
+            other => panic!("tiering only merges: {other:?}"),
+        }
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! Tiering (`MergePolicy::Tiering`): levels hold several sorted runs, merges rewrite each entry
-//! about once per level, and reads, deletes, snapshots and reopen behave exactly as under
-//! leveling. Compared against a `BTreeMap` model and against leveling's compaction bytes.
+//! Merge policies side by side: every policy keeps reads, deletes, snapshots and reopen exactly
+//! as the `BTreeMap` model says while its levels hold several sorted runs; tiering rewrites fewer
+//! bytes than leveling; a database switches policy on reopen; tombstone-only tables go unread.
 
 mod common;
 
@@ -100,4 +100,25 @@ fn a_database_switches_between_leveling_and_tiering_on_reopen() {
     assert_view_matches(&db, &ReadOptions::default(), &model, "leveling on a tiered tree");
     db.compact_range(None, None).expect("compact");
     assert_view_matches(&db, &ReadOptions::default(), &model, "after compact_range");
+}
+
+#[test]
+fn a_table_of_tombstones_for_keys_nothing_holds_is_dropped_unread() {
+    for policy in [MergePolicy::Leveling, MergePolicy::Tiering { runs_per_level: 3 }] {
+        let db = Db::open("/d", options(policy)).expect("open");
+        db.put(b"zzz", b"1").expect("put");
+        db.flush().expect("flush");
+        let before = db.stats().level_bytes.iter().sum::<u64>();
+        // A memtable's worth of deletes of keys never written: a table of tombstones only.
+        for i in 0..50u64 {
+            db.delete(&key(i)).expect("delete");
+        }
+        db.flush().expect("flush");
+        db.wait_for_background_work().expect("wait");
+        let s = db.stats();
+        assert_eq!(s.num_tables_dropped, 1, "{policy:?}: {s:?}");
+        assert_eq!(s.level_bytes.iter().sum::<u64>(), before, "{policy:?}: only the first table is left");
+        assert_eq!(db.get(b"zzz").expect("get").as_deref(), Some(&b"1"[..]), "{policy:?}");
+        assert_eq!(db.get(&key(7)).expect("get"), None, "{policy:?}");
+    }
 }
