@@ -73,7 +73,7 @@ pub struct CompactionTask {
     pub inputs: Vec<CompactionInput>,
     pub output_level: usize,
     /// Sorted run the outputs join (`None`: a new run, with an id newer than every run of the
-    /// output level).
+    /// output level; a `Move` keeps each input run a run of its own).
     pub output_run: Option<u64>,
     /// Files of the level below the output, used to cut outputs so later compactions stay small.
     pub grandparents: Vec<Arc<FileMeta>>,
@@ -97,6 +97,8 @@ pub enum Reason {
     Manual,
     /// A level holds as many runs as the policy allows (tiering).
     RunsFull,
+    /// The data outgrew its levels: the old largest level moves down to the new one.
+    Grow,
     /// A table holds only tombstones and nothing older can hold their keys.
     TombstonesOnly,
     /// Built by hand in a test.

@@ -213,13 +213,19 @@ impl DbInner {
         edit
     }
 
-    /// Re-parent the task's tables to the output level without rewriting them.
+    /// Re-parent the task's tables to the output level without rewriting them: into the run
+    /// the task names, or each input run as a run of its own with a fresh id (newer than every
+    /// run there; fresh ids keep the input runs' order).
     fn install_move(&self, st: &mut MutexGuard<'_, State>, task: &CompactionTask) -> Result<()> {
         let mut edit = Self::input_removal(task);
-        let run = task.output_run.unwrap_or_else(|| st.versions.new_file_number());
+        let mut old_runs: Vec<u64> = task.input_files().map(|(_, f)| f.run).collect();
+        old_runs.sort_unstable();
+        old_runs.dedup();
+        let new_runs: Vec<u64> =
+            old_runs.iter().map(|_| task.output_run.unwrap_or_else(|| st.versions.new_file_number())).collect();
         for (_, f) in task.input_files() {
             let mut moved = FileMeta::clone(f);
-            moved.run = run;
+            moved.run = old_runs.binary_search(&f.run).map_or(moved.run, |i| new_runs[i]);
             edit.added_files.push((task.output_level as u32, moved));
         }
         st.versions.log_and_apply(edit)?;

@@ -12,6 +12,7 @@ mod recovery;
 mod repair;
 mod snapshot;
 mod verify;
+mod workload;
 mod write;
 
 use std::collections::{HashSet, VecDeque};
@@ -27,8 +28,9 @@ pub use iter::{DbIterator, Entries};
 pub use repair::{LostRange, RecoveryReport, LOST_DIR};
 pub use snapshot::Snapshot;
 pub use verify::VerifyReport;
+pub use workload::WorkloadCounts;
 
-use crate::compaction::policy::{LeveledPolicy, TieredPolicy};
+use crate::compaction::policy::{LeveledPolicy, WackyPolicy};
 use crate::compaction::CompactionPolicy;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
@@ -104,11 +106,17 @@ pub struct DbStats {
     pub cold_bytes_written: u64,
     /// Point lookups that reached the LSM-tree (`get`, `multi_get`, GC's liveness checks).
     pub point_lookups: u64,
+    /// Tables point lookups consulted (asked their filter, or read, when they have none): one
+    /// per sorted run that may hold the key.
+    pub filter_probes: u64,
     /// Tables whose Bloom filter let a point lookup in (or that have none).
     pub filter_passes: u64,
     /// Of those, tables that then held no visible entry of the key: what filter memory (and
     /// Monkey's allocation of it) is there to save.
     pub filter_false_positives: u64,
+    /// The operations the database served over its whole life (kept across opens in the
+    /// `WORKLOAD` file; what `wisckey tune --db` tunes for).
+    pub workload: WorkloadCounts,
 }
 
 impl DbStats {
@@ -145,6 +153,7 @@ pub(crate) struct Counters {
     gc_bytes_freed: AtomicU64,
     cold_bytes: AtomicU64,
     point_lookups: AtomicU64,
+    filter_probes: AtomicU64,
     filter_passes: AtomicU64,
     filter_false_positives: AtomicU64,
 }
@@ -213,6 +222,7 @@ pub(crate) struct DbInner {
     visible_seq: AtomicU64,
     policy: Box<dyn CompactionPolicy>,
     counters: Counters,
+    workload: workload::WorkloadCounters,
 }
 
 impl DbInner {
@@ -245,9 +255,7 @@ impl Db {
         let lock = prepare_dir(&*vfs, &dir, &options)?;
         let policy: Box<dyn CompactionPolicy> = match options.merge_policy {
             crate::options::MergePolicy::Leveling => Box::new(LeveledPolicy::from_options(&options)),
-            crate::options::MergePolicy::Tiering { runs_per_level } => {
-                Box::new(TieredPolicy::from_options(&options, runs_per_level))
-            }
+            crate::options::MergePolicy::Wacky(knobs) => Box::new(WackyPolicy::new(&options, knobs)),
         };
         let block_cache = (options.block_cache_bytes > 0)
             .then(|| crate::sst::block_cache::new_block_cache(options.block_cache_bytes));
@@ -263,6 +271,7 @@ impl Db {
         let log = Arc::new(Mutex::new(recovered.log));
         vlog.attach_log(&log);
         let gc_pacing = gc_pacing::GcPacing::new(options.memtable_log_bytes);
+        let (vfs_for_workload, dir_for_workload) = (vfs.clone(), dir.clone());
         let inner = Arc::new(DbInner {
             state: Mutex::new(State {
                 mem: recovered.mem,
@@ -299,6 +308,7 @@ impl Db {
             snapshots: Arc::new(SnapshotList::default()),
             policy,
             counters: Counters::default(),
+            workload: workload::WorkloadCounters::load(&*vfs_for_workload, &dir_for_workload),
         });
         let threads = background::spawn(&inner)?;
         inner.delete_obsolete_files(&mut inner.state.lock());
@@ -314,6 +324,7 @@ impl Db {
     pub fn put_opt(&self, wo: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
         let mut b = WriteBatch::with_capacity(key.len() + value.len() + 11);
         b.put(key, value);
+        self.inner.workload.writes.fetch_add(1, Ordering::Relaxed);
         self.inner.write(wo.sync, b)
     }
 
@@ -324,6 +335,7 @@ impl Db {
 
     /// Remove `key`; with `wo.sync` the deletion survives a crash once this returns.
     pub fn delete_opt(&self, wo: &WriteOptions, key: &[u8]) -> Result<()> {
+        self.inner.workload.writes.fetch_add(1, Ordering::Relaxed);
         let mut b = WriteBatch::new();
         b.delete(key);
         self.inner.write(wo.sync, b)
@@ -331,6 +343,7 @@ impl Db {
 
     /// Apply a batch atomically: after a crash either all of it or none of it is there.
     pub fn write(&self, wo: &WriteOptions, batch: &WriteBatch) -> Result<()> {
+        self.inner.workload.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
         self.inner.write(wo.sync, batch.clone())
     }
 
@@ -341,14 +354,24 @@ impl Db {
 
     /// The value of `key` as `ro` asks (at its snapshot, if any).
     pub fn get_opt(&self, ro: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.get(ro, key)
+        let v = self.inner.get(ro, key)?;
+        self.count_reads(std::slice::from_ref(&v));
+        Ok(v)
+    }
+
+    fn count_reads(&self, results: &[Option<Vec<u8>>]) {
+        let found = results.iter().filter(|v| v.is_some()).count() as u64;
+        self.inner.workload.reads_found.fetch_add(found, Ordering::Relaxed);
+        self.inner.workload.reads_missing.fetch_add(results.len() as u64 - found, Ordering::Relaxed);
     }
 
     /// Look up many keys at once: the LSM-tree lookups come first, then the separated values
     /// are read in parallel (`ro.readahead_values` at a time; io_uring or a thread pool).
     /// Returns one entry per key, in order; all reads see the same state.
     pub fn multi_get(&self, ro: &ReadOptions, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        self.inner.multi_get(ro, keys)
+        let v = self.inner.multi_get(ro, keys)?;
+        self.count_reads(&v);
+        Ok(v)
     }
 
     /// Whether parallel value reads (iterator read-ahead, `multi_get`) of real files go through
@@ -359,6 +382,7 @@ impl Db {
 
     /// A cursor; call a seek method before reading from it.
     pub fn iter(&self, ro: &ReadOptions) -> Result<DbIterator> {
+        self.inner.workload.scans.fetch_add(1, Ordering::Relaxed);
         self.inner.iter(ro)
     }
 
@@ -455,6 +479,9 @@ impl Db {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
+        if let Err(e) = self.inner.workload.save(&*self.inner.vfs, &self.inner.dir) {
+            tracing::warn!(error = %e, "could not save the workload counts");
+        }
         let r = self.record_clean_close();
         self.lock.lock().take();
         r
@@ -510,6 +537,12 @@ fn validate_options(o: &Options) -> Result<()> {
     }
     if o.gc_space_amp_stall != 0.0 && o.gc_space_amp_stall < o.gc_space_amp_target {
         return bad("gc_space_amp_stall must be 0 (off) or at least gc_space_amp_target");
+    }
+    if let crate::options::MergePolicy::Wacky(k) = &o.merge_policy {
+        k.validate().map_err(|e| Error::invalid(format!("merge policy: {e}")))?;
+    }
+    if o.compaction_threads == 0 || o.compaction_threads > 16 {
+        return bad("compaction_threads must be between 1 and 16");
     }
     if o.max_immutable_memtables == 0 {
         return bad("max_immutable_memtables must be at least 1");

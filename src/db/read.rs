@@ -175,6 +175,7 @@ impl DbInner {
                 first_probed = Some((level, file.clone()));
             }
             let table = self.table_cache.get(file.number, file.size)?;
+            add(&self.counters.filter_probes, 1);
             if !table.may_contain(user_key) {
                 continue;
             }
@@ -332,6 +333,8 @@ impl DbInner {
             gc_bytes_freed: load(&c.gc_bytes_freed),
             cold_bytes_written: load(&c.cold_bytes),
             point_lookups: load(&c.point_lookups),
+            filter_probes: load(&c.filter_probes),
+            workload: self.workload.counts(),
             filter_passes: load(&c.filter_passes),
             filter_false_positives: load(&c.filter_false_positives),
         }

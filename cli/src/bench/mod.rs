@@ -17,7 +17,7 @@ use std::sync::Barrier;
 use indicatif::{ProgressBar, ProgressStyle};
 use wisckey::{Db, ReadOptions, WriteOptions};
 
-pub use flags::BenchArgs;
+pub use flags::{parse_bool, BenchArgs};
 pub use report::{db_stats_json, render_db_stats, JsonObject};
 
 use keys::{KeyFormat, Random};
@@ -54,6 +54,7 @@ const NAMES: &[&str] = &[
     "fillseq",
     "fillbatch",
     "fillrandom",
+    "fillshuffle",
     "overwrite",
     "fillsync",
     "fill100K",
@@ -91,6 +92,7 @@ fn step_for(name: &str, args: &BenchArgs) -> Option<Step> {
         "fillseq" => (s.fresh_db, s.writes) = (true, true),
         "fillbatch" => (s.fresh_db, s.writes, s.entries_per_batch) = (true, true, 1000),
         "fillrandom" => (s.fresh_db, s.writes, s.method) = (true, true, workloads::write_random),
+        "fillshuffle" => (s.fresh_db, s.writes, s.method) = (true, true, workloads::write_shuffled),
         "overwrite" => (s.writes, s.method) = (true, workloads::write_random),
         "fillsync" => {
             (s.fresh_db, s.writes, s.method) = (true, true, workloads::write_random);

@@ -39,15 +39,50 @@ pub struct ThreadState {
 
 pub type Method = fn(&Ctx, &mut ThreadState) -> CliResult;
 
+/// Which key a fill benchmark's i-th write goes to.
+#[derive(Clone, Copy, PartialEq)]
+enum KeyOrder {
+    Seq,
+    /// Uniform with repeats (db_bench's fillrandom).
+    Random,
+    /// Every key once, in a scattered order (data grows by every write).
+    Shuffled,
+}
+
 pub fn write_seq(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
-    do_write(ctx, t, true)
+    do_write(ctx, t, KeyOrder::Seq)
 }
 
 pub fn write_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
-    do_write(ctx, t, false)
+    do_write(ctx, t, KeyOrder::Random)
 }
 
-fn do_write(ctx: &Ctx, t: &mut ThreadState, seq: bool) -> CliResult {
+pub fn write_shuffled(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    do_write(ctx, t, KeyOrder::Shuffled)
+}
+
+/// A multiplier coprime to `n`: `i * m % n` visits every key of `[0, n)` once.
+fn coprime_stride(n: u64) -> u64 {
+    let gcd = |mut a: u64, mut b: u64| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    (2_654_435_761u64..).find(|&m| gcd(m % n.max(1), n) == 1).unwrap_or(1) % n.max(1)
+}
+
+/// `--probe_every`: 100 lookups of absent keys, so the filters probed per lookup are averaged
+/// over the whole load.
+fn probe_missing(ctx: &Ctx, t: &mut ThreadState, key: &mut KeyFormat) -> CliResult {
+    for _ in 0..100 {
+        let k = key.key(t.rand.uniform(ctx.args.num));
+        ctx.db.get(&k[..k.len() - 1])?;
+    }
+    Ok(())
+}
+
+fn do_write(ctx: &Ctx, t: &mut ThreadState, order: KeyOrder) -> CliResult {
     if ctx.num != ctx.args.num {
         t.stats.add_message(&format!("({} ops)", ctx.num));
     }
@@ -56,11 +91,23 @@ fn do_write(ctx: &Ctx, t: &mut ThreadState, seq: bool) -> CliResult {
     let mut batch = WriteBatch::new();
     let mut bytes = 0u64;
     let mut i = 0;
+    let stride = coprime_stride(ctx.args.num);
+    let mut probe_key = KeyFormat::new(ctx.args.key_size as usize);
     while i < ctx.num {
         let n = ctx.entries_per_batch.min(ctx.num - i);
         batch.clear();
         for j in 0..n {
-            let k = if seq { i + j } else { t.rand.uniform(ctx.args.num) };
+            let k = match order {
+                KeyOrder::Seq => i + j,
+                KeyOrder::Random => t.rand.uniform(ctx.args.num),
+                KeyOrder::Shuffled => {
+                    let nth = (i + j) * ctx.threads as u64 + t.tid as u64;
+                    ((nth % ctx.args.num) as u128 * stride as u128 % ctx.args.num as u128) as u64
+                }
+            };
+            if ctx.args.probe_every > 0 && (i + j) % ctx.args.probe_every == ctx.args.probe_every - 1 {
+                probe_missing(ctx, t, &mut probe_key)?;
+            }
             let (kb, vb) = (key.key(k), gen.generate(ctx.value_size));
             bytes += (kb.len() + vb.len()) as u64;
             if n == 1 {

@@ -22,23 +22,30 @@ const MAX_BITS: f64 = 30.0;
 /// rates is least. Runs whose optimal rate would exceed 1 get no filter (0 bits), and the
 /// memory they would have had goes to the others.
 pub fn allocate_bits(entries: &[u64], avg_bits: f64) -> Vec<f64> {
-    let mut bits = vec![0.0; entries.len()];
+    let groups: Vec<(f64, f64)> = entries.iter().map(|&n| (n as f64, 1.0)).collect();
+    allocate_bits_grouped(&groups, avg_bits)
+}
+
+/// `allocate_bits` for groups of equal runs: `(entries per run, runs)`; the bits per key of
+/// each group's runs.
+pub fn allocate_bits_grouped(groups: &[(f64, f64)], avg_bits: f64) -> Vec<f64> {
+    let mut bits = vec![0.0; groups.len()];
     if avg_bits <= 0.0 {
         return bits;
     }
-    let mut active: Vec<usize> = (0..entries.len()).filter(|&i| entries[i] > 0).collect();
-    let budget = avg_bits * entries.iter().sum::<u64>() as f64;
+    let mut active: Vec<usize> = (0..groups.len()).filter(|&i| groups[i].0 > 0.0 && groups[i].1 > 0.0).collect();
+    let budget = avg_bits * groups.iter().map(|g| g.0 * g.1).sum::<f64>();
     loop {
-        let n: f64 = active.iter().map(|&i| entries[i] as f64).sum();
+        let n: f64 = active.iter().map(|&i| groups[i].0 * groups[i].1).sum();
         if n == 0.0 {
             return bits;
         }
         // Lagrange: p_i = λ·n_i, and Σ n_i·(−ln p_i) = budget·ln²2 gives ln λ.
-        let weighted_ln: f64 = active.iter().map(|&i| entries[i] as f64 * (entries[i] as f64).ln()).sum();
+        let weighted_ln: f64 = active.iter().map(|&i| groups[i].0 * groups[i].1 * groups[i].0.ln()).sum();
         let ln_lambda = -(budget * LN2_SQ + weighted_ln) / n;
         let mut dropped = false;
         active.retain(|&i| {
-            let b = -(ln_lambda + (entries[i] as f64).ln()) / LN2_SQ;
+            let b = -(ln_lambda + groups[i].0.ln()) / LN2_SQ;
             bits[i] = b.min(MAX_BITS);
             let keep = b > 0.0;
             if !keep {
@@ -50,6 +57,15 @@ pub fn allocate_bits(entries: &[u64], avg_bits: f64) -> Vec<f64> {
         if !dropped {
             return bits;
         }
+    }
+}
+
+/// The false-positive rate of a Bloom filter with `bits` per key and the best probe count.
+pub fn false_positive_rate(bits: f64) -> f64 {
+    if bits <= 0.0 {
+        1.0
+    } else {
+        (-bits * LN2_SQ).exp()
     }
 }
 
@@ -134,15 +150,6 @@ impl FilterPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The false-positive rate of a Bloom filter with `bits` per key and the best probe count.
-    fn false_positive_rate(bits: f64) -> f64 {
-        if bits <= 0.0 {
-            1.0
-        } else {
-            (-bits * LN2_SQ).exp()
-        }
-    }
 
     fn memory(entries: &[u64], bits: &[f64]) -> f64 {
         entries.iter().zip(bits).map(|(&n, &b)| n as f64 * b).sum()
