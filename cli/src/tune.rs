@@ -192,12 +192,13 @@ fn print_header(input: &TuningInput) {
 
 fn json_row(role: &str, c: &Candidate, load: &continuum::cost::LoadAverage) -> String {
     format!(
-        "{{\"role\":\"{role}\",\"name\":\"{}\",\"knobs\":\"{}\",\"levels\":{},\"runs\":{},\"write_amp\":{},\"zero_result_ios\":{},\"existing_ios\":{},\"cost\":{},\"load_write_amp\":{},\"load_expected_runs\":{}}}",
+        "{{\"role\":\"{role}\",\"name\":\"{}\",\"knobs\":\"{}\",\"levels\":{},\"runs\":{},\"write_amp\":{},\"paper_write_amp\":{},\"zero_result_ios\":{},\"existing_ios\":{},\"cost\":{},\"load_write_amp\":{},\"load_expected_runs\":{}}}",
         c.name,
         c.knobs,
         c.shape.levels.len(),
         c.costs.runs,
         c.costs.write_amp,
+        c.costs.paper_write_amp,
         c.costs.zero_result_ios,
         c.costs.existing_ios,
         c.cost,

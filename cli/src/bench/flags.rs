@@ -15,7 +15,8 @@ pub struct BenchArgs {
     /// Comma-separated benchmarks, run in order: fillseq, fillbatch, fillrandom, fillshuffle
     /// (every key once, in a scattered order), overwrite, fillsync, fill100K, readrandom,
     /// multireadrandom, readseq, readreverse, readmissing, readhot, seekrandom, seekordered,
-    /// readwhilewriting, readrandomwriterandom, deleteseq, deleterandom, compact, stats.
+    /// readwhilewriting, readrandomwriterandom, seekrandomwriterandom (its reads are seeks
+    /// with --seek_nexts steps), deleteseq, deleterandom, compact, stats.
     #[arg(long = "benchmarks", value_delimiter = ',', default_value = DEFAULT_BENCHMARKS)]
     pub benchmarks: Vec<String>,
 
@@ -159,8 +160,9 @@ pub struct BenchArgs {
     #[arg(long = "merge_policy", default_value = "leveling", value_parser = parse_merge_policy)]
     pub merge_policy: MergePolicy,
 
-    /// During fill benchmarks, look up 100 absent keys every this many writes (0: never), so
-    /// `stats` shows the filters probed per lookup averaged over the load.
+    /// During fill benchmarks, every this many writes wait for compaction to catch up and look
+    /// up 100 absent keys (0: never), so `stats` shows the filters probed per lookup averaged
+    /// over the load.
     #[arg(long = "probe_every", default_value_t = 0)]
     pub probe_every: u64,
 

@@ -69,6 +69,7 @@ const NAMES: &[&str] = &[
     "seekordered",
     "readwhilewriting",
     "readrandomwriterandom",
+    "seekrandomwriterandom",
     "deleteseq",
     "deleterandom",
     "compact",
@@ -113,6 +114,7 @@ fn step_for(name: &str, args: &BenchArgs) -> Option<Step> {
         "seekordered" => s.method = workloads::seek_ordered,
         "readwhilewriting" => (s.method, s.extra_threads) = (workloads::read_while_writing, 1),
         "readrandomwriterandom" => (s.writes, s.method) = (true, workloads::read_random_write_random),
+        "seekrandomwriterandom" => (s.writes, s.method) = (true, workloads::seek_random_write_random),
         "deleteseq" => (s.writes, s.method) = (true, workloads::delete_seq),
         "deleterandom" => (s.writes, s.method) = (true, workloads::delete_random),
         // One call per thread; zero reads also keeps the progress bar off.

@@ -72,9 +72,11 @@ fn coprime_stride(n: u64) -> u64 {
     (2_654_435_761u64..).find(|&m| gcd(m % n.max(1), n) == 1).unwrap_or(1) % n.max(1)
 }
 
-/// `--probe_every`: 100 lookups of absent keys, so the filters probed per lookup are averaged
-/// over the whole load.
+/// `--probe_every`: once compaction has caught up, 100 lookups of absent keys, so the filters
+/// probed per lookup are averaged over the shapes the tree passes through while it grows
+/// (not over a backlog compaction has not worked off yet).
 fn probe_missing(ctx: &Ctx, t: &mut ThreadState, key: &mut KeyFormat) -> CliResult {
+    ctx.db.wait_for_background_work()?;
     for _ in 0..100 {
         let k = key.key(t.rand.uniform(ctx.args.num));
         ctx.db.get(&k[..k.len() - 1])?;
@@ -208,6 +210,31 @@ pub fn read_missing(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
 /// probability `--readwritepercent` % and otherwise a write of one (a mix for comparing merge
 /// policies).
 pub fn read_random_write_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    read_write_mix(ctx, t, |ctx, k| Ok(ctx.db.get(k)?.is_some()))
+}
+
+/// `readrandomwriterandom` with short scans for reads: a seek to a random key and
+/// `--seek_nexts` steps (the Wacky paper's short range reads; RocksDB's mixgraph with
+/// `mix_seek_ratio`).
+pub fn seek_random_write_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    let ro = ctx.args.read_options();
+    read_write_mix(ctx, t, |ctx, k| {
+        let mut it = ctx.db.iter(&ro)?;
+        it.seek(k)?;
+        let found = it.valid() && it.key() == k;
+        for _ in 0..ctx.args.seek_nexts {
+            if !it.valid() {
+                break;
+            }
+            it.next()?;
+        }
+        Ok(found)
+    })
+}
+
+/// `--reads` ops on random keys: a read (`read`, which says whether the key was found) with
+/// probability `--readwritepercent` %, else a write.
+fn read_write_mix(ctx: &Ctx, t: &mut ThreadState, mut read: impl FnMut(&Ctx, &[u8]) -> CliResult<bool>) -> CliResult {
     let mut gen = ValueGenerator::new(ctx.args.compression_ratio, ctx.value_size);
     let mut key = KeyFormat::new(ctx.args.key_size as usize);
     let (mut reads, mut writes, mut found) = (0u64, 0u64, 0u64);
@@ -215,7 +242,7 @@ pub fn read_random_write_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
         let k = t.rand.uniform(ctx.args.num);
         if t.rand.uniform(100) < u64::from(ctx.args.readwritepercent) {
             reads += 1;
-            found += u64::from(ctx.db.get(key.key(k))?.is_some());
+            found += u64::from(read(ctx, key.key(k))?);
         } else {
             writes += 1;
             ctx.db.put_opt(&ctx.write_options, key.key(k), gen.generate(ctx.value_size))?;
