@@ -3,8 +3,9 @@
 # reads, half of them of absent keys; 60 % writes / 40 % short scans (seek + 10 nexts) — the
 # configuration `wisckey tune` picks against the presets and RocksDB 7.8 leveled and universal
 # (the issue's db_bench flags). Each run loads NUM unique keys (100 B values) into a fresh
-# database, then times MIXOPS operations of the mix on it (mix 2 draws keys from 2·NUM, so half
-# the reads miss; RocksDB runs readrandomwriterandom, and mixgraph for the scans). ROUNDS rounds,
+# database and waits for its compactions (so the mix does not pay the load's debt), then times
+# MIXOPS operations of the mix on it (mix 2 draws keys from 2·NUM, so half the reads miss;
+# RocksDB runs readrandomwriterandom, and mixgraph for the scans). ROUNDS rounds,
 # alternating; prints every run's ops/s, then medians and the ratios the issue asks for.
 # usage: scripts/tune-bench.sh [NUM] [MIXOPS] [ROUNDS]   (env WISCKEY_BIN pins a binary;
 #        EXTRA="--max_background_compactions=2" adds wisckey flags)
@@ -39,14 +40,14 @@ for r in $(seq "$rounds"); do
       case "$cfg" in
         rocksdb-*)
           extra=(); [ "$cfg" = rocksdb-universal ] && extra=("${universal[@]}")
-          flock /tmp/wisckey-bench.lock db_bench --db="$dir/db" --num="$num" --benchmarks=filluniquerandom \
+          flock /tmp/wisckey-bench.lock db_bench --db="$dir/db" --num="$num" --benchmarks=filluniquerandom,waitforcompaction \
             "${rocks[@]}" "${extra[@]}" >/dev/null 2>&1
           # shellcheck disable=SC2086
           res="$(flock /tmp/wisckey-bench.lock db_bench --db="$dir/db" --use_existing_db=1 --num="$mixnum" \
             --reads="$mixops" $rflags "${rocks[@]}" "${extra[@]}" 2>&1)" ;;
         *)
           policy="${cfg#tuned=}"
-          flock /tmp/wisckey-bench.lock "$bin" bench --db="$dir/db" --num="$num" --benchmarks=fillshuffle \
+          flock /tmp/wisckey-bench.lock "$bin" bench --db="$dir/db" --num="$num" --benchmarks=fillshuffle,waitforcompaction \
             --merge_policy="$policy" "${ours[@]}" >/dev/null
           # shellcheck disable=SC2086
           res="$(flock /tmp/wisckey-bench.lock "$bin" bench --db="$dir/db" --use_existing_db=1 --num="$mixnum" \

@@ -105,8 +105,12 @@ fn a_database_switches_between_leveling_and_tiering_on_reopen() {
         let db = Db::open("/s", options(MergePolicy::tiering(2)).vfs(fs.clone())).expect("open");
         load(&db, &mut model);
     }
+    let recorded =
+        || wisckey::internals::VersionSet::load(fs.clone(), std::path::Path::new("/s"), 7).expect("manifest");
+    assert_eq!(recorded().policy(), "wacky:T=2,K=1,Z=1,C=1,X=1");
     // Leveling reopens a tiered tree: it reshapes it by compaction, reads stay right.
-    let db = Db::open("/s", options(MergePolicy::Leveling).vfs(fs)).expect("reopen");
+    let db = Db::open("/s", options(MergePolicy::Leveling).vfs(fs.clone())).expect("reopen");
+    assert_eq!(recorded().policy(), "leveled(T=10)", "the manifest records the policy in force");
     for i in 0..500u64 {
         let k = key(i);
         db.put(&k, b"after").expect("put");

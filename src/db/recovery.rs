@@ -46,6 +46,8 @@ pub(super) fn recover(
     };
     if versions.policy() != policy_name {
         tracing::info!(was = versions.policy(), now = policy_name, "compaction policy changed since the last open");
+        // The snapshot opening the new manifest records it.
+        versions.set_policy(policy_name);
     }
     let head = versions.log_head();
     let logs = log_files_from(&**vfs, dir, head.file)?;

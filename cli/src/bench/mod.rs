@@ -73,6 +73,7 @@ const NAMES: &[&str] = &[
     "deleteseq",
     "deleterandom",
     "compact",
+    "waitforcompaction",
     "reorganize",
     "stats",
 ];
@@ -119,6 +120,7 @@ fn step_for(name: &str, args: &BenchArgs) -> Option<Step> {
         "deleterandom" => (s.writes, s.method) = (true, workloads::delete_random),
         // One call per thread; zero reads also keeps the progress bar off.
         "compact" => (s.method, s.reads) = (workloads::compact, 0),
+        "waitforcompaction" => (s.method, s.reads) = (workloads::wait_for_compaction, 0),
         "reorganize" => (s.method, s.reads) = (workloads::reorganize, 0),
         "stats" => return Some(Step::Stats),
         _ => return None,

@@ -359,3 +359,10 @@ pub fn compact(ctx: &Ctx, _t: &mut ThreadState) -> CliResult {
     ctx.db.compact_range(None, None)?;
     Ok(())
 }
+
+/// RocksDB's `waitforcompaction`: return once flushes and the compactions the policy wants are
+/// done (the tree keeps its shape, unlike `compact`).
+pub fn wait_for_compaction(ctx: &Ctx, _t: &mut ThreadState) -> CliResult {
+    ctx.db.wait_for_background_work()?;
+    Ok(())
+}

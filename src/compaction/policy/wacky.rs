@@ -265,6 +265,12 @@ mod tests {
         }
     }
 
+    /// Kind, output level, output run and input file numbers of a choice.
+    fn summary(c: Option<Choice>) -> (&'static str, usize, Option<u64>, Vec<u64>) {
+        let (kind, t) = task(c);
+        (kind, t.output_level, t.output_run, inputs(&t))
+    }
+
     fn inputs(t: &CompactionTask) -> Vec<u64> {
         let mut n: Vec<u64> = t.input_files().map(|(_, f)| f.number).collect();
         n.sort_unstable();
@@ -288,8 +294,7 @@ mod tests {
         // Largest level 1000 KB: level 0's capacity is far above two 1 KB flushes.
         let p = policy(Knobs::leveling(10.0));
         let v = version(5, &[(0, file(1, 1, "a", "m")), (0, file(2, 2, "b", "z")), (2, sized(3, 3, 1000))]);
-        let (kind, t) = task(pick(&p, &v, &[]));
-        assert_eq!((kind, t.output_level, t.output_run, inputs(&t)), ("merge", 0, Some(2), vec![1, 2]));
+        assert_eq!(summary(pick(&p, &v, &[])), ("merge", 0, Some(2), vec![1, 2]));
     }
 
     #[test]
@@ -300,8 +305,7 @@ mod tests {
         files.extend((1..=3).map(|n| (0, file(n, n, "a", "z"))));
         assert!(pick(&p, &version(5, &files), &[]).is_none(), "three flushes fit");
         files.push((0, file(4, 4, "a", "z")));
-        let (kind, t) = task(pick(&p, &version(5, &files), &[]));
-        assert_eq!((kind, t.output_level, t.output_run, inputs(&t)), ("merge", 1, None, vec![1, 2, 3, 4]));
+        assert_eq!(summary(pick(&p, &version(5, &files), &[])), ("merge", 1, None, vec![1, 2, 3, 4]));
     }
 
     #[test]
@@ -309,8 +313,7 @@ mod tests {
         // Tiering at T = 3: the largest level keeps C^Z = 2 runs.
         let p = policy(Knobs::tiering(3.0));
         let v = version(5, &[(1, sized(1, 1, 2)), (1, sized(2, 2, 2)), (1, sized(3, 3, 2))]);
-        let (kind, t) = task(pick(&p, &v, &[]));
-        assert_eq!((kind, t.output_level, t.output_run, inputs(&t)), ("merge", 1, Some(3), vec![1, 2, 3]));
+        assert_eq!(summary(pick(&p, &v, &[])), ("merge", 1, Some(3), vec![1, 2, 3]));
         assert!(pick(&p, &v, &[1]).is_none(), "not while level 1 is busy");
     }
 
@@ -327,8 +330,7 @@ mod tests {
         // level (N = 1333 KB: L = 4).
         let p = policy(Knobs::tiering(10.0));
         let v = version(5, &[(1, sized(1, 1, 600)), (1, sized(2, 2, 600))]);
-        let (kind, t) = task(pick(&p, &v, &[]));
-        assert_eq!((kind, t.output_level, t.output_run, inputs(&t)), ("move", 3, None, vec![1, 2]));
+        assert_eq!(summary(pick(&p, &v, &[])), ("move", 3, None, vec![1, 2]));
     }
 
     #[test]
@@ -337,8 +339,7 @@ mod tests {
         let p = policy(Knobs::lazy_leveling(4.0));
         // N_L = 60 KB: level 1 holds N/(C+1) · (T−1)/T = 15 KB.
         let v = version(5, &[(1, sized(1, 1, 7)), (1, sized(2, 2, 7)), (2, sized(3, 3, 60))]);
-        let (kind, t) = task(pick(&p, &v, &[]));
-        assert_eq!((kind, t.output_level, t.output_run, inputs(&t)), ("merge", 2, Some(3), vec![1, 2, 3]));
+        assert_eq!(summary(pick(&p, &v, &[])), ("merge", 2, Some(3), vec![1, 2, 3]));
         assert!(pick(&p, &v, &[2]).is_none(), "the level below is busy");
     }
 
