@@ -322,7 +322,14 @@ impl DbInner {
             self.run_manual_task(&mut st, |v| self.policy.pick_range(v, level, begin, end))?;
         }
         // Policies that keep several runs per level merge the deepest level's into one.
-        self.run_manual_task(&mut st, |v| self.policy.pick_merge_runs(v, max_level, begin, end))
+        self.run_manual_task(&mut st, |v| self.policy.pick_merge_runs(v, max_level, begin, end))?;
+        // A compaction of other levels that ran meanwhile may still pin a Version naming the
+        // tables replaced here: once none runs, they go.
+        while !st.busy_levels.is_empty() {
+            self.bg_cv.wait(&mut st);
+        }
+        self.delete_obsolete_files(&mut st);
+        Ok(())
     }
 
     /// Wait for running compactions, then run the merge `pick` chooses from the current
