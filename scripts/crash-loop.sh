@@ -3,7 +3,8 @@
 # writes, kill -9 it after a random 0.3-1.5 s, then check with `stress --verify-only` that
 # every acknowledged write survived and every value is intact. Stops at the first failure.
 #
-# Usage: scripts/crash-loop.sh [N=200]   (env: THREADS, KEYS, SEED, KEEP=1 keeps the temp dir)
+# Usage: scripts/crash-loop.sh [N=200]   (env: THREADS, KEYS, SEED, KEEP=1 keeps the temp dir,
+#        POLICY=<merge policy> e.g. tiering or bush, COMPACTION_THREADS)
 set -euo pipefail
 
 cycles=${1:-200}
@@ -22,9 +23,10 @@ db="$work/db"
 exp="$work/expected"
 cleanup() { [[ ${KEEP:-0} == 1 ]] || rm -rf "$work"; }
 trap cleanup EXIT
-echo "crash-loop: $cycles cycles, threads=$threads keys=$keys base seed=$base_seed dir=$work"
+echo "crash-loop: $cycles cycles, threads=$threads keys=$keys policy=${POLICY:-leveling} base seed=$base_seed dir=$work"
 
-common=(--db "$db" --expected "$exp" --threads "$threads" --keys "$keys")
+common=(--db "$db" --expected "$exp" --threads "$threads" --keys "$keys"
+    --merge_policy "${POLICY:-leveling}" --compaction_threads "${COMPACTION_THREADS:-1}")
 last=""
 for ((i = 1; i <= cycles; i++)); do
     seed=$((base_seed + i))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Merge policies side by side (issue 14): NUM x 100 B fillrandom under wisckey leveling and
-# tiering, RocksDB leveled and universal (its own db_bench, the issue's flags), and LevelDB 1.23,
+# Merge policies side by side (issue 14): NUM x 100 B fillrandom under wisckey leveling,
+# tiering and LSM-bush, RocksDB leveled and universal (its own db_bench, the issue's flags), and LevelDB 1.23,
 # ROUNDS times alternating. Prints each run's micros/op and compaction bytes written, then the
 # medians.
 # usage: scripts/policy-bench.sh [NUM] [ROUNDS]   (env WISCKEY_BIN pins a binary; TIERING=tiering:N)
@@ -21,24 +21,24 @@ universal=(--compaction_style=1 --universal_size_ratio=1 --universal_min_merge_w
 out="$(mktemp)"
 dir="$(mktemp -d)"
 for r in $(seq "$rounds"); do
-  for cfg in wisckey-leveling wisckey-tiering rocksdb-leveled rocksdb-universal leveldb; do
+  for cfg in wisckey-leveling wisckey-tiering wisckey-bush rocksdb-leveled rocksdb-universal leveldb; do
     rm -rf "$dir/db"
     case "$cfg" in
-      wisckey-leveling|wisckey-tiering)
-        res="$("$bin" bench --num="$num" --value_size=100 --benchmarks=fillrandom,stats --db="$dir/db" \
+      wisckey-*)
+        res="$(flock /tmp/wisckey-bench.lock "$bin" bench --num="$num" --value_size=100 --benchmarks=fillrandom,stats --db="$dir/db" \
           "${shape[@]}" --merge_policy="${cfg#wisckey-}")"
         us="$(grep '^fillrandom' <<<"$res" | awk '{print $3}')"
         # "compaction:       X MB read, Y MB written in N compactions"
-        mb="$(grep '^compaction:' <<<"$res" | sed -nE 's/.*read, ([0-9.]+) (KB|MB|GB) written.*/\1 \2/p' |
+        mb="$(grep '^compaction:' <<<"$res" | sed -nE 's/.*read, ([0-9.]+) (B|KB|MB|GB) written.*/\1 \2/p' |
           awk '{print $1 * ($2 == "GB" ? 1024 : ($2 == "KB" ? 1/1024 : 1))}')" ;;
       rocksdb-leveled|rocksdb-universal)
         extra=(); [ "$cfg" = rocksdb-universal ] && extra=("${universal[@]}")
-        res="$(db_bench --num="$num" --value_size=100 --benchmarks=fillrandom --db="$dir/db" \
+        res="$(flock /tmp/wisckey-bench.lock db_bench --num="$num" --value_size=100 --benchmarks=fillrandom --db="$dir/db" \
           "${shape[@]}" "${rocks[@]}" "${extra[@]}" 2>&1)"
         us="$(grep -E '^fillrandom' <<<"$res" | awk '{print $3}')"
         mb="$(grep -E 'rocksdb.compact.write.bytes ' <<<"$res" | awk '{print $4 / 1048576}')" ;;
       leveldb)
-        res="$("$ldb" --num="$num" --value_size=100 --benchmarks=fillrandom,stats --db="$dir/db" \
+        res="$(flock /tmp/wisckey-bench.lock "$ldb" --num="$num" --value_size=100 --benchmarks=fillrandom,stats --db="$dir/db" \
           --write_buffer_size=4194304 --bloom_bits=5 2>&1)"
         us="$(grep -E '^fillrandom' <<<"$res" | awk '{print $3}')"
         # leveldb.stats: Level Files Size(MB) Time(sec) Read(MB) Write(MB); level 0's writes are flushes

@@ -23,6 +23,8 @@ pub enum FileKind {
     Temp,
     /// `LOG` or `LOG.old` — the human-readable info log.
     InfoLog,
+    /// `WORKLOAD` — the operation counts `wisckey tune --db` reads (`db/workload.rs`).
+    Workload,
 }
 
 pub fn table_file_name(dir: &Path, n: u64) -> PathBuf {
@@ -61,6 +63,7 @@ pub fn parse_file_name(name: &str) -> Option<(FileKind, u64)> {
         "CURRENT" => return Some((FileKind::Current, 0)),
         "LOCK" => return Some((FileKind::Lock, 0)),
         "LOG" | "LOG.old" => return Some((FileKind::InfoLog, 0)),
+        "WORKLOAD" => return Some((FileKind::Workload, 0)),
         _ => {}
     }
     if let Some(digits) = name.strip_prefix("MANIFEST-") {

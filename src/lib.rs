@@ -40,6 +40,7 @@
 #![deny(missing_docs)]
 
 mod compaction;
+pub mod continuum;
 mod db;
 mod error;
 mod filename;
@@ -56,7 +57,10 @@ mod version;
 mod vlog;
 mod write_batch;
 
-pub use db::{destroy, Db, DbIterator, DbStats, Entries, GcReport, LostRange, RecoveryReport, Snapshot, VerifyReport};
+pub use db::{
+    destroy, Db, DbIterator, DbStats, Entries, GcReport, LostRange, RecoveryReport, Snapshot, VerifyReport,
+    WorkloadCounts,
+};
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use options::{

@@ -101,6 +101,9 @@ pub struct Options {
     /// The merge policy: how many sorted runs a level keeps and when they merge (default:
     /// leveling, LevelDB's).
     pub merge_policy: MergePolicy,
+    /// Threads carrying out compactions; more than one lets compactions of disjoint levels run
+    /// at once (a long merge into the largest level need not hold up level 0).
+    pub compaction_threads: usize,
     /// L0 file count that triggers a compaction.
     pub l0_compaction_trigger: usize,
     /// L0 file count at which each write is delayed by 1 ms.
@@ -190,6 +193,7 @@ impl Default for Options {
             bloom_bits_per_key: vec![10.0],
             filter_allocation: FilterAllocation::default(),
             merge_policy: MergePolicy::default(),
+            compaction_threads: 1,
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 8,
             l0_stop_trigger: 12,
@@ -244,6 +248,7 @@ impl Options {
     setter!(bloom_bits_per_key: Vec<f64>);
     setter!(filter_allocation: FilterAllocation);
     setter!(merge_policy: MergePolicy);
+    setter!(compaction_threads: usize);
     setter!(l0_compaction_trigger: usize);
     setter!(l0_slowdown_trigger: usize);
     setter!(l0_stop_trigger: usize);
@@ -280,21 +285,58 @@ impl Options {
     }
 }
 
-/// How sorted runs merge (the Wacky paper's continuum; more presets come with the tuner).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How sorted runs merge: LevelDB's leveling, or a point of the Wacky continuum (Dayan &
+/// Idreos, SIGMOD'19; `continuum::Knobs`) — tiering, lazy leveling, SCLL, LSM-bush or any
+/// other setting of T, K, Z, C and X.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 #[non_exhaustive]
 pub enum MergePolicy {
     /// One run per level below L0; level i+1 holds `level_size_ratio` times more than level i
-    /// (LevelDB's). Reads probe few runs; each entry is rewritten about ratio times per level.
+    /// (LevelDB's: partial merges a table at a time, seek compaction, trivial moves). Reads
+    /// probe few runs; each entry is rewritten about ratio/2 times per level.
     #[default]
     Leveling,
-    /// Each level collects `runs_per_level` runs, then merges them all into one new run of
-    /// the level below. Each entry is rewritten about once per level (less write
-    /// amplification), and lookups probe up to `runs_per_level` runs per level.
-    Tiering {
-        /// Runs a level holds before they merge (at least 2).
-        runs_per_level: usize,
-    },
+    /// The Wacky continuum's policy: level capacities set top-down from the largest level,
+    /// whole-level merges, up to (r_i − 1)^K runs per smaller level and C^Z at the largest.
+    Wacky(crate::continuum::Knobs),
+}
+
+impl MergePolicy {
+    /// Tiering with `t` as the base ratio: up to `t − 1` runs per level (each entry rewritten
+    /// about once per level; lookups probe up to `t − 1` runs per level).
+    pub fn tiering(t: usize) -> Self {
+        MergePolicy::Wacky(crate::continuum::Knobs::tiering(t as f64))
+    }
+
+    /// The named designs and their default knobs: `leveling`, `tiering` (T = 10), `tiering:N`,
+    /// `lazy-leveling` (T = 10), `scll` (T = 4, C = L), `bush` (QLSM-bush, T = 2, C = 1,
+    /// X = 2) and `wacky:T=..,K=..,Z=..,C=..,X=..`.
+    pub const NAMES: &'static str =
+        "leveling, tiering, tiering:N, lazy-leveling, scll, bush or wacky:T=..,K=..,Z=..,C=..,X=..";
+}
+
+impl std::str::FromStr for MergePolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        use crate::continuum::tune::presets;
+        if s == "leveling" {
+            return Ok(MergePolicy::Leveling);
+        }
+        if let Some((_, k)) = presets().into_iter().find(|(name, _)| *name == s) {
+            return Ok(MergePolicy::Wacky(k));
+        }
+        if let Some(n) = s.strip_prefix("tiering:") {
+            return match n.parse::<usize>() {
+                Ok(t) if t >= 2 => Ok(MergePolicy::tiering(t)),
+                _ => Err(format!("tiering:N needs N >= 2, got {n:?}")),
+            };
+        }
+        if s.starts_with("wacky") {
+            return crate::continuum::Knobs::parse_wacky(s).map(MergePolicy::Wacky);
+        }
+        Err(format!("expected {}, got {s:?}", MergePolicy::NAMES))
+    }
 }
 
 /// When separated values enter the value cache before anyone reads them.

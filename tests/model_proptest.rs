@@ -106,14 +106,16 @@ struct Harness {
 
 impl Harness {
     fn new(path: &Path, vfs: Arc<dyn Vfs>) -> Harness {
-        Self::with_policy(path, vfs, common::merge_policy_from_env())
+        let threads = common::env_u64("WISCKEY_COMPACTION_THREADS", 1) as usize;
+        Self::with_policy(path, vfs, common::merge_policy_from_env(), threads)
     }
 
-    fn with_policy(path: &Path, vfs: Arc<dyn Vfs>, policy: MergePolicy) -> Harness {
+    /// A harness under `policy` with `threads` compaction threads.
+    fn with_policy(path: &Path, vfs: Arc<dyn Vfs>, policy: MergePolicy, threads: usize) -> Harness {
         // 1 KiB output files (env `WISCKEY_TARGET_FILE_BYTES`): compactions cut often, also
         // between versions of one key.
         let target = common::env_u64("WISCKEY_TARGET_FILE_BYTES", 1024);
-        let options = tiny_options(vfs).target_file_size_bytes(target).merge_policy(policy);
+        let options = tiny_options(vfs).target_file_size_bytes(target).merge_policy(policy).compaction_threads(threads);
         let db = Db::open(path, options.clone()).expect("open a new database");
         Harness {
             db: Some(db),
@@ -327,8 +329,22 @@ proptest! {
     /// merge may drop a tombstone or an old version only when no older run can hold the key.
     #[test]
     fn random_ops_under_tiering_match_btreemap_model(ops in proptest::collection::vec(op(), 1..250)) {
-        let h = Harness::with_policy(Path::new("/db"), Arc::new(MemFs::new()), MergePolicy::Tiering { runs_per_level: 2 });
+        let h = Harness::with_policy(Path::new("/db"), Arc::new(MemFs::new()), MergePolicy::tiering(2), 1);
         run_with(&ops, h);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { max_shrink_iters: 200, ..ProptestConfig::with_cases(cases(32)) })]
+
+    /// LSM-bush with two compaction threads: flushes join level 0's active run, levels merge in
+    /// place, and compactions of disjoint levels run at once.
+    #[test]
+    fn random_ops_under_bush_with_concurrent_compactions_match_btreemap_model(
+        ops in proptest::collection::vec(op(), 1..250)
+    ) {
+        let bush = "bush".parse().expect("preset");
+        run_with(&ops, Harness::with_policy(Path::new("/db"), Arc::new(MemFs::new()), bush, 2));
     }
 }
 
@@ -351,8 +367,14 @@ fn long_overwrite_delete_flush_compact_reopen_sequence_matches_model() {
 
 #[test]
 fn long_sequence_under_tiering_matches_model() {
-    let policy = MergePolicy::Tiering { runs_per_level: 2 };
-    long_sequence(Harness::with_policy(Path::new("/long"), Arc::new(MemFs::new()), policy));
+    let policy = MergePolicy::tiering(2);
+    long_sequence(Harness::with_policy(Path::new("/long"), Arc::new(MemFs::new()), policy, 1));
+}
+
+#[test]
+fn long_sequence_under_lazy_leveling_with_concurrent_compactions_matches_model() {
+    let policy = "wacky:T=3,K=1,Z=0".parse().expect("knobs");
+    long_sequence(Harness::with_policy(Path::new("/long"), Arc::new(MemFs::new()), policy, 2));
 }
 
 fn long_sequence(mut h: Harness) {

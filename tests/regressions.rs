@@ -207,3 +207,26 @@ fn log_file_cut_right_after_a_roll_is_corruption_not_a_torn_tail() {
         Ok(_) => panic!("opened with the synced half of the first log file cut away"),
     }
 }
+
+/// The workload counts `wisckey tune --db` reads: found and missing lookups, writes (each op
+/// of a batch) and iterators, summed over every open of the database.
+#[test]
+fn workload_counts_add_up_across_reopens() {
+    let fs = Arc::new(wisckey::fs::MemFs::new());
+    for round in 0..2u64 {
+        let db = Db::open("/w", common::tiny_options(fs.clone())).expect("open");
+        db.put(b"a", b"1").expect("put");
+        let mut batch = wisckey::WriteBatch::new();
+        batch.put(b"b", b"2");
+        batch.delete(b"c");
+        db.write(&wisckey::WriteOptions::default(), &batch).expect("write");
+        db.get(b"a").expect("get");
+        db.multi_get(&wisckey::ReadOptions::default(), &[b"a", b"zz"]).expect("multi_get");
+        drop(db.iter(&wisckey::ReadOptions::default()).expect("iter"));
+        let w = db.stats().workload;
+        assert_eq!(
+            (w.writes, w.reads_found, w.reads_missing, w.scans),
+            (3 * (round + 1), 2 * (round + 1), round + 1, round + 1)
+        );
+    }
+}

@@ -6,6 +6,7 @@ mod admin;
 mod bench;
 mod repair;
 mod stress;
+mod tune;
 mod verify;
 mod ycsb;
 
@@ -45,6 +46,8 @@ enum Command {
     Repair(repair::RepairArgs),
     /// db_stress-like random workload checked against an expected-state file (crash testing).
     Stress(stress::StressArgs),
+    /// Choose merge-policy knobs for a workload with the Wacky cost model (and compare presets).
+    Tune(tune::TuneArgs),
     /// YCSB core workloads A–F (or a YCSB property file) against wisckey or a peer engine.
     Ycsb(ycsb::YcsbArgs),
     /// SVG charts of ratios from scripts/compare.sh's summary JSON (feature `plot`).
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Command::Verify(a) => verify::run(a),
         Command::Repair(a) => repair::run(a),
         Command::Stress(a) => stress::run(a),
+        Command::Tune(a) => tune::run(a),
         Command::Ycsb(a) => ycsb::run(a),
         #[cfg(feature = "plot")]
         Command::Plot(a) => ycsb::plot::run(a),

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use clap::Args;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use wisckey::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+use wisckey::{Db, MergePolicy, Options, ReadOptions, WriteBatch, WriteOptions};
 
 use crate::bench::CliResult;
 
@@ -54,6 +54,12 @@ pub struct StressArgs {
     /// Random seed (each thread derives its own).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Merge policy (`bench --merge_policy` names); a database may switch between runs.
+    #[arg(long = "merge_policy", default_value = "leveling", value_parser = |s: &str| s.parse::<MergePolicy>())]
+    pub merge_policy: MergePolicy,
+    /// Compaction threads.
+    #[arg(long = "compaction_threads", default_value_t = 1)]
+    pub compaction_threads: usize,
 }
 
 pub fn run(a: StressArgs) -> CliResult {
@@ -61,7 +67,8 @@ pub fn run(a: StressArgs) -> CliResult {
         return Err("need 1 <= threads <= keys < 2^31".into());
     }
     let exp = Expected::open(&a.expected, a.keys, a.threads)?;
-    let db = Db::open(&a.db, stress_options())?;
+    let options = stress_options().merge_policy(a.merge_policy).compaction_threads(a.compaction_threads);
+    let db = Db::open(&a.db, options)?;
     let summary = verify(&db, &exp)?;
     println!("{summary}");
     if a.verify_only {

@@ -153,3 +153,46 @@ fn bench_runs_a_read_write_mix_on_a_tiered_tree() {
     assert!(out.contains("filters:"), "stats report the filters: {out}");
     assert!(out.contains("compacted_into:"), "stats report compaction bytes per level: {out}");
 }
+
+/// `tune` on a database: a bush-shaped load (fillshuffle, with probes) records its mix in the
+/// WORKLOAD file at close; `tune --db` reads it back (all writes and absent-key lookups here)
+/// and chooses knobs no dearer than any preset, printing the presets beside them.
+#[test]
+fn tune_reads_a_databases_recorded_mix_and_prints_a_choice_beside_the_presets() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let bench = succeeds(
+        &[
+            "bench",
+            "--num=20000",
+            "--value_size=100",
+            "--merge_policy=bush",
+            "--probe_every=5000",
+            "--benchmarks=fillshuffle,stats",
+        ],
+        &db,
+    );
+    assert!(bench.contains("probed per lookup"), "{bench}");
+    let out = succeeds(&["tune"], &db);
+    let mix = out.lines().next().expect("the workload line");
+    assert!(
+        mix.contains("reads 0.00") && mix.contains("writes 0.98"),
+        "20000 writes, 400 lookups of absent keys: {mix}"
+    );
+    let chosen = out.lines().find(|l| l.starts_with("chosen: wacky:")).expect("a chosen configuration");
+    assert!(chosen.contains("--merge_policy=wacky:T="), "{chosen}");
+    let cost = |l: &str| l.split_whitespace().last().and_then(|c| c.parse::<f64>().ok()).expect("a cost");
+    let best = cost(out.lines().find(|l| l.starts_with("* ")).expect("the chosen row"));
+    let presets: Vec<f64> = ["leveling ", "tiering ", "lazy-leveling", "scll", "bush "]
+        .iter()
+        .map(|p| cost(out.lines().find(|l| l.trim_start().starts_with(p)).unwrap_or_else(|| panic!("{p} row: {out}"))))
+        .collect();
+    assert!(presets.iter().all(|&c| best <= c), "{out}");
+}
+
+#[test]
+fn tune_refuses_a_mix_of_nothing() {
+    let out = Command::new(env!("CARGO_BIN_EXE_wisckey")).args(["tune", "--num=1000"]).output().expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--writes"), "{}", String::from_utf8_lossy(&out.stderr));
+}

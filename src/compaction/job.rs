@@ -233,25 +233,11 @@ pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Ver
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compaction::testutil::file;
     use crate::compaction::CompactionInput;
-    use crate::key::make_internal_key;
-    use crate::version::{Builder, VersionEdit};
-
-    fn file(number: u64, run: u64, lo: &[u8], hi: &[u8]) -> FileMeta {
-        FileMeta {
-            number,
-            size: 100,
-            smallest: make_internal_key(lo, 100, ValueKind::Value),
-            largest: make_internal_key(hi, 1, ValueKind::Value),
-            run,
-            ..Default::default()
-        }
-    }
 
     fn version(files: &[(u32, FileMeta)]) -> Version {
-        let mut b = Builder::new(&Version::empty(4));
-        b.apply(&VersionEdit { added_files: files.to_vec(), ..Default::default() }).expect("apply");
-        b.finish().expect("finish")
+        crate::compaction::testutil::version(4, files)
     }
 
     fn task(v: &Version, inputs: &[(usize, u64)], output_level: usize) -> CompactionTask {
@@ -271,7 +257,6 @@ mod tests {
             inputs: levels.into_iter().map(|level| CompactionInput { level, files: pick(level) }).collect(),
             output_level,
             output_run: None,
-            trivial_move: false,
             grandparents: Vec::new(),
             compact_pointer: None,
             reason: crate::compaction::Reason::Test,
@@ -283,7 +268,7 @@ mod tests {
         // Level 1 holds two runs: run 5 (older, "a".."m") and run 7 (newer, "k".."z"). Merging
         // run 7 alone into a new run of level 1 must keep its tombstone for "l": run 5 may hold
         // an older value of "l" that the tombstone still hides.
-        let v = version(&[(1, file(10, 5, b"a", b"m")), (1, file(11, 7, b"k", b"z"))]);
+        let v = version(&[(1, file(10, 5, "a", "m")), (1, file(11, 7, "k", "z"))]);
         let t = task(&v, &[(1, 11)], 1);
         assert!(!is_base_level_for_key(&v, &t, b"l"), "older run 5 overlaps l");
         assert!(is_base_level_for_key(&v, &t, b"x"), "nothing older holds x");
@@ -294,7 +279,7 @@ mod tests {
 
     #[test]
     fn a_tombstone_stays_while_a_level_below_or_a_left_out_input_level_file_may_hold_the_key() {
-        let v = version(&[(0, file(20, 20, b"a", b"c")), (0, file(21, 21, b"b", b"d")), (2, file(30, 1, b"p", b"q"))]);
+        let v = version(&[(0, file(20, 20, "a", "c")), (0, file(21, 21, "b", "d")), (2, file(30, 1, "p", "q"))]);
         // L0 -> L1 with only file 21: file 20 (another L0 run) may hold an older "b".
         let t = task(&v, &[(0, 21)], 1);
         assert!(!is_base_level_for_key(&v, &t, b"b"));
@@ -305,7 +290,7 @@ mod tests {
 
     #[test]
     fn tables_above_the_inputs_are_newer_and_do_not_keep_a_tombstone() {
-        let v = version(&[(0, file(40, 40, b"a", b"z")), (1, file(41, 1, b"a", b"z"))]);
+        let v = version(&[(0, file(40, 40, "a", "z")), (1, file(41, 1, "a", "z"))]);
         let t = task(&v, &[(1, 41)], 2);
         assert!(is_base_level_for_key(&v, &t, b"k"), "L0 is newer than the L1 input");
     }

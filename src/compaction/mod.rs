@@ -1,12 +1,17 @@
-//! Compaction: which runs to merge next (a `CompactionPolicy`) and the job that merges them.
-//! The leveled policy (LevelDB's) is the first implementation; the Wacky continuum and
-//! light-weight compaction plug in behind the same trait.
+//! Compaction: what to do to the tree next (a `CompactionPolicy` returns a `Choice`) and the
+//! job that merges runs. Policies: LevelDB's leveling and the Wacky continuum (tiering, lazy
+//! leveling, capped lazy leveling, LSM-bush); light-weight compaction plugs in behind the same
+//! trait as a new `Choice`.
 
 pub mod job;
 pub mod policy;
+#[cfg(test)]
+pub mod testutil;
 
 use std::sync::Arc;
 
+use crate::key;
+use crate::sst::TableOptions;
 use crate::version::{FileMeta, Version};
 
 /// The files one compaction reads from one level.
@@ -16,16 +21,60 @@ pub struct CompactionInput {
     pub files: Vec<Arc<FileMeta>>,
 }
 
-/// A unit of compaction work chosen by a policy.
+/// What a policy wants done to the tree (in the style of fjall's lsm-tree `Choice`).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Choice {
+    /// Re-parent the input tables to the output level (and run) without rewriting them.
+    Move(CompactionTask),
+    /// Merge the inputs into new tables at the output level.
+    Merge(CompactionTask),
+    /// Delete tables no reader can see anything in, without reading them.
+    Drop(DropTask),
+    // Light-weight compaction's `Append` (link a run's tables under another run without
+    // merging them) would go here.
+}
+
+impl Choice {
+    /// Why the policy chose it.
+    pub fn reason(&self) -> Reason {
+        match self {
+            Choice::Move(t) | Choice::Merge(t) => t.reason,
+            Choice::Drop(d) => d.reason,
+        }
+    }
+
+    /// Every level it reads or writes: two choices touching disjoint levels may run at once.
+    pub fn levels(&self) -> Vec<usize> {
+        match self {
+            Choice::Move(t) | Choice::Merge(t) => {
+                let mut l: Vec<usize> = t.inputs.iter().map(|i| i.level).chain([t.output_level]).collect();
+                l.sort_unstable();
+                l.dedup();
+                l
+            }
+            Choice::Drop(d) => vec![d.level],
+        }
+    }
+}
+
+/// Tables to delete outright.
+#[derive(Debug, Clone)]
+pub struct DropTask {
+    pub level: usize,
+    pub files: Vec<Arc<FileMeta>>,
+    pub reason: Reason,
+}
+
+/// Inputs and output of a `Move` or a `Merge`.
 #[derive(Debug, Clone)]
 pub struct CompactionTask {
     /// Inputs, upper (newer) level first.
     pub inputs: Vec<CompactionInput>,
     pub output_level: usize,
-    /// Sorted run the outputs join (`None`: a new run).
+    /// Sorted run the outputs join (`None`: a new run, with an id newer than every run of the
+    /// output level; a `Move` keeps each input run a run of its own).
     pub output_run: Option<u64>,
-    /// Move the single input file down without rewriting it.
-    pub trivial_move: bool,
     /// Files of the level below the output, used to cut outputs so later compactions stay small.
     pub grandparents: Vec<Arc<FileMeta>>,
     /// The largest key of the inputs at the upper level (the next round-robin start point).
@@ -48,6 +97,10 @@ pub enum Reason {
     Manual,
     /// A level holds as many runs as the policy allows (tiering).
     RunsFull,
+    /// The data outgrew its levels: the old largest level moves down to the new one.
+    Grow,
+    /// A table holds only tombstones and nothing older can hold their keys.
+    TombstonesOnly,
     /// Built by hand in a test.
     #[cfg(test)]
     Test,
@@ -73,15 +126,47 @@ pub struct PickContext<'a> {
     /// A file that point lookups had to pass over too often (LevelDB's seek compaction):
     /// merging it down saves every later lookup a table probe.
     pub seek_candidate: Option<(usize, Arc<FileMeta>)>,
+    /// Levels a running compaction reads or writes: a choice must not touch them.
+    pub busy_levels: &'a [usize],
 }
 
-/// Chooses what to compact. Implementations must be cheap: `pick` runs after every flush and
-/// compaction under the DB's state lock.
+impl PickContext<'_> {
+    /// No running compaction touches any of `levels`.
+    pub fn free(&self, levels: &[usize]) -> bool {
+        levels.iter().all(|l| !self.busy_levels.contains(l))
+    }
+}
+
+/// A run about to be written, as a policy sees it when it chooses the run's table options.
+#[derive(Debug, Clone, Copy)]
+pub struct NewRun<'a> {
+    /// The level it is written to.
+    pub level: usize,
+    /// Bytes the run adds.
+    pub bytes: u64,
+    /// The existing run it joins (`None`: a new run).
+    pub joins: Option<u64>,
+    /// Table files it replaces (a compaction's inputs).
+    pub consumed: &'a [u64],
+}
+
+/// How hard writers must be held back so compaction keeps up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WritePressure {
+    None,
+    /// Delay each write by 1 ms.
+    Slowdown,
+    /// Stop writes until compaction catches up.
+    Stop,
+}
+
+/// Chooses what to do to the tree. Implementations must be cheap: `pick` runs after every flush
+/// and compaction under the DB's state lock.
 pub trait CompactionPolicy: Send + Sync {
     /// Name and knobs, stored in the manifest so a DB reopened with another policy is noticed.
     fn name(&self) -> String;
-    /// The next compaction worth doing, if any.
-    fn pick(&self, ctx: &PickContext<'_>) -> Option<CompactionTask>;
+    /// The next thing worth doing that touches no busy level, if any.
+    fn pick(&self, ctx: &PickContext<'_>) -> Option<Choice>;
     /// The compaction merging every file of `level` overlapping `[begin, end]` into the level
     /// below (for `Db::compact_range`).
     fn pick_range(
@@ -105,9 +190,12 @@ pub trait CompactionPolicy: Send + Sync {
     /// Where a flushed table with user keys `[lo, hi]` goes: its level, and the run it joins
     /// there (`None`: a run of its own).
     fn place_flush(&self, version: &Version, lo: &[u8], hi: &[u8]) -> (usize, Option<u64>);
-    /// L0 file counts at which each write is delayed by 1 ms, and at which writes stop until
-    /// compaction catches up: they must sit above the count at which the policy merges L0.
-    fn l0_write_limits(&self) -> L0Limits;
+    /// Write back-pressure for the tree `version`: it must set in only well above the point
+    /// at which the policy merges level 0.
+    fn write_pressure(&self, version: &Version) -> WritePressure;
+    /// Options for the tables of `run` (above all its filter bits per key: the policy knows
+    /// the steady-state size of each level's runs, which Monkey's allocation needs).
+    fn table_options(&self, version: &Version, run: &NewRun<'_>) -> TableOptions;
 }
 
 /// Write back-pressure from level 0 (LevelDB's slowdown and stop triggers).
@@ -118,11 +206,123 @@ pub struct L0Limits {
 }
 
 impl L0Limits {
-    /// The options' triggers, raised to keep their distance above `merge_at` files.
+    /// The options' triggers, raised to keep their distance above `merge_at` runs.
     pub fn above(o: &crate::options::Options, merge_at: usize) -> Self {
         let slowdown =
             o.l0_slowdown_trigger.max(merge_at + o.l0_slowdown_trigger.saturating_sub(o.l0_compaction_trigger));
         let stop = o.l0_stop_trigger.max(slowdown + o.l0_stop_trigger.saturating_sub(o.l0_slowdown_trigger));
         L0Limits { slowdown_files: slowdown, stop_files: stop }
+    }
+
+    /// The pressure `count` level-0 runs put on writers.
+    pub fn pressure(&self, count: usize) -> WritePressure {
+        if count >= self.stop_files {
+            WritePressure::Stop
+        } else if count >= self.slowdown_files {
+            WritePressure::Slowdown
+        } else {
+            WritePressure::None
+        }
+    }
+}
+
+/// A table holding only tombstones whose keys nothing older can hold: they hide nothing from
+/// any reader (at any snapshot), so the table can go without being read. Compaction keeps such
+/// tombstones while a snapshot may need them; under leveling nothing compacts the last level
+/// again, so without this they would stay for good.
+pub fn pick_drop(ctx: &PickContext<'_>) -> Option<Choice> {
+    let v = ctx.version;
+    for (level, l) in v.levels.iter().enumerate() {
+        if !ctx.free(&[level]) {
+            continue;
+        }
+        for run in &l.runs {
+            for f in run.files.iter().filter(|f| f.num_entries > 0 && f.num_deletions == f.num_entries) {
+                if !shadows_older_data(v, level, run.id, f) {
+                    let files = vec![f.clone()];
+                    return Some(Choice::Drop(DropTask { level, files, reason: Reason::TombstonesOnly }));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Some table that may be older than `f` (in run `run_id` of `level`) overlaps its keys: a
+/// table of an older run of the level or of any deeper level.
+fn shadows_older_data(v: &Version, level: usize, run_id: u64, f: &FileMeta) -> bool {
+    let (lo, hi) = (key::user_key(&f.smallest), key::user_key(&f.largest));
+    v.levels.iter().enumerate().skip(level).any(|(l, lv)| {
+        lv.runs
+            .iter()
+            .filter(|r| l > level || r.id <= run_id)
+            .any(|r| r.overlapping(Some(lo), Some(hi)).iter().any(|o| o.number != f.number))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::{file, tombstones, version};
+    use super::*;
+
+    fn drop_of(v: &Version, busy: &[usize]) -> Option<Vec<u64>> {
+        let ctx = PickContext { version: v, compact_pointers: &[], seek_candidate: None, busy_levels: busy };
+        match pick_drop(&ctx)? {
+            Choice::Drop(d) => Some(d.files.iter().map(|f| f.number).collect()),
+            other => panic!("expected a drop, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_tombstone_only_table_nothing_older_overlaps_is_dropped_unread() {
+        let v = version(4, &[(1, file(1, 1, "a", "c")), (3, tombstones(2, 2, "m", "p"))]);
+        assert_eq!(drop_of(&v, &[]), Some(vec![2]));
+        assert_eq!(drop_of(&v, &[3]), None, "not while a compaction works on its level");
+    }
+
+    #[test]
+    fn a_tombstone_only_table_stays_while_an_older_table_may_hold_its_keys() {
+        // An older run of the same level, and a deeper level.
+        let same_level = version(4, &[(1, file(1, 1, "a", "n")), (1, tombstones(2, 2, "m", "p"))]);
+        assert_eq!(drop_of(&same_level, &[]), None);
+        let deeper = version(4, &[(1, tombstones(2, 2, "m", "p")), (2, file(1, 1, "o", "z"))]);
+        assert_eq!(drop_of(&deeper, &[]), None);
+        // A newer run of the level overlapping it hides nothing it would need.
+        let newer = version(4, &[(1, tombstones(2, 2, "m", "p")), (1, file(3, 3, "a", "z"))]);
+        assert_eq!(drop_of(&newer, &[]), Some(vec![2]));
+    }
+
+    #[test]
+    fn a_table_without_entry_counts_is_never_taken_for_tombstones_only() {
+        // Manifests from before entry counts decode them as 0.
+        let old = FileMeta { num_entries: 0, num_deletions: 0, ..file(1, 1, "a", "z") };
+        assert_eq!(drop_of(&version(4, &[(2, old)]), &[]), None);
+        assert_eq!(drop_of(&version(4, &[(2, file(1, 1, "a", "z"))]), &[]), None, "values are not dropped");
+    }
+
+    #[test]
+    fn a_choice_names_every_level_it_touches_once() {
+        let v = version(4, &[(1, file(1, 1, "a", "c")), (2, file(2, 2, "a", "c"))]);
+        let t = CompactionTask {
+            inputs: vec![
+                CompactionInput { level: 1, files: v.levels[1].files().cloned().collect() },
+                CompactionInput { level: 2, files: v.levels[2].files().cloned().collect() },
+            ],
+            output_level: 2,
+            output_run: None,
+            grandparents: Vec::new(),
+            compact_pointer: None,
+            reason: Reason::Test,
+        };
+        assert_eq!(Choice::Merge(t).levels(), vec![1, 2]);
+    }
+
+    #[test]
+    fn write_pressure_steps_up_at_the_slowdown_and_stop_counts() {
+        let o = crate::options::Options::default();
+        let l = L0Limits::above(&o, 4);
+        assert_eq!(l.pressure(l.slowdown_files - 1), WritePressure::None);
+        assert_eq!(l.pressure(l.slowdown_files), WritePressure::Slowdown);
+        assert_eq!(l.pressure(l.stop_files), WritePressure::Stop);
     }
 }

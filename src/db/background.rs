@@ -1,6 +1,7 @@
-//! Background work: one thread flushes immutable memtables to level-0 tables, another runs the
-//! compactions the policy picks; both install their results through the manifest and then
-//! delete files no Version needs any more.
+//! Background work: one thread flushes immutable memtables to level-0 tables, others
+//! (`Options::compaction_threads`) carry out what the policy picks — at once only where they
+//! touch disjoint levels; all install their results through the manifest and then delete files
+//! no Version needs any more.
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -9,15 +10,16 @@ use std::thread::JoinHandle;
 
 use parking_lot::MutexGuard;
 
-use super::{add, DbInner, NewRun, State};
+use super::{add, DbInner, State};
 use crate::compaction::job::{self, JobContext};
-use crate::compaction::{CompactionTask, PickContext};
+use crate::compaction::{Choice, CompactionTask, DropTask, NewRun, PickContext, Reason};
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, FileKind};
 use crate::fs::Vfs;
 use crate::key;
 use crate::memtable::Memtable;
 use crate::sst::{TableBuilder, TableOptions};
+use crate::version::Version;
 use crate::version::{FileMeta, VersionEdit};
 
 /// Start the flush and compaction threads.
@@ -29,11 +31,12 @@ pub(super) fn spawn(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
             .spawn(move || f(&me))
             .map_err(|e| Error::io("spawn background thread", &inner.dir, e))
     };
-    Ok(vec![
-        spawn_one("wisckey-flush", DbInner::flush_loop)?,
-        spawn_one("wisckey-compact", DbInner::compaction_loop)?,
-        spawn_one("wisckey-gc", DbInner::gc_loop)?,
-    ])
+    let mut threads =
+        vec![spawn_one("wisckey-flush", DbInner::flush_loop)?, spawn_one("wisckey-gc", DbInner::gc_loop)?];
+    for _ in 0..inner.opts.compaction_threads.max(1) {
+        threads.push(spawn_one("wisckey-compact", DbInner::compaction_loop)?);
+    }
+    Ok(threads)
 }
 
 /// Write a memtable into table file `number`; `None` if the memtable is empty.
@@ -83,11 +86,11 @@ impl DbInner {
             // table joining a deep level that level's bits, not those of a small new L0 run.
             let v = st.versions.current();
             let (level, joins) = match imm.user_key_range() {
-                Some((lo, hi)) if !st.compacting => self.policy.place_flush(&v, &lo, &hi),
+                Some((lo, hi)) if st.busy_levels.is_empty() => self.policy.place_flush(&v, &lo, &hi),
                 _ => (0, None),
             };
             let run = NewRun { level, bytes: imm.approximate_bytes(), joins, consumed: &[] };
-            let flush_opts = self.table_options(&v, level, run);
+            let flush_opts = self.policy.table_options(&v, &run);
             let built = MutexGuard::unlocked(&mut st, || {
                 // The manifest will say the log up to `imm`'s end is redundant: make sure that
                 // part of the log is durable first, or a crash could leave the log shorter than
@@ -127,7 +130,7 @@ impl DbInner {
             // While a compaction runs, its outputs are not yet visible: placing a table below
             // L0 could then overlap them, so flushes go to L0.
             let (lo, hi) = (key::user_key(&meta.smallest), key::user_key(&meta.largest));
-            let (level, run) = if st.compacting { (0, None) } else { self.policy.place_flush(&v, lo, hi) };
+            let (level, run) = if st.busy_levels.is_empty() { self.policy.place_flush(&v, lo, hi) } else { (0, None) };
             meta.run = run.unwrap_or(meta.number);
             add(&self.counters.flush_bytes, meta.size);
             edit.added_files.push((level as u32, meta));
@@ -146,13 +149,19 @@ impl DbInner {
         Ok(())
     }
 
-    /// The compaction the policy wants now, if any.
-    pub(super) fn pick_compaction(&self, st: &State) -> Option<CompactionTask> {
+    /// What the policy wants done now that no running compaction is in the way of, if anything.
+    pub(super) fn pick_compaction(&self, st: &State) -> Option<Choice> {
         let version = st.versions.current();
         let pointers: Vec<Option<Vec<u8>>> =
             (0..version.num_levels()).map(|l| st.versions.compact_pointer(l).map(|p| p.to_vec())).collect();
         let seek_candidate = self.seek_stats.lock().candidate.clone();
-        self.policy.pick(&PickContext { version: &version, compact_pointers: &pointers, seek_candidate })
+        let ctx = PickContext {
+            version: &version,
+            compact_pointers: &pointers,
+            seek_candidate,
+            busy_levels: &st.busy_levels,
+        };
+        self.policy.pick(&ctx)
     }
 
     fn compaction_loop(&self) {
@@ -161,10 +170,10 @@ impl DbInner {
             if st.shutting_down {
                 return;
             }
-            let task = if st.bg_error.is_none() && !st.compacting { self.pick_compaction(&st) } else { None };
-            match task {
-                Some(task) => {
-                    if let Err(e) = self.run_task(&mut st, task) {
+            let choice = if st.bg_error.is_none() { self.pick_compaction(&st) } else { None };
+            match choice {
+                Some(choice) => {
+                    if let Err(e) = self.run_choice(&mut st, choice) {
                         tracing::error!(error = %e, "compaction failed; the database is read-only until resume()");
                         st.bg_error = Some(e);
                     }
@@ -174,21 +183,28 @@ impl DbInner {
         }
     }
 
-    /// Run one compaction with the state lock released during I/O, then install it.
-    fn run_task(&self, st: &mut MutexGuard<'_, State>, task: CompactionTask) -> Result<()> {
-        st.compacting = true;
-        if task.reason == crate::compaction::Reason::Seeks {
+    /// Carry out `choice` with its levels marked busy (the state lock released during I/O).
+    fn run_choice(&self, st: &mut MutexGuard<'_, State>, choice: Choice) -> Result<()> {
+        let levels = choice.levels();
+        st.busy_levels.extend_from_slice(&levels);
+        if choice.reason() == Reason::Seeks {
             self.seek_stats.lock().candidate = None;
         }
-        let r = self.run_task_inner(st, &task);
-        st.compacting = false;
+        let r = match &choice {
+            Choice::Move(t) => self.install_move(st, t),
+            Choice::Merge(t) => self.run_merge(st, t),
+            Choice::Drop(d) => self.install_drop(st, d),
+        };
+        st.busy_levels.retain(|l| !levels.contains(l));
         self.bg_cv.notify_all();
-        self.compact_cv.notify_one();
+        // Freed levels may unblock a choice another compaction thread passed over.
+        self.compact_cv.notify_all();
         self.delete_obsolete_files(st);
         r
     }
 
-    fn run_task_inner(&self, st: &mut MutexGuard<'_, State>, task: &CompactionTask) -> Result<()> {
+    /// The edit that removes the task's inputs (and moves its level's round-robin pointer).
+    fn input_removal(task: &CompactionTask) -> VersionEdit {
         let mut edit = VersionEdit::default();
         for (level, f) in task.input_files() {
             edit.deleted_files.push((level as u32, f.number));
@@ -196,22 +212,48 @@ impl DbInner {
         if let Some((level, k)) = &task.compact_pointer {
             edit.compact_pointers.push((*level as u32, k.clone()));
         }
-        let version = st.versions.current();
-        if task.trivial_move {
-            let run = task.output_run.unwrap_or_else(|| st.versions.new_file_number());
-            for (_, f) in task.input_files() {
-                let mut moved = FileMeta::clone(f);
-                moved.run = run;
-                edit.added_files.push((task.output_level as u32, moved));
-            }
-            st.versions.log_and_apply(edit)?;
-            add(&self.counters.trivial_moves, 1);
-            return Ok(());
+        edit
+    }
+
+    /// Re-parent the task's tables to the output level without rewriting them: into the run
+    /// the task names, or each input run as a run of its own with a fresh id (newer than every
+    /// run there; fresh ids keep the input runs' order).
+    fn install_move(&self, st: &mut MutexGuard<'_, State>, task: &CompactionTask) -> Result<()> {
+        let mut edit = Self::input_removal(task);
+        let mut old_runs: Vec<u64> = task.input_files().map(|(_, f)| f.run).collect();
+        old_runs.sort_unstable();
+        old_runs.dedup();
+        let new_runs: Vec<u64> =
+            old_runs.iter().map(|_| task.output_run.unwrap_or_else(|| st.versions.new_file_number())).collect();
+        for (_, f) in task.input_files() {
+            let mut moved = FileMeta::clone(f);
+            moved.run = old_runs.binary_search(&f.run).map_or(moved.run, |i| new_runs[i]);
+            edit.added_files.push((task.output_level as u32, moved));
         }
+        st.versions.log_and_apply(edit)?;
+        add(&self.counters.trivial_moves, 1);
+        add(&self.counters.compactions, 1);
+        Ok(())
+    }
+
+    /// Delete tables outright.
+    fn install_drop(&self, st: &mut MutexGuard<'_, State>, d: &DropTask) -> Result<()> {
+        let deleted_files = d.files.iter().map(|f| (d.level as u32, f.number)).collect();
+        let edit = VersionEdit { deleted_files, ..Default::default() };
+        st.versions.log_and_apply(edit)?;
+        add(&self.counters.tables_dropped, d.files.len() as u64);
+        Ok(())
+    }
+
+    /// Merge the task's inputs with the state lock released during I/O, then install them.
+    fn run_merge(&self, st: &mut MutexGuard<'_, State>, task: &CompactionTask) -> Result<()> {
+        let mut edit = Self::input_removal(task);
+        let version = st.versions.current();
         let smallest_snapshot = self.snapshots.smallest(self.visible_seq.load(Ordering::Acquire));
         let consumed: Vec<u64> = task.input_files().map(|(_, f)| f.number).collect();
         let new_run =
             NewRun { level: task.output_level, bytes: task.input_bytes(), joins: task.output_run, consumed: &consumed };
+        let table_options = self.policy.table_options(&version, &new_run);
         let allocated = parking_lot::Mutex::new(Vec::new());
         let out = MutexGuard::unlocked(st, || {
             let alloc = || {
@@ -225,7 +267,7 @@ impl DbInner {
                 vfs: &self.vfs,
                 dir: &self.dir,
                 table_cache: &self.table_cache,
-                table_options: self.table_options(&version, task.output_level, new_run),
+                table_options,
                 target_file_bytes: self.opts.target_file_size_bytes,
                 smallest_snapshot,
                 new_file_number: &alloc,
@@ -282,24 +324,31 @@ impl DbInner {
             self.run_manual_task(&mut st, |v| self.policy.pick_range(v, level, begin, end))?;
         }
         // Policies that keep several runs per level merge the deepest level's into one.
-        self.run_manual_task(&mut st, |v| self.policy.pick_merge_runs(v, max_level, begin, end))
+        self.run_manual_task(&mut st, |v| self.policy.pick_merge_runs(v, max_level, begin, end))?;
+        // A compaction of other levels that ran meanwhile may still pin a Version naming the
+        // tables replaced here: once none runs, they go.
+        while !st.busy_levels.is_empty() {
+            self.bg_cv.wait(&mut st);
+        }
+        self.delete_obsolete_files(&mut st);
+        Ok(())
     }
 
-    /// Wait for a running compaction, then run the one `pick` chooses from the current
+    /// Wait for running compactions, then run the merge `pick` chooses from the current
     /// Version, if any; a failure becomes the background error.
     fn run_manual_task(
         &self,
         st: &mut MutexGuard<'_, State>,
-        pick: impl FnOnce(&crate::version::Version) -> Option<CompactionTask>,
+        pick: impl FnOnce(&Version) -> Option<CompactionTask>,
     ) -> Result<()> {
-        while st.compacting {
+        while !st.busy_levels.is_empty() {
             self.bg_cv.wait(st);
         }
         self.background_error(st)?;
         // The Version is dropped before the task runs: pinned, it would keep replaced tables.
         let task = pick(&st.versions.current());
         if let Some(task) = task {
-            if let Err(e) = self.run_task(st, task) {
+            if let Err(e) = self.run_choice(st, Choice::Merge(task)) {
                 st.bg_error = Some(e.duplicate());
                 return Err(e);
             }

@@ -12,6 +12,7 @@ mod recovery;
 mod repair;
 mod snapshot;
 mod verify;
+mod workload;
 mod write;
 
 use std::collections::{HashSet, VecDeque};
@@ -27,8 +28,9 @@ pub use iter::{DbIterator, Entries};
 pub use repair::{LostRange, RecoveryReport, LOST_DIR};
 pub use snapshot::Snapshot;
 pub use verify::VerifyReport;
+pub use workload::WorkloadCounts;
 
-use crate::compaction::policy::{LeveledPolicy, TieredPolicy};
+use crate::compaction::policy::{LeveledPolicy, WackyPolicy};
 use crate::compaction::CompactionPolicy;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
@@ -37,7 +39,6 @@ use crate::log::LogWriter;
 use crate::memtable::Memtable;
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::sst::table_cache::TableCache;
-use crate::sst::TableOptions;
 use crate::value::Value;
 use crate::version::VersionSet;
 use crate::write_batch::WriteBatch;
@@ -62,8 +63,10 @@ pub struct DbStats {
     pub num_flushes: u64,
     /// Compactions run (trivial moves included).
     pub num_compactions: u64,
-    /// Compactions done by moving a file down a level without rewriting it.
+    /// Compactions done by moving tables down a level without rewriting them.
     pub num_trivial_moves: u64,
+    /// Tables deleted without being read: they held only tombstones nothing older could hold.
+    pub num_tables_dropped: u64,
     /// Microseconds writers spent stalled waiting for flush/compaction.
     pub stall_micros: u64,
     /// GC's estimate of the value log's space amplification (on-disk / live separated bytes),
@@ -107,6 +110,9 @@ pub struct DbStats {
     pub cold_bytes_written: u64,
     /// Point lookups that reached the LSM-tree (`get`, `multi_get`, GC's liveness checks).
     pub point_lookups: u64,
+    /// Tables point lookups consulted (asked their filter, or read, when they have none): one
+    /// per sorted run that may hold the key.
+    pub filter_probes: u64,
     /// Tables whose Bloom filter let a point lookup in (or that have none).
     pub filter_passes: u64,
     /// Of those, tables that then held no visible entry of the key: what filter memory (and
@@ -120,6 +126,9 @@ pub struct DbStats {
     pub value_cache_hits: u64,
     /// Value reads it could not answer.
     pub value_cache_misses: u64,
+    /// The operations the database served over its whole life (kept across opens in the
+    /// `WORKLOAD` file; what `wisckey tune --db` tunes for).
+    pub workload: WorkloadCounts,
 }
 
 impl DbStats {
@@ -143,6 +152,7 @@ pub(crate) struct Counters {
     flushes: AtomicU64,
     compactions: AtomicU64,
     trivial_moves: AtomicU64,
+    tables_dropped: AtomicU64,
     stall_micros: AtomicU64,
     gc_stall_micros: AtomicU64,
     /// Separated bytes that flushes handed to tables, and the garbage compaction found among
@@ -155,6 +165,7 @@ pub(crate) struct Counters {
     gc_bytes_freed: AtomicU64,
     cold_bytes: AtomicU64,
     point_lookups: AtomicU64,
+    filter_probes: AtomicU64,
     filter_passes: AtomicU64,
     filter_false_positives: AtomicU64,
 }
@@ -178,21 +189,8 @@ pub(crate) struct State {
     writers: VecDeque<Arc<WriterSlot>>,
     /// Table numbers being written by running jobs (not yet in any Version).
     pending_outputs: HashSet<u64>,
-    /// A compaction (automatic or manual) is running.
-    compacting: bool,
-}
-
-/// A run about to be written, as Monkey's filter allocation sees it.
-#[derive(Clone, Copy)]
-pub(crate) struct NewRun<'a> {
-    /// The level it is written to.
-    pub level: usize,
-    /// Bytes the run adds.
-    pub bytes: u64,
-    /// The existing run it joins (`None`: a new run).
-    pub joins: Option<u64>,
-    /// Table files it replaces (a compaction's inputs).
-    pub consumed: &'a [u64],
+    /// Levels running compactions (automatic or manual) read or write; empty when none runs.
+    busy_levels: Vec<usize>,
 }
 
 /// Everything the handle and the background threads share.
@@ -238,53 +236,10 @@ pub(crate) struct DbInner {
     visible_seq: AtomicU64,
     policy: Box<dyn CompactionPolicy>,
     counters: Counters,
+    workload: workload::WorkloadCounters,
 }
 
 impl DbInner {
-    /// Options for the tables of a new run written to `level`. Under Monkey the run's filter
-    /// bits come from the tree's shape: `version`'s runs without the `consumed` files, plus
-    /// this run of `run_bytes` (table bytes stand in for entry counts).
-    fn table_options(&self, version: &crate::version::Version, level: usize, run: NewRun<'_>) -> TableOptions {
-        let mut t = self.opts.table_options(level);
-        if self.opts.filter_allocation == crate::options::FilterAllocation::Monkey {
-            t.bloom_bits_per_key = self.monkey_bits(version, run);
-        }
-        t
-    }
-
-    /// Monkey's bits for `run`. Entries are counted by table bytes; a level above the deepest
-    /// one counts at least its capacity (`max_bytes_for_level_base` × ratio^(level−1)), the
-    /// size it has in the steady state Monkey optimises for, so the bits a run gets do not
-    /// swing with where the level happens to be in its fill-and-empty cycle.
-    fn monkey_bits(&self, version: &crate::version::Version, run: NewRun<'_>) -> f64 {
-        let consumed = |f: &crate::version::FileMeta| run.consumed.contains(&f.number);
-        // (level, bytes, is the new run)
-        let mut runs: Vec<(usize, u64, bool)> = Vec::new();
-        for (level, l) in version.levels.iter().enumerate() {
-            for r in &l.runs {
-                let bytes: u64 = r.files.iter().filter(|f| !consumed(f)).map(|f| f.size).sum();
-                let joins = Some(r.id) == run.joins;
-                runs.push((level, bytes + if joins { run.bytes } else { 0 }, joins));
-            }
-        }
-        if run.joins.is_none() {
-            runs.push((run.level, run.bytes, true));
-        }
-        let deepest = runs.iter().filter(|r| r.1 > 0).map(|r| r.0).max().unwrap_or(0);
-        let (level1, ratio) = (self.opts.max_bytes_for_level_base.max(1), self.opts.level_size_ratio.max(2));
-        let capacity =
-            |level: usize| crate::compaction::policy::leveled::level_capacity_bytes(level1, ratio, level) as u64;
-        let entries: Vec<u64> = runs
-            .iter()
-            .map(|&(level, bytes, _)| if level >= 1 && level < deepest { bytes.max(capacity(level)) } else { bytes })
-            .collect();
-        let avg = self.opts.bloom_bits_for_level(0);
-        let bits = crate::compaction::policy::monkey::allocate_bits(&entries, avg);
-        let b = runs.iter().position(|r| r.2).and_then(|at| bits.get(at)).copied().unwrap_or(avg);
-        tracing::debug!(?entries, level = run.level, bits = b, "Monkey filter bits for a new run");
-        b
-    }
-
     fn background_error(&self, st: &State) -> Result<()> {
         match &st.bg_error {
             Some(e) => Err(Error::Background { reason: e.to_string() }),
@@ -314,9 +269,7 @@ impl Db {
         let lock = prepare_dir(&*vfs, &dir, &options)?;
         let policy: Box<dyn CompactionPolicy> = match options.merge_policy {
             crate::options::MergePolicy::Leveling => Box::new(LeveledPolicy::from_options(&options)),
-            crate::options::MergePolicy::Tiering { runs_per_level } => {
-                Box::new(TieredPolicy::from_options(&options, runs_per_level))
-            }
+            crate::options::MergePolicy::Wacky(knobs) => Box::new(WackyPolicy::new(&options, knobs)),
         };
         let block_cache = (options.block_cache_bytes > 0)
             .then(|| crate::sst::block_cache::new_block_cache(options.block_cache_bytes));
@@ -324,7 +277,7 @@ impl Db {
         let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone(), options.io_uring)
             .with_mapped_reads(options.mmap_value_reads)
             .with_value_cache(options.value_cache_bytes);
-        let mut recovered = recovery::recover(&vfs, &dir, &options, &policy.name())?;
+        let mut recovered = recovery::recover(&vfs, &dir, &options, &*policy)?;
         cold::find_cold_files(&*vfs, &dir, &mut recovered.versions, &vlog)?;
         let cold = cold::ColdOutput::after_recovery(&recovered.mem, &vlog, recovered.log.file_number());
         let recovery_report = recovered.report;
@@ -336,6 +289,7 @@ impl Db {
         // The active memtable, the immutable ones, and as much again being reclaimed.
         let pool_bytes = options.memtable_log_bytes.saturating_mul(options.max_immutable_memtables as u64 + 2);
         let chunk_pool = Arc::new(crate::memtable::ChunkPool::new(pool_bytes));
+        let (vfs_for_workload, dir_for_workload) = (vfs.clone(), dir.clone());
         let inner = Arc::new(DbInner {
             state: Mutex::new(State {
                 mem: recovered.mem,
@@ -346,7 +300,7 @@ impl Db {
                 shutting_down: false,
                 writers: VecDeque::new(),
                 pending_outputs: HashSet::new(),
-                compacting: false,
+                busy_levels: Vec::new(),
             }),
             visible_seq: AtomicU64::new(recovered.last_seq),
             log,
@@ -373,6 +327,7 @@ impl Db {
             snapshots: Arc::new(SnapshotList::default()),
             policy,
             counters: Counters::default(),
+            workload: workload::WorkloadCounters::load(&*vfs_for_workload, &dir_for_workload),
         });
         let threads = background::spawn(&inner)?;
         inner.delete_obsolete_files(&mut inner.state.lock());
@@ -390,6 +345,7 @@ impl Db {
         // allocation (`bytes::Bytes` of a full vector).
         let mut b = WriteBatch::with_capacity(crate::write_batch::op_len(key.len(), value.len()));
         b.put(key, value);
+        self.inner.workload.writes.fetch_add(1, Ordering::Relaxed);
         self.inner.write(wo.sync, b)
     }
 
@@ -400,6 +356,7 @@ impl Db {
 
     /// Remove `key`; with `wo.sync` the deletion survives a crash once this returns.
     pub fn delete_opt(&self, wo: &WriteOptions, key: &[u8]) -> Result<()> {
+        self.inner.workload.writes.fetch_add(1, Ordering::Relaxed);
         let mut b = WriteBatch::new();
         b.delete(key);
         self.inner.write(wo.sync, b)
@@ -407,6 +364,7 @@ impl Db {
 
     /// Apply a batch atomically: after a crash either all of it or none of it is there.
     pub fn write(&self, wo: &WriteOptions, batch: &WriteBatch) -> Result<()> {
+        self.inner.workload.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
         self.inner.write(wo.sync, batch.clone())
     }
 
@@ -418,14 +376,24 @@ impl Db {
 
     /// The value of `key` as `ro` asks (at its snapshot, if any).
     pub fn get_opt(&self, ro: &ReadOptions, key: &[u8]) -> Result<Option<Value>> {
-        self.inner.get(ro, key)
+        let v = self.inner.get(ro, key)?;
+        self.count_reads(std::slice::from_ref(&v));
+        Ok(v)
+    }
+
+    fn count_reads(&self, results: &[Option<Value>]) {
+        let found = results.iter().filter(|v| v.is_some()).count() as u64;
+        self.inner.workload.reads_found.fetch_add(found, Ordering::Relaxed);
+        self.inner.workload.reads_missing.fetch_add(results.len() as u64 - found, Ordering::Relaxed);
     }
 
     /// Look up many keys at once: the LSM-tree lookups come first, then the separated values
     /// are read in parallel (`ro.readahead_values` at a time; io_uring or a thread pool).
     /// Returns one entry per key, in order; all reads see the same state.
     pub fn multi_get(&self, ro: &ReadOptions, keys: &[&[u8]]) -> Result<Vec<Option<Value>>> {
-        self.inner.multi_get(ro, keys)
+        let v = self.inner.multi_get(ro, keys)?;
+        self.count_reads(&v);
+        Ok(v)
     }
 
     /// Whether parallel value reads (iterator read-ahead, `multi_get`) of real files go through
@@ -436,6 +404,7 @@ impl Db {
 
     /// A cursor; call a seek method before reading from it.
     pub fn iter(&self, ro: &ReadOptions) -> Result<DbIterator> {
+        self.inner.workload.scans.fetch_add(1, Ordering::Relaxed);
         self.inner.iter(ro)
     }
 
@@ -545,6 +514,9 @@ impl Db {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
+        if let Err(e) = self.inner.workload.save(&*self.inner.vfs, &self.inner.dir) {
+            tracing::warn!(error = %e, "could not save the workload counts");
+        }
         let r = self.record_clean_close();
         self.lock.lock().take();
         r
@@ -600,6 +572,12 @@ fn validate_options(o: &Options) -> Result<()> {
     }
     if o.gc_space_amp_stall != 0.0 && o.gc_space_amp_stall < o.gc_space_amp_target {
         return bad("gc_space_amp_stall must be 0 (off) or at least gc_space_amp_target");
+    }
+    if let crate::options::MergePolicy::Wacky(k) = &o.merge_policy {
+        k.validate().map_err(|e| Error::invalid(format!("merge policy: {e}")))?;
+    }
+    if o.compaction_threads == 0 || o.compaction_threads > 16 {
+        return bad("compaction_threads must be between 1 and 16");
     }
     if o.max_immutable_memtables == 0 {
         return bad("max_immutable_memtables must be at least 1");

@@ -181,6 +181,7 @@ impl DbInner {
                 first_probed = Some((level, file));
             }
             let table = self.table_cache.get(file.number, file.size)?;
+            add(&self.counters.filter_probes, 1);
             if !table.may_contain(user_key) {
                 continue;
             }
@@ -344,6 +345,7 @@ impl DbInner {
             num_flushes: load(&c.flushes),
             num_compactions: load(&c.compactions),
             num_trivial_moves: load(&c.trivial_moves),
+            num_tables_dropped: load(&c.tables_dropped),
             stall_micros: load(&c.stall_micros),
             gc_stall_micros: load(&c.gc_stall_micros),
             vlog_space_amp_estimate: 0.0,
@@ -363,6 +365,8 @@ impl DbInner {
             gc_bytes_freed: load(&c.gc_bytes_freed),
             cold_bytes_written: load(&c.cold_bytes),
             point_lookups: load(&c.point_lookups),
+            filter_probes: load(&c.filter_probes),
+            workload: self.workload.counts(),
             filter_passes: load(&c.filter_passes),
             filter_false_positives: load(&c.filter_false_positives),
             value_cache_entries: values.entries,

@@ -4,6 +4,7 @@
 //! file for appending. Damage to bytes a sync had made durable is `Corruption` under the
 //! default mode; the salvage modes keep what they can and report the rest (`repair.rs`).
 
+use crate::compaction::{CompactionPolicy, NewRun};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -27,17 +28,26 @@ pub(super) struct Recovered {
     pub report: Option<RecoveryReport>,
 }
 
-pub(super) fn recover(vfs: &Arc<dyn Vfs>, dir: &Path, opts: &Options, policy: &str) -> Result<Recovered> {
+pub(super) fn recover(
+    vfs: &Arc<dyn Vfs>,
+    dir: &Path,
+    opts: &Options,
+    policy: &dyn CompactionPolicy,
+) -> Result<Recovered> {
+    let name = policy.name();
+    let policy_name = name.as_str();
     // The manifest is only read here: nothing on disk changes until the log survey has said
     // the log may be opened.
     let existing = vfs.exists(&filename::current_file_name(dir));
     let mut versions = if existing {
         VersionSet::load(vfs.clone(), dir, opts.num_levels)?
     } else {
-        VersionSet::create(vfs.clone(), dir, opts.num_levels, policy)?
+        VersionSet::create(vfs.clone(), dir, opts.num_levels, policy_name)?
     };
-    if versions.policy() != policy {
-        tracing::info!(was = versions.policy(), now = policy, "compaction policy changed since the last open");
+    if versions.policy() != policy_name {
+        tracing::info!(was = versions.policy(), now = policy_name, "compaction policy changed since the last open");
+        // The snapshot opening the new manifest records it.
+        versions.set_policy(policy_name);
     }
     let head = versions.log_head();
     let logs = log_files_from(&**vfs, dir, head.file)?;
@@ -63,7 +73,7 @@ pub(super) fn recover(vfs: &Arc<dyn Vfs>, dir: &Path, opts: &Options, policy: &s
     };
     let manifest_seq = versions.last_sequence();
     let mut replay =
-        Replay { vfs, dir, opts, versions: &mut versions, mem: Arc::new(Memtable::default()), applied: None };
+        Replay { vfs, dir, opts, policy, versions: &mut versions, mem: Arc::new(Memtable::default()), applied: None };
     for seg in &plan.apply {
         replay.segment(seg)?;
     }
@@ -258,6 +268,8 @@ struct Replay<'a> {
     vfs: &'a Arc<dyn Vfs>,
     dir: &'a Path,
     opts: &'a Options,
+    /// Chooses the replayed tables' options (their filter bits).
+    policy: &'a dyn CompactionPolicy,
     versions: &'a mut VersionSet,
     mem: Arc<Memtable>,
     /// Highest sequence number replayed.
@@ -328,7 +340,8 @@ impl Replay<'_> {
     /// Write the replayed memtable to level 0 and move the log head past it.
     fn flush(&mut self, head: LogPos) -> Result<()> {
         let number = self.versions.new_file_number();
-        let opts = self.opts.table_options(0);
+        let run = NewRun { level: 0, bytes: self.mem.approximate_bytes(), joins: None, consumed: &[] };
+        let opts = self.policy.table_options(&self.versions.current(), &run);
         let mut edit = VersionEdit::default();
         if let Some(meta) = write_level0_table(self.vfs, self.dir, opts, &self.mem, number)? {
             edit.added_files.push((0, meta));

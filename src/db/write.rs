@@ -10,6 +10,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use super::read::CheckedAt;
 use super::{add, DbInner, State};
+use crate::compaction::WritePressure;
 use crate::error::Result;
 use crate::key::ValueKind;
 use crate::log;
@@ -254,16 +255,15 @@ impl DbInner {
         let mut allow_delay = !force;
         loop {
             self.background_error(st)?;
-            let l0 = st.versions.current().level_files(0);
-            let limits = self.policy.l0_write_limits();
-            if allow_delay && l0 >= limits.slowdown_files {
+            let pressure = self.policy.write_pressure(&st.versions.current());
+            if allow_delay && pressure != WritePressure::None {
                 let t = Instant::now();
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
                 add(&self.counters.stall_micros, t.elapsed().as_micros() as u64);
                 allow_delay = false;
             } else if (!force && !self.memtable_full(&st.mem)) || (force && st.mem.is_empty()) {
                 return Ok(());
-            } else if st.imms.len() >= self.opts.max_immutable_memtables || l0 >= limits.stop_files {
+            } else if st.imms.len() >= self.opts.max_immutable_memtables || pressure == WritePressure::Stop {
                 let t = Instant::now();
                 self.flush_cv.notify_one();
                 self.compact_cv.notify_one();
@@ -433,7 +433,7 @@ impl DbInner {
         let mut st = self.state.lock();
         loop {
             self.background_error(&st)?;
-            if st.imms.is_empty() && !st.compacting && self.pick_compaction(&st).is_none() {
+            if st.imms.is_empty() && st.busy_levels.is_empty() && self.pick_compaction(&st).is_none() {
                 return Ok(());
             }
             self.flush_cv.notify_one();

@@ -114,7 +114,7 @@ fn record_at(buf: &[u8], pos: usize) -> std::result::Result<(&[u8], usize), &'st
     Ok((payload, start + len))
 }
 
-fn read_whole_file(vfs: &dyn Vfs, path: &Path) -> Result<Vec<u8>> {
+pub(crate) fn read_whole_file(vfs: &dyn Vfs, path: &Path) -> Result<Vec<u8>> {
     let file = vfs.open_read(path)?;
     let len = file.len()?;
     let len = usize::try_from(len)

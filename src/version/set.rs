@@ -434,6 +434,12 @@ impl VersionSet {
         &self.policy
     }
 
+    /// Record `policy` as the one in force from the next manifest snapshot on
+    /// (`start_manifest`, which recovery calls before anything else is written).
+    pub fn set_policy(&mut self, policy: &str) {
+        self.policy = policy.to_string();
+    }
+
     /// Where the next compaction of `level` starts (internal key), if recorded.
     pub fn compact_pointer(&self, level: usize) -> Option<&[u8]> {
         self.compact_pointers.get(level)?.as_deref()

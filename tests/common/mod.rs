@@ -29,10 +29,11 @@ pub fn owned_map(entries: wisckey::Entries) -> Result<Model> {
 /// Options with buffers so small that a few dozen writes flush a memtable and a few flushes
 /// trigger compactions, so tests exercise tables and levels, not just the memtable; value-log
 /// GC wakes up often so it runs during the tests too.
-/// `WISCKEY_MERGE_POLICY=tiering` (or `tiering:N`) runs a suite under tiering instead.
+/// `WISCKEY_MERGE_POLICY=<policy>` (e.g. `tiering`, `bush`) runs a suite under that policy.
 pub fn tiny_options(vfs: Arc<dyn Vfs>) -> Options {
     Options::default()
         .merge_policy(merge_policy_from_env())
+        .compaction_threads(env_u64("WISCKEY_COMPACTION_THREADS", 1) as usize)
         .vfs(vfs)
         .write_buffer_bytes(4 << 10)
         .target_file_size_bytes(8 << 10)
@@ -44,17 +45,18 @@ pub fn tiny_options(vfs: Arc<dyn Vfs>) -> Options {
         .gc_interval_ms(10)
 }
 
-/// The merge policy `WISCKEY_MERGE_POLICY` names (leveling when unset).
+/// The merge policy `WISCKEY_MERGE_POLICY` names (leveling when unset): any `MergePolicy`
+/// name; the presets with a base ratio of 10 get 3 here, so the suites' small trees still
+/// have several levels.
 pub fn merge_policy_from_env() -> MergePolicy {
-    match std::env::var("WISCKEY_MERGE_POLICY").as_deref() {
-        Ok("tiering") => MergePolicy::Tiering { runs_per_level: 3 },
-        Ok(s) if s.starts_with("tiering:") => {
-            let n = s["tiering:".len()..].parse().expect("WISCKEY_MERGE_POLICY=tiering:N");
-            MergePolicy::Tiering { runs_per_level: n }
-        }
-        Ok("leveling") | Err(_) => MergePolicy::Leveling,
-        Ok(other) => panic!("WISCKEY_MERGE_POLICY={other}: expected leveling, tiering or tiering:N"),
-    }
+    let name = std::env::var("WISCKEY_MERGE_POLICY").unwrap_or_else(|_| "leveling".to_string());
+    let small = match name.as_str() {
+        "tiering" => "tiering:3",
+        "lazy-leveling" => "wacky:T=3,K=1,Z=0",
+        "scll" => "wacky:T=3,K=1,Z=0,C=L",
+        other => other,
+    };
+    small.parse().unwrap_or_else(|e| panic!("WISCKEY_MERGE_POLICY={name}: {e}"))
 }
 
 /// Every `(key, value)` of the view `ro`, read forward with a `DbIterator`.

@@ -12,10 +12,11 @@ pub const DEFAULT_BENCHMARKS: &str =
 
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
-    /// Comma-separated benchmarks, run in order: fillseq, fillbatch, fillrandom, overwrite,
-    /// fillsync, fill100K, readrandom, multireadrandom, readseq, readreverse, readmissing,
-    /// readhot, seekrandom, seekordered, readwhilewriting, readrandomwriterandom, deleteseq,
-    /// deleterandom, compact, stats.
+    /// Comma-separated benchmarks, run in order: fillseq, fillbatch, fillrandom, fillshuffle
+    /// (every key once, in a scattered order), overwrite, fillsync, fill100K, readrandom,
+    /// multireadrandom, readseq, readreverse, readmissing, readhot, seekrandom, seekordered,
+    /// readwhilewriting, readrandomwriterandom, seekrandomwriterandom (its reads are seeks
+    /// with --seek_nexts steps), deleteseq, deleterandom, compact, waitforcompaction, stats.
     #[arg(long = "benchmarks", value_delimiter = ',', default_value = DEFAULT_BENCHMARKS)]
     pub benchmarks: Vec<String>,
 
@@ -161,10 +162,21 @@ pub struct BenchArgs {
     #[arg(long = "filter_allocation", default_value = "monkey", value_parser = parse_filter_allocation)]
     pub filter_allocation: FilterAllocation,
 
-    /// Merge policy: leveling (the default), tiering (a level merges its runs once it holds
-    /// 10, the same ratio as leveling's) or tiering:N.
+    /// Merge policy: leveling (the default, LevelDB's), tiering (T = 10), tiering:N,
+    /// lazy-leveling (T = 10), scll (T = 4, C = L), bush (QLSM-bush: T = 2, C = 1, X = 2) or
+    /// wacky:T=..,K=..,Z=..,C=..,X=.. (missing knobs: lazy leveling's; C=L, C=T-1 allowed).
     #[arg(long = "merge_policy", default_value = "leveling", value_parser = parse_merge_policy)]
     pub merge_policy: MergePolicy,
+
+    /// During fill benchmarks, every this many writes wait for compaction to catch up and look
+    /// up 100 absent keys (0: never), so `stats` shows the filters probed per lookup averaged
+    /// over the load.
+    #[arg(long = "probe_every", default_value_t = 0)]
+    pub probe_every: u64,
+
+    /// Compaction threads (compactions of disjoint levels run at once).
+    #[arg(long = "max_background_compactions", default_value_t = 1)]
+    pub max_background_compactions: usize,
 
     /// Print a latency histogram after each benchmark.
     #[arg(long = "histogram", default_value = "false", num_args = 0..=1,
@@ -191,21 +203,7 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
 }
 
 fn parse_merge_policy(s: &str) -> Result<MergePolicy, String> {
-    let tiering = |n: usize| {
-        if n >= 2 {
-            Ok(MergePolicy::Tiering { runs_per_level: n })
-        } else {
-            Err(format!("tiering needs at least 2 runs per level, got {n}"))
-        }
-    };
-    match s {
-        "leveling" => Ok(MergePolicy::Leveling),
-        "tiering" => tiering(10),
-        _ => match s.strip_prefix("tiering:").map(str::parse::<usize>) {
-            Some(Ok(n)) => tiering(n),
-            _ => Err(format!("expected leveling, tiering or tiering:N, got {s:?}")),
-        },
-    }
+    s.parse()
 }
 
 fn parse_filter_allocation(s: &str) -> Result<FilterAllocation, String> {
@@ -246,6 +244,7 @@ impl BenchArgs {
             .bloom_bits_per_key(vec![self.bloom_bits.max(0.0)])
             .filter_allocation(self.filter_allocation)
             .merge_policy(self.merge_policy)
+            .compaction_threads(self.max_background_compactions)
             .io_uring(self.io_uring)
             .mmap_value_reads(self.mmap_value_reads);
         if let Some(v) = self.cache_size {
@@ -352,16 +351,18 @@ mod tests {
 
     #[test]
     fn compression_and_bloom_flags_map_to_options() {
-        assert_eq!(
-            parse(&["--merge_policy=tiering:4"]).unwrap().options().merge_policy,
-            MergePolicy::Tiering { runs_per_level: 4 }
-        );
-        assert_eq!(
-            parse(&["--merge_policy=tiering"]).unwrap().options().merge_policy,
-            MergePolicy::Tiering { runs_per_level: 10 }
-        );
+        assert_eq!(parse(&["--merge_policy=tiering:4"]).unwrap().options().merge_policy, MergePolicy::tiering(4));
+        assert_eq!(parse(&["--merge_policy=tiering"]).unwrap().options().merge_policy, MergePolicy::tiering(10));
         assert!(parse(&["--merge_policy=tiering:1"]).is_err());
-        assert!(parse(&["--merge_policy=bush"]).is_err());
+        let bush = parse(&["--merge_policy=bush"]).unwrap().options().merge_policy;
+        assert_eq!(bush, MergePolicy::Wacky(wisckey::continuum::Knobs::bush(2.0, 1.0)));
+        let w = parse(&["--merge_policy=wacky:T=5,K=0.5,Z=0,C=2,X=1.5"]).unwrap().options().merge_policy;
+        let k =
+            wisckey::continuum::Knobs { t: 5.0, k: 0.5, z: 0.0, c: wisckey::continuum::Capping::Ratio(2.0), x: 1.5 };
+        assert_eq!(w, MergePolicy::Wacky(k));
+        assert!(parse(&["--merge_policy=wacky:T=0.5"]).is_err());
+        assert!(parse(&["--merge_policy=bushy"]).is_err());
+        assert_eq!(parse(&["--max_background_compactions=2"]).unwrap().options().compaction_threads, 2);
         let m = parse(&["--filter_allocation=monkey"]).unwrap();
         assert_eq!(m.options().filter_allocation, FilterAllocation::Monkey);
         assert!(parse(&["--filter_allocation=lopsided"]).is_err());

@@ -17,7 +17,7 @@ use std::sync::Barrier;
 use indicatif::{ProgressBar, ProgressStyle};
 use wisckey::{Db, ReadOptions, WriteOptions};
 
-pub use flags::BenchArgs;
+pub use flags::{parse_bool, BenchArgs};
 pub use report::{db_stats_json, render_db_stats, JsonObject};
 
 use keys::{KeyFormat, Random};
@@ -54,6 +54,7 @@ const NAMES: &[&str] = &[
     "fillseq",
     "fillbatch",
     "fillrandom",
+    "fillshuffle",
     "overwrite",
     "fillsync",
     "fill100K",
@@ -68,9 +69,11 @@ const NAMES: &[&str] = &[
     "seekordered",
     "readwhilewriting",
     "readrandomwriterandom",
+    "seekrandomwriterandom",
     "deleteseq",
     "deleterandom",
     "compact",
+    "waitforcompaction",
     "reorganize",
     "stats",
 ];
@@ -91,6 +94,7 @@ fn step_for(name: &str, args: &BenchArgs) -> Option<Step> {
         "fillseq" => (s.fresh_db, s.writes) = (true, true),
         "fillbatch" => (s.fresh_db, s.writes, s.entries_per_batch) = (true, true, 1000),
         "fillrandom" => (s.fresh_db, s.writes, s.method) = (true, true, workloads::write_random),
+        "fillshuffle" => (s.fresh_db, s.writes, s.method) = (true, true, workloads::write_shuffled),
         "overwrite" => (s.writes, s.method) = (true, workloads::write_random),
         "fillsync" => {
             (s.fresh_db, s.writes, s.method) = (true, true, workloads::write_random);
@@ -111,10 +115,12 @@ fn step_for(name: &str, args: &BenchArgs) -> Option<Step> {
         "seekordered" => s.method = workloads::seek_ordered,
         "readwhilewriting" => (s.method, s.extra_threads) = (workloads::read_while_writing, 1),
         "readrandomwriterandom" => (s.writes, s.method) = (true, workloads::read_random_write_random),
+        "seekrandomwriterandom" => (s.writes, s.method) = (true, workloads::seek_random_write_random),
         "deleteseq" => (s.writes, s.method) = (true, workloads::delete_seq),
         "deleterandom" => (s.writes, s.method) = (true, workloads::delete_random),
         // One call per thread; zero reads also keeps the progress bar off.
         "compact" => (s.method, s.reads) = (workloads::compact, 0),
+        "waitforcompaction" => (s.method, s.reads) = (workloads::wait_for_compaction, 0),
         "reorganize" => (s.method, s.reads) = (workloads::reorganize, 0),
         "stats" => return Some(Step::Stats),
         _ => return None,

@@ -299,11 +299,12 @@ pub fn render_db_stats(s: &DbStats, live_bytes: Option<u64>) -> String {
     );
     let _ = writeln!(
         r,
-        "filters:          {} false positives in {} point lookups ({:.4} per lookup), {} tables let in",
+        "filters:          {} false positives in {} point lookups ({:.4} per lookup), {} tables let in, {:.2} probed per lookup",
         s.filter_false_positives,
         s.point_lookups,
         s.filter_false_positives as f64 / s.point_lookups.max(1) as f64,
-        s.filter_passes
+        s.filter_passes,
+        s.filter_probes as f64 / s.point_lookups.max(1) as f64
     );
     let lookups = s.value_cache_hits + s.value_cache_misses;
     let _ = writeln!(
@@ -354,6 +355,7 @@ pub fn db_stats_json(s: &DbStats, live_bytes: Option<u64>) -> String {
         .int("gc_bytes_rewritten", s.gc_bytes_rewritten)
         .int("point_lookups", s.point_lookups)
         .int("filter_passes", s.filter_passes)
+        .int("filter_probes", s.filter_probes)
         .int("filter_false_positives", s.filter_false_positives)
         .int("gc_bytes_freed", s.gc_bytes_freed)
         .int("cold_bytes_written", s.cold_bytes_written)

@@ -39,15 +39,52 @@ pub struct ThreadState {
 
 pub type Method = fn(&Ctx, &mut ThreadState) -> CliResult;
 
+/// Which key a fill benchmark's i-th write goes to.
+#[derive(Clone, Copy, PartialEq)]
+enum KeyOrder {
+    Seq,
+    /// Uniform with repeats (db_bench's fillrandom).
+    Random,
+    /// Every key once, in a scattered order (data grows by every write).
+    Shuffled,
+}
+
 pub fn write_seq(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
-    do_write(ctx, t, true)
+    do_write(ctx, t, KeyOrder::Seq)
 }
 
 pub fn write_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
-    do_write(ctx, t, false)
+    do_write(ctx, t, KeyOrder::Random)
 }
 
-fn do_write(ctx: &Ctx, t: &mut ThreadState, seq: bool) -> CliResult {
+pub fn write_shuffled(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    do_write(ctx, t, KeyOrder::Shuffled)
+}
+
+/// A multiplier coprime to `n`: `i * m % n` visits every key of `[0, n)` once.
+fn coprime_stride(n: u64) -> u64 {
+    let gcd = |mut a: u64, mut b: u64| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    (2_654_435_761u64..).find(|&m| gcd(m % n.max(1), n) == 1).unwrap_or(1) % n.max(1)
+}
+
+/// `--probe_every`: once compaction has caught up, 100 lookups of absent keys, so the filters
+/// probed per lookup are averaged over the shapes the tree passes through while it grows
+/// (not over a backlog compaction has not worked off yet).
+fn probe_missing(ctx: &Ctx, t: &mut ThreadState, key: &mut KeyFormat) -> CliResult {
+    ctx.db.wait_for_background_work()?;
+    for _ in 0..100 {
+        let k = key.key(t.rand.uniform(ctx.args.num));
+        ctx.db.get(&k[..k.len() - 1])?;
+    }
+    Ok(())
+}
+
+fn do_write(ctx: &Ctx, t: &mut ThreadState, order: KeyOrder) -> CliResult {
     if ctx.num != ctx.args.num {
         t.stats.add_message(&format!("({} ops)", ctx.num));
     }
@@ -56,11 +93,23 @@ fn do_write(ctx: &Ctx, t: &mut ThreadState, seq: bool) -> CliResult {
     let mut batch = WriteBatch::new();
     let mut bytes = 0u64;
     let mut i = 0;
+    let stride = coprime_stride(ctx.args.num);
+    let mut probe_key = KeyFormat::new(ctx.args.key_size as usize);
     while i < ctx.num {
         let n = ctx.entries_per_batch.min(ctx.num - i);
         batch.clear();
         for j in 0..n {
-            let k = if seq { i + j } else { t.rand.uniform(ctx.args.num) };
+            let k = match order {
+                KeyOrder::Seq => i + j,
+                KeyOrder::Random => t.rand.uniform(ctx.args.num),
+                KeyOrder::Shuffled => {
+                    let nth = (i + j) * ctx.threads as u64 + t.tid as u64;
+                    ((nth % ctx.args.num) as u128 * stride as u128 % ctx.args.num as u128) as u64
+                }
+            };
+            if ctx.args.probe_every > 0 && (i + j) % ctx.args.probe_every == ctx.args.probe_every - 1 {
+                probe_missing(ctx, t, &mut probe_key)?;
+            }
             let (kb, vb) = (key.key(k), gen.generate(ctx.value_size));
             bytes += (kb.len() + vb.len()) as u64;
             if n == 1 {
@@ -161,6 +210,31 @@ pub fn read_missing(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
 /// probability `--readwritepercent` % and otherwise a write of one (a mix for comparing merge
 /// policies).
 pub fn read_random_write_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    read_write_mix(ctx, t, |ctx, k| Ok(ctx.db.get(k)?.is_some()))
+}
+
+/// `readrandomwriterandom` with short scans for reads: a seek to a random key and
+/// `--seek_nexts` steps (the Wacky paper's short range reads; RocksDB's mixgraph with
+/// `mix_seek_ratio`).
+pub fn seek_random_write_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    let ro = ctx.args.read_options();
+    read_write_mix(ctx, t, |ctx, k| {
+        let mut it = ctx.db.iter(&ro)?;
+        it.seek(k)?;
+        let found = it.valid() && it.key() == k;
+        for _ in 0..ctx.args.seek_nexts {
+            if !it.valid() {
+                break;
+            }
+            it.next()?;
+        }
+        Ok(found)
+    })
+}
+
+/// `--reads` ops on random keys: a read (`read`, which says whether the key was found) with
+/// probability `--readwritepercent` %, else a write.
+fn read_write_mix(ctx: &Ctx, t: &mut ThreadState, mut read: impl FnMut(&Ctx, &[u8]) -> CliResult<bool>) -> CliResult {
     let mut gen = ValueGenerator::new(ctx.args.compression_ratio, ctx.value_size);
     let mut key = KeyFormat::new(ctx.args.key_size as usize);
     let (mut reads, mut writes, mut found) = (0u64, 0u64, 0u64);
@@ -168,7 +242,7 @@ pub fn read_random_write_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
         let k = t.rand.uniform(ctx.args.num);
         if t.rand.uniform(100) < u64::from(ctx.args.readwritepercent) {
             reads += 1;
-            found += u64::from(ctx.db.get(key.key(k))?.is_some());
+            found += u64::from(read(ctx, key.key(k))?);
         } else {
             writes += 1;
             ctx.db.put_opt(&ctx.write_options, key.key(k), gen.generate(ctx.value_size))?;
@@ -281,5 +355,12 @@ pub fn reorganize(ctx: &Ctx, _t: &mut ThreadState) -> CliResult {
 
 pub fn compact(ctx: &Ctx, _t: &mut ThreadState) -> CliResult {
     ctx.db.compact_range(None, None)?;
+    Ok(())
+}
+
+/// RocksDB's `waitforcompaction`: return once flushes and the compactions the policy wants are
+/// done (the tree keeps its shape, unlike `compact`).
+pub fn wait_for_compaction(ctx: &Ctx, _t: &mut ThreadState) -> CliResult {
+    ctx.db.wait_for_background_work()?;
     Ok(())
 }

@@ -4,9 +4,14 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use crate::compaction::{CompactionInput, CompactionPolicy, CompactionTask, L0Limits, PickContext, Reason};
+use super::monkey::FilterPlan;
+use crate::compaction::{
+    pick_drop, Choice, CompactionInput, CompactionPolicy, CompactionTask, L0Limits, NewRun, PickContext, Reason,
+    WritePressure,
+};
 use crate::key::{self, compare_internal};
 use crate::options::Options;
+use crate::sst::TableOptions;
 use crate::version::{FileMeta, Version};
 
 /// Leveling with LevelDB's defaults.
@@ -18,6 +23,7 @@ pub struct LeveledPolicy {
     pub size_ratio: u64,
     pub target_file_bytes: u64,
     pub num_levels: usize,
+    pub filters: FilterPlan,
 }
 
 impl LeveledPolicy {
@@ -29,6 +35,7 @@ impl LeveledPolicy {
             size_ratio: o.level_size_ratio.max(2),
             target_file_bytes: o.target_file_size_bytes.max(1),
             num_levels: o.num_levels.max(2),
+            filters: FilterPlan::from_options(o),
         }
     }
 
@@ -47,8 +54,11 @@ impl LeveledPolicy {
             .collect()
     }
 
-    fn task_for(&self, v: &Version, level: usize, upper: Vec<Arc<FileMeta>>, reason: Reason) -> CompactionTask {
-        let upper = if level == 0 { expand_overlapping_l0(v, upper) } else { upper };
+    /// Merge `upper` (files of `level`) with what overlaps them in the level below; a `Move`
+    /// when that is one file that overlaps nothing there and little further down.
+    fn task_for(&self, v: &Version, level: usize, upper: Vec<Arc<FileMeta>>, reason: Reason) -> Choice {
+        // A level reshaped from another policy's tree may still hold several runs.
+        let upper = if v.num_runs(level) > 1 { expand_overlapping(v, level, upper) } else { upper };
         let (lo, hi) = user_range(&upper);
         let lower = v.overlapping_files(level + 1, Some(&lo), Some(&hi));
         let (all_lo, all_hi) = user_range(&upper.iter().chain(lower.iter()).cloned().collect::<Vec<_>>());
@@ -65,14 +75,18 @@ impl LeveledPolicy {
         if !lower.is_empty() {
             inputs.push(CompactionInput { level: level + 1, files: lower });
         }
-        CompactionTask {
+        let task = CompactionTask {
             inputs,
             output_level: level + 1,
             output_run,
-            trivial_move,
             grandparents,
             compact_pointer: largest.map(|k| (level, k)),
             reason,
+        };
+        if trivial_move {
+            Choice::Move(task)
+        } else {
+            Choice::Merge(task)
         }
     }
 }
@@ -89,11 +103,12 @@ fn user_range(files: &[Arc<FileMeta>]) -> (Vec<u8>, Vec<u8>) {
     (lo.to_vec(), hi.to_vec())
 }
 
-/// L0 files overlap each other: a compaction must take every L0 file overlapping the chosen
-/// ones, or an older version of a key could end up below a newer one.
-fn expand_overlapping_l0(v: &Version, files: Vec<Arc<FileMeta>>) -> Vec<Arc<FileMeta>> {
+/// The runs of a level with several (L0, or a tree another policy shaped) overlap each other: a
+/// compaction must take every file of the level overlapping the chosen ones, or an older
+/// version of a key could end up below a newer one.
+fn expand_overlapping(v: &Version, level: usize, files: Vec<Arc<FileMeta>>) -> Vec<Arc<FileMeta>> {
     let (lo, hi) = user_range(&files);
-    let expanded = v.overlapping_files(0, Some(&lo), Some(&hi));
+    let expanded = v.overlapping_files(level, Some(&lo), Some(&hi));
     if expanded.is_empty() {
         files
     } else {
@@ -106,17 +121,20 @@ impl CompactionPolicy for LeveledPolicy {
         format!("leveled(T={})", self.size_ratio)
     }
 
-    fn pick(&self, ctx: &PickContext<'_>) -> Option<CompactionTask> {
-        let v = ctx.version;
-        let scores = self.scores(v);
-        let (level, score) =
-            scores.iter().copied().enumerate().max_by(|a, b| a.1.partial_cmp(&b.1).unwrap_or(Ordering::Equal))?;
-        if score < 1.0 {
-            let (level, file) = ctx.seek_candidate.clone()?;
-            let still_there = v.levels.get(level)?.runs.iter().any(|r| r.files.iter().any(|f| f.number == file.number));
-            return (still_there && level + 1 < self.num_levels)
-                .then(|| self.task_for(v, level, vec![file], Reason::Seeks));
+    fn pick(&self, ctx: &PickContext<'_>) -> Option<Choice> {
+        if let Some(drop) = pick_drop(ctx) {
+            return Some(drop);
         }
+        let v = ctx.version;
+        let mut by_score: Vec<(usize, f64)> = self.scores(v).into_iter().enumerate().collect();
+        by_score.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(Ordering::Equal));
+        let free = by_score.into_iter().find(|&(level, score)| score >= 1.0 && ctx.free(&[level, level + 1]));
+        let Some((level, _)) = free else {
+            let (level, file) = ctx.seek_candidate.clone()?;
+            let still_there = v.levels.get(level)?.files().any(|f| f.number == file.number);
+            return (still_there && level + 1 < self.num_levels && ctx.free(&[level, level + 1]))
+                .then(|| self.task_for(v, level, vec![file], Reason::Seeks));
+        };
         let files: Vec<Arc<FileMeta>> = v.levels[level].files().cloned().collect();
         // Round robin: the first file after where the last compaction of this level stopped.
         let pointer = ctx.compact_pointers.get(level).and_then(|p| p.as_deref());
@@ -141,13 +159,19 @@ impl CompactionPolicy for LeveledPolicy {
         if files.is_empty() {
             return None;
         }
-        let mut t = self.task_for(v, level, files, Reason::Manual);
-        t.trivial_move = false;
-        Some(t)
+        match self.task_for(v, level, files, Reason::Manual) {
+            Choice::Move(t) | Choice::Merge(t) => Some(t),
+            _ => None,
+        }
     }
 
-    fn l0_write_limits(&self) -> L0Limits {
-        self.l0_limits
+    fn write_pressure(&self, v: &Version) -> WritePressure {
+        self.l0_limits.pressure(v.num_runs(0))
+    }
+
+    /// A run of a level above the deepest counts at least the level's byte budget (one run).
+    fn table_options(&self, v: &Version, run: &NewRun<'_>) -> TableOptions {
+        self.filters.table_options(v, run, |level| self.max_bytes(level) as u64)
     }
 
     /// LevelDB's `PickLevelForMemTableOutput`: a table overlapping nothing in levels 0..=2 is
@@ -173,5 +197,54 @@ impl CompactionPolicy for LeveledPolicy {
         }
         let run = if level == 0 { None } else { v.levels.get(level).and_then(|l| l.runs.first()).map(|r| r.id) };
         (level, run)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compaction::testutil::{file, version};
+    use crate::options::FilterAllocation;
+
+    fn pick(p: &LeveledPolicy, v: &Version, busy: &[usize]) -> Option<Choice> {
+        p.pick(&PickContext { version: v, compact_pointers: &[], seek_candidate: None, busy_levels: busy })
+    }
+
+    fn inputs(c: &Choice) -> Vec<u64> {
+        let (Choice::Merge(t) | Choice::Move(t)) = c else { panic!("{c:?}") };
+        let mut n: Vec<u64> = t.input_files().map(|(_, f)| f.number).collect();
+        n.sort_unstable();
+        n
+    }
+
+    #[test]
+    fn a_level_left_with_several_runs_by_another_policy_is_compacted_whole_where_runs_overlap() {
+        // Level 1 over its budget with two overlapping runs: moving only the newer run's file
+        // down would leave the older run's version of "l" above it.
+        let p = LeveledPolicy::from_options(&Options::default().max_bytes_for_level_base(1000));
+        let v = version(4, &[(1, file(10, 5, "a", "m")), (1, file(11, 7, "k", "z"))]);
+        let c = pick(&p, &v, &[]).expect("level 1 is over budget");
+        assert_eq!(inputs(&c), vec![10, 11]);
+    }
+
+    #[test]
+    fn a_level_whose_compaction_would_touch_a_busy_level_waits() {
+        let p = LeveledPolicy::from_options(&Options::default().max_bytes_for_level_base(1000));
+        let v = version(4, &[(1, file(10, 5, "a", "m")), (1, file(11, 6, "n", "z"))]);
+        assert!(pick(&p, &v, &[2]).is_none(), "level 1 merges into busy level 2");
+        assert!(pick(&p, &v, &[0]).is_some(), "level 0 is not involved");
+    }
+
+    #[test]
+    fn the_policy_gives_small_runs_more_filter_bits_under_monkey_and_the_level_bits_under_uniform() {
+        let o = Options::default().bloom_bits_per_key(vec![5.0, 7.0]);
+        let v = version(4, &[(1, file(10, 5, "a", "m")), (3, FileMeta { size: 1 << 30, ..file(11, 6, "n", "z") })]);
+        let new_l0 = NewRun { level: 0, bytes: 4 << 20, joins: None, consumed: &[] };
+        let uniform = LeveledPolicy::from_options(&o.clone().filter_allocation(FilterAllocation::Uniform));
+        assert_eq!(uniform.table_options(&v, &new_l0).bloom_bits_per_key, 5.0);
+        let at_l2 = NewRun { level: 2, ..new_l0 };
+        assert_eq!(uniform.table_options(&v, &at_l2).bloom_bits_per_key, 7.0);
+        let monkey = LeveledPolicy::from_options(&o.filter_allocation(FilterAllocation::Monkey));
+        assert!(monkey.table_options(&v, &new_l0).bloom_bits_per_key > 8.0, "a small run in a 1 GiB tree");
     }
 }

@@ -2,7 +2,7 @@
 
 pub mod leveled;
 pub mod monkey;
-pub mod tiered;
+pub mod wacky;
 
 pub use leveled::LeveledPolicy;
-pub use tiered::TieredPolicy;
+pub use wacky::WackyPolicy;

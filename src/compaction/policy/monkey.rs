@@ -6,6 +6,11 @@
 //! the largest run a little fewer than the average: at equal memory the sum of rates drops
 //! several-fold against the same bits for every run.
 
+use crate::compaction::NewRun;
+use crate::options::{FilterAllocation, Options};
+use crate::sst::TableOptions;
+use crate::version::Version;
+
 /// `ln(2)²`: bits per key of a Bloom filter with false-positive rate `p` are `−ln p / LN2_SQ`.
 const LN2_SQ: f64 = std::f64::consts::LN_2 * std::f64::consts::LN_2;
 
@@ -17,23 +22,30 @@ const MAX_BITS: f64 = 30.0;
 /// rates is least. Runs whose optimal rate would exceed 1 get no filter (0 bits), and the
 /// memory they would have had goes to the others.
 pub fn allocate_bits(entries: &[u64], avg_bits: f64) -> Vec<f64> {
-    let mut bits = vec![0.0; entries.len()];
+    let groups: Vec<(f64, f64)> = entries.iter().map(|&n| (n as f64, 1.0)).collect();
+    allocate_bits_grouped(&groups, avg_bits)
+}
+
+/// `allocate_bits` for groups of equal runs: `(entries per run, runs)`; the bits per key of
+/// each group's runs.
+pub fn allocate_bits_grouped(groups: &[(f64, f64)], avg_bits: f64) -> Vec<f64> {
+    let mut bits = vec![0.0; groups.len()];
     if avg_bits <= 0.0 {
         return bits;
     }
-    let mut active: Vec<usize> = (0..entries.len()).filter(|&i| entries[i] > 0).collect();
-    let budget = avg_bits * entries.iter().sum::<u64>() as f64;
+    let mut active: Vec<usize> = (0..groups.len()).filter(|&i| groups[i].0 > 0.0 && groups[i].1 > 0.0).collect();
+    let budget = avg_bits * groups.iter().map(|g| g.0 * g.1).sum::<f64>();
     loop {
-        let n: f64 = active.iter().map(|&i| entries[i] as f64).sum();
+        let n: f64 = active.iter().map(|&i| groups[i].0 * groups[i].1).sum();
         if n == 0.0 {
             return bits;
         }
         // Lagrange: p_i = λ·n_i, and Σ n_i·(−ln p_i) = budget·ln²2 gives ln λ.
-        let weighted_ln: f64 = active.iter().map(|&i| entries[i] as f64 * (entries[i] as f64).ln()).sum();
+        let weighted_ln: f64 = active.iter().map(|&i| groups[i].0 * groups[i].1 * groups[i].0.ln()).sum();
         let ln_lambda = -(budget * LN2_SQ + weighted_ln) / n;
         let mut dropped = false;
         active.retain(|&i| {
-            let b = -(ln_lambda + (entries[i] as f64).ln()) / LN2_SQ;
+            let b = -(ln_lambda + groups[i].0.ln()) / LN2_SQ;
             bits[i] = b.min(MAX_BITS);
             let keep = b > 0.0;
             if !keep {
@@ -48,18 +60,96 @@ pub fn allocate_bits(entries: &[u64], avg_bits: f64) -> Vec<f64> {
     }
 }
 
+/// The false-positive rate of a Bloom filter with `bits` per key and the best probe count.
+pub fn false_positive_rate(bits: f64) -> f64 {
+    if bits <= 0.0 {
+        1.0
+    } else {
+        (-bits * LN2_SQ).exp()
+    }
+}
+
+/// How a policy sets a new run's table options: the options' bits per key for its level
+/// (`Uniform`), or Monkey's share of their average for a run of its size in the tree.
+#[derive(Debug, Clone)]
+pub struct FilterPlan {
+    /// Block size, compression and restart interval; the bits are set per run.
+    base: TableOptions,
+    bloom_bits_per_key: Vec<f64>,
+    allocation: FilterAllocation,
+}
+
+impl FilterPlan {
+    pub fn from_options(o: &Options) -> Self {
+        FilterPlan {
+            base: o.table_options(0),
+            bloom_bits_per_key: o.bloom_bits_per_key.clone(),
+            allocation: o.filter_allocation,
+        }
+    }
+
+    fn level_bits(&self, level: usize) -> f64 {
+        self.bloom_bits_per_key.get(level).or(self.bloom_bits_per_key.last()).copied().unwrap_or(0.0)
+    }
+
+    /// Table options for `run`. Under Monkey the run's bits come from the tree's shape:
+    /// `version`'s runs without the `consumed` files, plus this run (table bytes stand in for
+    /// entry counts). A run of a level above the deepest counts at least
+    /// `steady_run_bytes(level)`, the size the policy gives it in the steady state Monkey
+    /// optimises for, so a run's bits do not swing with where its level happens to be in its
+    /// fill-and-empty cycle.
+    pub fn table_options(
+        &self,
+        v: &Version,
+        run: &NewRun<'_>,
+        steady_run_bytes: impl Fn(usize) -> u64,
+    ) -> TableOptions {
+        let mut t = self.base.clone();
+        t.bloom_bits_per_key = match self.allocation {
+            FilterAllocation::Uniform => self.level_bits(run.level),
+            FilterAllocation::Monkey => self.monkey_bits(v, run, steady_run_bytes),
+        };
+        t
+    }
+
+    fn monkey_bits(&self, v: &Version, run: &NewRun<'_>, steady_run_bytes: impl Fn(usize) -> u64) -> f64 {
+        let consumed = |f: &crate::version::FileMeta| run.consumed.contains(&f.number);
+        // (level, bytes, is the new run)
+        let mut runs: Vec<(usize, u64, bool)> = Vec::new();
+        for (level, l) in v.levels.iter().enumerate() {
+            for r in &l.runs {
+                let bytes: u64 = r.files.iter().filter(|f| !consumed(f)).map(|f| f.size).sum();
+                let joins = Some(r.id) == run.joins;
+                runs.push((level, bytes + if joins { run.bytes } else { 0 }, joins));
+            }
+        }
+        if run.joins.is_none() {
+            runs.push((run.level, run.bytes, true));
+        }
+        let deepest = runs.iter().filter(|r| r.1 > 0).map(|r| r.0).max().unwrap_or(0);
+        let entries: Vec<u64> = runs
+            .iter()
+            .map(
+                |&(level, bytes, _)| {
+                    if level >= 1 && level < deepest {
+                        bytes.max(steady_run_bytes(level))
+                    } else {
+                        bytes
+                    }
+                },
+            )
+            .collect();
+        let avg = self.level_bits(0);
+        let bits = allocate_bits(&entries, avg);
+        let b = runs.iter().position(|r| r.2).and_then(|at| bits.get(at)).copied().unwrap_or(avg);
+        tracing::debug!(?entries, level = run.level, bits = b, "Monkey filter bits for a new run");
+        b
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The false-positive rate of a Bloom filter with `bits` per key and the best probe count.
-    fn false_positive_rate(bits: f64) -> f64 {
-        if bits <= 0.0 {
-            1.0
-        } else {
-            (-bits * LN2_SQ).exp()
-        }
-    }
 
     fn memory(entries: &[u64], bits: &[f64]) -> f64 {
         entries.iter().zip(bits).map(|(&n, &b)| n as f64 * b).sum()

@@ -1,6 +1,6 @@
-//! Tiering (`MergePolicy::Tiering`): levels hold several sorted runs, merges rewrite each entry
-//! about once per level, and reads, deletes, snapshots and reopen behave exactly as under
-//! leveling. Compared against a `BTreeMap` model and against leveling's compaction bytes.
+//! Merge policies side by side: every policy keeps reads, deletes, snapshots and reopen exactly
+//! as the `BTreeMap` model says while its levels hold several sorted runs; tiering rewrites fewer
+//! bytes than leveling; a database switches policy on reopen; tombstone-only tables go unread.
 
 mod common;
 
@@ -40,10 +40,24 @@ fn load(db: &Db, model: &mut Model) -> usize {
     most_runs
 }
 
+/// The presets at small base ratios (trees of a few hundred KB still get several levels).
+fn lazy_presets() -> Vec<MergePolicy> {
+    ["tiering:3", "wacky:T=3,K=1,Z=0", "wacky:T=3,K=1,Z=0,C=L", "bush", "wacky:T=4,K=0.5,Z=0.5,C=2,X=1.5"]
+        .iter()
+        .map(|s| s.parse().expect("policy"))
+        .collect()
+}
+
 #[test]
-fn tiering_keeps_several_runs_per_level_and_reads_match_the_model_through_reopen() {
+fn every_lazy_preset_keeps_several_runs_per_level_and_reads_match_the_model_through_reopen() {
+    for policy in lazy_presets() {
+        several_runs_and_reads_match(policy);
+    }
+}
+
+fn several_runs_and_reads_match(policy: MergePolicy) {
     let fs = Arc::new(MemFs::new());
-    let opts = options(MergePolicy::Tiering { runs_per_level: 3 }).vfs(fs.clone());
+    let opts = options(policy).vfs(fs.clone());
     let mut model = Model::new();
     {
         let db = Db::open("/t", opts.clone()).expect("open");
@@ -51,7 +65,7 @@ fn tiering_keeps_several_runs_per_level_and_reads_match_the_model_through_reopen
         db.put(b"pinned", b"old").expect("put");
         let most_runs = load(&db, &mut model);
         model.insert(b"pinned".to_vec(), b"old".to_vec());
-        assert!(most_runs >= 2, "tiering must leave several runs in some level: {most_runs}");
+        assert!(most_runs >= 2, "{policy:?} must leave several runs in some level: {most_runs}");
         assert_view_matches(&db, &ReadOptions::default(), &model, "after the load");
         // The snapshot taken before everything sees nothing of it.
         let ro = ReadOptions { snapshot: Some(snap), ..ReadOptions::default() };
@@ -61,12 +75,12 @@ fn tiering_keeps_several_runs_per_level_and_reads_match_the_model_through_reopen
     assert_view_matches(&db, &ReadOptions::default(), &model, "after reopen");
     db.compact_range(None, None).expect("compact");
     let runs = db.stats().level_runs;
-    assert_eq!(runs.iter().sum::<usize>(), 1, "compact_range leaves one run: {runs:?}");
+    assert_eq!(runs.iter().sum::<usize>(), 1, "{policy:?}: compact_range leaves one run: {runs:?}");
     assert_view_matches(&db, &ReadOptions::default(), &model, "after compact_range");
 }
 
 #[test]
-fn tiering_rewrites_fewer_bytes_than_leveling_for_the_same_load() {
+fn every_lazy_preset_rewrites_fewer_bytes_than_leveling_for_the_same_load() {
     let written = |policy| {
         let db = Db::open("/w", options(policy)).expect("open");
         load(&db, &mut Model::new());
@@ -76,9 +90,11 @@ fn tiering_rewrites_fewer_bytes_than_leveling_for_the_same_load() {
         st.compaction_bytes_written
     };
     let leveling = written(MergePolicy::Leveling);
-    let tiering = written(MergePolicy::Tiering { runs_per_level: 4 });
-    eprintln!("compaction bytes written: leveling {leveling}, tiering {tiering}");
-    assert!(tiering < leveling, "tiering {tiering} against leveling {leveling}");
+    for policy in lazy_presets() {
+        let lazy = written(policy);
+        eprintln!("compaction bytes written: leveling {leveling}, {policy:?} {lazy}");
+        assert!(lazy < leveling, "{policy:?}: {lazy} against leveling {leveling}");
+    }
 }
 
 #[test]
@@ -86,11 +102,15 @@ fn a_database_switches_between_leveling_and_tiering_on_reopen() {
     let fs = Arc::new(MemFs::new());
     let mut model = Model::new();
     {
-        let db = Db::open("/s", options(MergePolicy::Tiering { runs_per_level: 2 }).vfs(fs.clone())).expect("open");
+        let db = Db::open("/s", options(MergePolicy::tiering(2)).vfs(fs.clone())).expect("open");
         load(&db, &mut model);
     }
+    let recorded =
+        || wisckey::internals::VersionSet::load(fs.clone(), std::path::Path::new("/s"), 7).expect("manifest");
+    assert_eq!(recorded().policy(), "wacky:T=2,K=1,Z=1,C=1,X=1");
     // Leveling reopens a tiered tree: it reshapes it by compaction, reads stay right.
-    let db = Db::open("/s", options(MergePolicy::Leveling).vfs(fs)).expect("reopen");
+    let db = Db::open("/s", options(MergePolicy::Leveling).vfs(fs.clone())).expect("reopen");
+    assert_eq!(recorded().policy(), "leveled(T=10)", "the manifest records the policy in force");
     for i in 0..500u64 {
         let k = key(i);
         db.put(&k, b"after").expect("put");
@@ -100,4 +120,26 @@ fn a_database_switches_between_leveling_and_tiering_on_reopen() {
     assert_view_matches(&db, &ReadOptions::default(), &model, "leveling on a tiered tree");
     db.compact_range(None, None).expect("compact");
     assert_view_matches(&db, &ReadOptions::default(), &model, "after compact_range");
+}
+
+#[test]
+fn a_table_of_tombstones_for_keys_nothing_holds_is_dropped_unread() {
+    for policy in [MergePolicy::Leveling, MergePolicy::tiering(3)] {
+        let db = Db::open("/d", options(policy)).expect("open");
+        db.put(b"zzz", b"1").expect("put");
+        db.flush().expect("flush");
+        let before = db.stats().level_bytes.iter().sum::<u64>();
+        // Deletes of keys never written, fewer than one 4 KiB memtable holds (~96 bytes of
+        // overhead each): a single table of tombstones only.
+        for i in 0..25u64 {
+            db.delete(&key(i)).expect("delete");
+        }
+        db.flush().expect("flush");
+        db.wait_for_background_work().expect("wait");
+        let s = db.stats();
+        assert_eq!(s.num_tables_dropped, 1, "{policy:?}: {s:?}");
+        assert_eq!(s.level_bytes.iter().sum::<u64>(), before, "{policy:?}: only the first table is left");
+        assert_eq!(db.get(b"zzz").expect("get").as_deref(), Some(&b"1"[..]), "{policy:?}");
+        assert_eq!(db.get(&key(7)).expect("get"), None, "{policy:?}");
+    }
 }

@@ -1,0 +1,208 @@
+//! `wisckey tune`: the Wacky continuum's cost model (`wisckey::continuum`) searched for the
+//! merge policy that makes a workload cheapest (§5 of the paper), printed with its predicted
+//! costs next to the named designs'. The workload is given as shares of operations or read
+//! from a database's recorded counts (`--db`).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use wisckey::continuum::{self, tune::presets, Candidate, Knobs, TuningInput, Workload};
+use wisckey::{MergePolicy, WorkloadCounts};
+
+use crate::bench::CliResult;
+
+#[derive(Debug, Clone, Args)]
+pub struct TuneArgs {
+    /// Share of point lookups of keys that exist (any scale: shares are normalised).
+    #[arg(long, default_value_t = 0.0)]
+    reads: f64,
+    /// Share of point lookups of keys that do not exist.
+    #[arg(long = "zero_reads", default_value_t = 0.0)]
+    zero_reads: f64,
+    /// Share of writes.
+    #[arg(long, default_value_t = 0.0)]
+    writes: f64,
+    /// Share of short range scans.
+    #[arg(long, default_value_t = 0.0)]
+    scans: f64,
+    /// Take the mix from this (closed) database's recorded counts and its size from its tables.
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Entries the tree will hold (with --key_size and --value_size; ignored with --data_bytes).
+    #[arg(long, default_value_t = 10_000_000)]
+    num: u64,
+    #[arg(long = "key_size", default_value_t = 16)]
+    key_size: u64,
+    #[arg(long = "value_size", default_value_t = 100)]
+    value_size: u64,
+    /// Values at least this large live in the value log (the tree holds a pointer).
+    #[arg(long = "min_separated_value_bytes", default_value_t = 1024)]
+    min_separated_value_bytes: u64,
+    /// Bytes of tables the tree will hold (default: from --num and the entry size).
+    #[arg(long = "data_bytes")]
+    data_bytes: Option<u64>,
+    /// F: the write buffer in bytes.
+    #[arg(long = "write_buffer_size", default_value_t = 4 << 20)]
+    write_buffer_size: u64,
+    /// Bytes a flush actually writes (for `--predict`'s averages over a load; default F).
+    #[arg(long = "flush_bytes")]
+    flush_bytes: Option<u64>,
+    /// M: filter bits per entry on average.
+    #[arg(long = "bloom_bits", default_value_t = 10.0)]
+    bloom_bits: f64,
+    #[arg(long = "block_size", default_value_t = 4096)]
+    block_size: u64,
+    #[arg(long = "num_levels", default_value_t = 7)]
+    num_levels: usize,
+    /// Also predict these merge policies (repeatable; `--merge_policy` names).
+    #[arg(long = "predict", value_parser = parse_knobs)]
+    predict: Vec<Knobs>,
+    /// One JSON object per configuration instead of the table.
+    #[arg(long, default_value = "false", num_args = 0..=1, default_missing_value = "true",
+          action = clap::ArgAction::Set, value_parser = crate::bench::parse_bool)]
+    json: bool,
+}
+
+/// A merge policy name as the model's knobs (LevelDB's leveling as Wacky leveling at T = 10).
+fn parse_knobs(s: &str) -> Result<Knobs, String> {
+    match s.parse::<MergePolicy>()? {
+        MergePolicy::Wacky(k) => Ok(k),
+        _ => Ok(Knobs::leveling(10.0)),
+    }
+}
+
+impl TuneArgs {
+    /// Bytes one entry takes in a table (key, 8-byte tag, inline value or value pointer).
+    fn entry_bytes(&self) -> f64 {
+        let value = if self.value_size >= self.min_separated_value_bytes { 20 } else { self.value_size };
+        (self.key_size + 8 + value + 4) as f64
+    }
+
+    fn input(&self) -> CliResult<TuningInput> {
+        let (workload, data_bytes) = match &self.db {
+            Some(dir) => db_workload(dir)?,
+            None => {
+                let w = Workload {
+                    reads: self.reads,
+                    zero_result_reads: self.zero_reads,
+                    writes: self.writes,
+                    scans: self.scans,
+                };
+                (w, self.data_bytes.map_or(self.num as f64 * self.entry_bytes(), |b| b as f64))
+            }
+        };
+        if workload.reads + workload.zero_result_reads + workload.writes + workload.scans <= 0.0 {
+            return Err("give the workload's shares (--reads, --zero_reads, --writes, --scans) or --db".into());
+        }
+        Ok(TuningInput {
+            workload,
+            data_bytes,
+            buffer_bytes: self.write_buffer_size as f64,
+            filter_bits_per_entry: self.bloom_bits,
+            entries_per_block: (self.block_size as f64 / self.entry_bytes()).max(1.0),
+            max_levels: self.num_levels,
+        })
+    }
+}
+
+/// The mix a database recorded and the bytes of its tables.
+fn db_workload(dir: &std::path::Path) -> CliResult<(Workload, f64)> {
+    let c: WorkloadCounts = WorkloadCounts::read(dir)
+        .ok_or_else(|| format!("{}: no WORKLOAD file (open and close it once)", dir.display()))?;
+    let mut bytes = 0u64;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        if e.file_name().to_string_lossy().ends_with(".sst") {
+            bytes += e.metadata()?.len();
+        }
+    }
+    let w = Workload {
+        reads: c.reads_found as f64,
+        zero_result_reads: c.reads_missing as f64,
+        writes: c.writes as f64,
+        scans: c.scans as f64,
+    };
+    Ok((w, bytes as f64))
+}
+
+pub fn run(args: TuneArgs) -> CliResult {
+    let input = args.input()?;
+    let tuning = continuum::tune(&input);
+    let flush = args.flush_bytes.unwrap_or(args.write_buffer_size) as f64;
+    let predicted: Vec<Candidate> =
+        args.predict.iter().map(|k| continuum::tune::candidate(k.to_string(), *k, &input)).collect();
+    let rows = std::iter::once(("chosen", &tuning.best))
+        .chain(tuning.presets.iter().map(|c| ("preset", c)))
+        .chain(predicted.iter().map(|c| ("predict", c)));
+    if args.json {
+        for (role, c) in rows {
+            let load =
+                continuum::cost::load_average(c.knobs, input.data_bytes, input.buffer_bytes, flush, input.max_levels);
+            println!("{}", json_row(role, c, &load));
+        }
+        return Ok(());
+    }
+    print_header(&input);
+    println!("chosen: {} ({}), --merge_policy={}", tuning.best.knobs, tuning.best.name, tuning.best.knobs);
+    println!();
+    println!(
+        "{:<22} {:<34} {:>2} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "design", "knobs", "L", "runs", "write_amp", "zero_ios", "read_ios", "filter_MB", "cost"
+    );
+    for (role, c) in rows {
+        let mark = if role == "chosen" { "* " } else { "  " };
+        println!(
+            "{mark}{:<20} {:<34} {:>2} {:>6.0} {:>9.2} {:>9.4} {:>9.4} {:>9.1} {:>9.4}",
+            c.name,
+            c.knobs.to_string(),
+            c.shape.levels.len(),
+            c.costs.runs,
+            c.costs.write_amp,
+            c.costs.zero_result_ios,
+            c.costs.existing_ios,
+            c.costs.filter_bits_per_entry * input.data_bytes / args.entry_bytes() / 8.0 / 1e6,
+            c.cost
+        );
+    }
+    println!();
+    println!("write_amp: writes per entry (flush included, Eq 14 x B); zero_ios / read_ios: I/Os of a lookup of an absent / existing key (Eq 15); runs: runs a short scan seeks (V); cost: Eq 16's average I/Os per operation.");
+    Ok(())
+}
+
+fn print_header(input: &TuningInput) {
+    let w = &input.workload;
+    let total = (w.reads + w.zero_result_reads + w.writes + w.scans).max(f64::MIN_POSITIVE);
+    println!(
+        "workload: reads {:.2}, zero-result reads {:.2}, writes {:.2}, short scans {:.2}",
+        w.reads / total,
+        w.zero_result_reads / total,
+        w.writes / total,
+        w.scans / total
+    );
+    println!(
+        "data: {:.1} MB of tables (N/F = {:.0}), {} bits of filter per entry, {:.0} entries per block",
+        input.data_bytes / 1e6,
+        input.data_bytes / input.buffer_bytes,
+        input.filter_bits_per_entry,
+        input.entries_per_block
+    );
+    println!("presets: {}", presets().iter().map(|(n, k)| format!("{n}={k}")).collect::<Vec<_>>().join(" "));
+    println!();
+}
+
+fn json_row(role: &str, c: &Candidate, load: &continuum::cost::LoadAverage) -> String {
+    format!(
+        "{{\"role\":\"{role}\",\"name\":\"{}\",\"knobs\":\"{}\",\"levels\":{},\"runs\":{},\"write_amp\":{},\"paper_write_amp\":{},\"zero_result_ios\":{},\"existing_ios\":{},\"cost\":{},\"load_write_amp\":{},\"load_expected_runs\":{}}}",
+        c.name,
+        c.knobs,
+        c.shape.levels.len(),
+        c.costs.runs,
+        c.costs.write_amp,
+        c.costs.paper_write_amp,
+        c.costs.zero_result_ios,
+        c.costs.existing_ios,
+        c.cost,
+        load.write_amp,
+        load.expected_runs
+    )
+}

@@ -1,0 +1,358 @@
+//! The Wacky continuum's merge policy (Dayan & Idreos, SIGMOD'19): one implementation for
+//! tiering, lazy leveling, capped lazy leveling (SCLL), LSM-bush and everything between, set by
+//! the knobs T, K, Z, C and X (`continuum::Knobs`).
+//!
+//! Level 0 is the paper's level 1 (flushes land there, each a run of its own); the deepest
+//! non-empty level is the largest level L. Capacities are set top-down from the largest level's
+//! size (App. E, `continuum::Shape::top_down`): the other levels together hold a C-th of it, and
+//! when the total passes what L levels hold, the level count grows and the old largest level
+//! (now over its smaller capacity) moves or merges down. Each level i keeps up to a_i runs
+//! (Eq 13): a run arriving in a level joins (is merged with) the level's newest, "active" run
+//! while that run is below its share of the level (Dostoevsky's merge threshold, N_i / a_i),
+//! else it becomes a run of its own; a full level is merged, all runs at once, into the level
+//! below; the largest level merges all its runs into one when it holds more than a_L.
+//!
+//! Correctness with several runs per level: reads visit a level's runs by descending id; a run
+//! that joins an active run, or a level merged in place, keeps the newest input run's id (any
+//! run newer than the inputs keeps a larger id — a flush racing an L0 merge included), and a
+//! new run below takes a fresh, larger id; merges take whole runs (a manual range: every file
+//! overlapping it, closed under overlap), so no older version is left above a newer one; and a
+//! compaction keeps a tombstone while any older run that is not an input may hold the key
+//! (`compaction/job.rs`).
+
+use std::sync::Arc;
+
+use super::monkey::FilterPlan;
+use crate::compaction::{
+    pick_drop, Choice, CompactionInput, CompactionPolicy, CompactionTask, L0Limits, NewRun, PickContext, Reason,
+    WritePressure,
+};
+use crate::continuum::{Knobs, Shape};
+use crate::options::Options;
+use crate::sst::TableOptions;
+use crate::version::{FileMeta, SortedRun, Version};
+
+/// A Wacky policy for one setting of the knobs.
+#[derive(Debug, Clone)]
+pub struct WackyPolicy {
+    pub knobs: Knobs,
+    pub num_levels: usize,
+    /// F: the write buffer, the size of a flushed run.
+    pub buffer_bytes: f64,
+    pub filters: FilterPlan,
+    /// The options' L0 triggers, raised above where the shape merges level 0.
+    options_limits: Options,
+}
+
+fn run_bytes(r: &SortedRun) -> u64 {
+    r.files.iter().map(|f| f.size).sum()
+}
+
+/// Merge `inputs` (upper level first) into `output_level`, joining run `output_run` there.
+fn merge(inputs: Vec<CompactionInput>, output_level: usize, output_run: Option<u64>, reason: Reason) -> CompactionTask {
+    CompactionTask { inputs, output_level, output_run, grandparents: Vec::new(), compact_pointer: None, reason }
+}
+
+/// Merge `runs` of `level` into one run of the same level, keeping the newest one's id.
+fn merge_in_place(level: usize, runs: &[SortedRun], reason: Reason) -> Choice {
+    let files = runs.iter().flat_map(|r| r.files.iter().cloned()).collect();
+    let newest = runs.iter().map(|r| r.id).max();
+    Choice::Merge(merge(vec![CompactionInput { level, files }], level, newest, reason))
+}
+
+/// The deepest level below L0 holding data (0 if none does).
+fn deepest_level(v: &Version) -> usize {
+    (1..v.num_levels()).rev().find(|&l| v.num_runs(l) > 0).unwrap_or(0)
+}
+
+impl WackyPolicy {
+    pub fn new(o: &Options, knobs: Knobs) -> Self {
+        WackyPolicy {
+            knobs,
+            num_levels: o.num_levels.max(2),
+            buffer_bytes: o.write_buffer_bytes.max(1) as f64,
+            filters: FilterPlan::from_options(o),
+            options_limits: Options::default()
+                .l0_compaction_trigger(o.l0_compaction_trigger)
+                .l0_slowdown_trigger(o.l0_slowdown_trigger)
+                .l0_stop_trigger(o.l0_stop_trigger),
+        }
+    }
+
+    /// The shape of `v` (App. E): top-down from the deepest non-empty level below L0, with at
+    /// least as many levels as the data already spans.
+    pub fn shape(&self, v: &Version) -> Shape {
+        let deepest = deepest_level(v);
+        let largest_bytes = if deepest >= 1 { v.level_bytes(deepest) as f64 } else { 0.0 };
+        Shape::top_down(self.knobs, largest_bytes, self.buffer_bytes, deepest + 1, self.num_levels)
+    }
+
+    /// The size at which level `i`'s active run turns static: its share N_i / a_i of the
+    /// level, less half a typical arrival (arrivals come in whole runs; without the margin a
+    /// tiered level's runs, each one arrival, would all take a second one).
+    fn static_threshold(shape: &Shape, i: usize) -> f64 {
+        let l = &shape.levels[i];
+        if l.max_runs <= 1 {
+            return f64::INFINITY;
+        }
+        let arrivals_per_level = if i == shape.largest() { shape.capping } else { l.arrivals };
+        let arrivals_per_run = (arrivals_per_level / l.max_runs as f64).max(1.0);
+        l.capacity_bytes / l.max_runs as f64 * (1.0 - 0.5 / arrivals_per_run)
+    }
+
+    /// Bytes of a run arriving in level `i`: a flush, or the full level above.
+    fn arrival_bytes(&self, shape: &Shape, i: usize) -> f64 {
+        if i == 0 {
+            self.buffer_bytes
+        } else {
+            shape.levels[i - 1].capacity_bytes
+        }
+    }
+
+    /// Level `i` (not the largest) holds its capacity, give or take half an arrival.
+    fn is_full(&self, v: &Version, shape: &Shape, i: usize) -> bool {
+        let bytes = v.level_bytes(i) as f64;
+        bytes > 0.0 && bytes + self.arrival_bytes(shape, i) / 2.0 >= shape.levels[i].capacity_bytes
+    }
+
+    /// All of full level `i` into the level below: joining its active run if that is below
+    /// its threshold, else as a new run (moved, not rewritten, if level `i` is one run).
+    fn spill(v: &Version, shape: &Shape, i: usize) -> Choice {
+        let below = i + 1;
+        let active =
+            v.levels[below].runs.first().filter(|r| (run_bytes(r) as f64) < Self::static_threshold(shape, below));
+        let mut inputs = vec![CompactionInput { level: i, files: v.levels[i].files().cloned().collect() }];
+        let reason = if below == shape.largest() { Reason::LevelSize } else { Reason::RunsFull };
+        match active {
+            Some(run) => {
+                inputs.push(CompactionInput { level: below, files: run.files.clone() });
+                Choice::Merge(merge(inputs, below, Some(run.id), reason))
+            }
+            None if v.num_runs(i) == 1 => Choice::Move(merge(inputs, below, None, reason)),
+            None => Choice::Merge(merge(inputs, below, None, reason)),
+        }
+    }
+
+    /// A run that landed on level `i` (a flush) joins the active run below the threshold, or
+    /// whenever the level holds more than a_i runs (flushes smaller than F, a reshaped tree):
+    /// write back-pressure counts on level 0 never holding more.
+    fn join_active(v: &Version, shape: &Shape, i: usize) -> Option<Choice> {
+        let runs = &v.levels[i].runs;
+        let active = runs.get(1)?;
+        let over = runs.len() > shape.levels[i].max_runs;
+        (over || (run_bytes(active) as f64) < Self::static_threshold(shape, i))
+            .then(|| merge_in_place(i, &runs[..2], Reason::RunsFull))
+    }
+
+    /// Every file of `level` overlapping the range (grown until nothing else overlaps) into
+    /// one run of `output_level`: a new run below, or the newest input run's id in place.
+    fn merge_range(
+        v: &Version,
+        level: usize,
+        (begin, end): (Option<&[u8]>, Option<&[u8]>),
+        output_level: usize,
+    ) -> Option<CompactionTask> {
+        let files: Vec<Arc<FileMeta>> = v.overlapping_files(level, begin, end);
+        let run = if output_level == level { files.iter().map(|f| f.run).max() } else { None };
+        (!files.is_empty()).then(|| merge(vec![CompactionInput { level, files }], output_level, run, Reason::Manual))
+    }
+}
+
+impl CompactionPolicy for WackyPolicy {
+    fn name(&self) -> String {
+        self.knobs.to_string()
+    }
+
+    fn pick(&self, ctx: &PickContext<'_>) -> Option<Choice> {
+        if let Some(drop) = pick_drop(ctx) {
+            return Some(drop);
+        }
+        let v = ctx.version;
+        let shape = self.shape(v);
+        let largest = shape.largest();
+        if v.num_runs(largest) > shape.levels[largest].max_runs && ctx.free(&[largest]) {
+            return Some(merge_in_place(largest, &v.levels[largest].runs, Reason::RunsFull));
+        }
+        // The data outgrew its levels (Eq 10 wants one more): the old largest level becomes
+        // the new largest level as it is, runs and all, instead of being merged as if full.
+        let deepest = deepest_level(v);
+        if (1..largest).contains(&deepest) && ctx.free(&[deepest, largest]) {
+            let files = v.levels[deepest].files().cloned().collect();
+            return Some(Choice::Move(merge(
+                vec![CompactionInput { level: deepest, files }],
+                largest,
+                None,
+                Reason::Grow,
+            )));
+        }
+        // Deepest first: a full level empties into the level below before that one fills up
+        // further from above.
+        for i in (0..largest).rev().filter(|&i| v.num_runs(i) > 0 && ctx.free(&[i])) {
+            if self.is_full(v, &shape, i) {
+                if ctx.free(&[i + 1]) {
+                    return Some(Self::spill(v, &shape, i));
+                }
+            } else if let Some(join) = Self::join_active(v, &shape, i) {
+                return Some(join);
+            }
+        }
+        None
+    }
+
+    fn pick_range(
+        &self,
+        v: &Version,
+        level: usize,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Option<CompactionTask> {
+        (level + 1 < self.num_levels).then(|| Self::merge_range(v, level, (begin, end), level + 1))?
+    }
+
+    fn pick_merge_runs(
+        &self,
+        v: &Version,
+        level: usize,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Option<CompactionTask> {
+        (v.num_runs(level) >= 2).then(|| Self::merge_range(v, level, (begin, end), level))?
+    }
+
+    fn place_flush(&self, _v: &Version, _lo: &[u8], _hi: &[u8]) -> (usize, Option<u64>) {
+        (0, None)
+    }
+
+    /// Level 0 merges once it holds more than a_1 runs (`join_active`; sooner when it fills);
+    /// the options' slowdown and stop triggers keep their distance above that.
+    fn write_pressure(&self, v: &Version) -> WritePressure {
+        let runs = v.num_runs(0);
+        if runs < self.options_limits.l0_slowdown_trigger {
+            return WritePressure::None;
+        }
+        let merge_at = self.shape(v).levels[0].max_runs + 1;
+        L0Limits::above(&self.options_limits, merge_at).pressure(runs)
+    }
+
+    /// A run of a level above the deepest counts at least its share of the level, N_i / a_i.
+    fn table_options(&self, v: &Version, run: &NewRun<'_>) -> TableOptions {
+        let shape = self.shape(v);
+        self.filters.table_options(v, run, |level| {
+            shape.levels.get(level).map_or(0, |l| (l.capacity_bytes / l.max_runs as f64) as u64)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compaction::testutil::{file, version};
+
+    /// A policy whose write buffer is one test table (1000 bytes).
+    fn policy(knobs: Knobs) -> WackyPolicy {
+        WackyPolicy::new(&Options::default().write_buffer_bytes(1000).num_levels(5), knobs)
+    }
+
+    fn pick(p: &WackyPolicy, v: &Version, busy: &[usize]) -> Option<Choice> {
+        p.pick(&PickContext { version: v, compact_pointers: &[], seek_candidate: None, busy_levels: busy })
+    }
+
+    fn task(c: Option<Choice>) -> (&'static str, CompactionTask) {
+        match c {
+            Some(Choice::Move(t)) => ("move", t),
+            Some(Choice::Merge(t)) => ("merge", t),
+            other => panic!("expected a move or a merge, got {other:?}"),
+        }
+    }
+
+    /// Kind, output level, output run and input file numbers of a choice.
+    fn summary(c: Option<Choice>) -> (&'static str, usize, Option<u64>, Vec<u64>) {
+        let (kind, t) = task(c);
+        (kind, t.output_level, t.output_run, inputs(&t))
+    }
+
+    fn inputs(t: &CompactionTask) -> Vec<u64> {
+        let mut n: Vec<u64> = t.input_files().map(|(_, f)| f.number).collect();
+        n.sort_unstable();
+        n
+    }
+
+    /// A table of `kb` KB.
+    fn sized(number: u64, run: u64, kb: u64) -> FileMeta {
+        FileMeta { size: kb * 1000, ..file(number, run, "a", "z") }
+    }
+
+    #[test]
+    fn the_first_flush_moves_down_to_become_the_largest_level() {
+        let p = policy(Knobs::tiering(4.0));
+        let (kind, t) = task(pick(&p, &version(5, &[(0, file(1, 1, "a", "z"))]), &[]));
+        assert_eq!((kind, t.output_level, t.output_run), ("move", 1, None));
+    }
+
+    #[test]
+    fn under_leveled_smaller_levels_a_flush_joins_the_level_0_run_keeping_the_newest_id() {
+        // Largest level 1000 KB: level 0's capacity is far above two 1 KB flushes.
+        let p = policy(Knobs::leveling(10.0));
+        let v = version(5, &[(0, file(1, 1, "a", "m")), (0, file(2, 2, "b", "z")), (2, sized(3, 3, 1000))]);
+        assert_eq!(summary(pick(&p, &v, &[])), ("merge", 0, Some(2), vec![1, 2]));
+    }
+
+    #[test]
+    fn under_tiered_levels_flushes_stay_runs_of_their_own_until_the_level_is_full() {
+        let p = policy(Knobs::tiering(4.0));
+        // N_L = 60 KB: N = 80 KB, L = 3, and level 0 holds N/(C+1) · (T−1)/T² = 3.75 KB.
+        let mut files = vec![(2, sized(9, 9, 60))];
+        files.extend((1..=3).map(|n| (0, file(n, n, "a", "z"))));
+        assert!(pick(&p, &version(5, &files), &[]).is_none(), "three flushes fit");
+        files.push((0, file(4, 4, "a", "z")));
+        assert_eq!(summary(pick(&p, &version(5, &files), &[])), ("merge", 1, None, vec![1, 2, 3, 4]));
+    }
+
+    #[test]
+    fn a_largest_level_with_more_runs_than_a_l_merges_them_in_place() {
+        // Tiering at T = 3: the largest level keeps C^Z = 2 runs.
+        let p = policy(Knobs::tiering(3.0));
+        let v = version(5, &[(1, sized(1, 1, 2)), (1, sized(2, 2, 2)), (1, sized(3, 3, 2))]);
+        assert_eq!(summary(pick(&p, &v, &[])), ("merge", 1, Some(3), vec![1, 2, 3]));
+        assert!(pick(&p, &v, &[1]).is_none(), "not while level 1 is busy");
+    }
+
+    #[test]
+    fn when_the_data_outgrows_its_levels_the_largest_level_moves_down_whole() {
+        // Leveling T = 10 with a 1000 KB largest level at level 1 needs L = 3 (N/F ≈ 1111):
+        // level 1 is now a smaller level far over its 100 KB capacity.
+        let p = policy(Knobs::leveling(10.0));
+        let v = version(5, &[(1, sized(1, 1, 1000))]);
+        assert_eq!(p.shape(&v).levels.len(), 3);
+        let (kind, t) = task(pick(&p, &v, &[]));
+        assert_eq!((kind, t.output_level, t.reason), ("move", 2, Reason::Grow));
+        // Under tiering the runs move down as they are, unmerged, straight to the new largest
+        // level (N = 1333 KB: L = 4).
+        let p = policy(Knobs::tiering(10.0));
+        let v = version(5, &[(1, sized(1, 1, 600)), (1, sized(2, 2, 600))]);
+        assert_eq!(summary(pick(&p, &v, &[])), ("move", 3, None, vec![1, 2]));
+    }
+
+    #[test]
+    fn a_full_level_joins_the_active_run_below_while_it_is_small() {
+        // Lazy leveling: the largest level (level 2) is leveled, so level 1's spill joins it.
+        let p = policy(Knobs::lazy_leveling(4.0));
+        // N_L = 60 KB: level 1 holds N/(C+1) · (T−1)/T = 15 KB.
+        let v = version(5, &[(1, sized(1, 1, 7)), (1, sized(2, 2, 7)), (2, sized(3, 3, 60))]);
+        assert_eq!(summary(pick(&p, &v, &[])), ("merge", 2, Some(3), vec![1, 2, 3]));
+        assert!(pick(&p, &v, &[2]).is_none(), "the level below is busy");
+    }
+
+    #[test]
+    fn l0_write_pressure_sets_in_above_where_the_shape_merges_level_0() {
+        let p = policy(Knobs::bush(2.0, 1.0));
+        let few = version(5, &[(0, file(1, 1, "a", "b")), (2, sized(9, 9, 400))]);
+        assert_eq!(p.write_pressure(&few), WritePressure::None);
+        let files: Vec<(u32, FileMeta)> = (1..=60).map(|n| (0, file(n, n, "a", "b"))).collect();
+        let crowded = version(5, &files);
+        assert_eq!(p.write_pressure(&crowded), WritePressure::Stop);
+        // ...and while writers stop, the policy always has level 0 work to do.
+        let (_, t) = task(pick(&p, &crowded, &[]));
+        assert_eq!(t.inputs[0].level, 0);
+    }
+}
