@@ -52,6 +52,11 @@ pub struct TuneArgs {
     bloom_bits: f64,
     #[arg(long = "block_size", default_value_t = 4096)]
     block_size: u64,
+    /// ϕ: what a compaction's write of one block costs in lookup I/Os (1: the paper's
+    /// storage-bound tree; the default is measured for a tree in memory, see
+    /// `wisckey::continuum::cost::DEFAULT_WRITE_COST_RATIO`).
+    #[arg(long = "write_cost_ratio", default_value_t = continuum::cost::DEFAULT_WRITE_COST_RATIO)]
+    write_cost_ratio: f64,
     #[arg(long = "num_levels", default_value_t = 7)]
     num_levels: usize,
     /// Also predict these merge policies (repeatable; `--merge_policy` names).
@@ -94,12 +99,16 @@ impl TuneArgs {
         if workload.reads + workload.zero_result_reads + workload.writes + workload.scans <= 0.0 {
             return Err("give the workload's shares (--reads, --zero_reads, --writes, --scans) or --db".into());
         }
+        if !(self.write_cost_ratio.is_finite() && self.write_cost_ratio > 0.0) {
+            return Err(format!("--write_cost_ratio {}: give a positive number", self.write_cost_ratio).into());
+        }
         Ok(TuningInput {
             workload,
             data_bytes,
             buffer_bytes: self.write_buffer_size as f64,
             filter_bits_per_entry: self.bloom_bits,
             entries_per_block: (self.block_size as f64 / self.entry_bytes()).max(1.0),
+            write_cost_ratio: self.write_cost_ratio,
             max_levels: self.num_levels,
         })
     }
@@ -165,7 +174,7 @@ pub fn run(args: TuneArgs) -> CliResult {
         );
     }
     println!();
-    println!("write_amp: writes per entry (flush included, Eq 14 x B); zero_ios / read_ios: I/Os of a lookup of an absent / existing key (Eq 15); runs: runs a short scan seeks (V); cost: Eq 16's average I/Os per operation.");
+    println!("write_amp: writes per entry (flush included, Eq 14 x B); zero_ios / read_ios: I/Os of a lookup of an absent / existing key (Eq 15); runs: runs a short scan seeks (V); cost: Eq 16's average lookup I/Os per operation (a block written counts --write_cost_ratio).");
     Ok(())
 }
 
@@ -180,11 +189,12 @@ fn print_header(input: &TuningInput) {
         w.scans / total
     );
     println!(
-        "data: {:.1} MB of tables (N/F = {:.0}), {} bits of filter per entry, {:.0} entries per block",
+        "data: {:.1} MB of tables (N/F = {:.0}), {} bits of filter per entry, {:.0} entries per block, a block written costs {} lookup I/Os",
         input.data_bytes / 1e6,
         input.data_bytes / input.buffer_bytes,
         input.filter_bits_per_entry,
-        input.entries_per_block
+        input.entries_per_block,
+        input.write_cost_ratio
     );
     println!("presets: {}", presets().iter().map(|(n, k)| format!("{n}={k}")).collect::<Vec<_>>().join(" "));
     println!();

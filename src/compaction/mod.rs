@@ -206,11 +206,19 @@ pub struct L0Limits {
 }
 
 impl L0Limits {
-    /// The options' triggers, raised to keep their distance above `merge_at` runs.
+    /// The options' triggers, raised to keep their distance above `merge_at` runs, and to let
+    /// level 0 hold twice `merge_at` runs before writers slow (half as many again before they
+    /// stop): level 0 keeps taking flushes while it merges, and a merge that empties many runs
+    /// into a large level takes long (a 26-run level 0 with four flushes of slack stalled
+    /// writers 1.3 s of a 2.65 s 90 %-write mix while it merged 220 MB). LevelDB's 4/8/12 are
+    /// this rule at `merge_at` = 4.
     pub fn above(o: &crate::options::Options, merge_at: usize) -> Self {
-        let slowdown =
-            o.l0_slowdown_trigger.max(merge_at + o.l0_slowdown_trigger.saturating_sub(o.l0_compaction_trigger));
-        let stop = o.l0_stop_trigger.max(slowdown + o.l0_stop_trigger.saturating_sub(o.l0_slowdown_trigger));
+        let slowdown = o
+            .l0_slowdown_trigger
+            .max(merge_at + o.l0_slowdown_trigger.saturating_sub(o.l0_compaction_trigger))
+            .max(2 * merge_at);
+        let stop_gap = o.l0_stop_trigger.saturating_sub(o.l0_slowdown_trigger).max(merge_at / 2);
+        let stop = o.l0_stop_trigger.max(slowdown + stop_gap);
         L0Limits { slowdown_files: slowdown, stop_files: stop }
     }
 
@@ -321,8 +329,12 @@ mod tests {
     fn write_pressure_steps_up_at_the_slowdown_and_stop_counts() {
         let o = crate::options::Options::default();
         let l = L0Limits::above(&o, 4);
+        assert_eq!((l.slowdown_files, l.stop_files), (8, 12), "LevelDB's triggers");
         assert_eq!(l.pressure(l.slowdown_files - 1), WritePressure::None);
         assert_eq!(l.pressure(l.slowdown_files), WritePressure::Slowdown);
         assert_eq!(l.pressure(l.stop_files), WritePressure::Stop);
+        // A level 0 that merges at 26 runs takes as many again before writers slow.
+        let wide = L0Limits::above(&o, 26);
+        assert_eq!((wide.slowdown_files, wide.stop_files), (52, 65));
     }
 }

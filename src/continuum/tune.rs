@@ -19,6 +19,9 @@ pub struct TuningInput {
     pub filter_bits_per_entry: f64,
     /// B: entries per block (a compaction writes B entries per I/O).
     pub entries_per_block: f64,
+    /// ϕ: what writing one block in compaction costs, in lookup I/Os
+    /// (`cost::DEFAULT_WRITE_COST_RATIO`; 1 for the paper's storage-bound tree).
+    pub write_cost_ratio: f64,
     /// The most levels the tree may have.
     pub max_levels: usize,
 }
@@ -90,7 +93,7 @@ const T_RANGE: std::ops::RangeInclusive<u32> = 2..=64;
 pub fn candidate(name: String, knobs: Knobs, input: &TuningInput) -> Candidate {
     let shape = Shape::for_data(knobs, input.data_bytes, input.buffer_bytes, 2, input.max_levels);
     let costs = shape.costs(input.filter_bits_per_entry);
-    let cost = input.workload.cost(&costs, input.entries_per_block);
+    let cost = input.workload.cost(&costs, input.entries_per_block, input.write_cost_ratio);
     Candidate { name, knobs, shape, costs, cost }
 }
 
@@ -120,6 +123,7 @@ mod tests {
             buffer_bytes: 4e6,
             filter_bits_per_entry: 10.0,
             entries_per_block: 32.0,
+            write_cost_ratio: 1.0,
             max_levels: 7,
         }
     }
@@ -135,6 +139,16 @@ mod tests {
             assert!(t.presets.iter().all(|p| t.best.cost <= p.cost + 1e-12), "{w:?}: {} {}", t.best.name, t.best.cost);
             assert_eq!(t.presets.len(), presets().len());
         }
+    }
+
+    #[test]
+    fn a_costlier_block_write_moves_a_write_heavy_mix_to_a_lazier_design() {
+        let w = Workload { writes: 0.9, reads: 0.1, ..Default::default() };
+        let disk = tune(&input(w)).best;
+        let memory =
+            tune(&TuningInput { write_cost_ratio: crate::continuum::cost::DEFAULT_WRITE_COST_RATIO, ..input(w) }).best;
+        assert!(memory.costs.write_amp <= disk.costs.write_amp, "{disk:?} against {memory:?}");
+        assert!(memory.costs.write_amp < 4.0, "{memory:?}");
     }
 
     #[test]

@@ -224,7 +224,7 @@ impl CompactionPolicy for WackyPolicy {
     }
 
     /// Level 0 merges once it holds more than a_1 runs (`join_active`; sooner when it fills);
-    /// the options' slowdown and stop triggers keep their distance above that.
+    /// writers slow at twice that many runs and stop at half as many again (`L0Limits::above`).
     fn write_pressure(&self, v: &Version) -> WritePressure {
         let runs = v.num_runs(0);
         if runs < self.options_limits.l0_slowdown_trigger {
