@@ -2,6 +2,7 @@
 //! see, and writes the survivors into new table files cut at the target size.
 
 use std::cmp::Ordering;
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -143,15 +144,20 @@ impl GrandparentCutter<'_> {
 /// older run the compaction left out: dropping the tombstone would bring its value back).
 /// Tables in levels above the topmost input are newer and shadow nothing. Under leveling the
 /// extra checks cost nothing: the non-input tables of those levels never overlap the inputs.
-fn is_base_level_for_key(v: &Version, task: &CompactionTask, user_key: &[u8]) -> bool {
+/// `inputs` is the task's input file numbers (`input_numbers`), built once per job: a
+/// whole-level merge has thousands of inputs and may meet a tombstone per entry.
+fn is_base_level_for_key(v: &Version, task: &CompactionTask, inputs: &HashSet<u64>, user_key: &[u8]) -> bool {
     let top = task.inputs.iter().map(|i| i.level).min().unwrap_or(task.output_level);
-    let is_input = |n: u64| task.input_files().any(|(_, f)| f.number == n);
     (top..v.num_levels()).all(|l| {
         v.levels[l]
             .runs
             .iter()
-            .all(|r| r.overlapping(Some(user_key), Some(user_key)).iter().all(|f| is_input(f.number)))
+            .all(|r| r.overlapping(Some(user_key), Some(user_key)).iter().all(|f| inputs.contains(&f.number)))
     })
+}
+
+fn input_numbers(task: &CompactionTask) -> HashSet<u64> {
+    task.input_files().map(|(_, f)| f.number).collect()
 }
 
 /// One child iterator per sorted run among the inputs (each L0 file is its own run).
@@ -190,6 +196,7 @@ pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Ver
     };
     let mut current_user_key: Option<Vec<u8>> = None;
     let mut last_seq_for_key = MAX_SEQ;
+    let inputs = input_numbers(task);
     it.seek_to_first()?;
     while it.valid() {
         let ikey = it.key();
@@ -213,7 +220,7 @@ pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Ver
         } else {
             p.kind == ValueKind::Deletion
                 && p.seq <= ctx.smallest_snapshot
-                && is_base_level_for_key(version, task, p.user_key)
+                && is_base_level_for_key(version, task, &inputs, p.user_key)
         };
         last_seq_for_key = p.seq;
         if drop && p.kind == ValueKind::Pointer {
@@ -270,11 +277,11 @@ mod tests {
         // an older value of "l" that the tombstone still hides.
         let v = version(&[(1, file(10, 5, "a", "m")), (1, file(11, 7, "k", "z"))]);
         let t = task(&v, &[(1, 11)], 1);
-        assert!(!is_base_level_for_key(&v, &t, b"l"), "older run 5 overlaps l");
-        assert!(is_base_level_for_key(&v, &t, b"x"), "nothing older holds x");
+        assert!(!is_base_level_for_key(&v, &t, &input_numbers(&t), b"l"), "older run 5 overlaps l");
+        assert!(is_base_level_for_key(&v, &t, &input_numbers(&t), b"x"), "nothing older holds x");
         // With both runs as inputs nothing older is left.
         let both = task(&v, &[(1, 10), (1, 11)], 1);
-        assert!(is_base_level_for_key(&v, &both, b"l"));
+        assert!(is_base_level_for_key(&v, &both, &input_numbers(&both), b"l"));
     }
 
     #[test]
@@ -282,16 +289,16 @@ mod tests {
         let v = version(&[(0, file(20, 20, "a", "c")), (0, file(21, 21, "b", "d")), (2, file(30, 1, "p", "q"))]);
         // L0 -> L1 with only file 21: file 20 (another L0 run) may hold an older "b".
         let t = task(&v, &[(0, 21)], 1);
-        assert!(!is_base_level_for_key(&v, &t, b"b"));
-        assert!(is_base_level_for_key(&v, &t, b"d"));
+        assert!(!is_base_level_for_key(&v, &t, &input_numbers(&t), b"b"));
+        assert!(is_base_level_for_key(&v, &t, &input_numbers(&t), b"d"));
         // A deeper level holding the key keeps the tombstone too.
-        assert!(!is_base_level_for_key(&v, &t, b"p"));
+        assert!(!is_base_level_for_key(&v, &t, &input_numbers(&t), b"p"));
     }
 
     #[test]
     fn tables_above_the_inputs_are_newer_and_do_not_keep_a_tombstone() {
         let v = version(&[(0, file(40, 40, "a", "z")), (1, file(41, 1, "a", "z"))]);
         let t = task(&v, &[(1, 41)], 2);
-        assert!(is_base_level_for_key(&v, &t, b"k"), "L0 is newer than the L1 input");
+        assert!(is_base_level_for_key(&v, &t, &input_numbers(&t), b"k"), "L0 is newer than the L1 input");
     }
 }

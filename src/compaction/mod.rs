@@ -206,19 +206,22 @@ pub struct L0Limits {
 }
 
 impl L0Limits {
-    /// The options' triggers, raised to keep their distance above `merge_at` runs, and to let
-    /// level 0 hold twice `merge_at` runs before writers slow (half as many again before they
-    /// stop): level 0 keeps taking flushes while it merges, and a merge that empties many runs
-    /// into a large level takes long (a 26-run level 0 with four flushes of slack stalled
-    /// writers 1.3 s of a 2.65 s 90 %-write mix while it merged 220 MB). LevelDB's 4/8/12 are
-    /// this rule at `merge_at` = 4.
+    /// The options' triggers, raised to keep their distance above `merge_at` runs. A policy
+    /// that merges level 0 later than the options' trigger (many runs under tiering) also lets
+    /// level 0 hold twice `merge_at` runs before writers slow and half as many again before
+    /// they stop: level 0 keeps taking flushes while it merges, and a merge that empties many
+    /// runs into a large level takes long (a 26-run level 0 with four flushes of slack stalled
+    /// writers 1.3 s of a 2.65 s 90 %-write mix while it merged 220 MB). At the options' own
+    /// trigger (leveling) their triggers stand as set.
     pub fn above(o: &crate::options::Options, merge_at: usize) -> Self {
-        let slowdown = o
-            .l0_slowdown_trigger
-            .max(merge_at + o.l0_slowdown_trigger.saturating_sub(o.l0_compaction_trigger))
-            .max(2 * merge_at);
-        let stop_gap = o.l0_stop_trigger.saturating_sub(o.l0_slowdown_trigger).max(merge_at / 2);
-        let stop = o.l0_stop_trigger.max(slowdown + stop_gap);
+        let slowdown_gap = o.l0_slowdown_trigger.saturating_sub(o.l0_compaction_trigger);
+        let mut stop_gap = o.l0_stop_trigger.saturating_sub(o.l0_slowdown_trigger);
+        let mut slowdown = o.l0_slowdown_trigger.max(merge_at.saturating_add(slowdown_gap));
+        if merge_at > o.l0_compaction_trigger {
+            slowdown = slowdown.max(merge_at.saturating_mul(2));
+            stop_gap = stop_gap.max(merge_at / 2);
+        }
+        let stop = o.l0_stop_trigger.max(slowdown.saturating_add(stop_gap));
         L0Limits { slowdown_files: slowdown, stop_files: stop }
     }
 
@@ -336,5 +339,11 @@ mod tests {
         // A level 0 that merges at 26 runs takes as many again before writers slow.
         let wide = L0Limits::above(&o, 26);
         assert_eq!((wide.slowdown_files, wide.stop_files), (52, 65));
+        // Triggers a user set stand under a policy that merges at them.
+        let tight = o.clone().l0_compaction_trigger(4).l0_slowdown_trigger(5).l0_stop_trigger(6);
+        assert_eq!(L0Limits::above(&tight, 4), L0Limits { slowdown_files: 5, stop_files: 6 });
+        // "Never stall" does not overflow.
+        let never = o.l0_slowdown_trigger(usize::MAX).l0_stop_trigger(usize::MAX);
+        assert_eq!(L0Limits::above(&never, 30).stop_files, usize::MAX);
     }
 }

@@ -188,11 +188,12 @@ impl CompactionPolicy for WackyPolicy {
         // Deepest first: a full level empties into the level below before that one fills up
         // further from above.
         for i in (0..largest).rev().filter(|&i| v.num_runs(i) > 0 && ctx.free(&[i])) {
-            if self.is_full(v, &shape, i) {
-                if ctx.free(&[i + 1]) {
-                    return Some(Self::spill(v, &shape, i));
-                }
-            } else if let Some(join) = Self::join_active(v, &shape, i) {
+            if self.is_full(v, &shape, i) && ctx.free(&[i + 1]) {
+                return Some(Self::spill(v, &shape, i));
+            }
+            // Not full, or full over a busy level: merging its newest runs in place still
+            // keeps its run count (level 0's write pressure) down meanwhile.
+            if let Some(join) = Self::join_active(v, &shape, i) {
                 return Some(join);
             }
         }
@@ -223,15 +224,17 @@ impl CompactionPolicy for WackyPolicy {
         (0, None)
     }
 
-    /// Level 0 merges once it holds more than a_1 runs (`join_active`; sooner when it fills);
-    /// writers slow at twice that many runs and stop at half as many again (`L0Limits::above`).
+    /// Level 0 merges once it holds more than a_1 runs (`join_active`) or its capacity N_0
+    /// (about N_0 / F flushes, far fewer than a_1 for LSM-bush's huge ratios); writers slow at
+    /// twice the smaller count and stop at half as many again (`L0Limits::above`).
     fn write_pressure(&self, v: &Version) -> WritePressure {
         let runs = v.num_runs(0);
         if runs < self.options_limits.l0_slowdown_trigger {
             return WritePressure::None;
         }
-        let merge_at = self.shape(v).levels[0].max_runs + 1;
-        L0Limits::above(&self.options_limits, merge_at).pressure(runs)
+        let l0 = &self.shape(v).levels[0];
+        let fill_runs = (l0.capacity_bytes / self.buffer_bytes.max(1.0)).ceil().max(1.0) as usize;
+        L0Limits::above(&self.options_limits, l0.max_runs.min(fill_runs) + 1).pressure(runs)
     }
 
     /// A run of a level above the deepest counts at least its share of the level, N_i / a_i.
@@ -354,5 +357,37 @@ mod tests {
         // ...and while writers stop, the policy always has level 0 work to do.
         let (_, t) = task(pick(&p, &crowded, &[]));
         assert_eq!(t.inputs[0].level, 0);
+    }
+
+    /// Level 0 runs 1..=n of one-table flushes over a largest level of `largest_kb`.
+    fn l0_over(n: u64, largest_kb: u64) -> Version {
+        let mut files: Vec<(u32, FileMeta)> = (1..=n).map(|i| (0, file(i, i, "a", "b"))).collect();
+        files.push((4, sized(900, 900, largest_kb)));
+        version(5, &files)
+    }
+
+    #[test]
+    fn l0_write_pressure_sets_in_at_twice_the_runs_level_0_merges_at() {
+        // LSM-bush over a large largest level: r_1 = T^(X^(L−2)) puts a_1 in the hundreds.
+        // Level 0 merges past a_1 runs or N_0 / F flushes, whichever comes first.
+        let p = policy(Knobs::bush(2.0, 1.0));
+        let l0 = p.shape(&l0_over(1, 100_000)).levels[0];
+        let m = l0.max_runs.min((l0.capacity_bytes / 1000.0).ceil() as usize) as u64 + 1;
+        assert!(m > 100, "{l0:?}");
+        assert_eq!(p.write_pressure(&l0_over(2 * m - 1, 100_000)), WritePressure::None);
+        assert_eq!(p.write_pressure(&l0_over(2 * m, 100_000)), WritePressure::Slowdown);
+        assert_eq!(p.write_pressure(&l0_over(2 * m + m / 2, 100_000)), WritePressure::Stop);
+    }
+
+    #[test]
+    fn a_full_level_0_over_a_busy_level_1_still_merges_its_newest_runs() {
+        let p = policy(Knobs::tiering(4.0));
+        // Level 0 far over its a_1 runs (and full) while level 1 is busy: no spill, but level
+        // 0's two newest runs merge in place.
+        let mut files: Vec<(u32, FileMeta)> = (1..=12).map(|n| (0, file(n, n, "a", "z"))).collect();
+        files.push((1, sized(50, 50, 20)));
+        files.push((2, sized(60, 60, 60)));
+        let v = version(5, &files);
+        assert_eq!(summary(pick(&p, &v, &[1])), ("merge", 0, Some(12), vec![11, 12]));
     }
 }
