@@ -393,7 +393,9 @@ pub struct ReadOptions {
     pub snapshot: Option<crate::Snapshot>,
     /// Keep blocks and separated values read by this call in the block and value caches
     /// (turn off for big scans, so they do not push the hot data out). Cached values are used
-    /// either way.
+    /// either way. `None` (the default): gets, `multi_get` and `scan_from` fill both caches;
+    /// an iterator fills the block cache but not the value cache with the values it streams
+    /// through (`Some(true)` makes it fill that too).
     pub fill_cache: Option<bool>,
     /// Verify block checksums even when `paranoid_checks` is off.
     pub verify_checksums: bool,

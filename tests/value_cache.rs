@@ -408,3 +408,29 @@ fn a_flush_hands_kept_values_to_the_value_cache() {
     off.flush().expect("flush");
     assert_eq!(off.stats().value_cache_entries, 0, "nothing is handed over when off");
 }
+
+#[test]
+fn an_iterator_streams_values_without_filling_the_cache_unless_asked() {
+    let fs = Arc::new(MemFs::new());
+    let opts = options(fs.clone()).prepopulate_value_cache(PrepopulateValueCache::Off);
+    let db = Db::open("/db", opts).expect("open");
+    let mut model = Model::new();
+    write_all(&db, &mut model, 0..200, 1);
+    db.flush().expect("flush");
+    let entries = |ro: &ReadOptions| db.scan(ro).expect("scan").map(|e| e.expect("entry").0).count();
+    // A long scan with the defaults reads every value and leaves the cache as it was.
+    assert_eq!(entries(&ReadOptions::default()), model.len());
+    assert_eq!(db.stats().value_cache_entries, 0, "the default scan filled the value cache");
+    // Asked to, it fills it.
+    let fill = ReadOptions { fill_cache: Some(true), ..ReadOptions::default() };
+    assert_eq!(entries(&fill), model.len());
+    assert_eq!(db.stats().value_cache_entries, model.len() as u64);
+    // scan_from (a short scan of known length) fills it by default, as a get does.
+    let db = {
+        drop(db);
+        Db::open("/db", options(fs).prepopulate_value_cache(PrepopulateValueCache::Off)).expect("reopen")
+    };
+    let got = db.scan_from(&ReadOptions::default(), &key(10), 20).expect("scan_from");
+    assert_eq!(got.len(), 20);
+    assert_eq!(db.stats().value_cache_entries, 20);
+}
