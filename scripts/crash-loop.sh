@@ -4,7 +4,7 @@
 # every acknowledged write survived and every value is intact. Stops at the first failure.
 #
 # Usage: scripts/crash-loop.sh [N=200]   (env: THREADS, KEYS, SEED, KEEP=1 keeps the temp dir,
-#        POLICY=<merge policy> e.g. tiering or bush, COMPACTION_THREADS)
+#        POLICY=<merge policy> e.g. tiering or bush, COMPACTION_THREADS (default 2, the engine's))
 set -euo pipefail
 
 cycles=${1:-200}
@@ -26,7 +26,7 @@ trap cleanup EXIT
 echo "crash-loop: $cycles cycles, threads=$threads keys=$keys policy=${POLICY:-leveling} base seed=$base_seed dir=$work"
 
 common=(--db "$db" --expected "$exp" --threads "$threads" --keys "$keys"
-    --merge_policy "${POLICY:-leveling}" --compaction_threads "${COMPACTION_THREADS:-1}")
+    --merge_policy "${POLICY:-leveling}" --compaction_threads "${COMPACTION_THREADS:-2}")
 last=""
 for ((i = 1; i <= cycles; i++)); do
     seed=$((base_seed + i))

@@ -102,7 +102,10 @@ pub struct Options {
     /// leveling, LevelDB's).
     pub merge_policy: MergePolicy,
     /// Threads carrying out compactions; more than one lets compactions of disjoint levels run
-    /// at once (a long merge into the largest level need not hold up level 0).
+    /// at once (a long merge into the largest level need not hold up level 0). Default 2, as
+    /// RocksDB's two background jobs: 10M × 100 B `fillrandom` on 2 cores ran 15 % faster
+    /// under leveling (4.09–4.26 → 3.43–3.47 µs/op) and 20 % faster under tiering (2.59–2.68
+    /// → 2.10–2.14), writers stalled a third as long.
     pub compaction_threads: usize,
     /// L0 file count that triggers a compaction.
     pub l0_compaction_trigger: usize,
@@ -193,7 +196,7 @@ impl Default for Options {
             bloom_bits_per_key: vec![10.0],
             filter_allocation: FilterAllocation::default(),
             merge_policy: MergePolicy::default(),
-            compaction_threads: 1,
+            compaction_threads: 2,
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 8,
             l0_stop_trigger: 12,

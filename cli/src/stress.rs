@@ -57,8 +57,8 @@ pub struct StressArgs {
     /// Merge policy (`bench --merge_policy` names); a database may switch between runs.
     #[arg(long = "merge_policy", default_value = "leveling", value_parser = |s: &str| s.parse::<MergePolicy>())]
     pub merge_policy: MergePolicy,
-    /// Compaction threads.
-    #[arg(long = "compaction_threads", default_value_t = 1)]
+    /// Compaction threads (the engine's default).
+    #[arg(long = "compaction_threads", default_value_t = 2)]
     pub compaction_threads: usize,
 }
 

@@ -174,9 +174,9 @@ pub struct BenchArgs {
     #[arg(long = "probe_every", default_value_t = 0)]
     pub probe_every: u64,
 
-    /// Compaction threads (compactions of disjoint levels run at once).
-    #[arg(long = "max_background_compactions", default_value_t = 1)]
-    pub max_background_compactions: usize,
+    /// Compaction threads (compactions of disjoint levels run at once; default: the engine's).
+    #[arg(long = "max_background_compactions")]
+    pub max_background_compactions: Option<usize>,
 
     /// Print a latency histogram after each benchmark.
     #[arg(long = "histogram", default_value = "false", num_args = 0..=1,
@@ -244,11 +244,13 @@ impl BenchArgs {
             .bloom_bits_per_key(vec![self.bloom_bits.max(0.0)])
             .filter_allocation(self.filter_allocation)
             .merge_policy(self.merge_policy)
-            .compaction_threads(self.max_background_compactions)
             .io_uring(self.io_uring)
             .mmap_value_reads(self.mmap_value_reads);
         if let Some(v) = self.cache_size {
             o = o.block_cache_bytes(v);
+        }
+        if let Some(v) = self.max_background_compactions {
+            o = o.compaction_threads(v);
         }
         if let Some(v) = self.write_buffer_size {
             o = o.write_buffer_bytes(v);
