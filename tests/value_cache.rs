@@ -434,3 +434,18 @@ fn an_iterator_streams_values_without_filling_the_cache_unless_asked() {
     assert_eq!(got.len(), 20);
     assert_eq!(db.stats().value_cache_entries, 20);
 }
+
+#[test]
+fn a_point_read_that_misses_the_cache_counts_one_miss() {
+    let fs = Arc::new(MemFs::new());
+    let db = Db::open("/db", options(fs).prepopulate_value_cache(PrepopulateValueCache::Off)).expect("open");
+    let mut model = Model::new();
+    write_all(&db, &mut model, 0..50, 1);
+    db.flush().expect("flush");
+    let before = db.stats();
+    assert!(db.get(&key(7)).expect("get").is_some());
+    let after = db.stats();
+    assert_eq!(after.value_cache_misses - before.value_cache_misses, 1, "one lookup per read");
+    assert!(db.get(&key(7)).expect("get").is_some());
+    assert_eq!(db.stats().value_cache_hits - after.value_cache_hits, 1, "the second read hits");
+}

@@ -258,11 +258,13 @@ impl VlogReader {
     /// is not cached is read by the fault, one page at a time). `None` when the file system
     /// maps nothing or the op lies past the mapping (the file grew since): use `try_read_op`.
     pub fn read_mapped(&self, ptr: &ValuePointer, user_key: &[u8], cache: CacheUse) -> Option<Result<Value>> {
-        if let Some(hit) = self.cached(ptr, user_key, cache) {
-            return Some(hit);
-        }
-        // The op is copied out before it is checked: a crc over mapped memory runs at memory
-        // latency, over the fresh copy at cache speed (half a warm scan's time otherwise).
+        self.cached(ptr, user_key, cache).or_else(|| self.copy_mapped(ptr, user_key, cache))
+    }
+
+    /// `read_mapped` without the value cache (the caller looked there already). The op is
+    /// copied out before it is checked: a crc over mapped memory runs at memory latency, over
+    /// the fresh copy at cache speed (half a warm scan's time otherwise).
+    fn copy_mapped(&self, ptr: &ValuePointer, user_key: &[u8], cache: CacheUse) -> Option<Result<Value>> {
         let op = self.with_mapped_op(ptr, <[u8]>::to_vec)?;
         Some(self.verify_op(ptr, op, user_key, cache))
     }
@@ -331,9 +333,15 @@ impl VlogReader {
         if !ptr.in_bounds() {
             return Err(self.corruption(ptr, "value pointer out of bounds"));
         }
-        if let Some(hit) = self.cached(ptr, user_key, cache) {
-            return hit;
+        match self.cached(ptr, user_key, cache) {
+            Some(hit) => hit,
+            None => self.read_uncached(ptr, user_key, access, cache),
         }
+    }
+
+    /// `read_value` of a pointer in bounds, without the value cache (the caller looked there
+    /// already: a miss is looked up, and counted, once).
+    fn read_uncached(&self, ptr: &ValuePointer, user_key: &[u8], access: Access, cache: CacheUse) -> Result<Value> {
         let op = match self.try_read_op(ptr, access)? {
             Some(op) => op,
             None => match self.read_buffered(ptr) {
@@ -363,7 +371,7 @@ impl VlogReader {
                 n.get() % POINT_PROBE_EVERY == 0
             });
             if !probe && self.is_warm() {
-                if let Some(v) = self.read_mapped(ptr, user_key, cache) {
+                if let Some(v) = self.copy_mapped(ptr, user_key, cache) {
                     return v;
                 }
             } else if let Ok(f) = self.file(ptr.file, Access::Point) {
@@ -379,7 +387,7 @@ impl VlogReader {
                 }
             }
         }
-        self.read_value(ptr, user_key, Access::Point, cache)
+        self.read_uncached(ptr, user_key, Access::Point, cache)
     }
 
     /// Finish a read `start_read` began, with `read_value`'s checks; an op that was not in the
@@ -396,9 +404,10 @@ impl VlogReader {
             Ok(value) => return Ok(value),
             Err(read) => read,
         };
+        // Started (by `start_read`, `start_reads` or a probe) after the cache missed.
         match read.wait()? {
             Some(op) => self.verify_op(ptr, op, user_key, cache),
-            None => self.read_value(ptr, user_key, access, cache),
+            None => self.read_uncached(ptr, user_key, access, cache),
         }
     }
 
