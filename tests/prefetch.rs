@@ -28,17 +28,7 @@ fn key(i: u32) -> Vec<u8> {
 
 /// Reads here exercise the value log: flushed values are not handed to the value cache.
 fn options(vfs: Arc<dyn Vfs>, io_uring: bool) -> Options {
-    Options::default()
-        .vfs(vfs)
-        .io_uring(io_uring)
-        .prepopulate_value_cache(PrepopulateValueCache::Off)
-        .min_separated_value_bytes(SEPARATED)
-        .write_buffer_bytes(16 << 10)
-        .target_file_size_bytes(16 << 10)
-        .max_bytes_for_level_base(64 << 10)
-        .log_file_bytes(64 << 10)
-        .gc_interval_ms(0)
-        .gc_chunk_bytes(16 << 10)
+    common::small_log_options(vfs, SEPARATED).io_uring(io_uring).prepopulate_value_cache(PrepopulateValueCache::Off)
 }
 
 /// Where a database under test lives: real files (io_uring on or off) or memory.

@@ -27,16 +27,7 @@ fn key(i: u32) -> Vec<u8> {
 }
 
 fn options(vfs: Arc<dyn Vfs>) -> Options {
-    Options::default()
-        .vfs(vfs)
-        .min_separated_value_bytes(SEPARATED)
-        .write_buffer_bytes(16 << 10)
-        .target_file_size_bytes(16 << 10)
-        .max_bytes_for_level_base(64 << 10)
-        .log_file_bytes(64 << 10)
-        .gc_interval_ms(0)
-        .gc_chunk_bytes(16 << 10)
-        .value_cache_bytes(4 << 20)
+    common::small_log_options(vfs, SEPARATED).value_cache_bytes(4 << 20)
 }
 
 /// Write `version` of every key in `keys` (separated values, one batch per 16 keys).

@@ -32,11 +32,6 @@ pub struct Kept {
     alone: bool,
 }
 
-/// A kept value (as the memtable kept it from the write), shared.
-pub fn retained_value(value: &Bytes) -> Value {
-    Value::from(value.clone())
-}
-
 /// One memtable entry: `u32 LE ikey length | internal key | value`, ordered by
 /// `key::compare_internal` on the internal key. Entries of up to `INLINE_ENTRY_BYTES` (a key
 /// and a value pointer, or a small inline value) live inside the skiplist node itself: an
@@ -333,7 +328,7 @@ impl Memtable {
         }
         match (p.kind, e.value()) {
             (ValueKind::Deletion, _) => Lookup::Deleted,
-            (_, Some(k)) if kept => Lookup::Kept(retained_value(&k.value)),
+            (_, Some(k)) if kept => Lookup::Kept(Value::from(k.value.clone())),
             (kind, _) => Lookup::Found(kind, e.key().value().to_vec()),
         }
     }

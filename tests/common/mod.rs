@@ -157,6 +157,20 @@ pub fn show(b: &[u8]) -> String {
 }
 
 /// A `u64` from the environment variable `name`, or `default`.
+/// Options for tests of separated values: values of at least `separated` bytes go to the log,
+/// 16 KiB memtables, tables and GC chunks, 64 KiB log files and level 1, GC only when asked.
+pub fn small_log_options(vfs: Arc<dyn Vfs>, separated: usize) -> Options {
+    Options::default()
+        .vfs(vfs)
+        .min_separated_value_bytes(separated)
+        .write_buffer_bytes(16 << 10)
+        .target_file_size_bytes(16 << 10)
+        .max_bytes_for_level_base(64 << 10)
+        .log_file_bytes(64 << 10)
+        .gc_interval_ms(0)
+        .gc_chunk_bytes(16 << 10)
+}
+
 pub fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }

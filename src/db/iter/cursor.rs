@@ -78,7 +78,7 @@ impl Cursor {
     /// The value of the current pointer entry when its source keeps it in memory (a memtable
     /// holding the write): no value-log read needed.
     pub(super) fn kept_value(&self) -> Option<crate::value::Value> {
-        self.kept_bytes().map(crate::memtable::retained_value)
+        self.kept_bytes().cloned().map(crate::value::Value::from)
     }
 
     /// `kept_value`, borrowed (no reference count taken).
