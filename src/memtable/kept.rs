@@ -28,13 +28,16 @@ pub struct ChunkPool {
     /// Chunks held at most (beyond, a spent chunk is let go: its memory returns to the system
     /// with its last handle).
     max_chunks: usize,
+    /// The arena chunks of dropped memtables' skiplists, under the same bound.
+    pub(crate) nodes: Arc<super::skiplist::ChunkStash>,
 }
 
 impl ChunkPool {
     /// A pool holding up to `max_bytes` of chunks.
     pub fn new(max_bytes: u64) -> ChunkPool {
         let max_chunks = usize::try_from(max_bytes / CHUNK_BYTES as u64).unwrap_or(usize::MAX);
-        ChunkPool { spent: Mutex::new(VecDeque::new()), max_chunks }
+        let nodes = Arc::new(super::skiplist::ChunkStash::new(max_chunks));
+        ChunkPool { spent: Mutex::new(VecDeque::new()), max_chunks, nodes }
     }
 
     /// A chunk with room for `need` bytes: a reclaimed spent one, or a new one.

@@ -1,21 +1,18 @@
 //! The memtable: a concurrent skiplist of internal keys holding the newest writes until they
 //! are flushed to an SSTable. Size-bounded by the DB (it switches to a new one when full).
 
-use std::cmp::Ordering;
-use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
-use crossbeam_skiplist::SkipMap;
-
 mod kept;
 mod key_filter;
+mod skiplist;
 
 pub use kept::ChunkPool;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
-use crate::key::{self, compare_internal, ValueKind};
+use crate::key::{self, ValueKind};
 use crate::log::{self, LogPos, SeparatedValue};
 use crate::value::Value;
 use crate::vlog::ValuePointer;
@@ -32,109 +29,6 @@ pub struct Kept {
     alone: bool,
 }
 
-/// One memtable entry: `u32 LE ikey length | internal key | value`, ordered by
-/// `key::compare_internal` on the internal key. Entries of up to `INLINE_ENTRY_BYTES` (a key
-/// and a value pointer, or a small inline value) live inside the skiplist node itself: an
-/// insert makes one allocation, and a scan stepping to the next entry loads one block of memory
-/// instead of following a second pointer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IKey(pub smallvec::SmallVec<[u8; INLINE_ENTRY_BYTES]>);
-
-/// Entry bytes kept inside the skiplist node (longer entries go to the heap).
-const INLINE_ENTRY_BYTES: usize = 64;
-
-/// An entry's bytes (`u32 LE ikey length | internal key | value`) as the skiplist orders them:
-/// by the internal key they start with. Entries borrow as it, so a lookup searches with one
-/// built on the stack (`EntryBytes::search`) instead of allocating an `IKey`.
-#[derive(ref_cast::RefCast, PartialEq, Eq)]
-#[repr(transparent)]
-pub struct EntryBytes([u8]);
-
-impl EntryBytes {
-    /// A search key (no value) for internal key `ikey`, in a stack buffer when it is short.
-    fn search(ikey: &[u8]) -> smallvec::SmallVec<[u8; key::INLINE_KEY_BYTES + 4]> {
-        let mut b = smallvec::SmallVec::with_capacity(4 + ikey.len());
-        b.extend_from_slice(&(ikey.len() as u32).to_le_bytes());
-        b.extend_from_slice(ikey);
-        b
-    }
-
-    fn new(bytes: &[u8]) -> &EntryBytes {
-        ref_cast::RefCast::ref_cast(bytes)
-    }
-
-    fn split(&self) -> (&[u8], &[u8]) {
-        let n = u32::from_le_bytes([self.0[0], self.0[1], self.0[2], self.0[3]]) as usize;
-        self.0[4..].split_at(n)
-    }
-}
-
-impl Ord for EntryBytes {
-    fn cmp(&self, other: &Self) -> Ordering {
-        compare_internal(self.split().0, other.split().0)
-    }
-}
-
-impl PartialOrd for EntryBytes {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl std::borrow::Borrow<EntryBytes> for IKey {
-    fn borrow(&self) -> &EntryBytes {
-        EntryBytes::new(&self.0)
-    }
-}
-
-impl IKey {
-    /// The concatenation of `parts`, inside the node when it fits, else in one exact-size heap
-    /// buffer (copied once either way).
-    fn from_parts(parts: [&[u8]; 4]) -> IKey {
-        let len: usize = parts.iter().map(|p| p.len()).sum();
-        if len <= INLINE_ENTRY_BYTES {
-            let mut buf = [0u8; INLINE_ENTRY_BYTES];
-            let mut at = 0;
-            for p in parts {
-                buf[at..at + p.len()].copy_from_slice(p);
-                at += p.len();
-            }
-            return IKey(smallvec::SmallVec::from_buf_and_len(buf, len));
-        }
-        let mut v = Vec::with_capacity(len);
-        for p in parts {
-            v.extend_from_slice(p);
-        }
-        IKey(smallvec::SmallVec::from_vec(v))
-    }
-
-    fn split(&self) -> (&[u8], &[u8]) {
-        EntryBytes::new(&self.0).split()
-    }
-
-    /// The internal key.
-    pub fn ikey(&self) -> &[u8] {
-        self.split().0
-    }
-
-    /// The stored value.
-    pub fn value(&self) -> &[u8] {
-        self.split().1
-    }
-}
-
-impl Ord for IKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        compare_internal(self.ikey(), other.ikey())
-    }
-}
-
-impl PartialOrd for IKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
 /// What a point lookup found in a memtable or table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lookup {
@@ -149,18 +43,13 @@ pub enum Lookup {
     Absent,
 }
 
-/// Per-entry memory besides the entry's bytes, counted toward the memtable size: the skiplist
-/// node (its links, the inline entry buffer, the kept value's handle) and the allocator's
-/// header (`node_size_is_what_entry_overhead_counts` checks it).
-const ENTRY_OVERHEAD: u64 = 96;
-
 /// A memtable. Inserts come from the single write leader; reads from any thread.
 #[derive(Default)]
 pub struct Memtable {
     /// Entries, each with its separated value when the memtable keeps it: the
     /// newest writes are read from memory, as an LSM-tree whose memtable holds whole values
     /// serves them, while the log stays the only copy written.
-    map: SkipMap<IKey, Option<Kept>>,
+    map: skiplist::SkipList<Kept>,
     /// Bytes of values kept in memory (bounded by the log the memtable covers,
     /// `Options::memtable_log_bytes`).
     kept_bytes: AtomicU64,
@@ -186,17 +75,12 @@ impl Memtable {
 
     /// Insert one entry, keeping `kept` (the value its pointer names) readable from memory.
     fn add_keeping(&self, seq: u64, kind: ValueKind, user_key: &[u8], value: &[u8], kept: Option<Kept>) {
-        let ikey_len = user_key.len() + key::TRAILER_LEN;
-        let parts: [&[u8]; 4] =
-            [&(ikey_len as u32).to_le_bytes(), user_key, &key::pack_trailer(seq, kind as u8).to_le_bytes(), value];
-        let entry = IKey::from_parts(parts);
-        let size = entry.0.len() as u64 + ENTRY_OVERHEAD;
         self.keys.insert(user_key);
         if let Some(k) = &kept {
             self.kept_bytes.fetch_add(k.value.len() as u64, AtomicOrdering::Relaxed);
         }
-        self.map.insert(entry, kept);
-        self.bytes.fetch_add(size, AtomicOrdering::Relaxed);
+        let node_bytes = self.map.insert(user_key, key::pack_trailer(seq, kind as u8), value, kept);
+        self.bytes.fetch_add(node_bytes as u64, AtomicOrdering::Relaxed);
     }
 
     /// Insert every op of a log record group that starts at `pos`. The values in `separated`
@@ -268,7 +152,8 @@ impl Memtable {
 
     /// A memtable whose kept values go into chunks of `pool`, reused across memtables.
     pub fn with_pool(pool: Arc<ChunkPool>) -> Memtable {
-        Memtable { arena: kept::KeptArena::with_pool(pool), ..Memtable::default() }
+        let map = skiplist::SkipList::new(Some(pool.nodes.clone()));
+        Memtable { map, arena: kept::KeptArena::with_pool(pool), ..Memtable::default() }
     }
 
     /// Bytes of separated values the memtable keeps in memory.
@@ -292,7 +177,7 @@ impl Memtable {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.map.len() == 0
     }
 
     pub fn set_log_end(&self, pos: LogPos) {
@@ -305,8 +190,8 @@ impl Memtable {
 
     /// The smallest and largest user key held (`None` when empty).
     pub fn user_key_range(&self) -> Option<(Vec<u8>, Vec<u8>)> {
-        let lo = key::parse_internal_key(self.map.front()?.key().ikey())?.user_key.to_vec();
-        let hi = key::parse_internal_key(self.map.back()?.key().ikey())?.user_key.to_vec();
+        let lo = key::parse_internal_key(self.map.first()?.key())?.user_key.to_vec();
+        let hi = key::parse_internal_key(self.map.last()?.key())?.user_key.to_vec();
         Some((lo, hi))
     }
 
@@ -316,20 +201,19 @@ impl Memtable {
         if !self.keys.may_contain(user_key) {
             return Lookup::Absent;
         }
-        let seek = EntryBytes::search(&key::seek_key_inline(user_key, seq));
-        let Some(e) = self.map.lower_bound(Bound::Included(EntryBytes::new(&seek))) else {
+        let Some(e) = self.map.lower_bound(&key::seek_key_inline(user_key, seq)) else {
             return Lookup::Absent;
         };
-        let Some(p) = key::parse_internal_key(e.key().ikey()) else {
+        let Some(p) = key::parse_internal_key(e.key()) else {
             return Lookup::Absent;
         };
         if p.user_key != user_key {
             return Lookup::Absent;
         }
-        match (p.kind, e.value()) {
+        match (p.kind, e.kept()) {
             (ValueKind::Deletion, _) => Lookup::Deleted,
             (_, Some(k)) if kept => Lookup::Kept(Value::from(k.value.clone())),
-            (kind, _) => Lookup::Found(kind, e.key().value().to_vec()),
+            (kind, _) => Lookup::Found(kind, e.value().to_vec()),
         }
     }
 
@@ -339,9 +223,8 @@ impl Memtable {
         if !self.keys.may_contain(user_key) {
             return None;
         }
-        let seek = EntryBytes::search(&key::seek_key_inline(user_key, key::MAX_SEQ));
-        let e = self.map.lower_bound(Bound::Included(EntryBytes::new(&seek)))?;
-        let p = key::parse_internal_key(e.key().ikey())?;
+        let e = self.map.lower_bound(&key::seek_key_inline(user_key, key::MAX_SEQ))?;
+        let p = key::parse_internal_key(e.key())?;
         (p.user_key == user_key).then_some(p.seq)
     }
 
@@ -350,8 +233,8 @@ impl Memtable {
     /// `alone`, else as copies, which pin nothing else).
     pub fn for_each_kept(&self, mut f: impl FnMut(&[u8], &[u8], &Bytes, bool)) {
         for e in self.map.iter() {
-            if let Some(k) = e.value().as_ref() {
-                f(e.key().ikey(), e.key().value(), &k.value, k.alone);
+            if let Some(k) = e.kept() {
+                f(e.key(), e.value(), &k.value, k.alone);
             }
         }
     }
@@ -359,83 +242,74 @@ impl Memtable {
     /// Visit every entry in order without copying (used by flushes).
     pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
         for e in self.map.iter() {
-            f(e.key().ikey(), e.key().value())?;
+            f(e.key(), e.value())?;
         }
         Ok(())
     }
 
     /// An iterator over the whole memtable (it keeps the memtable alive).
     pub fn iter(self: &Arc<Self>) -> MemIter {
-        MemIter { at: MemCursor::new(Arc::clone(self), |_| None) }
+        MemIter { mem: Arc::clone(self), at: None }
     }
 }
 
-/// A skiplist entry of a memtable: it holds the node (reference-counted), so stepping follows
-/// the list's links instead of searching it again, and reads borrow the entry in place.
-type EntryAt<'a> = Option<crossbeam_skiplist::map::Entry<'a, IKey, Option<Kept>>>;
-
-self_cell::self_cell!(
-    /// A memtable kept alive with an entry of it.
-    struct MemCursor {
-        owner: Arc<Memtable>,
-        #[covariant]
-        dependent: EntryAt,
-    }
-);
-
-/// Iterator over a memtable, in internal-key order.
+/// Iterator over a memtable, in internal-key order: it holds the memtable and a position in
+/// its list, so stepping follows the list's links instead of searching it again.
 pub struct MemIter {
-    at: MemCursor,
+    mem: Arc<Memtable>,
+    at: Option<skiplist::RawEntry<Kept>>,
 }
 
 impl MemIter {
-    /// Move to `f(map, current entry)`.
-    fn go(&mut self, f: impl for<'a> FnOnce(&'a SkipMap<IKey, Option<Kept>>, &EntryAt<'a>) -> EntryAt<'a>) {
-        self.at.with_dependent_mut(|mem, at| *at = f(&mem.map, at));
-    }
-
-    fn entry(&self) -> &crossbeam_skiplist::map::Entry<'_, IKey, Option<Kept>> {
+    fn entry(&self) -> skiplist::Entry<'_, Kept> {
         debug_assert!(self.valid(), "memtable iterator read while invalid");
-        match self.at.borrow_dependent() {
-            Some(e) => e,
+        match self.at {
+            // SAFETY: `at` came from an entry of this memtable's list, which `mem` keeps alive.
+            Some(raw) => unsafe { self.mem.map.resume(raw) },
             None => unreachable!("memtable iterator read while invalid"),
         }
+    }
+
+    fn go(&mut self, to: Option<skiplist::Entry<'_, Kept>>) {
+        self.at = to.map(|e| e.raw());
     }
 }
 
 impl InternalIterator for MemIter {
     fn valid(&self) -> bool {
-        self.at.borrow_dependent().is_some()
+        self.at.is_some()
     }
     fn seek_to_first(&mut self) -> Result<()> {
-        self.go(|map, _| map.front());
+        let mem = Arc::clone(&self.mem);
+        self.go(mem.map.first());
         Ok(())
     }
     fn seek_to_last(&mut self) -> Result<()> {
-        self.go(|map, _| map.back());
+        let mem = Arc::clone(&self.mem);
+        self.go(mem.map.last());
         Ok(())
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let t = EntryBytes::search(target);
-        self.go(|map, _| map.lower_bound(Bound::Included(EntryBytes::new(&t))));
+        let mem = Arc::clone(&self.mem);
+        self.go(mem.map.lower_bound(target));
         Ok(())
     }
     fn next(&mut self) -> Result<()> {
-        self.go(|_, at| at.as_ref().and_then(|e| e.next()));
+        self.at = self.at.and_then(|_| self.entry().next()).map(|e| e.raw());
         Ok(())
     }
     fn prev(&mut self) -> Result<()> {
-        self.go(|_, at| at.as_ref().and_then(|e| e.prev()));
+        self.at = self.at.and_then(|_| self.entry().prev()).map(|e| e.raw());
         Ok(())
     }
     fn key(&self) -> &[u8] {
-        self.entry().key().ikey()
+        self.entry().key()
     }
     fn value(&self) -> &[u8] {
-        self.entry().key().value()
+        self.entry().value()
     }
     fn kept_value(&self) -> Option<&Bytes> {
-        self.entry().value().as_ref().map(|k| &k.value)
+        self.entry().kept().map(|k| &k.value)
     }
 }
 
@@ -444,15 +318,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn node_size_is_what_entry_overhead_counts() {
-        // A node: links and height, the entry buffer, the kept value, one tower slot; the entry
-        // bytes inside the buffer are counted apart.
-        let node = 8 + std::mem::size_of::<IKey>() + std::mem::size_of::<Option<Kept>>() + 8;
-        // Besides a 56-byte entry (a 24-byte key and a value pointer) held inside the node: the
-        // node and the allocator's 16-byte header.
-        let overhead = node + 16 - 56;
-        let counted = ENTRY_OVERHEAD as usize;
-        assert!(counted * 4 >= overhead * 3 && counted * 4 <= overhead * 5, "node {node} bytes, counted {counted}");
+    fn the_size_counts_each_entry_node_whole() {
+        let m = Memtable::default();
+        let ptr = [9u8; 29];
+        for i in 0..1000u32 {
+            m.add(u64::from(i) + 1, ValueKind::Pointer, format!("key{i:013}").as_bytes(), &ptr);
+        }
+        // Per entry: the node's fixed part and at least one link, 16 + 8 key bytes, 29 value bytes.
+        let per_entry = m.approximate_bytes() / 1000;
+        let least = (std::mem::size_of::<Option<Kept>>() + 20 + 8 + 24 + 29) as u64;
+        assert!(per_entry >= least && per_entry <= least + 24, "{per_entry} bytes per entry, least {least}");
     }
 
     #[test]
