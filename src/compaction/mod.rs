@@ -332,13 +332,13 @@ mod tests {
     fn write_pressure_steps_up_at_the_slowdown_and_stop_counts() {
         let o = crate::options::Options::default();
         let l = L0Limits::above(&o, 4);
-        assert_eq!((l.slowdown_files, l.stop_files), (8, 12), "LevelDB's triggers");
+        assert_eq!((l.slowdown_files, l.stop_files), (20, 36), "RocksDB's triggers");
         assert_eq!(l.pressure(l.slowdown_files - 1), WritePressure::None);
         assert_eq!(l.pressure(l.slowdown_files), WritePressure::Slowdown);
         assert_eq!(l.pressure(l.stop_files), WritePressure::Stop);
         // A level 0 that merges at 26 runs takes as many again before writers slow.
         let wide = L0Limits::above(&o, 26);
-        assert_eq!((wide.slowdown_files, wide.stop_files), (52, 65));
+        assert_eq!((wide.slowdown_files, wide.stop_files), (52, 68));
         // Triggers a user set stand under a policy that merges at them.
         let tight = o.clone().l0_compaction_trigger(4).l0_slowdown_trigger(5).l0_stop_trigger(6);
         assert_eq!(L0Limits::above(&tight, 4), L0Limits { slowdown_files: 5, stop_files: 6 });

@@ -65,6 +65,23 @@ pub struct BenchArgs {
     #[arg(long = "write_buffer_size")]
     pub write_buffer_size: Option<usize>,
 
+    /// Level 1's target size in bytes (`Options::max_bytes_for_level_base`; default: the
+    /// engine's). RocksDB db_bench's flag.
+    #[arg(long = "max_bytes_for_level_base")]
+    pub max_bytes_for_level_base: Option<u64>,
+
+    /// Table files at level 0 that start a compaction (`Options::l0_compaction_trigger`).
+    #[arg(long = "level0_file_num_compaction_trigger")]
+    pub level0_file_num_compaction_trigger: Option<usize>,
+
+    /// Level-0 files at which writes slow down (`Options::l0_slowdown_trigger`).
+    #[arg(long = "level0_slowdown_writes_trigger")]
+    pub level0_slowdown_writes_trigger: Option<usize>,
+
+    /// Level-0 files at which writes stop (`Options::l0_stop_trigger`).
+    #[arg(long = "level0_stop_writes_trigger")]
+    pub level0_stop_writes_trigger: Option<usize>,
+
     /// Value cache capacity in bytes (`Options::value_cache_bytes`; default: the engine's).
     #[arg(long = "value_cache_size")]
     pub value_cache_size: Option<u64>,
@@ -257,6 +274,18 @@ impl BenchArgs {
         }
         if let Some(v) = self.value_cache_size {
             o = o.value_cache_bytes(v);
+        }
+        if let Some(v) = self.max_bytes_for_level_base {
+            o = o.max_bytes_for_level_base(v);
+        }
+        if let Some(v) = self.level0_file_num_compaction_trigger {
+            o = o.l0_compaction_trigger(v);
+        }
+        if let Some(v) = self.level0_slowdown_writes_trigger {
+            o = o.l0_slowdown_trigger(v);
+        }
+        if let Some(v) = self.level0_stop_writes_trigger {
+            o = o.l0_stop_trigger(v);
         }
         if let Some(v) = self.memtable_kept_value_max_bytes {
             o = o.memtable_kept_value_max_bytes(v);
