@@ -42,8 +42,8 @@ pub struct Options {
     pub paranoid_checks: bool,
     /// Size at which the active memtable becomes immutable and is flushed (its entries: keys,
     /// inline values and value pointers). Default 8 MiB: with separated values an entry is a
-    /// key and a pointer (about 150 bytes with its skiplist node), so a memtable then holds the
-    /// newest ~55k writes,
+    /// key and a pointer (about 120 bytes with its skiplist node), so a memtable then holds the
+    /// newest ~70k writes,
     /// whose values it keeps in memory (`memtable_kept_value_max_bytes`, up to `memtable_log_bytes`):
     /// 50k records of 1 KB, a dataset that fits in RocksDB's and fjall's 64 MiB memtables,
     /// are read from memory here too (docs/BENCHMARKS.md).

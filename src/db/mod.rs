@@ -287,8 +287,10 @@ impl Db {
         vlog.attach_log(&log);
         let gc_pacing = gc_pacing::GcPacing::new(options.memtable_log_bytes);
         // The active memtable, the immutable ones, and as much again being reclaimed.
-        let pool_bytes = options.memtable_log_bytes.saturating_mul(options.max_immutable_memtables as u64 + 2);
-        let chunk_pool = Arc::new(crate::memtable::ChunkPool::new(pool_bytes));
+        let memtables = options.max_immutable_memtables as u64 + 2;
+        let pool_bytes = options.memtable_log_bytes.saturating_mul(memtables);
+        let node_bytes = (options.write_buffer_bytes as u64).saturating_mul(memtables);
+        let chunk_pool = Arc::new(crate::memtable::ChunkPool::new(pool_bytes, node_bytes));
         let (vfs_for_workload, dir_for_workload) = (vfs.clone(), dir.clone());
         let inner = Arc::new(DbInner {
             state: Mutex::new(State {

@@ -314,24 +314,15 @@ impl Replay<'_> {
         }
     }
 
-    /// Insert a batch of record groups, half of them from a second thread: every entry has
-    /// its own sequence number, so the memtable ends up the same in any insertion order, and
-    /// skiplist inserts are most of the replay time.
+    /// Insert a batch of record groups. One thread: the memtable takes one writer at a time
+    /// (its arena skiplist), and replaying from two threads measured no faster
+    /// (`scripts/recovery-time.sh`: 0.082–0.098 s against 0.084–0.097 s).
     fn apply_batch(&mut self, records: &[LogRecord]) {
         let (mem, min_separated) = (&self.mem, self.opts.min_separated_value_bytes);
-        let apply = |recs: &[LogRecord]| {
-            for rec in recs {
-                let separated = log::separated_values(&rec.ops, min_separated);
-                mem.apply_group(rec.pos, rec.first_seq, &rec.ops, &separated, None);
-            }
-        };
-        let (a, b) = records.split_at(records.len() / 2);
-        std::thread::scope(|s| {
-            if !a.is_empty() {
-                s.spawn(|| apply(a));
-            }
-            apply(b);
-        });
+        for rec in records {
+            let separated = log::separated_values(&rec.ops, min_separated);
+            mem.apply_group(rec.pos, rec.first_seq, &rec.ops, &separated, None);
+        }
         for rec in records {
             self.applied = self.applied.max(Some(rec.first_seq + rec.count as u64 - 1));
         }

@@ -28,15 +28,17 @@ pub struct ChunkPool {
     /// Chunks held at most (beyond, a spent chunk is let go: its memory returns to the system
     /// with its last handle).
     max_chunks: usize,
-    /// The arena chunks of dropped memtables' skiplists, under the same bound.
+    /// The arena chunks of dropped memtables' skiplists.
     pub(crate) nodes: Arc<super::skiplist::ChunkStash>,
 }
 
 impl ChunkPool {
-    /// A pool holding up to `max_bytes` of chunks.
-    pub fn new(max_bytes: u64) -> ChunkPool {
+    /// A pool holding up to `max_bytes` of kept-value chunks and `max_node_bytes` of skiplist
+    /// arena chunks.
+    pub fn new(max_bytes: u64, max_node_bytes: u64) -> ChunkPool {
         let max_chunks = usize::try_from(max_bytes / CHUNK_BYTES as u64).unwrap_or(usize::MAX);
-        let nodes = Arc::new(super::skiplist::ChunkStash::new(max_chunks));
+        let node_chunks = max_node_bytes / super::skiplist::CHUNK_BYTES as u64;
+        let nodes = Arc::new(super::skiplist::ChunkStash::new(usize::try_from(node_chunks).unwrap_or(usize::MAX)));
         ChunkPool { spent: Mutex::new(VecDeque::new()), max_chunks, nodes }
     }
 
@@ -125,7 +127,7 @@ mod tests {
 
     #[test]
     fn a_chunk_is_reused_once_its_values_are_gone() {
-        let pool = Arc::new(ChunkPool::new(16 << 20));
+        let pool = Arc::new(ChunkPool::new(16 << 20, 0));
         let value = vec![1u8; 300 << 10];
         let first = {
             let arena = KeptArena::with_pool(pool.clone());

@@ -78,7 +78,7 @@ const fn head_bytes<V>() -> usize {
 struct Arena {
     /// Chunks nodes are bumped into; the last one is the current one.
     chunks: Vec<NonNull<[MaybeUninit<u64>]>>,
-    /// Chunks of one large node each.
+    /// Blocks of one node each (large nodes, the head).
     large: Vec<NonNull<[MaybeUninit<u64>]>>,
     /// Words used in the current chunk.
     used: usize,
@@ -91,9 +91,7 @@ impl Arena {
     fn alloc(&mut self, bytes: usize) -> NonNull<u8> {
         let words = bytes.div_ceil(8);
         if words * 8 > CHUNK_BYTES / 4 {
-            let own = NonNull::from(Box::leak(Box::new_uninit_slice(words)));
-            self.large.push(own);
-            return own.cast();
+            return self.alloc_own(bytes);
         }
         let room = self.chunks.last().map_or(0, |c| c.len() - self.used);
         if room < words {
@@ -108,6 +106,15 @@ impl Arena {
         self.used += words;
         // SAFETY: `used + words` words fit the chunk (checked above).
         unsafe { chunk.cast::<MaybeUninit<u64>>().add(used).cast() }
+    }
+}
+
+impl Arena {
+    /// `bytes` in a block of their own (a large node, or the list's head).
+    fn alloc_own(&mut self, bytes: usize) -> NonNull<u8> {
+        let own = NonNull::from(Box::leak(Box::new_uninit_slice(bytes.div_ceil(8))));
+        self.large.push(own);
+        own.cast()
     }
 }
 
@@ -131,7 +138,7 @@ struct Writer {
 }
 
 impl Writer {
-    /// 1 with probability 3/4, 2 with 3/16, ... (xorshift64*: no need for a crypto generator).
+    /// 1 with probability 3/4, 2 with 3/16, ... (xorshift64: no need for a better generator).
     fn random_height(&mut self) -> usize {
         let mut height = 1;
         loop {
@@ -205,7 +212,7 @@ impl<V> SkipList<V> {
     pub(crate) fn new(stash: Option<Arc<ChunkStash>>) -> SkipList<V> {
         const { assert!(align_of::<Head<V>>() <= 8, "arena nodes are 8-byte aligned") };
         let mut arena = Arena { chunks: Vec::new(), large: Vec::new(), used: 0, stash };
-        let head = Self::alloc_node(&mut arena, MAX_HEIGHT, &[], 0, &[], None);
+        let head = Self::alloc_node(&mut arena, MAX_HEIGHT, (&[], 0), 0, (&[], 0), None, true);
         SkipList {
             head,
             height: AtomicUsize::new(1),
@@ -222,6 +229,7 @@ impl<V> SkipList<V> {
 
     /// Insert the entry `(user_key, trailer) → value` with `kept`; returns the bytes it took.
     pub(crate) fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8], kept: Option<V>) -> usize {
+        let lens = (len_u32(user_key.len()), len_u32(value.len()));
         let mut w = self.writer.lock();
         let mut prev = [self.head; MAX_HEIGHT];
         let height = self.height.load(Atomic::Relaxed);
@@ -230,6 +238,13 @@ impl<V> SkipList<V> {
             x = self.walk(x, level, user_key, trailer);
             prev[level] = x;
         }
+        debug_assert!(
+            // SAFETY: `prev[0]` is a node of this list.
+            NonNull::new(unsafe { link(prev[0], 0).load(Atomic::Relaxed) })
+                // SAFETY: a published node.
+                .is_none_or(|n| unsafe { n.as_ref().trailer != trailer || !ukey_is(n, user_key) }),
+            "an internal key inserted twice"
+        );
         let h = w.random_height();
         if h > height {
             // `prev` already names the head on the new levels.
@@ -238,7 +253,7 @@ impl<V> SkipList<V> {
         if kept.is_some() {
             self.payloads.fetch_add(1, Atomic::Relaxed);
         }
-        let node = Self::alloc_node(&mut w.arena, h, user_key, trailer, value, kept);
+        let node = Self::alloc_node(&mut w.arena, h, (user_key, lens.0), trailer, (value, lens.1), kept, false);
         for (level, p) in prev.iter().enumerate().take(h) {
             // SAFETY: `node` and the nodes of `prev` are live nodes of this list with towers of
             // at least `level + 1` links (a `prev` entry at `level` links that level).
@@ -319,17 +334,20 @@ impl<V> SkipList<V> {
         Entry { node: raw.0, list: self }
     }
 
+    /// A node for `user_key` and `value` (each with its length as a u32), allocated in its
+    /// own block when it is the list's head (so an empty list holds no chunk).
     fn alloc_node(
         arena: &mut Arena,
         height: usize,
-        user_key: &[u8],
+        (user_key, ukey_len): (&[u8], u32),
         trailer: u64,
-        value: &[u8],
+        (value, value_len): (&[u8], u32),
         kept: Option<V>,
+        is_head: bool,
     ) -> NonNull<Head<V>> {
         let bytes = node_bytes::<V>(height, user_key.len(), value.len());
-        let node = arena.alloc(bytes).cast::<Head<V>>();
-        let (ukey_len, value_len) = (len_u32(user_key.len()), len_u32(value.len()));
+        let node = if is_head { arena.alloc_own(bytes) } else { arena.alloc(bytes) };
+        let node = node.cast::<Head<V>>();
         let head = Head { kept, trailer, ukey_len, value_len, height: height as u32 };
         // SAFETY: `node` is `bytes` of fresh, 8-byte aligned memory: room for the head, the
         // tower and the key and value bytes, written here before anyone can see the node.
@@ -417,8 +435,8 @@ fn len_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or_else(|_| panic!("memtable entry of {n} bytes: the write path bounds entries to u32"))
 }
 
-/// User key and trailer of an internal key (a key too short for a trailer sorts before every
-/// entry of that user key).
+/// User key and trailer of an internal key (a key too short for a trailer is read as
+/// `key::compare_internal` reads it: an empty user key and trailer 0).
 fn split_ikey(ikey: &[u8]) -> (&[u8], u64) {
     match ikey.len().checked_sub(8) {
         Some(at) => {
@@ -426,7 +444,7 @@ fn split_ikey(ikey: &[u8]) -> (&[u8], u64) {
             t.copy_from_slice(&ikey[at..]);
             (&ikey[..at], u64::from_le_bytes(t))
         }
-        None => (ikey, u64::MAX),
+        None => (&[], 0),
     }
 }
 
@@ -446,6 +464,15 @@ unsafe fn before<V>(node: NonNull<Head<V>>, user_key: &[u8], trailer: u64) -> bo
         // Newer (larger trailer) first.
         Ordering::Equal => h.trailer > trailer,
     }
+}
+
+/// Whether `node`'s user key is `user_key`.
+///
+/// # Safety
+/// As `before`.
+unsafe fn ukey_is<V>(node: NonNull<Head<V>>, user_key: &[u8]) -> bool {
+    // SAFETY: the caller's promise; `alloc_node` wrote the user key there.
+    unsafe { std::slice::from_raw_parts(data_ptr(node), node.as_ref().ukey_len as usize) == user_key }
 }
 
 /// # Safety

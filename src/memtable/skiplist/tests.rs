@@ -69,6 +69,14 @@ fn readers_see_a_sorted_list_while_the_writer_inserts() {
                     let keys: Vec<Vec<u8>> = list.iter().map(|e| e.key().to_vec()).collect();
                     assert!(keys.len() >= seen, "an entry counted before the walk is missing");
                     assert!(keys.windows(2).all(|w| w[0] < w[1]), "out of order");
+                    // Backwards from the last entry, a few hundred steps.
+                    let mut at = list.last();
+                    let mut back = Vec::new();
+                    while let Some(e) = at.filter(|_| back.len() < 300) {
+                        back.push(e.key().to_vec());
+                        at = e.prev();
+                    }
+                    assert!(back.windows(2).all(|w| w[0] > w[1]), "prev out of order");
                     passes += 1;
                 }
                 passes
