@@ -255,6 +255,23 @@ pub struct BlockIter {
     key: Vec<u8>,
     value_start: usize,
     value_end: usize,
+    /// The entries of the current restart interval before the current one, as the last
+    /// `prev` decoded them (RocksDB's `prev_entries_`): the next `prev` pops one instead of
+    /// decoding the interval again. Valid while the iterator stands at `back_at`.
+    back: Vec<BackEntry>,
+    /// Their keys, back to back.
+    back_keys: Vec<u8>,
+    back_at: Option<usize>,
+}
+
+/// An entry a reverse step decoded: where it is and where its key sits in `back_keys`.
+#[derive(Clone, Copy)]
+struct BackEntry {
+    current: usize,
+    next_entry: usize,
+    key_start: usize,
+    value_start: usize,
+    value_end: usize,
 }
 
 impl BlockIter {
@@ -269,6 +286,9 @@ impl BlockIter {
             key: Vec::new(),
             value_start: 0,
             value_end: 0,
+            back: Vec::new(),
+            back_keys: Vec::new(),
+            back_at: None,
         }
     }
 
@@ -296,7 +316,20 @@ impl BlockIter {
         &self.block
     }
 
+    /// Stand at `e`, an entry the last reverse step decoded (in the same restart interval).
+    fn step_back_to(&mut self, e: BackEntry) {
+        self.key.clear();
+        self.key.extend_from_slice(&self.back_keys[e.key_start..]);
+        self.back_keys.truncate(e.key_start);
+        self.current = e.current;
+        self.next_entry = e.next_entry;
+        self.value_start = e.value_start;
+        self.value_end = e.value_end;
+        self.back_at = Some(e.current);
+    }
+
     fn invalidate(&mut self) {
+        self.back_at = None;
         self.current = self.block.restart_offset;
         self.next_entry = self.current;
         self.restart_index = 0;
@@ -459,6 +492,12 @@ impl InternalIterator for BlockIter {
         if !self.valid() {
             return Ok(());
         }
+        if self.back_at == Some(self.current) {
+            if let Some(e) = self.back.pop() {
+                self.step_back_to(e);
+                return Ok(());
+            }
+        }
         let original = self.current;
         while self.block.restart_point(self.restart_index) >= original {
             if self.restart_index == 0 {
@@ -468,7 +507,21 @@ impl InternalIterator for BlockIter {
             self.restart_index -= 1;
         }
         self.seek_to_restart(self.restart_index);
-        while self.parse_next_key()? && self.next_entry < original {}
+        // Decode the interval up to `original`, keeping the entries before the last one (the
+        // new current one) for the reverse steps that follow.
+        self.back.clear();
+        self.back_keys.clear();
+        while self.parse_next_key()? && self.next_entry < original {
+            self.back.push(BackEntry {
+                current: self.current,
+                next_entry: self.next_entry,
+                key_start: self.back_keys.len(),
+                value_start: self.value_start,
+                value_end: self.value_end,
+            });
+            self.back_keys.extend_from_slice(&self.key);
+        }
+        self.back_at = Some(self.current);
         Ok(())
     }
 
@@ -532,6 +585,42 @@ mod tests {
             }
             back.reverse();
             assert_eq!(back, es, "interval {interval}");
+        }
+    }
+
+    #[test]
+    fn reverse_steps_mixed_with_seeks_and_next_land_where_a_fresh_iterator_would() {
+        let es = entries(100);
+        for interval in [1, 3, 16] {
+            let block = build(&es, interval);
+            let mut it = block.iter();
+            let mut rng = 12345u64;
+            let mut at: Option<usize> = None;
+            for _ in 0..2000 {
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                match (rng >> 33) % 4 {
+                    0 => {
+                        let i = ((rng >> 40) % 100) as usize;
+                        it.seek(&es[i].0).unwrap();
+                        at = Some(i);
+                    }
+                    1 => {
+                        it.next().unwrap();
+                        at = at.and_then(|i| (i + 1 < es.len()).then_some(i + 1));
+                    }
+                    _ => {
+                        it.prev().unwrap();
+                        at = at.and_then(|i| i.checked_sub(1));
+                    }
+                }
+                if at.is_none() {
+                    it.seek_to_last().unwrap();
+                    at = Some(es.len() - 1);
+                }
+                let i = at.unwrap();
+                assert!(it.valid(), "interval {interval}");
+                assert_eq!((it.key(), it.value()), (&es[i].0[..], &es[i].1[..]), "interval {interval} at {i}");
+            }
         }
     }
 
