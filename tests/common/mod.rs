@@ -156,7 +156,6 @@ pub fn show(b: &[u8]) -> String {
     b.iter().flat_map(|&c| std::ascii::escape_default(c)).map(char::from).collect()
 }
 
-/// A `u64` from the environment variable `name`, or `default`.
 /// Options for tests of separated values: values of at least `separated` bytes go to the log,
 /// 16 KiB memtables, tables and GC chunks, 64 KiB log files and level 1, GC only when asked.
 pub fn small_log_options(vfs: Arc<dyn Vfs>, separated: usize) -> Options {
@@ -171,6 +170,7 @@ pub fn small_log_options(vfs: Arc<dyn Vfs>, separated: usize) -> Options {
         .gc_chunk_bytes(16 << 10)
 }
 
+/// A `u64` from the environment variable `name`, or `default`.
 pub fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
