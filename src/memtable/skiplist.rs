@@ -49,7 +49,7 @@ impl ChunkStash {
     }
 
     fn take(&self) -> Chunk {
-        self.chunks.lock().pop().unwrap_or_else(|| Box::new_uninit_slice(CHUNK_BYTES / 8))
+        self.chunks.lock().pop().unwrap_or_else(new_chunk)
     }
 
     fn give_back(&self, spent: impl Iterator<Item = Chunk>) {
@@ -66,6 +66,10 @@ struct Head<V> {
     ukey_len: u32,
     value_len: u32,
     height: u32,
+}
+
+fn new_chunk() -> Chunk {
+    Box::new_uninit_slice(CHUNK_BYTES / 8)
 }
 
 /// Bytes of a node's fixed part; the tower follows it.
@@ -95,10 +99,7 @@ impl Arena {
         }
         let room = self.chunks.last().map_or(0, |c| c.len() - self.used);
         if room < words {
-            let fresh = match &self.stash {
-                Some(stash) => stash.take(),
-                None => Box::new_uninit_slice(CHUNK_BYTES / 8),
-            };
+            let fresh = self.stash.as_ref().map_or_else(new_chunk, |stash| stash.take());
             self.chunks.push(NonNull::from(Box::leak(fresh)));
             self.used = 0;
         }
@@ -107,9 +108,7 @@ impl Arena {
         // SAFETY: `used + words` words fit the chunk (checked above).
         unsafe { chunk.cast::<MaybeUninit<u64>>().add(used).cast() }
     }
-}
 
-impl Arena {
     /// `bytes` in a block of their own (a large node, or the list's head).
     fn alloc_own(&mut self, bytes: usize) -> NonNull<u8> {
         let own = NonNull::from(Box::leak(Box::new_uninit_slice(bytes.div_ceil(8))));
@@ -212,7 +211,10 @@ impl<V> SkipList<V> {
     pub(crate) fn new(stash: Option<Arc<ChunkStash>>) -> SkipList<V> {
         const { assert!(align_of::<Head<V>>() <= 8, "arena nodes are 8-byte aligned") };
         let mut arena = Arena { chunks: Vec::new(), large: Vec::new(), used: 0, stash };
-        let head = Self::alloc_node(&mut arena, MAX_HEIGHT, (&[], 0), 0, (&[], 0), None, true);
+        // The head gets a block of its own, so an empty list holds no chunk.
+        let mem = arena.alloc_own(node_bytes::<V>(MAX_HEIGHT, 0, 0));
+        // SAFETY: `mem` was just allocated with room for this node.
+        let head = unsafe { Self::write_node(mem, MAX_HEIGHT, (&[], 0), 0, (&[], 0), None) };
         SkipList {
             head,
             height: AtomicUsize::new(1),
@@ -242,7 +244,7 @@ impl<V> SkipList<V> {
             // SAFETY: `prev[0]` is a node of this list.
             NonNull::new(unsafe { link(prev[0], 0).load(Atomic::Relaxed) })
                 // SAFETY: a published node.
-                .is_none_or(|n| unsafe { n.as_ref().trailer != trailer || !ukey_is(n, user_key) }),
+                .is_none_or(|n| unsafe { n.as_ref().trailer != trailer || user_key_of(n) != user_key }),
             "an internal key inserted twice"
         );
         let h = w.random_height();
@@ -253,7 +255,10 @@ impl<V> SkipList<V> {
         if kept.is_some() {
             self.payloads.fetch_add(1, Atomic::Relaxed);
         }
-        let node = Self::alloc_node(&mut w.arena, h, (user_key, lens.0), trailer, (value, lens.1), kept, false);
+        let bytes = node_bytes::<V>(h, user_key.len(), value.len());
+        let mem = w.arena.alloc(bytes);
+        // SAFETY: `mem` was just allocated with room for this node.
+        let node = unsafe { Self::write_node(mem, h, (user_key, lens.0), trailer, (value, lens.1), kept) };
         for (level, p) in prev.iter().enumerate().take(h) {
             // SAFETY: `node` and the nodes of `prev` are live nodes of this list with towers of
             // at least `level + 1` links (a `prev` entry at `level` links that level).
@@ -264,7 +269,7 @@ impl<V> SkipList<V> {
             }
         }
         self.len.fetch_add(1, Atomic::Release);
-        node_bytes::<V>(h, user_key.len(), value.len())
+        bytes
     }
 
     /// The last node at `level`, from `x` on, that sorts before `(user_key, trailer)`.
@@ -334,23 +339,24 @@ impl<V> SkipList<V> {
         Entry { node: raw.0, list: self }
     }
 
-    /// A node for `user_key` and `value` (each with its length as a u32), allocated in its
-    /// own block when it is the list's head (so an empty list holds no chunk).
-    fn alloc_node(
-        arena: &mut Arena,
+    /// Write a node of `height` links for `user_key` and `value` (each with its length as a
+    /// u32) into `mem`.
+    ///
+    /// # Safety
+    /// `mem` is fresh, 8-byte aligned memory of at least `node_bytes` for this node, which no
+    /// one can see yet.
+    unsafe fn write_node(
+        mem: NonNull<u8>,
         height: usize,
         (user_key, ukey_len): (&[u8], u32),
         trailer: u64,
         (value, value_len): (&[u8], u32),
         kept: Option<V>,
-        is_head: bool,
     ) -> NonNull<Head<V>> {
-        let bytes = node_bytes::<V>(height, user_key.len(), value.len());
-        let node = if is_head { arena.alloc_own(bytes) } else { arena.alloc(bytes) };
-        let node = node.cast::<Head<V>>();
+        let node = mem.cast::<Head<V>>();
         let head = Head { kept, trailer, ukey_len, value_len, height: height as u32 };
-        // SAFETY: `node` is `bytes` of fresh, 8-byte aligned memory: room for the head, the
-        // tower and the key and value bytes, written here before anyone can see the node.
+        // SAFETY: the caller's promise: room for the head, the tower and the key and value
+        // bytes, written here before anyone can see the node.
         unsafe {
             ptr::write(node.as_ptr(), head);
             for level in 0..height {
@@ -392,7 +398,7 @@ impl<'a, V> Entry<'a, V> {
     fn data(&self) -> &'a [u8] {
         let h = self.head();
         let len = h.ukey_len as usize + 8 + h.value_len as usize;
-        // SAFETY: `alloc_node` wrote `len` bytes there.
+        // SAFETY: `write_node` wrote `len` bytes there.
         unsafe { std::slice::from_raw_parts(data_ptr(self.node), len) }
     }
 
@@ -415,9 +421,9 @@ impl<'a, V> Entry<'a, V> {
 
     /// The entry before this one (a search from the top, as LevelDB's `Prev`).
     pub(crate) fn prev(&self) -> Option<Entry<'a, V>> {
-        let h = self.head();
-        let user_key = &self.data()[..h.ukey_len as usize];
-        self.list.entry(self.list.last_before(user_key, h.trailer))
+        // SAFETY: a published node of this list.
+        let user_key = unsafe { user_key_of(self.node) };
+        self.list.entry(self.list.last_before(user_key, self.head().trailer))
     }
 
     pub(crate) fn raw(&self) -> RawEntry<V> {
@@ -455,31 +461,30 @@ fn split_ikey(ikey: &[u8]) -> (&[u8], u64) {
 #[inline]
 unsafe fn before<V>(node: NonNull<Head<V>>, user_key: &[u8], trailer: u64) -> bool {
     // SAFETY: the caller's promise.
-    let h = unsafe { node.as_ref() };
-    // SAFETY: `alloc_node` wrote the user key there.
-    let ukey = unsafe { std::slice::from_raw_parts(data_ptr(node), h.ukey_len as usize) };
-    match ukey.cmp(user_key) {
+    match unsafe { user_key_of(node) }.cmp(user_key) {
         Ordering::Less => true,
         Ordering::Greater => false,
         // Newer (larger trailer) first.
-        Ordering::Equal => h.trailer > trailer,
+        // SAFETY: as above.
+        Ordering::Equal => unsafe { node.as_ref() }.trailer > trailer,
     }
 }
 
-/// Whether `node`'s user key is `user_key`.
+/// `node`'s user key.
 ///
 /// # Safety
-/// As `before`.
-unsafe fn ukey_is<V>(node: NonNull<Head<V>>, user_key: &[u8]) -> bool {
-    // SAFETY: the caller's promise; `alloc_node` wrote the user key there.
-    unsafe { std::slice::from_raw_parts(data_ptr(node), node.as_ref().ukey_len as usize) == user_key }
+/// As `before`; the slice lives as long as the list.
+#[inline]
+unsafe fn user_key_of<'a, V>(node: NonNull<Head<V>>) -> &'a [u8] {
+    // SAFETY: the caller's promise; `write_node` wrote the user key there.
+    unsafe { std::slice::from_raw_parts(data_ptr(node), node.as_ref().ukey_len as usize) }
 }
 
 /// # Safety
 /// `node` is a node with more than `level` links.
 #[inline]
 unsafe fn link<'a, V>(node: NonNull<Head<V>>, level: usize) -> &'a AtomicPtr<Head<V>> {
-    // SAFETY: the caller's promise; `alloc_node` initialised every link.
+    // SAFETY: the caller's promise; `write_node` initialised every link.
     unsafe { &*link_ptr(node, level) }
 }
 
