@@ -101,6 +101,17 @@ pub struct Options {
     /// The merge policy: how many sorted runs a level keeps and when they merge (default:
     /// leveling, LevelDB's).
     pub merge_policy: MergePolicy,
+    /// Light-weight compaction (LWC-tree) on leveled levels: a compaction appends the victim's
+    /// entries to the overlapping tables of the next level as sorted segments instead of
+    /// rewriting those tables (docs/design.md, "Light-weight compaction"). Default off.
+    pub light_weight_compaction: bool,
+    /// Under light-weight compaction, a table with more segments than this is rewritten
+    /// (split into tables of `target_file_size_bytes`) before more is appended to it. Each
+    /// segment is one more filter probe per lookup and one more cursor per scan. Default 8.
+    pub lwc_max_segments: u64,
+    /// Under light-weight compaction, a table grown past this many bytes is rewritten the same
+    /// way. `0` (the default) means 4 × `target_file_size_bytes`.
+    pub lwc_max_table_bytes: u64,
     /// Threads carrying out compactions; more than one lets compactions of disjoint levels run
     /// at once (a long merge into the largest level need not hold up level 0). Default 2, as
     /// RocksDB's two background jobs: 10M × 100 B `fillrandom` on 2 cores ran 15 % faster
@@ -202,6 +213,9 @@ impl Default for Options {
             bloom_bits_per_key: vec![10.0],
             filter_allocation: FilterAllocation::default(),
             merge_policy: MergePolicy::default(),
+            light_weight_compaction: false,
+            lwc_max_segments: 8,
+            lwc_max_table_bytes: 0,
             compaction_threads: 2,
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 20,
@@ -257,6 +271,9 @@ impl Options {
     setter!(bloom_bits_per_key: Vec<f64>);
     setter!(filter_allocation: FilterAllocation);
     setter!(merge_policy: MergePolicy);
+    setter!(light_weight_compaction: bool);
+    setter!(lwc_max_segments: u64);
+    setter!(lwc_max_table_bytes: u64);
     setter!(compaction_threads: usize);
     setter!(l0_compaction_trigger: usize);
     setter!(l0_slowdown_trigger: usize);

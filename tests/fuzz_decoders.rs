@@ -141,6 +141,7 @@ fn sample_edit(n: u64, key: &[u8]) -> VersionEdit {
         size: 4096 + n,
         smallest: make_internal_key(key, 1, ValueKind::Value),
         largest: make_internal_key(&[key, b"z"].concat(), 9, ValueKind::Value),
+        segments: 1,
         ..FileMeta::default()
     };
     VersionEdit {

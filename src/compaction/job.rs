@@ -105,6 +105,7 @@ impl<'a> OutputWriter<'a> {
             num_entries: s.num_entries,
             num_deletions: s.num_deletions,
             raw_value_bytes: s.raw_value_bytes,
+            segments: 1,
         });
         Ok(())
     }
@@ -161,7 +162,7 @@ fn input_numbers(task: &CompactionTask) -> HashSet<u64> {
 }
 
 /// One child iterator per sorted run among the inputs (each L0 file is its own run).
-fn input_iterators(ctx: &JobContext<'_>, task: &CompactionTask) -> Vec<Box<dyn InternalIterator>> {
+pub(crate) fn input_iterators(ctx: &JobContext<'_>, task: &CompactionTask) -> Vec<Box<dyn InternalIterator>> {
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     for input in &task.inputs {
         let mut runs: Vec<(u64, Vec<Arc<FileMeta>>)> = Vec::new();
@@ -181,6 +182,63 @@ fn input_iterators(ctx: &JobContext<'_>, task: &CompactionTask) -> Vec<Box<dyn I
     children
 }
 
+/// Decides, entry by entry in merge order, which versions a compaction keeps: a version
+/// shadowed by a newer one every reader sees goes, and so does a tombstone nothing older can
+/// hold the key under. Counts the separated values it drops per value-log file.
+pub(crate) struct VersionFilter<'a> {
+    version: &'a Version,
+    task: &'a CompactionTask,
+    inputs: HashSet<u64>,
+    smallest_snapshot: u64,
+    dir: &'a Path,
+    current_user_key: Option<Vec<u8>>,
+    last_seq_for_key: u64,
+    /// Bytes of separated values dropped, per value-log file (discard statistics for GC).
+    pub vlog_garbage: std::collections::BTreeMap<u64, u64>,
+}
+
+impl<'a> VersionFilter<'a> {
+    pub(crate) fn new(ctx: &'a JobContext<'a>, task: &'a CompactionTask, version: &'a Version) -> Self {
+        VersionFilter {
+            version,
+            task,
+            inputs: input_numbers(task),
+            smallest_snapshot: ctx.smallest_snapshot,
+            dir: ctx.dir,
+            current_user_key: None,
+            last_seq_for_key: MAX_SEQ,
+            vlog_garbage: Default::default(),
+        }
+    }
+
+    /// Whether the entry at `ikey` survives; entries must come in internal-key order.
+    pub(crate) fn keep(&mut self, ikey: &[u8], value: &[u8]) -> Result<bool> {
+        let p = key::parse_internal_key(ikey).ok_or_else(|| {
+            let why = format!("compaction input holds a bad internal key: {}", key::malformed_reason(ikey));
+            Error::corruption(self.dir, 0, why)
+        })?;
+        if self.current_user_key.as_deref() != Some(p.user_key) {
+            self.current_user_key = Some(p.user_key.to_vec());
+            self.last_seq_for_key = MAX_SEQ;
+        }
+        let drop = if self.last_seq_for_key <= self.smallest_snapshot {
+            // A newer version of this key is visible to every reader: this one is shadowed.
+            true
+        } else {
+            p.kind == ValueKind::Deletion
+                && p.seq <= self.smallest_snapshot
+                && is_base_level_for_key(self.version, self.task, &self.inputs, p.user_key)
+        };
+        self.last_seq_for_key = p.seq;
+        if drop && p.kind == ValueKind::Pointer {
+            if let Some(ptr) = crate::vlog::ValuePointer::decode(value) {
+                *self.vlog_garbage.entry(ptr.file).or_insert(0) += u64::from(ptr.op_len);
+            }
+        }
+        Ok(!drop)
+    }
+}
+
 /// Merge the task's inputs into new files at the output level.
 pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Version) -> Result<JobOutput> {
     let run = task.output_run.unwrap_or_else(|| (ctx.new_file_number)());
@@ -194,46 +252,20 @@ pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Ver
         seen_key: false,
         limit: 10 * ctx.target_file_bytes,
     };
-    let mut current_user_key: Option<Vec<u8>> = None;
-    let mut last_seq_for_key = MAX_SEQ;
-    let inputs = input_numbers(task);
+    let mut filter = VersionFilter::new(ctx, task, version);
     it.seek_to_first()?;
     while it.valid() {
         let ikey = it.key();
         if cutter.should_stop_before(ikey) {
             w.cut_before_next_key();
         }
-        let p = key::parse_internal_key(ikey).ok_or_else(|| {
-            Error::corruption(
-                ctx.dir,
-                0,
-                format!("compaction input holds a bad internal key: {}", key::malformed_reason(ikey)),
-            )
-        })?;
-        if current_user_key.as_deref() != Some(p.user_key) {
-            current_user_key = Some(p.user_key.to_vec());
-            last_seq_for_key = MAX_SEQ;
-        }
-        let drop = if last_seq_for_key <= ctx.smallest_snapshot {
-            // A newer version of this key is visible to every reader: this one is shadowed.
-            true
-        } else {
-            p.kind == ValueKind::Deletion
-                && p.seq <= ctx.smallest_snapshot
-                && is_base_level_for_key(version, task, &inputs, p.user_key)
-        };
-        last_seq_for_key = p.seq;
-        if drop && p.kind == ValueKind::Pointer {
-            if let Some(ptr) = crate::vlog::ValuePointer::decode(it.value()) {
-                *w.out.vlog_garbage.entry(ptr.file).or_insert(0) += u64::from(ptr.op_len);
-            }
-        }
-        if !drop {
+        if filter.keep(ikey, it.value())? {
             w.add(ikey, it.value())?;
         }
         it.next()?;
     }
     w.finish()?;
+    w.out.vlog_garbage = filter.vlog_garbage;
     Ok(w.out)
 }
 

@@ -1,9 +1,10 @@
 //! Compaction: what to do to the tree next (a `CompactionPolicy` returns a `Choice`) and the
 //! job that merges runs. Policies: LevelDB's leveling and the Wacky continuum (tiering, lazy
-//! leveling, capped lazy leveling, LSM-bush); light-weight compaction plugs in behind the same
-//! trait as a new `Choice`.
+//! leveling, capped lazy leveling, LSM-bush); light-weight compaction (`lwc`) is the `Append`
+//! choice a policy may make instead of a `Merge`.
 
 pub mod job;
+pub mod lwc;
 pub mod policy;
 #[cfg(test)]
 pub mod testutil;
@@ -31,8 +32,9 @@ pub enum Choice {
     Merge(CompactionTask),
     /// Delete tables no reader can see anything in, without reading them.
     Drop(DropTask),
-    // Light-weight compaction's `Append` (link a run's tables under another run without
-    // merging them) would go here.
+    /// Light-weight compaction: merge the inputs and append each piece to the output-level
+    /// table whose range holds it, as a new segment (`lwc`).
+    Append(lwc::AppendTask),
 }
 
 impl Choice {
@@ -40,6 +42,7 @@ impl Choice {
     pub fn reason(&self) -> Reason {
         match self {
             Choice::Move(t) | Choice::Merge(t) => t.reason,
+            Choice::Append(a) => a.task.reason,
             Choice::Drop(d) => d.reason,
         }
     }
@@ -47,7 +50,7 @@ impl Choice {
     /// Every level it reads or writes: two choices touching disjoint levels may run at once.
     pub fn levels(&self) -> Vec<usize> {
         match self {
-            Choice::Move(t) | Choice::Merge(t) => {
+            Choice::Move(t) | Choice::Merge(t) | Choice::Append(lwc::AppendTask { task: t, .. }) => {
                 let mut l: Vec<usize> = t.inputs.iter().map(|i| i.level).chain([t.output_level]).collect();
                 l.sort_unstable();
                 l.dedup();
@@ -101,6 +104,9 @@ pub enum Reason {
     Grow,
     /// A table holds only tombstones and nothing older can hold their keys.
     TombstonesOnly,
+    /// A table light-weight compaction appended to holds too many segments or bytes: it is
+    /// rewritten into tables of the target size.
+    Split,
     /// Built by hand in a test.
     #[cfg(test)]
     Test,

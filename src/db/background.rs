@@ -12,6 +12,7 @@ use parking_lot::MutexGuard;
 
 use super::{add, DbInner, State};
 use crate::compaction::job::{self, JobContext};
+use crate::compaction::lwc::{self, AppendTask};
 use crate::compaction::{Choice, CompactionTask, DropTask, NewRun, PickContext, Reason};
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, FileKind};
@@ -65,6 +66,7 @@ pub(super) fn write_level0_table(
         num_entries: s.num_entries,
         num_deletions: s.num_deletions,
         raw_value_bytes: s.raw_value_bytes,
+        segments: 1,
     }))
 }
 
@@ -193,6 +195,7 @@ impl DbInner {
         let r = match &choice {
             Choice::Move(t) => self.install_move(st, t),
             Choice::Merge(t) => self.run_merge(st, t),
+            Choice::Append(a) => self.run_append(st, a),
             Choice::Drop(d) => self.install_drop(st, d),
         };
         st.busy_levels.retain(|l| !levels.contains(l));
@@ -245,9 +248,14 @@ impl DbInner {
         Ok(())
     }
 
-    /// Merge the task's inputs with the state lock released during I/O, then install them.
-    fn run_merge(&self, st: &mut MutexGuard<'_, State>, task: &CompactionTask) -> Result<()> {
-        let mut edit = Self::input_removal(task);
+    /// Run `job` for `task` with the state lock released, on the current Version; file
+    /// numbers it allocates are protected from deletion until the caller drops the returned list.
+    fn unlocked_job<T>(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        task: &CompactionTask,
+        job: impl FnOnce(&JobContext<'_>, &Version) -> Result<T>,
+    ) -> (Result<T>, Vec<u64>) {
         let version = st.versions.current();
         let smallest_snapshot = self.snapshots.smallest(self.visible_seq.load(Ordering::Acquire));
         let consumed: Vec<u64> = task.input_files().map(|(_, f)| f.number).collect();
@@ -272,8 +280,15 @@ impl DbInner {
                 smallest_snapshot,
                 new_file_number: &alloc,
             };
-            job::run_compaction(&ctx, task, &version)
+            job(&ctx, &version)
         });
+        (out, allocated.into_inner())
+    }
+
+    /// Merge the task's inputs with the state lock released during I/O, then install them.
+    fn run_merge(&self, st: &mut MutexGuard<'_, State>, task: &CompactionTask) -> Result<()> {
+        let mut edit = Self::input_removal(task);
+        let (out, allocated) = self.unlocked_job(st, task, |ctx, v| job::run_compaction(ctx, task, v));
         let r = out.and_then(|out| self.vfs.sync_dir(&self.dir).map(|_| out)).and_then(|out| {
             edit.vlog_garbage = out.vlog_garbage.iter().map(|(&f, &b)| (f, b)).collect();
             // Pointers into files GC already collected are GC's own doing, not overwrites.
@@ -287,21 +302,53 @@ impl DbInner {
             }
             st.versions.log_and_apply(edit).map(|_| out)
         });
-        for n in allocated.into_inner() {
+        for n in allocated {
             st.pending_outputs.remove(&n);
         }
         let out = r?;
-        add(&self.counters.compaction_written, out.bytes_written);
-        {
-            let mut by_level = self.counters.compaction_written_by_level.lock();
-            if by_level.len() <= task.output_level {
-                by_level.resize(task.output_level + 1, 0);
-            }
-            by_level[task.output_level] += out.bytes_written;
-        }
-        add(&self.counters.compaction_read, out.bytes_read);
-        add(&self.counters.compactions, 1);
+        self.count_compaction(task.output_level, out.bytes_read, out.bytes_written);
         Ok(())
+    }
+
+    /// Light-weight compaction: append the victims' pieces to the tables below, then record
+    /// the victims' removal and the targets' new lengths in one manifest edit. Until that edit
+    /// is durable the manifest names the targets at their old lengths, where their old footers
+    /// are: a crash leaves the old tree, and the next append cuts the unrecorded bytes off.
+    fn run_append(&self, st: &mut MutexGuard<'_, State>, a: &AppendTask) -> Result<()> {
+        let mut edit = Self::input_removal(&a.task);
+        let (out, _) = self.unlocked_job(st, &a.task, |ctx, v| lwc::run_append(ctx, a, v));
+        let out = out?;
+        edit.vlog_garbage = out.vlog_garbage.iter().map(|(&f, &b)| (f, b)).collect();
+        let vlog_files = st.versions.vlog_files();
+        add(
+            &self.counters.vlog_garbage_counted,
+            out.vlog_garbage.iter().filter(|(f, _)| vlog_files.contains_key(f)).map(|(_, b)| b).sum(),
+        );
+        let level = a.task.output_level as u32;
+        for f in &out.files {
+            edit.deleted_files.push((level, f.number));
+            edit.added_files.push((level, f.clone()));
+        }
+        st.versions.log_and_apply(edit)?;
+        self.count_compaction(a.task.output_level, out.bytes_read, out.bytes_written);
+        add(&self.counters.segments_appended, out.files.len() as u64);
+        Ok(())
+    }
+
+    fn count_compaction(&self, output_level: usize, bytes_read: u64, bytes_written: u64) {
+        add(&self.counters.compaction_written, bytes_written);
+        add(&self.counters.compaction_read, bytes_read);
+        for (counter, bytes) in [
+            (&self.counters.compaction_written_by_level, bytes_written),
+            (&self.counters.compaction_read_by_level, bytes_read),
+        ] {
+            let mut by_level = counter.lock();
+            if by_level.len() <= output_level {
+                by_level.resize(output_level + 1, 0);
+            }
+            by_level[output_level] += bytes;
+        }
+        add(&self.counters.compactions, 1);
     }
 
     /// Flush, then merge everything overlapping `[begin, end]` down to the deepest level

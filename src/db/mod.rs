@@ -76,6 +76,13 @@ pub struct DbStats {
     pub gc_stall_micros: u64,
     /// Bytes of SSTables compactions wrote, by the level they wrote to.
     pub level_compaction_bytes_written: Vec<u64>,
+    /// Bytes of SSTables compactions read, by the level they wrote to.
+    pub level_compaction_bytes_read: Vec<u64>,
+    /// Segments light-weight compaction appended to tables (`Options::light_weight_compaction`).
+    pub num_segments_appended: u64,
+    /// Segments per level, summed over its tables (a plain table is one segment): divided by
+    /// `level_files`, the segments a lookup in that level may probe per table.
+    pub level_segments: Vec<u64>,
     /// Table files per level.
     pub level_files: Vec<usize>,
     /// Sorted runs per level.
@@ -149,6 +156,9 @@ pub(crate) struct Counters {
     compaction_read: AtomicU64,
     /// Compaction bytes written, by output level.
     compaction_written_by_level: Mutex<Vec<u64>>,
+    /// Compaction bytes read, by output level.
+    compaction_read_by_level: Mutex<Vec<u64>>,
+    segments_appended: AtomicU64,
     flushes: AtomicU64,
     compactions: AtomicU64,
     trivial_moves: AtomicU64,

@@ -114,6 +114,12 @@ impl DbInner {
     fn verify_table_entries(&self, table: &Arc<Table>, meta: &FileMeta, report: &mut VerifyReport) -> Result<()> {
         let path = table_file_name(&self.dir, meta.number);
         let bad = |reason: String| Error::corruption(&path, 0, reason);
+        // A DTable's iterator merges its segments: the order and range checks below cover
+        // every segment, and the entry count their sum.
+        if table.num_segments() as u64 != meta.segments.max(1) {
+            let why = format!("holds {} segments, the manifest says {}", table.num_segments(), meta.segments.max(1));
+            report.error(bad(why));
+        }
         let mut it = table.iter(false);
         it.seek_to_first()?;
         let mut prev: Option<Vec<u8>> = None;

@@ -5,6 +5,7 @@ pub mod block;
 pub mod block_builder;
 pub mod block_cache;
 pub mod compression;
+pub mod dtable;
 pub mod fences;
 pub mod filter;
 pub mod format;

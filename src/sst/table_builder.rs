@@ -152,7 +152,15 @@ impl TableBuilder {
 
     /// Write the remaining data, the filter, properties and index blocks and the footer,
     /// then `sync` the file.
-    pub fn finish(mut self) -> Result<TableSummary> {
+    pub fn finish(self) -> Result<TableSummary> {
+        let (summary, mut file) = self.finish_unsynced()?;
+        file.sync()?;
+        Ok(summary)
+    }
+
+    /// `finish` without the sync, handing the file back: light-weight compaction writes a
+    /// DTable tail after the segment and syncs both at once (`dtable::SegmentWriter`).
+    pub fn finish_unsynced(mut self) -> Result<(TableSummary, Box<dyn WritableFile>)> {
         self.flush_data_block()?;
         let filter = match self.filter.take() {
             Some(f) => self.write_raw(&f.finish())?,
@@ -174,9 +182,8 @@ impl TableBuilder {
         let footer = Footer { index, filter, properties, version: FORMAT_VERSION };
         self.file.append(&footer.encode())?;
         self.offset += FOOTER_LEN as u64;
-        self.file.sync()?;
         let p = self.props;
-        Ok(TableSummary {
+        let summary = TableSummary {
             file_size: self.offset,
             num_entries: p.num_entries,
             smallest: p.smallest,
@@ -184,7 +191,8 @@ impl TableBuilder {
             num_deletions: p.num_deletions,
             raw_key_bytes: p.raw_key_bytes,
             raw_value_bytes: p.raw_value_bytes,
-        })
+        };
+        Ok((summary, self.file))
     }
 
     /// Write a meta block uncompressed.

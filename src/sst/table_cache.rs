@@ -23,13 +23,20 @@ impl TableCache {
         TableCache { vfs, dir, tables: quick_cache::sync::Cache::new(max_open_files.max(16)), block_cache }
     }
 
-    /// The reader of table file `number`, `size` bytes long, opened on first use.
+    /// The reader of table file `number`, `size` bytes long, opened on first use. A DTable grows
+    /// when light-weight compaction appends to it: a reader of another length is opened anew
+    /// (and replaces the cached one), since each length is its own table. Both stay valid: an
+    /// append only adds bytes after the length an older `Version` records.
     pub fn get(&self, number: u64, size: u64) -> Result<Arc<Table>> {
-        self.tables.get_or_insert_with(&number, || {
-            let path = table_file_name(&self.dir, number);
-            let file = self.vfs.open_read_mapped(&path)?;
-            Ok(Arc::new(Table::open(file, number, size, self.block_cache.clone())?))
-        })
+        let cached = self.tables.get(&number).filter(|t| t.file_size() == size);
+        if let Some(t) = cached {
+            return Ok(t);
+        }
+        let path = table_file_name(&self.dir, number);
+        let file = self.vfs.open_read_mapped(&path)?;
+        let table = Arc::new(Table::open(file, number, size, self.block_cache.clone())?);
+        self.tables.insert(number, Arc::clone(&table));
+        Ok(table)
     }
 
     /// Forget table `number` (it was deleted).

@@ -1,5 +1,7 @@
 //! Reads an SSTable: opens it (footer, index, filter, properties kept in memory), answers
 //! point lookups, and iterates it with a two-level iterator (index block → data blocks).
+//! A DTable (segments appended by light-weight compaction, `dtable.rs`) opens as one `Table`
+//! per segment: lookups ask the segments newest first, iterators merge them.
 //! When the file is memory-mapped, uncompressed data blocks are used in place (no copy, no
 //! block cache) and their checksum is verified on first use only.
 
@@ -9,13 +11,14 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::fs::{FileMapping, RandomAccessFile};
-use crate::iter::InternalIterator;
+use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{compare_internal, user_key, ValueKind};
 use crate::sst::block_cache::BlockCache;
 use crate::value::Value;
 
 use super::block::{touch_lines, Block, BlockIter};
 use super::compression::{decompress_slice, TYPE_NONE};
+use super::dtable::{footer_magic, read_segment_ends, DTABLE_MAGIC};
 use super::fences::IndexFences;
 use super::filter::BloomFilter;
 use super::format::{
@@ -47,6 +50,13 @@ pub struct Table {
     /// per restart point, as the writer makes it): a lookup takes its block by bumping a count
     /// instead of validating and allocating it again.
     mapped_blocks: Box<[OnceLock<Arc<Block>>]>,
+    /// Where this segment ends (its footer's end); the whole file's length for a plain table.
+    segment_end: u64,
+    /// Length of the whole file as opened (what the manifest records).
+    file_size: u64,
+    /// The DTable's older segments, newest first (empty for a plain table). `self` is the
+    /// newest segment: every key it holds is newer than the same key in the ones below.
+    older: Vec<Arc<Table>>,
 }
 
 impl std::fmt::Debug for Table {
@@ -60,23 +70,42 @@ impl std::fmt::Debug for Table {
 }
 
 impl Table {
-    /// Open a table of `file_size` bytes: validate the footer, then load the index,
-    /// filter and properties blocks (all checksummed).
+    /// Open a table of `file_size` bytes (a plain table, or a DTable whose tail lists its
+    /// segments): validate the footers, then load each segment's index, filter and properties
+    /// blocks (all checksummed).
     pub fn open(
         file: Arc<dyn RandomAccessFile>,
         file_number: u64,
         file_size: u64,
         cache: Option<Arc<BlockCache>>,
     ) -> Result<Table> {
-        let path: Arc<Path> = Arc::from(file.path());
-        if file_size < FOOTER_LEN as u64 {
-            let why = format!("file of {file_size} bytes is too short to be a table");
-            return Err(Error::corruption(&*path, 0, why));
+        let buf = read_footer(&*file, file_size)?;
+        if footer_magic(&buf) != DTABLE_MAGIC {
+            return Table::open_segment(file, file_number, file_size, file_size, buf, cache);
         }
-        let footer_at = file_size - FOOTER_LEN as u64;
-        let mut buf = [0u8; FOOTER_LEN];
-        file.read_exact_at(footer_at, &mut buf)?;
-        let footer = Footer::decode(&buf, &path, file_size)?;
+        let ends = read_segment_ends(&*file, &buf, file_size)?;
+        let mut segments = Vec::with_capacity(ends.len());
+        for &end in &ends {
+            let buf = read_footer(&*file, end)?;
+            segments.push(Table::open_segment(Arc::clone(&file), file_number, end, file_size, buf, cache.clone())?);
+        }
+        let mut newest = segments.pop().ok_or_else(|| Error::corruption(file.path(), 0, "DTable lists no segment"))?;
+        newest.older = segments.into_iter().rev().map(Arc::new).collect();
+        Ok(newest)
+    }
+
+    /// Open the segment whose footer (`buf`) ends at `end`.
+    fn open_segment(
+        file: Arc<dyn RandomAccessFile>,
+        file_number: u64,
+        end: u64,
+        file_size: u64,
+        buf: [u8; FOOTER_LEN],
+        cache: Option<Arc<BlockCache>>,
+    ) -> Result<Table> {
+        let path: Arc<Path> = Arc::from(file.path());
+        let footer_at = end - FOOTER_LEN as u64;
+        let footer = Footer::decode(&buf, &path, end)?;
         let index = read_block(&*file, footer.index, footer_at)?;
         let index = Arc::new(Block::new(index, Arc::clone(&path), footer.index.offset)?);
         let props_raw = read_block(&*file, footer.properties, footer_at)?;
@@ -112,7 +141,30 @@ impl Table {
             mapping,
             verified,
             mapped_blocks,
+            segment_end: end,
+            file_size,
+            older: Vec::new(),
         })
+    }
+
+    /// Length of the file as opened: a DTable opened at a newer length is another `Table`.
+    pub fn file_size(&self) -> u64 {
+        self.file_size
+    }
+
+    /// Segments in the file (1 for a plain table).
+    pub fn num_segments(&self) -> usize {
+        1 + self.older.len()
+    }
+
+    /// Where each segment ends, oldest first (what the next append's directory extends).
+    pub fn segment_ends(&self) -> Vec<u64> {
+        self.older.iter().rev().map(|s| s.segment_end).chain([self.segment_end]).collect()
+    }
+
+    /// Every segment, newest first.
+    fn segments(&self) -> impl Iterator<Item = &Table> {
+        std::iter::once(self).chain(self.older.iter().map(|s| &**s))
     }
 
     /// The table's properties block.
@@ -130,6 +182,11 @@ impl Table {
     /// False only when no entry of `user_key` is in the table (Bloom filter; always true
     /// without a filter).
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
+        self.segments().any(|s| s.segment_may_contain(user_key))
+    }
+
+    /// This segment's own filter answer.
+    fn segment_may_contain(&self, user_key: &[u8]) -> bool {
         self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
     }
 
@@ -146,7 +203,25 @@ impl Table {
     /// `get` without asking the filter first (the caller did, and counts what it said).
     /// The answer is the entry's kind and its value as a handle (`BlockIter::value_handle`:
     /// shared with a block-cached block); an entry whose key does not parse is corruption.
+    /// In a DTable the segments are asked newest first, each behind its own filter; the first
+    /// that holds a visible version of the key answers.
     pub fn get_unfiltered(&self, seek_ikey: &[u8], fill_cache: bool) -> Result<Option<(ValueKind, Value)>> {
+        if self.older.is_empty() {
+            return self.segment_get(seek_ikey, fill_cache);
+        }
+        let uk = user_key(seek_ikey);
+        for s in self.segments() {
+            if s.segment_may_contain(uk) {
+                if let Some(found) = s.segment_get(seek_ikey, fill_cache)? {
+                    return Ok(Some(found));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// `get_unfiltered` within this segment alone.
+    fn segment_get(&self, seek_ikey: &[u8], fill_cache: bool) -> Result<Option<(ValueKind, Value)>> {
         let uk = user_key(seek_ikey);
         let mut index = self.index.iter();
         self.seek_index(&mut index, seek_ikey)?;
@@ -172,9 +247,20 @@ impl Table {
         Ok(None)
     }
 
-    /// An iterator over the whole table (initially not positioned).
+    /// An iterator over the whole table (initially not positioned); over a DTable, the merge
+    /// of its segments.
     pub fn iter(self: &Arc<Self>, fill_cache: bool) -> TableIterator {
-        TableIterator {
+        if self.older.is_empty() {
+            return TableIterator::Plain(self.segment_iter(fill_cache));
+        }
+        let mut children: Vec<Box<dyn InternalIterator>> = vec![Box::new(self.segment_iter(fill_cache))];
+        children.extend(self.older.iter().map(|s| Box::new(s.segment_iter(fill_cache)) as Box<dyn InternalIterator>));
+        TableIterator::Segments(Box::new(MergingIterator::new(children)))
+    }
+
+    /// An iterator over this segment alone.
+    fn segment_iter(self: &Arc<Self>, fill_cache: bool) -> SegmentIterator {
+        SegmentIterator {
             index: self.index.iter(),
             table: Arc::clone(self),
             data: None,
@@ -288,6 +374,17 @@ impl Table {
     }
 }
 
+/// The last `FOOTER_LEN` bytes of the first `end` bytes of `file`.
+fn read_footer(file: &dyn RandomAccessFile, end: u64) -> Result<[u8; FOOTER_LEN]> {
+    if end < FOOTER_LEN as u64 {
+        let why = format!("file of {end} bytes is too short to be a table");
+        return Err(Error::corruption(file.path(), 0, why));
+    }
+    let mut buf = [0u8; FOOTER_LEN];
+    file.read_exact_at(end - FOOTER_LEN as u64, &mut buf)?;
+    Ok(buf)
+}
+
 /// Consecutive in-order block loads after which an iterator starts reading ahead.
 const READAHEAD_AFTER: u32 = 2;
 /// First read-ahead size; doubles on every refill up to `READAHEAD_MAX_BYTES`.
@@ -347,9 +444,56 @@ impl BlockReadahead {
     }
 }
 
-/// Two-level iterator over a table: the index block picks the data block, a `BlockIter`
+/// Iterator over a table: a plain table's two-level iterator, or the merge of a DTable's
+/// segments (newest first, so the merge puts a key's newer versions first).
+pub enum TableIterator {
+    Plain(SegmentIterator),
+    Segments(Box<MergingIterator>),
+}
+
+macro_rules! each {
+    ($self:expr, $it:ident => $e:expr) => {
+        match $self {
+            TableIterator::Plain($it) => $e,
+            TableIterator::Segments($it) => $e,
+        }
+    };
+}
+
+impl InternalIterator for TableIterator {
+    #[inline]
+    fn valid(&self) -> bool {
+        each!(self, it => it.valid())
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        each!(self, it => it.seek_to_first())
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        each!(self, it => it.seek_to_last())
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        each!(self, it => it.seek(target))
+    }
+    #[inline]
+    fn next(&mut self) -> Result<()> {
+        each!(self, it => it.next())
+    }
+    fn prev(&mut self) -> Result<()> {
+        each!(self, it => it.prev())
+    }
+    #[inline]
+    fn key(&self) -> &[u8] {
+        each!(self, it => it.key())
+    }
+    #[inline]
+    fn value(&self) -> &[u8] {
+        each!(self, it => it.value())
+    }
+}
+
+/// Two-level iterator over one segment: the index block picks the data block, a `BlockIter`
 /// walks it. Empty data blocks are skipped in both directions.
-pub struct TableIterator {
+pub struct SegmentIterator {
     table: Arc<Table>,
     index: BlockIter,
     /// Iterator over the data block the index currently points at (`None`: none loaded).
@@ -359,7 +503,7 @@ pub struct TableIterator {
     readahead: BlockReadahead,
 }
 
-impl TableIterator {
+impl SegmentIterator {
     /// Load the data block of the current index entry (kept when it is already loaded).
     fn init_data_block(&mut self) -> Result<()> {
         if !self.index.valid() {
@@ -432,7 +576,7 @@ impl TableIterator {
     }
 }
 
-impl InternalIterator for TableIterator {
+impl InternalIterator for SegmentIterator {
     #[inline]
     fn valid(&self) -> bool {
         self.data_valid()

@@ -27,6 +27,9 @@ pub struct FileMeta {
     /// Bytes of values stored inline plus bytes of values referenced in the value log
     /// (what compaction-driven GC statistics need).
     pub raw_value_bytes: u64,
+    /// Segments in the file: light-weight compaction appends sorted segments to a table
+    /// (a DTable, `sst/dtable.rs`). 0 and 1 both mean a plain table.
+    pub segments: u64,
 }
 
 /// A change to a `Version` plus the counters the manifest persists.
@@ -94,6 +97,9 @@ const TAG_VLOG_ADDED: u32 = 11;
 const TAG_VLOG_GARBAGE: u32 = 12;
 const TAG_VLOG_FILE_DELETED: u32 = 13;
 const TAG_LOG_DURABLE: u32 = 14;
+/// An added file with segments appended (a DTable): the added-file fields, then the segment
+/// count. A plain table keeps tag 9, so databases without DTables read as before.
+const TAG_ADDED_DTABLE: u32 = 15;
 
 impl VersionEdit {
     /// Append the tagged encoding of this edit to `dst`.
@@ -137,9 +143,12 @@ impl VersionEdit {
             put_varint64(dst, *number);
         }
         for (level, f) in &self.added_files {
-            put_varint32(dst, TAG_ADDED_FILE);
+            put_varint32(dst, if f.segments > 1 { TAG_ADDED_DTABLE } else { TAG_ADDED_FILE });
             put_varint32(dst, *level);
             put_file_meta(dst, f);
+            if f.segments > 1 {
+                put_varint64(dst, f.segments);
+            }
         }
         if let Some(p) = &self.policy {
             put_varint32(dst, TAG_POLICY);
@@ -237,6 +246,13 @@ impl VersionEdit {
                 self.added_files.push((level, f));
                 Ok(())
             }
+            TAG_ADDED_DTABLE => {
+                let level = r.varint32().ok_or_else(|| trunc("added file level"))?;
+                let mut f = get_file_meta(r)?;
+                f.segments = r.varint64().filter(|&n| n > 1).ok_or_else(|| trunc("segment count"))?;
+                self.added_files.push((level, f));
+                Ok(())
+            }
             TAG_POLICY => {
                 let s = utf8(r.length_prefixed().ok_or_else(|| trunc("policy"))?, "policy")?;
                 set_once(&mut self.policy, s, "policy")
@@ -302,6 +318,7 @@ fn get_file_meta(r: &mut Reader<'_>) -> Result<FileMeta, String> {
         num_entries: num("entry count")?,
         num_deletions: num("deletion count")?,
         raw_value_bytes: num("value bytes")?,
+        segments: 1,
     })
 }
 
@@ -346,6 +363,7 @@ mod tests {
             num_entries: n[3],
             num_deletions: n[4],
             raw_value_bytes: n[5],
+            segments: 1 + n[0] % 4,
         })
     }
 

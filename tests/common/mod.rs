@@ -29,10 +29,12 @@ pub fn owned_map(entries: wisckey::Entries) -> Result<Model> {
 /// Options with buffers so small that a few dozen writes flush a memtable and a few flushes
 /// trigger compactions, so tests exercise tables and levels, not just the memtable; value-log
 /// GC wakes up often so it runs during the tests too.
-/// `WISCKEY_MERGE_POLICY=<policy>` (e.g. `tiering`, `bush`) runs a suite under that policy.
+/// `WISCKEY_MERGE_POLICY=<policy>` (e.g. `tiering`, `bush`) runs a suite under that policy,
+/// `WISCKEY_LWC=1` with light-weight compaction.
 pub fn tiny_options(vfs: Arc<dyn Vfs>) -> Options {
     Options::default()
         .merge_policy(merge_policy_from_env())
+        .light_weight_compaction(env_u64("WISCKEY_LWC", 0) == 1)
         .compaction_threads(env_u64("WISCKEY_COMPACTION_THREADS", 1) as usize)
         .vfs(vfs)
         .write_buffer_bytes(4 << 10)

@@ -1,10 +1,13 @@
 //! LevelDB's leveled compaction: one sorted run per level below L0, level i+1 holds
 //! `size_ratio` times more bytes than level i, L0 compacted once it has `l0_trigger` files.
+//! With light-weight compaction on, a compaction appends to the tables below (`Choice::Append`)
+//! instead of merging with them, and a table past `LwcLimits` is split first.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::monkey::FilterPlan;
+use crate::compaction::lwc::{AppendTask, LwcLimits};
 use crate::compaction::{
     pick_drop, Choice, CompactionInput, CompactionPolicy, CompactionTask, L0Limits, NewRun, PickContext, Reason,
     WritePressure,
@@ -24,6 +27,8 @@ pub struct LeveledPolicy {
     pub target_file_bytes: u64,
     pub num_levels: usize,
     pub filters: FilterPlan,
+    /// Light-weight compaction's limits, when it is on.
+    pub lwc: Option<LwcLimits>,
 }
 
 impl LeveledPolicy {
@@ -36,7 +41,38 @@ impl LeveledPolicy {
             target_file_bytes: o.target_file_size_bytes.max(1),
             num_levels: o.num_levels.max(2),
             filters: FilterPlan::from_options(o),
+            lwc: o.light_weight_compaction.then(|| LwcLimits {
+                max_segments: o.lwc_max_segments.max(1),
+                max_table_bytes: match o.lwc_max_table_bytes {
+                    0 => 4 * o.target_file_size_bytes.max(1),
+                    n => n,
+                },
+            }),
         }
+    }
+
+    /// Under light-weight compaction: a table of a free level that must be split before more
+    /// is appended to it (the fullest by segments), rewritten alone into its own run.
+    fn pick_split(&self, ctx: &PickContext<'_>) -> Option<Choice> {
+        let limits = self.lwc?;
+        let v = ctx.version;
+        let (level, f) = (1..v.num_levels())
+            .filter(|&l| ctx.free(&[l]) && v.num_runs(l) == 1)
+            .flat_map(|l| v.levels[l].files().filter(|f| limits.over(f)).map(move |f| (l, f)))
+            .max_by_key(|(_, f)| (f.segments, f.size))?;
+        let (lo, hi) = user_range(std::slice::from_ref(f));
+        let grandparents = match level + 1 < self.num_levels {
+            true => v.overlapping_files(level + 1, Some(&lo), Some(&hi)),
+            false => Vec::new(),
+        };
+        Some(Choice::Merge(CompactionTask {
+            inputs: vec![CompactionInput { level, files: vec![f.clone()] }],
+            output_level: level,
+            output_run: Some(f.run),
+            grandparents,
+            compact_pointer: None,
+            reason: Reason::Split,
+        }))
     }
 
     /// Byte budget of `level` (>= 1).
@@ -74,6 +110,20 @@ impl LeveledPolicy {
         let mut inputs = vec![CompactionInput { level, files: upper }];
         if !lower.is_empty() {
             inputs.push(CompactionInput { level: level + 1, files: lower });
+        }
+        let appendable = self.lwc.is_some() && inputs.len() == 2 && v.num_runs(level + 1) == 1;
+        if appendable {
+            // The tables below stay where they are and receive a segment each.
+            let targets = inputs.pop().map(|i| i.files).unwrap_or_default();
+            let task = CompactionTask {
+                inputs,
+                output_level: level + 1,
+                output_run,
+                grandparents: Vec::new(),
+                compact_pointer: largest.map(|k| (level, k)),
+                reason,
+            };
+            return Choice::Append(AppendTask { task, targets });
         }
         let task = CompactionTask {
             inputs,
@@ -125,6 +175,9 @@ impl CompactionPolicy for LeveledPolicy {
         if let Some(drop) = pick_drop(ctx) {
             return Some(drop);
         }
+        if let Some(split) = self.pick_split(ctx) {
+            return Some(split);
+        }
         let v = ctx.version;
         let mut by_score: Vec<(usize, f64)> = self.scores(v).into_iter().enumerate().collect();
         by_score.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(Ordering::Equal));
@@ -159,7 +212,9 @@ impl CompactionPolicy for LeveledPolicy {
         if files.is_empty() {
             return None;
         }
-        match self.task_for(v, level, files, Reason::Manual) {
+        // A manual compaction merges (collapsing segments), never appends.
+        let merging = LeveledPolicy { lwc: None, ..self.clone() };
+        match merging.task_for(v, level, files, Reason::Manual) {
             Choice::Move(t) | Choice::Merge(t) => Some(t),
             _ => None,
         }

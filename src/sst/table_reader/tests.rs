@@ -400,7 +400,8 @@ fn mapped_tables_round_trip_with_and_without_compression() {
         check_table(&model, &t, 18);
         let mut it = t.iter(true);
         it.seek_to_first().unwrap();
-        let block = it.data.as_ref().unwrap().block();
+        let TableIterator::Plain(plain) = &it else { panic!("a plain table") };
+        let block = plain.data.as_ref().unwrap().block();
         if c == Compression::None {
             assert!(block.is_mapped(), "uncompressed blocks are used in place");
             assert_eq!(cache.len(), 0, "blocks used in place stay out of the block cache");

@@ -113,6 +113,7 @@ fn file(number: u64, run: u64, lo: &[u8], hi: &[u8]) -> FileMeta {
         num_entries: 10,
         num_deletions: 1,
         raw_value_bytes: 500,
+        segments: 1,
     }
 }
 
