@@ -161,6 +161,9 @@ mod tests {
     use crate::key::{compare_internal, make_internal_key, parse_internal_key, seek_key, ValueKind, MAX_SEQ};
     use crate::sst::Table;
 
+    /// One version of a key: sequence, kind, value.
+    type Version = (u64, ValueKind, Vec<u8>);
+
     /// Internal key → value, in internal-key order (the model of a table's entries).
     #[derive(Default, Clone)]
     struct Entries(Vec<(Vec<u8>, Vec<u8>)>);
@@ -227,7 +230,7 @@ mod tests {
         }
         back.reverse();
         assert_eq!(back, model.0, "backward");
-        let mut newest: BTreeMap<Vec<u8>, Vec<(u64, ValueKind, Vec<u8>)>> = BTreeMap::new();
+        let mut newest: BTreeMap<Vec<u8>, Vec<Version>> = BTreeMap::new();
         for (k, v) in &model.0 {
             let p = parse_internal_key(k).unwrap();
             newest.entry(p.user_key.to_vec()).or_default().push((p.seq, p.kind, v.clone()));
