@@ -28,6 +28,8 @@ enum Step {
     /// `None` value = delete.
     Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>, bool),
     Flush,
+    /// Flush, then wait for the compactions it sets off.
+    Settle,
     Compact,
     /// Clean close and open (not a durability point: close need not sync).
     Reopen,
@@ -38,7 +40,7 @@ impl Step {
     fn is_durable(&self) -> bool {
         match self {
             Step::Put(_, _, sync) | Step::Delete(_, sync) | Step::Batch(_, sync) => *sync,
-            Step::Flush => true,
+            Step::Flush | Step::Settle => true,
             Step::Compact | Step::Reopen => false,
         }
     }
@@ -59,7 +61,7 @@ impl Step {
                     };
                 }
             }
-            Step::Flush | Step::Compact | Step::Reopen => {}
+            Step::Flush | Step::Settle | Step::Compact | Step::Reopen => {}
         }
     }
 }
@@ -81,6 +83,7 @@ fn run_step(db: &mut Option<Db>, step: &Step, options: &Options) -> wisckey::Res
             d.write(&WriteOptions { sync: *sync }, &b)
         }
         Step::Flush => d.flush(),
+        Step::Settle => d.flush().and_then(|_| d.wait_for_background_work()),
         Step::Compact => d.compact_range(None, None),
         Step::Reopen => {
             db.take().expect("open").close()?;
@@ -347,6 +350,69 @@ fn every_crash_point_of_scripted_workload_recovers_a_durable_prefix() {
             let (db, state) = crash_and_verify(&fs, &options, db, &out, mode, &ctx);
             write_after_recovery_survives_next_crash(&fs, &options, db, state, &ctx);
         }
+    }
+}
+
+/// Light-weight compaction with tables so small and a segment limit so low that a few
+/// flushes append to tables at two levels and split them; one compaction thread and no GC,
+/// so the filesystem calls are the same on every run.
+fn lwc_options(fs: &FaultFs) -> Options {
+    Options::default()
+        .vfs(Arc::new(fs.clone()))
+        .light_weight_compaction(true)
+        .lwc_max_segments(2)
+        .compaction_threads(1)
+        .write_buffer_bytes(1 << 20)
+        .l0_compaction_trigger(2)
+        .block_size_bytes(256)
+        .target_file_size_bytes(1 << 10)
+        .max_bytes_for_level_base(3 << 10)
+        .gc_interval_ms(0)
+}
+
+/// Rounds of overwrites and deletes, each ending in a flush that the next compaction appends
+/// down; some writes synced, the last round's left unsynced.
+fn lwc_steps() -> Vec<Step> {
+    let mut steps = Vec::new();
+    for round in 0..12u64 {
+        for i in (round as u32 % 3..48).step_by(2) {
+            let k = format!("l{i:02}").into_bytes();
+            if (i + round as u32) % 9 == 0 {
+                steps.push(Step::Delete(k, i % 5 == 0));
+            } else {
+                let v = make_value(&k, round, 24);
+                steps.push(Step::Put(k, v, i % 7 == 0));
+            }
+        }
+        steps.push(Step::Settle);
+    }
+    steps.push(Step::Put(b"l99".to_vec(), b"unsynced-tail".to_vec(), false));
+    steps
+}
+
+#[test]
+fn every_crash_point_of_light_weight_compactions_and_splits_recovers_a_durable_prefix() {
+    let steps = lwc_steps();
+    let dry = FaultFs::in_memory(0);
+    let (db, out) = run_workload(&dry, &lwc_options(&dry), &steps);
+    assert_eq!(out.models.len(), steps.len() + 1, "the dry run must complete");
+    let db = db.expect("open");
+    let st = db.stats();
+    assert!(st.num_segments_appended >= 4 && st.num_table_splits >= 1, "the script must append and split: {st:?}");
+    db.close().expect("close");
+    let total = dry.ops_count();
+    let max_points = common::env_u64("WISCKEY_CRASH_ITERS", 150);
+    let stride = (total / max_points.max(1)).max(1);
+    eprintln!("light-weight compaction script: {total} mutating fs calls; crashing after every {stride}");
+    for n in (0..=total).step_by(stride as usize) {
+        let mode = MODES[(n / stride) as usize % MODES.len()];
+        let fs = FaultFs::in_memory(n);
+        let options = lwc_options(&fs);
+        fs.set_crash_after_ops(n);
+        let (db, out) = run_workload(&fs, &options, &steps);
+        let ctx = format!("crash after {n} of {total} fs calls ({} steps attempted, {mode:?})", out.models.len() - 1);
+        let (db, state) = crash_and_verify(&fs, &options, db, &out, mode, &ctx);
+        write_after_recovery_survives_next_crash(&fs, &options, db, state, &ctx);
     }
 }
 

@@ -192,6 +192,9 @@ impl DbInner {
         if choice.reason() == Reason::Seeks {
             self.seek_stats.lock().candidate = None;
         }
+        if choice.reason() == Reason::Split {
+            add(&self.counters.table_splits, 1);
+        }
         let r = match &choice {
             Choice::Move(t) => self.install_move(st, t),
             Choice::Merge(t) => self.run_merge(st, t),

@@ -80,6 +80,8 @@ pub struct DbStats {
     pub level_compaction_bytes_read: Vec<u64>,
     /// Segments light-weight compaction appended to tables (`Options::light_weight_compaction`).
     pub num_segments_appended: u64,
+    /// Tables light-weight compaction grew past its limits and rewrote (`Reason::Split`).
+    pub num_table_splits: u64,
     /// Segments per level, summed over its tables (a plain table is one segment): divided by
     /// `level_files`, the segments a lookup in that level may probe per table.
     pub level_segments: Vec<u64>,
@@ -159,6 +161,7 @@ pub(crate) struct Counters {
     /// Compaction bytes read, by output level.
     compaction_read_by_level: Mutex<Vec<u64>>,
     segments_appended: AtomicU64,
+    table_splits: AtomicU64,
     flushes: AtomicU64,
     compactions: AtomicU64,
     trivial_moves: AtomicU64,

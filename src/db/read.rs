@@ -348,6 +348,7 @@ impl DbInner {
             level_compaction_bytes_written: c.compaction_written_by_level.lock().clone(),
             level_compaction_bytes_read: c.compaction_read_by_level.lock().clone(),
             num_segments_appended: load(&c.segments_appended),
+            num_table_splits: load(&c.table_splits),
             level_segments: (0..v.num_levels()).map(|l| v.levels[l].files().map(|f| f.segments.max(1)).sum()).collect(),
             num_flushes: load(&c.flushes),
             num_compactions: load(&c.compactions),
