@@ -4,7 +4,8 @@
 # every acknowledged write survived and every value is intact. Stops at the first failure.
 #
 # Usage: scripts/crash-loop.sh [N=200]   (env: THREADS, KEYS, SEED, KEEP=1 keeps the temp dir,
-#        POLICY=<merge policy> e.g. tiering or bush, COMPACTION_THREADS (default 2, the engine's))
+#        POLICY=<merge policy> e.g. tiering or bush, COMPACTION_THREADS (default 2, the engine's),
+#        LWC=1 for light-weight compaction)
 set -euo pipefail
 
 cycles=${1:-200}
@@ -23,10 +24,10 @@ db="$work/db"
 exp="$work/expected"
 cleanup() { [[ ${KEEP:-0} == 1 ]] || rm -rf "$work"; }
 trap cleanup EXIT
-echo "crash-loop: $cycles cycles, threads=$threads keys=$keys policy=${POLICY:-leveling} base seed=$base_seed dir=$work"
+echo "crash-loop: $cycles cycles, threads=$threads keys=$keys policy=${POLICY:-leveling} lwc=${LWC:-0} base seed=$base_seed dir=$work"
 
 common=(--db "$db" --expected "$exp" --threads "$threads" --keys "$keys"
-    --merge_policy "${POLICY:-leveling}" --compaction_threads "${COMPACTION_THREADS:-2}")
+    --merge_policy "${POLICY:-leveling}" --compaction_threads "${COMPACTION_THREADS:-2}" --lwc="${LWC:-0}")
 last=""
 for ((i = 1; i <= cycles; i++)); do
     seed=$((base_seed + i))

@@ -79,6 +79,7 @@ pub mod internals {
     pub use crate::log::{encode_group, group_crc, LogPos, LogReader};
     pub use crate::sst::block::{Block, BlockIter};
     pub use crate::sst::block_builder::BlockBuilder;
+    pub use crate::sst::dtable::SegmentWriter;
     pub use crate::sst::{Table, TableBuilder, TableOptions};
     pub use crate::util::crc;
     pub use crate::version::{FileMeta, VersionEdit, VersionSet};

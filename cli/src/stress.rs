@@ -60,6 +60,10 @@ pub struct StressArgs {
     /// Compaction threads (the engine's default).
     #[arg(long = "compaction_threads", default_value_t = 2)]
     pub compaction_threads: usize,
+    /// Light-weight compaction (`bench --lwc`); a database may switch between runs.
+    #[arg(long = "lwc", default_value = "false", num_args = 0..=1, default_missing_value = "true",
+          action = clap::ArgAction::Set, value_parser = crate::bench::flags::parse_bool)]
+    pub lwc: bool,
 }
 
 pub fn run(a: StressArgs) -> CliResult {
@@ -67,7 +71,10 @@ pub fn run(a: StressArgs) -> CliResult {
         return Err("need 1 <= threads <= keys < 2^31".into());
     }
     let exp = Expected::open(&a.expected, a.keys, a.threads)?;
-    let options = stress_options().merge_policy(a.merge_policy).compaction_threads(a.compaction_threads);
+    let options = stress_options()
+        .merge_policy(a.merge_policy)
+        .compaction_threads(a.compaction_threads)
+        .light_weight_compaction(a.lwc);
     let db = Db::open(&a.db, options)?;
     let summary = verify(&db, &exp)?;
     println!("{summary}");

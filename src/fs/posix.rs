@@ -230,8 +230,9 @@ fn map_file(file: &File, slots: &'static AtomicUsize, limit: usize) -> Option<Fi
         return None;
     }
     // SAFETY: the mapped bytes do not change under the `&[u8]` handed out and no access runs
-    // past the end of the file (SIGBUS): finished tables (`Vfs::open_read_mapped`) are never
-    // written again nor truncated while open; value-log files (`Vfs::map_for_reads`) are read
+    // past the end of the file (SIGBUS): a table (`Vfs::open_read_mapped`) is never truncated
+    // and its bytes up to any length a manifest recorded are never written again (light-weight
+    // compaction only appends after them); value-log files (`Vfs::map_for_reads`) are read
     // through a mapping only where `log::DurableExtent` says no truncation can reach, and GC
     // punches a range (it then reads as zeros) only once no registered reader can read it. Deleting the
     // file does not invalidate the mapping: its pages live until unmapped.

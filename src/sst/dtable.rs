@@ -6,8 +6,10 @@
 //! `docs/format/sst.md`.
 //!
 //! Crash safety rests on the manifest: it records the file's length, and a reader finds the
-//! footer at that length. Bytes past it (an append the manifest never recorded) are ignored,
-//! and cut off by the next append before it writes.
+//! footer at that length. Bytes past it (an append the manifest never recorded) are ignored.
+//! Nothing is ever truncated: the next append writes after them (the directory allows gaps
+//! between segments), because a manifest write that *failed* may still have become durable
+//! and name them; they are dead space until the table is rewritten.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -115,8 +117,9 @@ pub struct AppendSummary {
 
 impl SegmentWriter {
     /// Open table `path` to append a segment after its first `recorded_size` bytes (what the
-    /// manifest records; a longer file ends in an append that never committed, cut off here).
-    /// `prior_ends`: where its existing segments end (`Table::segment_ends`).
+    /// manifest records). A longer file ends in an append this process never installed; the
+    /// new segment goes after it (see the module comment). `prior_ends`: where the existing
+    /// segments of the table at `recorded_size` end (`Table::segment_ends`).
     pub fn open(
         vfs: &Arc<dyn Vfs>,
         path: &Path,
@@ -124,13 +127,10 @@ impl SegmentWriter {
         prior_ends: Vec<u64>,
         opts: TableOptions,
     ) -> Result<Self> {
-        let mut file: Box<dyn WritableFile> = vfs.open_append(path)?;
+        let file: Box<dyn WritableFile> = vfs.open_append(path)?;
         if file.len() < recorded_size {
             let why = format!("table file is {} bytes, the manifest records {recorded_size}", file.len());
             return Err(Error::corruption(path, file.len(), why));
-        }
-        if file.len() > recorded_size {
-            file.truncate(recorded_size)?;
         }
         Ok(SegmentWriter { builder: TableBuilder::new(file, opts), ends: prior_ends })
     }
@@ -267,20 +267,24 @@ mod tests {
     }
 
     #[test]
-    fn bytes_past_the_recorded_length_are_ignored_and_cut_off_by_the_next_append() {
+    fn bytes_past_the_recorded_length_are_ignored_and_the_next_append_goes_after_them() {
         let vfs: Arc<dyn Vfs> = Arc::new(MemFs::new());
         let path = Path::new("/t/000001.sst");
         vfs.create_dir_all(Path::new("/t")).unwrap();
         let s0 = segment(0, 0, 60, 1, 1);
         let size0 = write_plain(&vfs, path, &s0);
-        // An append whose manifest edit never committed: the file is longer than recorded.
-        let orphan = append(&vfs, path, size0, &segment(1, 0, 60, 3, 200));
-        assert!(vfs.file_size(path).unwrap() == orphan.file_size);
+        // An append this process never installed: the file is longer than recorded. (Its
+        // manifest write failed — and may still have become durable, naming this length.)
+        let s_orphan = segment(1, 0, 60, 3, 200);
+        let orphan = append(&vfs, path, size0, &s_orphan);
+        assert_eq!(vfs.file_size(path).unwrap(), orphan.file_size);
         check(&open(&vfs, path, size0), &s0);
         let s1 = segment(1, 10, 30, 1, 300);
         let a1 = append(&vfs, path, size0, &s1);
-        assert_eq!((a1.segments, vfs.file_size(path).unwrap()), (2, a1.file_size), "the orphan is gone");
-        check(&open(&vfs, path, a1.file_size), &Entries([s0.0, s1.0].concat()).sorted());
+        assert_eq!(a1.segments, 2, "the orphan segment is not listed");
+        assert!(a1.file_size > orphan.file_size, "written after the orphan, which stays");
+        check(&open(&vfs, path, a1.file_size), &Entries([s0.0.clone(), s1.0].concat()).sorted());
+        check(&open(&vfs, path, orphan.file_size), &Entries([s0.0, s_orphan.0].concat()).sorted());
     }
 
     #[test]

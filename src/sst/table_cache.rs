@@ -23,19 +23,28 @@ impl TableCache {
         TableCache { vfs, dir, tables: quick_cache::sync::Cache::new(max_open_files.max(16)), block_cache }
     }
 
-    /// The reader of table file `number`, `size` bytes long, opened on first use. A DTable grows
-    /// when light-weight compaction appends to it: a reader of another length is opened anew
-    /// (and replaces the cached one), since each length is its own table. Both stay valid: an
-    /// append only adds bytes after the length an older `Version` records.
+    /// The reader of table file `number`, `size` bytes long, opened on first use. Light-weight
+    /// compaction appends to a table under its number, and each length is its own table (the
+    /// footer at that length). The cache keeps the newest length, which current readers ask
+    /// for; a reader of an older `Version` asking for a shorter one gets a reader of its own,
+    /// valid because appends never change the bytes below a recorded length.
     pub fn get(&self, number: u64, size: u64) -> Result<Arc<Table>> {
-        let cached = self.tables.get(&number).filter(|t| t.file_size() == size);
-        if let Some(t) = cached {
-            return Ok(t);
+        let open = || -> Result<Arc<Table>> {
+            let path = table_file_name(&self.dir, number);
+            let file = self.vfs.open_read_mapped(&path)?;
+            Ok(Arc::new(Table::open(file, number, size, self.block_cache.clone())?))
+        };
+        let cached = match self.tables.get(&number) {
+            Some(t) => t,
+            None => self.tables.get_or_insert_with(&number, open)?,
+        };
+        if cached.file_size() == size {
+            return Ok(cached);
         }
-        let path = table_file_name(&self.dir, number);
-        let file = self.vfs.open_read_mapped(&path)?;
-        let table = Arc::new(Table::open(file, number, size, self.block_cache.clone())?);
-        self.tables.insert(number, Arc::clone(&table));
+        let table = open()?;
+        if cached.file_size() < size {
+            self.tables.insert(number, Arc::clone(&table));
+        }
         Ok(table)
     }
 

@@ -185,6 +185,19 @@ pub struct BenchArgs {
     #[arg(long = "merge_policy", default_value = "leveling", value_parser = parse_merge_policy)]
     pub merge_policy: MergePolicy,
 
+    /// Light-weight compaction (LWC-tree) on leveled levels: append to the tables below
+    /// instead of rewriting them (default: the engine's).
+    #[arg(long = "lwc", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub lwc: Option<bool>,
+
+    /// Under `--lwc`: segments a table may hold before it is rewritten (default: the engine's).
+    #[arg(long = "lwc_max_segments")]
+    pub lwc_max_segments: Option<u64>,
+
+    /// Under `--lwc`: bytes a table may grow to before it is rewritten (default: the engine's).
+    #[arg(long = "lwc_max_table_bytes")]
+    pub lwc_max_table_bytes: Option<u64>,
+
     /// During fill benchmarks, every this many writes wait for compaction to catch up and look
     /// up 100 absent keys (0: never), so `stats` shows the filters probed per lookup averaged
     /// over the load.
@@ -268,6 +281,15 @@ impl BenchArgs {
         }
         if let Some(v) = self.max_background_compactions {
             o = o.compaction_threads(v);
+        }
+        if let Some(v) = self.lwc {
+            o = o.light_weight_compaction(v);
+        }
+        if let Some(v) = self.lwc_max_segments {
+            o = o.lwc_max_segments(v);
+        }
+        if let Some(v) = self.lwc_max_table_bytes {
+            o = o.lwc_max_table_bytes(v);
         }
         if let Some(v) = self.write_buffer_size {
             o = o.write_buffer_bytes(v);
@@ -383,6 +405,9 @@ mod tests {
     #[test]
     fn compression_and_bloom_flags_map_to_options() {
         assert_eq!(parse(&["--merge_policy=tiering:4"]).unwrap().options().merge_policy, MergePolicy::tiering(4));
+        assert!(parse(&["--lwc=1"]).unwrap().options().light_weight_compaction);
+        assert!(parse(&["--lwc"]).unwrap().options().light_weight_compaction);
+        assert!(!parse(&["--lwc=0"]).unwrap().options().light_weight_compaction);
         assert_eq!(parse(&["--merge_policy=tiering"]).unwrap().options().merge_policy, MergePolicy::tiering(10));
         assert!(parse(&["--merge_policy=tiering:1"]).is_err());
         let bush = parse(&["--merge_policy=bush"]).unwrap().options().merge_policy;

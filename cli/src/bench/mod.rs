@@ -1,7 +1,7 @@
 //! `wisckey bench`: a port of LevelDB 1.23's db_bench (same flags, benchmarks, key sequence
 //! and output lines), so our figures sit beside LevelDB's and RocksDB's own db_bench runs.
 
-mod flags;
+pub(crate) mod flags;
 mod histogram;
 mod keys;
 mod live;

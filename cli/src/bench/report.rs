@@ -268,6 +268,16 @@ pub fn render_db_stats(s: &DbStats, live_bytes: Option<u64>) -> String {
     let _ = writeln!(r, "level_runs:       {}", per_level(&s.level_runs, |v| v.to_string(), |v| v > 0));
     let _ = writeln!(r, "level_bytes:      {}", per_level(&s.level_bytes, mb, |v| v > 0));
     let _ = writeln!(r, "compacted_into:   {}", per_level(&s.level_compaction_bytes_written, mb, |v| v > 0));
+    let _ = writeln!(r, "compaction_read:  {}", per_level(&s.level_compaction_bytes_read, mb, |v| v > 0));
+    let per_table: Vec<f64> =
+        s.level_segments.iter().zip(&s.level_files).map(|(&g, &f)| g as f64 / f.max(1) as f64).collect();
+    let _ = writeln!(
+        r,
+        "segments/table:   {} ({} appended, {} tables split)",
+        per_level(&per_table, |v| format!("{v:.2}"), |v| v > 0.0),
+        s.num_segments_appended,
+        s.num_table_splits
+    );
     let _ = writeln!(r, "user_written:     {}", mb(s.user_bytes_written));
     let _ = writeln!(r, "log_written:      {}", mb(s.log_bytes_written));
     let _ = writeln!(r, "flush_written:    {} in {} flushes", mb(s.flush_bytes_written), s.num_flushes);
@@ -336,6 +346,13 @@ pub fn db_stats_json(s: &DbStats, live_bytes: Option<u64>) -> String {
             "level_compaction_bytes_written",
             &list(s.level_compaction_bytes_written.iter().map(|v| v.to_string()).collect()),
         )
+        .raw(
+            "level_compaction_bytes_read",
+            &list(s.level_compaction_bytes_read.iter().map(|v| v.to_string()).collect()),
+        )
+        .raw("level_segments", &list(s.level_segments.iter().map(|v| v.to_string()).collect()))
+        .int("num_segments_appended", s.num_segments_appended)
+        .int("num_table_splits", s.num_table_splits)
         .int("user_bytes_written", s.user_bytes_written)
         .int("log_bytes_written", s.log_bytes_written)
         .int("flush_bytes_written", s.flush_bytes_written)

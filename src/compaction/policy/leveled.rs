@@ -43,23 +43,37 @@ impl LeveledPolicy {
             filters: FilterPlan::from_options(o),
             lwc: o.light_weight_compaction.then(|| LwcLimits {
                 max_segments: o.lwc_max_segments.max(1),
+                // At least two tables' worth: a split writes tables of the target size, which must
+                // come out under the limit, or the deepest level would split them again forever.
                 max_table_bytes: match o.lwc_max_table_bytes {
                     0 => 4 * o.target_file_size_bytes.max(1),
-                    n => n,
+                    n => n.max(2 * o.target_file_size_bytes.max(1)),
                 },
             }),
         }
     }
 
-    /// Under light-weight compaction: a table of a free level that must be split before more
-    /// is appended to it (the fullest by segments), rewritten alone into its own run.
+    /// Under light-weight compaction, a table past `LwcLimits` (the fullest by segments, among
+    /// free levels). Above the deepest level it is compacted *down* — appended to the level
+    /// below, which collapses its segments on the way and moves its data where it was going
+    /// anyway — so only the deepest level ever rewrites a table in place (split into tables of
+    /// the target size, in its own run).
     fn pick_split(&self, ctx: &PickContext<'_>) -> Option<Choice> {
         let limits = self.lwc?;
         let v = ctx.version;
-        let (level, f) = (1..v.num_levels())
-            .filter(|&l| ctx.free(&[l]) && v.num_runs(l) == 1)
-            .flat_map(|l| v.levels[l].files().filter(|f| limits.over(f)).map(move |f| (l, f)))
+        let deepest = (0..v.num_levels()).rev().find(|&l| v.level_files(l) > 0)?;
+        let (level, f) = (1..=deepest)
+            .filter(|&l| v.num_runs(l) == 1 && ctx.free(&[l, (l + 1).min(deepest)]))
+            // In the deepest level only a table of several segments: rewriting one segment cannot
+            // shrink it (its bytes are one user key's versions a snapshot pins).
+            .flat_map(|l| {
+                let splittable = move |f: &&Arc<FileMeta>| limits.over(f) && (l < deepest || f.segments > 1);
+                v.levels[l].files().filter(splittable).map(move |f| (l, f))
+            })
             .max_by_key(|(_, f)| (f.segments, f.size))?;
+        if level < deepest {
+            return Some(self.task_for(v, level, vec![f.clone()], Reason::Split));
+        }
         let (lo, hi) = user_range(std::slice::from_ref(f));
         let grandparents = match level + 1 < self.num_levels {
             true => v.overlapping_files(level + 1, Some(&lo), Some(&hi)),
@@ -111,7 +125,11 @@ impl LeveledPolicy {
         if !lower.is_empty() {
             inputs.push(CompactionInput { level: level + 1, files: lower });
         }
-        let appendable = self.lwc.is_some() && inputs.len() == 2 && v.num_runs(level + 1) == 1;
+        // Appending to a table already past its limits (its split waits for a busy level)
+        // would let reads probe ever more segments: such a compaction merges instead.
+        let appendable = self.lwc.is_some_and(|limits| {
+            inputs.len() == 2 && v.num_runs(level + 1) == 1 && !inputs[1].files.iter().any(|f| limits.over(f))
+        });
         if appendable {
             // The tables below stay where they are and receive a segment each.
             let targets = inputs.pop().map(|i| i.files).unwrap_or_default();
@@ -183,9 +201,12 @@ impl CompactionPolicy for LeveledPolicy {
         by_score.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(Ordering::Equal));
         let free = by_score.into_iter().find(|&(level, score)| score >= 1.0 && ctx.free(&[level, level + 1]));
         let Some((level, _)) = free else {
-            let (level, file) = ctx.seek_candidate.clone()?;
-            let still_there = v.levels.get(level)?.files().any(|f| f.number == file.number);
-            return (still_there && level + 1 < self.num_levels && ctx.free(&[level, level + 1]))
+            let (level, charged) = ctx.seek_candidate.clone()?;
+            // The current record of the file: the reader that charged it may have held an older
+            // Version, and light-weight compaction re-records a table (longer, more segments)
+            // under the same number.
+            let file = v.levels.get(level)?.files().find(|f| f.number == charged.number)?.clone();
+            return (level + 1 < self.num_levels && ctx.free(&[level, level + 1]))
                 .then(|| self.task_for(v, level, vec![file], Reason::Seeks));
         };
         let files: Vec<Arc<FileMeta>> = v.levels[level].files().cloned().collect();
@@ -280,6 +301,56 @@ mod tests {
         let v = version(4, &[(1, file(10, 5, "a", "m")), (1, file(11, 7, "k", "z"))]);
         let c = pick(&p, &v, &[]).expect("level 1 is over budget");
         assert_eq!(inputs(&c), vec![10, 11]);
+    }
+
+    fn lwc_policy() -> LeveledPolicy {
+        let o = Options::default().light_weight_compaction(true).lwc_max_segments(2).target_file_size_bytes(1000);
+        LeveledPolicy::from_options(&o.max_bytes_for_level_base(1 << 30))
+    }
+
+    #[test]
+    fn a_compaction_appends_to_the_tables_below_unless_one_is_past_its_limits() {
+        let p = lwc_policy();
+        let v = version(4, &[(1, file(10, 5, "a", "m")), (2, file(20, 6, "a", "f")), (2, file(21, 6, "g", "z"))]);
+        let Choice::Append(a) = p.task_for(&v, 1, vec![v.levels[1].runs[0].files[0].clone()], Reason::Test) else {
+            panic!("an append")
+        };
+        let targets: Vec<u64> = a.targets.iter().map(|f| f.number).collect();
+        assert_eq!((targets, a.task.inputs.len()), (vec![20, 21], 1), "the targets are not inputs");
+        let full = FileMeta { segments: 3, ..file(21, 6, "g", "z") };
+        let v = version(4, &[(1, file(10, 5, "a", "m")), (2, file(20, 6, "a", "f")), (2, full)]);
+        let c = p.task_for(&v, 1, vec![v.levels[1].runs[0].files[0].clone()], Reason::Test);
+        assert!(matches!(c, Choice::Merge(_)), "table 21 is past its segment limit: {c:?}");
+    }
+
+    #[test]
+    fn a_full_table_is_compacted_down_above_the_deepest_level_and_split_in_place_at_it() {
+        let p = lwc_policy();
+        let full = |n, lo, hi| FileMeta { segments: 3, ..file(n, 6, lo, hi) };
+        let v = version(4, &[(1, full(10, "a", "m")), (2, file(20, 7, "a", "z"))]);
+        let c = pick(&p, &v, &[]).expect("a full table");
+        let Choice::Append(a) = &c else { panic!("{c:?}") };
+        assert_eq!((a.task.reason, a.task.output_level), (Reason::Split, 2));
+        let v = version(4, &[(1, file(10, 5, "a", "m")), (2, full(20, "a", "z"))]);
+        let Some(Choice::Merge(t)) = pick(&p, &v, &[]) else { panic!("a split") };
+        assert_eq!((t.reason, t.output_level, t.output_run), (Reason::Split, 2, Some(6)));
+        // A one-segment table over the byte limit at the deepest level is left alone: a rewrite
+        // could not shrink it.
+        let big = FileMeta { size: 1 << 20, ..file(20, 6, "a", "z") };
+        let v = version(4, &[(2, big)]);
+        assert!(pick(&p, &v, &[]).is_none());
+    }
+
+    #[test]
+    fn a_seek_compaction_uses_the_current_record_of_a_table_appended_to_since() {
+        let p = lwc_policy();
+        let charged = Arc::new(file(20, 6, "a", "m"));
+        let grown = FileMeta { size: 5000, segments: 2, ..file(20, 6, "a", "m") };
+        let v = version(4, &[(2, grown.clone()), (3, file(30, 7, "a", "z"))]);
+        let ctx =
+            PickContext { version: &v, compact_pointers: &[], seek_candidate: Some((2, charged)), busy_levels: &[] };
+        let Some(Choice::Append(a)) = p.pick(&ctx) else { panic!("a seek compaction") };
+        assert_eq!(*a.task.inputs[0].files[0], grown, "not the stale record the reader charged");
     }
 
     #[test]

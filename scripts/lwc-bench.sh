@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Light-weight compaction side by side (issue 15): NUM x VALUE_SIZE fillrandom under wisckey's
+# leveled compaction and with light-weight compaction (--lwc=1), LevelDB 1.23 and RocksDB 7.8
+# leveled (their own db_bench, the issue's flags), ROUNDS times alternating. On wisckey's
+# loaded trees also readrandom and seekrandom --seek_nexts=10 (while compaction goes on, as
+# db_bench does). Prints each run, then medians: fillrandom µs/op, compaction bytes written
+# during the load per user byte, read µs/op, and space amplification at the end.
+# usage: scripts/lwc-bench.sh [NUM] [VALUE_SIZE] [ROUNDS]
+#        (env WISCKEY_BIN pins a binary; LWC_FLAGS adds flags to the LWC run, e.g. --lwc_max_segments=4;
+#         READS, default NUM/10)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+num="${1:-20000000}"; vsize="${2:-100}"; rounds="${3:-3}"
+reads="${READS:-$((num / 10))}"
+bin="${WISCKEY_BIN:-target/release/wisckey}"
+[ -n "${WISCKEY_BIN:-}" ] || cargo build --release --bin wisckey >&2
+ldb="$(../shared/peers/build-leveldb-bench.sh)"
+if ! command -v db_bench >/dev/null; then
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rocksdb-tools; } >&2
+fi
+user_mb="$(awk -v n="$num" -v v="$vsize" 'BEGIN{print n * (16 + v) / 1048576}')"
+to_mb() { awk '{print $1 * ($2 == "GB" ? 1024 : ($2 == "KB" ? 1/1024 : ($2 == "B" ? 1/1048576 : 1)))}'; }
+# wisckey's defaults already are 2 MiB tables and a 10 MiB level 1.
+shape=(--write_buffer_size=4194304)
+rocks=(--max_bytes_for_level_base=10485760 --target_file_size_base=2097152 --compression_type=none --key_size=16
+  --statistics --bloom_bits=10)
+out="$(mktemp)"
+dir="$(mktemp -d)"
+for r in $(seq "$rounds"); do
+  for cfg in wisckey-leveled wisckey-lwc leveldb rocksdb-leveled; do
+    rm -rf "$dir/db"
+    read_us=-; seek_us=-; amp=-
+    case "$cfg" in
+      wisckey-*)
+        flags=(--lwc=0); [ "$cfg" = wisckey-lwc ] && read -r -a flags <<<"--lwc=1 ${LWC_FLAGS:-}"
+        res="$(flock /tmp/wisckey-bench.lock "$bin" bench --num="$num" --reads="$reads" --value_size="$vsize" \
+          --benchmarks=fillrandom,stats,readrandom,seekrandom,stats --seek_nexts=10 --db="$dir/db" "${shape[@]}" "${flags[@]}")"
+        us="$(grep '^fillrandom' <<<"$res" | awk '{print $3}')"
+        read_us="$(grep '^readrandom' <<<"$res" | awk '{print $3}')"
+        seek_us="$(grep '^seekrandom' <<<"$res" | awk '{print $3}')"
+        # the first stats block (right after the load): "compaction: X MB read, Y MB written in N compactions"
+        mb="$(grep -m1 '^compaction:' <<<"$res" | sed -nE 's/.*read, ([0-9.]+) (B|KB|MB|GB) written.*/\1 \2/p' | to_mb)"
+        amp="$(grep '^space_amp:' <<<"$res" | tail -1 | awk '{print $2}')" ;;
+      rocksdb-leveled)
+        res="$(flock /tmp/wisckey-bench.lock db_bench --num="$num" --value_size="$vsize" --benchmarks=fillrandom --db="$dir/db" \
+          "${shape[@]}" "${rocks[@]}" 2>&1)"
+        us="$(grep -E '^fillrandom' <<<"$res" | awk '{print $3}')"
+        mb="$(grep -E 'rocksdb.compact.write.bytes ' <<<"$res" | awk '{print $4 / 1048576}')" ;;
+      leveldb)
+        res="$(flock /tmp/wisckey-bench.lock "$ldb" --num="$num" --value_size="$vsize" --benchmarks=fillrandom,stats --db="$dir/db" \
+          --write_buffer_size=4194304 --bloom_bits=10 2>&1)"
+        us="$(grep -E '^fillrandom' <<<"$res" | awk '{print $3}')"
+        # leveldb.stats: Level Files Size(MB) Time(sec) Read(MB) Write(MB); level 0's writes are flushes
+        mb="$(awk '/^ *[1-9] +[0-9]+ /{s += $6} END{print s + 0}' <<<"$res")" ;;
+    esac
+    echo "$cfg $us $mb $read_us $seek_us $amp" | tee -a "$out"
+  done
+done
+rm -rf "$dir"
+python3 - "$out" "$user_mb" <<'PY'
+import statistics, sys
+runs = {}
+user_mb = float(sys.argv[2])
+for line in open(sys.argv[1]):
+    cfg, *vals = line.split()
+    runs.setdefault(cfg, []).append(vals)
+def med(rs, i):
+    xs = [float(r[i]) for r in rs if r[i] != "-"]
+    return statistics.median(xs) if xs else None
+fmt = lambda x, f: "-" if x is None else format(x, f)
+print(f"user data: {user_mb:.0f} MB")
+print("| configuration | fillrandom µs/op | compaction MB written | per user byte | readrandom µs/op | seekrandom µs/op | space amp |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+for cfg, rs in runs.items():
+    mb = med(rs, 1)
+    print(f"| {cfg} | {fmt(med(rs, 0), '.3f')} | {fmt(mb, '.0f')} | {fmt(mb / user_mb, '.2f')} | "
+          f"{fmt(med(rs, 2), '.3f')} | {fmt(med(rs, 3), '.3f')} | {fmt(med(rs, 4), '.2f')} |")
+PY
