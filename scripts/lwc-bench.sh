@@ -7,7 +7,7 @@
 # during the load per user byte, read µs/op, and space amplification at the end.
 # usage: scripts/lwc-bench.sh [NUM] [VALUE_SIZE] [ROUNDS]
 #        (env WISCKEY_BIN pins a binary; LWC_FLAGS adds flags to the LWC run, e.g. --lwc_max_segments=4;
-#         READS, default NUM/10)
+#         READS, default NUM/10; CONFIGS picks some of: wisckey-leveled wisckey-lwc leveldb rocksdb-leveled)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 num="${1:-20000000}"; vsize="${2:-100}"; rounds="${3:-3}"
@@ -27,7 +27,7 @@ rocks=(--max_bytes_for_level_base=10485760 --target_file_size_base=2097152 --com
 out="$(mktemp)"
 dir="$(mktemp -d)"
 for r in $(seq "$rounds"); do
-  for cfg in wisckey-leveled wisckey-lwc leveldb rocksdb-leveled; do
+  for cfg in ${CONFIGS:-wisckey-leveled wisckey-lwc leveldb rocksdb-leveled}; do
     rm -rf "$dir/db"
     read_us=-; seek_us=-; amp=-
     case "$cfg" in

@@ -61,6 +61,7 @@ fn appended_segments_serve_every_view_like_the_model_through_reopen() {
     assert_view_matches(&db, &ReadOptions::default(), &model, "after reopen");
     churn(&db, &mut model, &mut rng, 2000, 400);
     db.compact_range(None, None).expect("compact");
+    assert_eq!(segments_beyond_one(&db), 0, "a full manual compaction collapses every DTable");
     assert_view_matches(&db, &ReadOptions::default(), &model, "after compact_range");
 }
 

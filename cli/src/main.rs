@@ -25,7 +25,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run db_bench-style benchmarks (flags spelled like LevelDB's db_bench).
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Print the database's counters and shape.
     Stats(admin::StatsArgs),
     /// Compact the whole key range down the tree.
@@ -66,7 +66,7 @@ fn main() -> ExitCode {
     };
     init_logging();
     let result = match cli.command {
-        Command::Bench(a) => bench::run(a),
+        Command::Bench(a) => bench::run(*a),
         Command::Stats(a) => admin::stats(a),
         Command::Compact(a) => admin::compact(a),
         Command::Get(a) => admin::get(a),

@@ -1,9 +1,9 @@
 //! Light-weight compaction (LWC-tree §III-A, §III-C, §III-D): instead of rewriting the tables
 //! of the next level that a victim overlaps, the victim's surviving entries are split by those
 //! tables' key ranges and each piece is *appended* to its table as a sorted segment
-//! (`sst/dtable.rs`). A compaction then writes each byte once per level; the tables it touched
-//! are rewritten only when a policy decides they carry too many segments or bytes (a split:
-//! an ordinary merge of that one table, see `LwcLimits`).
+//! (`sst/dtable.rs`). A compaction then writes each byte once per level; a table it grew is
+//! merged only once it carries too many segments or bytes (`LwcLimits`): compacted down to the
+//! level below, or, in the deepest level, rewritten into tables of the target size.
 //!
 //! Metadata aggregation (§III-B) is the manifest's in-memory `Version`: it already holds every
 //! child table's key range, so splitting a victim reads only the victim.

@@ -105,7 +105,7 @@ pub enum Reason {
     /// A table holds only tombstones and nothing older can hold their keys.
     TombstonesOnly,
     /// A table light-weight compaction appended to holds too many segments or bytes: it is
-    /// rewritten into tables of the target size.
+    /// compacted down, or in the deepest level rewritten into tables of the target size.
     Split,
     /// Built by hand in a test.
     #[cfg(test)]

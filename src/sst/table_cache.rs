@@ -27,7 +27,8 @@ impl TableCache {
     /// compaction appends to a table under its number, and each length is its own table (the
     /// footer at that length). The cache keeps the newest length, which current readers ask
     /// for; a reader of an older `Version` asking for a shorter one gets a reader of its own,
-    /// valid because appends never change the bytes below a recorded length.
+    /// valid because appends never change the bytes below a recorded length. Either way the
+    /// segments both lengths share are taken from the cached reader, not read again.
     pub fn get(&self, number: u64, size: u64) -> Result<Arc<Table>> {
         let open = || -> Result<Arc<Table>> {
             let path = table_file_name(&self.dir, number);
@@ -41,7 +42,10 @@ impl TableCache {
         if cached.file_size() == size {
             return Ok(cached);
         }
-        let table = open()?;
+        let path = table_file_name(&self.dir, number);
+        let file = self.vfs.open_read_mapped(&path)?;
+        let cache = self.block_cache.clone();
+        let table = Arc::new(Table::open_reusing(file, number, size, cache, Some(&cached))?);
         if cached.file_size() < size {
             self.tables.insert(number, Arc::clone(&table));
         }
