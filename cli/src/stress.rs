@@ -71,10 +71,15 @@ pub fn run(a: StressArgs) -> CliResult {
         return Err("need 1 <= threads <= keys < 2^31".into());
     }
     let exp = Expected::open(&a.expected, a.keys, a.threads)?;
-    let options = stress_options()
+    let mut options = stress_options()
         .merge_policy(a.merge_policy)
         .compaction_threads(a.compaction_threads)
         .light_weight_compaction(a.lwc);
+    if a.lwc {
+        // Small tables and levels: a short run builds a tree deep and wide enough that
+        // compactions append to tables and split them while the process is killed.
+        options = options.target_file_size_bytes(32 << 10).max_bytes_for_level_base(128 << 10);
+    }
     let db = Db::open(&a.db, options)?;
     let summary = verify(&db, &exp)?;
     println!("{summary}");
