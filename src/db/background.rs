@@ -373,8 +373,13 @@ impl DbInner {
         for level in 0..max_level {
             self.run_manual_task(&mut st, |v| self.policy.pick_range(v, level, begin, end))?;
         }
-        // Policies that keep several runs per level merge the deepest level's into one.
-        self.run_manual_task(&mut st, |v| self.policy.pick_merge_runs(v, max_level, begin, end))?;
+        // Policies that keep several runs per level merge the deepest level's into one (and
+        // light-weight compaction collapses its segments there). The deepest level is found
+        // again: a background compaction since may have moved the range's tables further down.
+        self.run_manual_task(&mut st, |v| {
+            let deepest = (0..v.num_levels()).rev().find(|&l| !v.overlapping_files(l, begin, end).is_empty());
+            self.policy.pick_merge_runs(v, deepest.unwrap_or(max_level).max(max_level), begin, end)
+        })?;
         // A compaction of other levels that ran meanwhile may still pin a Version naming the
         // tables replaced here: once none runs, they go.
         while !st.busy_levels.is_empty() {

@@ -27,8 +27,9 @@ impl TableCache {
     /// compaction appends to a table under its number, and each length is its own table (the
     /// footer at that length). The cache keeps the newest length, which current readers ask
     /// for; a reader of an older `Version` asking for a shorter one gets a reader of its own,
-    /// valid because appends never change the bytes below a recorded length. Either way the
-    /// segments both lengths share are taken from the cached reader, not read again.
+    /// valid because appends never change the bytes below a recorded length. (Sharing the
+    /// segments both lengths have measured no faster, and would keep the older reader's file
+    /// handle and mapping open outside the cache's count.)
     pub fn get(&self, number: u64, size: u64) -> Result<Arc<Table>> {
         let open = || -> Result<Arc<Table>> {
             let path = table_file_name(&self.dir, number);
@@ -42,10 +43,7 @@ impl TableCache {
         if cached.file_size() == size {
             return Ok(cached);
         }
-        let path = table_file_name(&self.dir, number);
-        let file = self.vfs.open_read_mapped(&path)?;
-        let cache = self.block_cache.clone();
-        let table = Arc::new(Table::open_reusing(file, number, size, cache, Some(&cached))?);
+        let table = open()?;
         if cached.file_size() < size {
             self.tables.insert(number, Arc::clone(&table));
         }

@@ -79,51 +79,40 @@ impl Table {
         file_size: u64,
         cache: Option<Arc<BlockCache>>,
     ) -> Result<Table> {
-        Table::open_reusing(file, file_number, file_size, cache, None)
-    }
-
-    /// `open`, taking the segments `known` (the same file opened at another length) already
-    /// has: a segment never changes, so a table an append grew keeps its older segments'
-    /// readers — their verified blocks and loaded blocks — instead of reading their index and
-    /// filter again and re-checking every block.
-    pub fn open_reusing(
-        file: Arc<dyn RandomAccessFile>,
-        file_number: u64,
-        file_size: u64,
-        cache: Option<Arc<BlockCache>>,
-        known: Option<&Arc<Table>>,
-    ) -> Result<Table> {
         let buf = read_footer(&*file, file_size)?;
         if footer_magic(&buf) != DTABLE_MAGIC {
             return Table::open_segment(file, file_number, file_size, file_size, buf, cache);
         }
+        Table::open_dtable(file, file_number, file_size, cache, buf)
+    }
+
+    fn open_dtable(
+        file: Arc<dyn RandomAccessFile>,
+        file_number: u64,
+        file_size: u64,
+        cache: Option<Arc<BlockCache>>,
+        buf: [u8; FOOTER_LEN],
+    ) -> Result<Table> {
         let ends = read_segment_ends(&*file, &buf, file_size)?;
         let Some((&newest_end, older_ends)) = ends.split_last() else {
             return Err(Error::corruption(file.path(), 0, "DTable lists no segment"));
         };
         let mut older = Vec::with_capacity(older_ends.len());
         for &end in older_ends.iter().rev() {
-            let segment = match known.and_then(|k| k.segment_ending_at(end)) {
-                Some(s) => s,
-                None => {
-                    let buf = read_footer(&*file, end)?;
-                    Arc::new(Table::open_segment(Arc::clone(&file), file_number, end, file_size, buf, cache.clone())?)
-                }
-            };
-            older.push(segment);
+            let buf = read_footer(&*file, end)?;
+            older.push(Arc::new(Table::open_segment(
+                Arc::clone(&file),
+                file_number,
+                end,
+                file_size,
+                buf,
+                cache.clone(),
+            )?));
         }
         let buf = read_footer(&*file, newest_end)?;
         let mut newest = Table::open_segment(file, file_number, newest_end, file_size, buf, cache)?;
         newest.older = older;
         Ok(newest)
-    }
-
-    /// This table's segment that ends at `end`, if any.
-    fn segment_ending_at(self: &Arc<Self>, end: u64) -> Option<Arc<Table>> {
-        if self.segment_end == end {
-            return Some(Arc::clone(self));
-        }
-        self.older.iter().find(|s| s.segment_end == end).cloned()
     }
 
     /// Open the segment whose footer (`buf`) ends at `end`.

@@ -77,8 +77,7 @@ impl LeveledPolicy {
             })
             .collect();
         full.sort_by_key(|(_, f)| std::cmp::Reverse((f.segments, f.size)));
-        // The fullest first; one whose own targets wait for their split is passed over (they
-        // are candidates here too).
+        // The fullest first (`task_for` declines nothing today; should it ever, the next one).
         full.into_iter().find_map(|(level, f)| match level < deepest {
             true => self.task_for(v, level, vec![f.clone()], Reason::Split),
             false => Some(Choice::Merge(self.split_in_place(v, level, f))),
@@ -210,8 +209,7 @@ impl CompactionPolicy for LeveledPolicy {
         let mut by_score: Vec<(usize, f64)> = self.scores(v).into_iter().enumerate().collect();
         by_score.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(Ordering::Equal));
         let over = by_score.into_iter().filter(|&(level, score)| score >= 1.0 && ctx.free(&[level, level + 1]));
-        // The most urgent level that can go now (under light-weight compaction a level whose
-        // targets wait for their split cannot).
+        // The most urgent level that can go now.
         for (level, _) in over {
             let files: Vec<Arc<FileMeta>> = v.levels[level].files().cloned().collect();
             // Round robin: the first file after where the last compaction of this level stopped.
