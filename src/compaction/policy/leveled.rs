@@ -80,25 +80,21 @@ impl LeveledPolicy {
         // The fullest first (`task_for` declines nothing today; should it ever, the next one).
         full.into_iter().find_map(|(level, f)| match level < deepest {
             true => self.task_for(v, level, vec![f.clone()], Reason::Split),
-            false => Some(Choice::Merge(self.split_in_place(v, level, f))),
+            false => Some(Choice::Merge(self.in_place(v, level, vec![f.clone()], Reason::Split))),
         })
     }
 
-    /// Rewrite table `f` of the deepest level `level` into tables of the target size, in its run.
-    fn split_in_place(&self, v: &Version, level: usize, f: &Arc<FileMeta>) -> CompactionTask {
-        let (lo, hi) = user_range(std::slice::from_ref(f));
+    /// Rewrite `files` (adjacent tables of the one run of `level`) into tables of the target
+    /// size in that run: a split in place, or a manual compaction collapsing segments.
+    fn in_place(&self, v: &Version, level: usize, files: Vec<Arc<FileMeta>>, reason: Reason) -> CompactionTask {
+        let (lo, hi) = user_range(&files);
         let grandparents = match level + 1 < self.num_levels {
             true => v.overlapping_files(level + 1, Some(&lo), Some(&hi)),
             false => Vec::new(),
         };
-        CompactionTask {
-            inputs: vec![CompactionInput { level, files: vec![f.clone()] }],
-            output_level: level,
-            output_run: Some(f.run),
-            grandparents,
-            compact_pointer: None,
-            reason: Reason::Split,
-        }
+        let output_run = files.first().map(|f| f.run);
+        let inputs = vec![CompactionInput { level, files }];
+        CompactionTask { inputs, output_level: level, output_run, grandparents, compact_pointer: None, reason }
     }
 
     /// Byte budget of `level` (>= 1).
@@ -255,12 +251,6 @@ impl CompactionPolicy for LeveledPolicy {
         }
     }
 
-    /// Level 0's file count, as LevelDB. Under light-weight compaction also the debt of the
-    /// levels below it: appending level 0 to level 1 costs little whatever level 1's size, so
-    /// nothing else would stop writers from piling data into level 1 faster than it can move
-    /// down (reads then wade through it, and the work is only deferred). Writers slow down once
-    /// a level holds `LWC_SLOWDOWN_DEBT` times its budget and stop at `LWC_STOP_DEBT` times
-    /// (RocksDB's pending-compaction-bytes limits play this part there).
     /// Light-weight compaction leaves older versions in the older segments of a table, which
     /// nothing merges while no compaction reaches the table: a manual compaction of the deepest
     /// level it reaches rewrites that level's tables in the range in place when any of them
@@ -276,23 +266,15 @@ impl CompactionPolicy for LeveledPolicy {
         if level == 0 || v.num_runs(level) != 1 || !files.iter().any(|f| f.segments > 1) {
             return None;
         }
-        let (lo, hi) = user_range(&files);
-        let grandparents = match level + 1 < self.num_levels {
-            true => v.overlapping_files(level + 1, Some(&lo), Some(&hi)),
-            false => Vec::new(),
-        };
-        let output_run = files.first().map(|f| f.run);
-        let inputs = vec![CompactionInput { level, files }];
-        Some(CompactionTask {
-            inputs,
-            output_level: level,
-            output_run,
-            grandparents,
-            compact_pointer: None,
-            reason: Reason::Manual,
-        })
+        Some(self.in_place(v, level, files, Reason::Manual))
     }
 
+    /// Level 0's file count, as LevelDB. Under light-weight compaction also the debt of the
+    /// levels below it: appending level 0 to level 1 costs little whatever level 1's size, so
+    /// nothing else would stop writers from piling data into level 1 faster than it can move
+    /// down (reads then wade through it, and the work is only deferred). Writers slow down once
+    /// a level holds `LWC_SLOWDOWN_DEBT` times its budget and stop at `LWC_STOP_DEBT` times
+    /// (RocksDB's pending-compaction-bytes limits play this part there).
     fn write_pressure(&self, v: &Version) -> WritePressure {
         let l0 = self.l0_limits.pressure(v.num_runs(0));
         if self.lwc.is_none() || l0 == WritePressure::Stop {
