@@ -93,6 +93,8 @@ impl DbInner {
             };
             let run = NewRun { level, bytes: imm.approximate_bytes(), joins, consumed: &[] };
             let flush_opts = self.policy.table_options(&v, &run);
+            // Not held while the table is written: a pinned Version keeps replaced tables on disk.
+            drop(v);
             let built = MutexGuard::unlocked(&mut st, || {
                 // The manifest will say the log up to `imm`'s end is redundant: make sure that
                 // part of the log is durable first, or a crash could leave the log shorter than
