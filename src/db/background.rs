@@ -3,6 +3,7 @@
 //! touch disjoint levels; all install their results through the manifest and then delete files
 //! no Version needs any more.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -295,13 +296,7 @@ impl DbInner {
         let mut edit = Self::input_removal(task);
         let (out, allocated) = self.unlocked_job(st, task, |ctx, v| job::run_compaction(ctx, task, v));
         let r = out.and_then(|out| self.vfs.sync_dir(&self.dir).map(|_| out)).and_then(|out| {
-            edit.vlog_garbage = out.vlog_garbage.iter().map(|(&f, &b)| (f, b)).collect();
-            // Pointers into files GC already collected are GC's own doing, not overwrites.
-            let vlog_files = st.versions.vlog_files();
-            add(
-                &self.counters.vlog_garbage_counted,
-                out.vlog_garbage.iter().filter(|(f, _)| vlog_files.contains_key(f)).map(|(_, b)| b).sum(),
-            );
+            self.record_vlog_garbage(st, &mut edit, &out.vlog_garbage);
             for f in &out.files {
                 edit.added_files.push((task.output_level as u32, f.clone()));
             }
@@ -318,17 +313,13 @@ impl DbInner {
     /// Light-weight compaction: append the victims' pieces to the tables below, then record
     /// the victims' removal and the targets' new lengths in one manifest edit. Until that edit
     /// is durable the manifest names the targets at their old lengths, where their old footers
-    /// are: a crash leaves the old tree, and the next append cuts the unrecorded bytes off.
+    /// are: a crash leaves the old tree, and the unrecorded bytes stay as dead space.
     fn run_append(&self, st: &mut MutexGuard<'_, State>, a: &AppendTask) -> Result<()> {
         let mut edit = Self::input_removal(&a.task);
+        // An append creates no file, so it has no allocated numbers to release.
         let (out, _) = self.unlocked_job(st, &a.task, |ctx, v| lwc::run_append(ctx, a, v));
         let out = out?;
-        edit.vlog_garbage = out.vlog_garbage.iter().map(|(&f, &b)| (f, b)).collect();
-        let vlog_files = st.versions.vlog_files();
-        add(
-            &self.counters.vlog_garbage_counted,
-            out.vlog_garbage.iter().filter(|(f, _)| vlog_files.contains_key(f)).map(|(_, b)| b).sum(),
-        );
+        self.record_vlog_garbage(st, &mut edit, &out.vlog_garbage);
         let level = a.task.output_level as u32;
         for f in &out.files {
             edit.deleted_files.push((level, f.number));
@@ -338,6 +329,15 @@ impl DbInner {
         self.count_compaction(a.task.output_level, out.bytes_read, out.bytes_written);
         add(&self.counters.segments_appended, out.files.len() as u64);
         Ok(())
+    }
+
+    /// Put a job's dropped separated-value bytes in `edit` (the discard statistics) and count
+    /// them; pointers into files GC already collected are GC's own doing, not overwrites.
+    fn record_vlog_garbage(&self, st: &MutexGuard<'_, State>, edit: &mut VersionEdit, garbage: &BTreeMap<u64, u64>) {
+        edit.vlog_garbage = garbage.iter().map(|(&f, &b)| (f, b)).collect();
+        let vlog_files = st.versions.vlog_files();
+        let counted = garbage.iter().filter(|(f, _)| vlog_files.contains_key(f)).map(|(_, b)| b).sum();
+        add(&self.counters.vlog_garbage_counted, counted);
     }
 
     fn count_compaction(&self, output_level: usize, bytes_read: u64, bytes_written: u64) {

@@ -157,8 +157,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use crate::fs::MemFs;
-    use crate::iter::InternalIterator;
     use crate::key::{compare_internal, make_internal_key, parse_internal_key, seek_key, ValueKind, MAX_SEQ};
+    use crate::sst::table_reader::tests::{scan_backward, scan_forward};
     use crate::sst::Table;
 
     /// One version of a key: sequence, kind, value.
@@ -214,22 +214,8 @@ mod tests {
     /// The table holds exactly `model`'s entries: forward, backward, and a point lookup of
     /// every key at the newest sequence and at sequence 150.
     fn check(t: &Arc<Table>, model: &Entries) {
-        let mut it = t.iter(false);
-        let mut got = Vec::new();
-        it.seek_to_first().unwrap();
-        while it.valid() {
-            got.push((it.key().to_vec(), it.value().to_vec()));
-            it.next().unwrap();
-        }
-        assert_eq!(got, model.0, "forward");
-        let mut back = Vec::new();
-        it.seek_to_last().unwrap();
-        while it.valid() {
-            back.push((it.key().to_vec(), it.value().to_vec()));
-            it.prev().unwrap();
-        }
-        back.reverse();
-        assert_eq!(back, model.0, "backward");
+        assert_eq!(scan_forward(t).unwrap(), model.0, "forward");
+        assert_eq!(scan_backward(t).unwrap(), model.0, "backward");
         let mut newest: BTreeMap<Vec<u8>, Vec<Version>> = BTreeMap::new();
         for (k, v) in &model.0 {
             let p = parse_internal_key(k).unwrap();

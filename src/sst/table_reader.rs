@@ -86,6 +86,7 @@ impl Table {
         Table::open_dtable(file, file_number, file_size, cache, buf)
     }
 
+    /// Open the DTable whose tail footer is `buf`: each segment its directory lists.
     fn open_dtable(
         file: Arc<dyn RandomAccessFile>,
         file_number: u64,
@@ -682,4 +683,4 @@ impl InternalIterator for SegmentIterator {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -67,7 +67,7 @@ impl LeveledPolicy {
         let limits = self.lwc?;
         let v = ctx.version;
         let deepest = (0..v.num_levels()).rev().find(|&l| v.level_files(l) > 0)?;
-        let mut full: Vec<(usize, &Arc<FileMeta>)> = (1..=deepest)
+        let (level, f) = (1..=deepest)
             .filter(|&l| v.num_runs(l) == 1 && ctx.free(&[l, (l + 1).min(deepest)]))
             // In the deepest level only a table of several segments: rewriting one segment cannot
             // shrink it (its bytes are one user key's versions a snapshot pins).
@@ -75,12 +75,10 @@ impl LeveledPolicy {
                 let splittable = move |f: &&Arc<FileMeta>| limits.over(f) && (l < deepest || f.segments > 1);
                 v.levels[l].files().filter(splittable).map(move |f| (l, f))
             })
-            .collect();
-        full.sort_by_key(|(_, f)| std::cmp::Reverse((f.segments, f.size)));
-        // The fullest first (`task_for` declines nothing today; should it ever, the next one).
-        full.into_iter().find_map(|(level, f)| match level < deepest {
+            .max_by_key(|(_, f)| (f.segments, f.size))?;
+        Some(match level < deepest {
             true => self.task_for(v, level, vec![f.clone()], Reason::Split),
-            false => Some(Choice::Merge(self.in_place(v, level, vec![f.clone()], Reason::Split))),
+            false => Choice::Merge(self.in_place(v, level, vec![f.clone()], Reason::Split)),
         })
     }
 
@@ -114,8 +112,8 @@ impl LeveledPolicy {
 
     /// Merge `upper` (files of `level`) with what overlaps them in the level below; a `Move`
     /// when that is one file that overlaps nothing there and little further down; under
-    /// light-weight compaction an `Append` to what overlaps below. `None`: nothing to do now.
-    fn task_for(&self, v: &Version, level: usize, upper: Vec<Arc<FileMeta>>, reason: Reason) -> Option<Choice> {
+    /// light-weight compaction an `Append` to what overlaps below.
+    fn task_for(&self, v: &Version, level: usize, upper: Vec<Arc<FileMeta>>, reason: Reason) -> Choice {
         // A level reshaped from another policy's tree may still hold several runs.
         let upper = if v.num_runs(level) > 1 { expand_overlapping(v, level, upper) } else { upper };
         let (lo, hi) = user_range(&upper);
@@ -150,7 +148,7 @@ impl LeveledPolicy {
                 compact_pointer: largest.map(|k| (level, k)),
                 reason,
             };
-            return Some(Choice::Append(AppendTask { task, targets }));
+            return Choice::Append(AppendTask { task, targets });
         }
         let task = CompactionTask {
             inputs,
@@ -160,7 +158,11 @@ impl LeveledPolicy {
             compact_pointer: largest.map(|k| (level, k)),
             reason,
         };
-        Some(if trivial_move { Choice::Move(task) } else { Choice::Merge(task) })
+        if trivial_move {
+            Choice::Move(task)
+        } else {
+            Choice::Merge(task)
+        }
     }
 }
 
@@ -204,29 +206,24 @@ impl CompactionPolicy for LeveledPolicy {
         let v = ctx.version;
         let mut by_score: Vec<(usize, f64)> = self.scores(v).into_iter().enumerate().collect();
         by_score.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(Ordering::Equal));
-        let over = by_score.into_iter().filter(|&(level, score)| score >= 1.0 && ctx.free(&[level, level + 1]));
-        // The most urgent level that can go now.
-        for (level, _) in over {
-            let files: Vec<Arc<FileMeta>> = v.levels[level].files().cloned().collect();
-            // Round robin: the first file after where the last compaction of this level stopped.
-            let pointer = ctx.compact_pointers.get(level).and_then(|p| p.as_deref());
-            let chosen = pointer
-                .and_then(|p| files.iter().find(|f| compare_internal(&f.largest, p) == Ordering::Greater))
-                .or_else(|| files.first())?
-                .clone();
-            let reason = if level == 0 { Reason::L0Files } else { Reason::LevelSize };
-            if let Some(choice) = self.task_for(v, level, vec![chosen], reason) {
-                return Some(choice);
-            }
-        }
-        let (level, charged) = ctx.seek_candidate.clone()?;
-        // The current record of the file: the reader that charged it may have held an older
-        // Version, and light-weight compaction re-records a table (longer, more segments)
-        // under the same number.
-        let file = v.levels.get(level)?.files().find(|f| f.number == charged.number)?.clone();
-        (level + 1 < self.num_levels && ctx.free(&[level, level + 1]))
-            .then(|| self.task_for(v, level, vec![file], Reason::Seeks))
-            .flatten()
+        let free = by_score.into_iter().find(|&(level, score)| score >= 1.0 && ctx.free(&[level, level + 1]));
+        let Some((level, _)) = free else {
+            let (level, charged) = ctx.seek_candidate.clone()?;
+            // The current record of the file: the reader that charged it may have held an older
+            // Version, and light-weight compaction re-records a table (longer, more segments)
+            // under the same number.
+            let file = v.levels.get(level)?.files().find(|f| f.number == charged.number)?.clone();
+            return (level + 1 < self.num_levels && ctx.free(&[level, level + 1]))
+                .then(|| self.task_for(v, level, vec![file], Reason::Seeks));
+        };
+        let files: Vec<Arc<FileMeta>> = v.levels[level].files().cloned().collect();
+        // Round robin: the first file after where the last compaction of this level stopped.
+        let pointer = ctx.compact_pointers.get(level).and_then(|p| p.as_deref());
+        let chosen = pointer
+            .and_then(|p| files.iter().find(|f| compare_internal(&f.largest, p) == Ordering::Greater))
+            .or_else(|| files.first())?
+            .clone();
+        Some(self.task_for(v, level, vec![chosen], if level == 0 { Reason::L0Files } else { Reason::LevelSize }))
     }
 
     fn pick_range(
@@ -246,7 +243,7 @@ impl CompactionPolicy for LeveledPolicy {
         // A manual compaction merges (collapsing segments), never appends.
         let merging = LeveledPolicy { lwc: None, ..self.clone() };
         match merging.task_for(v, level, files, Reason::Manual) {
-            Some(Choice::Move(t) | Choice::Merge(t)) => Some(t),
+            Choice::Move(t) | Choice::Merge(t) => Some(t),
             _ => None,
         }
     }
@@ -355,8 +352,7 @@ mod tests {
     fn a_compaction_appends_to_the_tables_below_which_stay_where_they_are() {
         let p = lwc_policy();
         let v = version(4, &[(1, file(10, 5, "a", "m")), (2, file(20, 6, "a", "f")), (2, file(21, 6, "g", "z"))]);
-        let Some(Choice::Append(a)) = p.task_for(&v, 1, vec![v.levels[1].runs[0].files[0].clone()], Reason::Test)
-        else {
+        let Choice::Append(a) = p.task_for(&v, 1, vec![v.levels[1].runs[0].files[0].clone()], Reason::Test) else {
             panic!("an append")
         };
         let targets: Vec<u64> = a.targets.iter().map(|f| f.number).collect();

@@ -128,7 +128,8 @@ fn open(file: &MemFile, cache: Option<Arc<BlockCache>>) -> Result<Arc<Table>> {
     Table::open(Arc::new(file.clone()), 7, size, cache).map(Arc::new)
 }
 
-fn scan_forward(t: &Arc<Table>) -> Result<Model> {
+/// Every entry of `t`, read forward (also used by the DTable tests).
+pub(crate) fn scan_forward(t: &Arc<Table>) -> Result<Model> {
     let mut it = t.iter(true);
     let mut out = Vec::new();
     it.seek_to_first()?;
@@ -139,7 +140,8 @@ fn scan_forward(t: &Arc<Table>) -> Result<Model> {
     Ok(out)
 }
 
-fn scan_backward(t: &Arc<Table>) -> Result<Model> {
+/// Every entry of `t`, read backward, in key order.
+pub(crate) fn scan_backward(t: &Arc<Table>) -> Result<Model> {
     let mut it = t.iter(true);
     let mut out = Vec::new();
     it.seek_to_last()?;
