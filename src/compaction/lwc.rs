@@ -20,8 +20,9 @@ use crate::key::{compare_internal, user_key};
 use crate::sst::dtable::SegmentWriter;
 use crate::version::{FileMeta, Version};
 
-/// When a table light-weight compaction appends to is rewritten (split into tables of the
-/// target size, its segments collapsed and its dead versions dropped).
+/// When a table light-weight compaction appends to is merged (compacted down, or in the
+/// deepest level split into tables of the target size), its segments collapsed and its dead
+/// versions dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LwcLimits {
     /// Segments a table may hold: each is one more filter probe and one more seek per read.
@@ -31,7 +32,7 @@ pub struct LwcLimits {
 }
 
 impl LwcLimits {
-    /// Whether `f` must be split before anything more is appended to it.
+    /// Whether `f` is due to be merged (appends to it go on until then: the limit is soft).
     pub fn over(&self, f: &FileMeta) -> bool {
         f.segments > self.max_segments || f.size > self.max_table_bytes
     }
