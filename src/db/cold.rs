@@ -103,7 +103,12 @@ impl DbInner {
     /// as one record group; returns the batch of pointer ops naming the copies, and the file.
     fn cold_append(&self, out: &mut ColdOutput, puts: &WriteBatch) -> Result<(WriteBatch, u64)> {
         if out.active.as_ref().is_some_and(|a| a.len >= self.opts.log_file_bytes) {
-            out.active = None;
+            // It may hold an earlier piece of this relocation, not synced yet: pointers into
+            // it are logged once the whole relocation is durable (a full file left unsynced
+            // here lost GC-moved values at a power loss).
+            if let Some(mut full) = out.active.take() {
+                full.file.sync_data()?;
+            }
         }
         let a = match out.active {
             Some(ref mut a) => a,
