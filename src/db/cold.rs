@@ -118,21 +118,17 @@ impl DbInner {
         // Any non-zero sequence number: a cold file is never replayed, only read by GC.
         let first_seq = self.visible_seq.load(Ordering::Acquire).max(1);
         let count = puts.len() as u32;
-        let mut group = Vec::with_capacity(log::HEADER_LEN + puts.rep.len());
-        log::encode_group(
-            &mut group,
-            first_seq,
-            count,
-            &puts.rep,
-            log::group_crc(first_seq, count, &puts.rep, &values),
-        );
-        if let Err(e) = a.file.append(&group) {
+        // Header and ops appended apart: a group copied whole cost a copy of every value moved.
+        let crc = log::group_crc(first_seq, count, &puts.rep, &values);
+        let header = log::encode_header(first_seq, count, puts.rep.len(), crc);
+        if let Err(e) = a.file.append(&header).and_then(|()| a.file.append(&puts.rep)) {
             out.active = None;
             return Err(e);
         }
         let at = a.len;
-        a.len += group.len() as u64;
-        super::add(&self.counters.cold_bytes, group.len() as u64);
+        let group_len = log::group_len(puts.rep.len());
+        a.len += group_len;
+        super::add(&self.counters.cold_bytes, group_len);
         let mut pointers = WriteBatch::with_capacity(puts.len() * 40);
         let keys = puts.iter().filter_map(|op| match op {
             Ok(BatchOp::Put { key, .. }) => Some(key),
