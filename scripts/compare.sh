@@ -11,7 +11,8 @@
 # Engines:
 #   in process, through `wisckey ycsb`'s Engine harness (binary built with --features peers):
 #     wisckey, fjall (key-value separation), rocksdb, rocksdb-blob (integrated BlobDB), every one
-#     with the same total cache (`--cache_bytes`, COMPARE_CACHE_BYTES, default 32 MiB)
+#     with the same total cache (`--cache_bytes`, COMPARE_CACHE_BYTES, default 32 MiB) and memtable
+#     (`--memtable_bytes`, COMPARE_MEMTABLE_BYTES, default 8 MiB: wisckey's write buffer)
 #   their own db_bench, via ../shared/peers/run-peers.sh: LevelDB 1.23, RocksDB, RocksDB BlobDB,
 #     beside `wisckey bench` (our db_bench port), plus RocksDB BlobDB with its blob cache on
 #     (`--use_blob_cache=1`, the same budget)
@@ -40,6 +41,7 @@ else
 fi
 sizes=(100 1024 4096 16384 102400)
 cache_bytes="${COMPARE_CACHE_BYTES:-33554432}"
+memtable_bytes="${COMPARE_MEMTABLE_BYTES:-8388608}"
 benches="fillrandom,readrandom,readseq,seekrandom"
 harness_engines=(wisckey fjall rocksdb rocksdb-blob)
 peers_script="${PEERS:-../shared/peers/run-peers.sh}"
@@ -106,7 +108,7 @@ for r in $(seq "$rounds"); do
     log "round $r/$rounds: value_size=$v num=$num reads=$reads"
     for e in "${harness_engines[@]}"; do
       run "$t,\"tool\":\"harness\"" "$harness" ycsb --engine "$e" --micro "$benches" --records "$num" \
-        --operations "$reads" --value_size "$v" --cache_bytes "$cache_bytes" --json
+        --operations "$reads" --value_size "$v" --cache_bytes "$cache_bytes" --memtable_bytes "$memtable_bytes" --json
     done
     rm -rf "$out/bench-db"
     run "$t,\"tool\":\"db_bench\",\"engine\":\"wisckey-bench\"" "$ours" bench --benchmarks="$benches" \
@@ -134,7 +136,7 @@ for r in $(seq "$rounds"); do
     log "round $r/$rounds: YCSB workload $w"
     for e in "${harness_engines[@]}"; do
       run "$t,\"tool\":\"harness\"" "$harness" ycsb --engine "$e" --workload "$w" --records "$ycsb_records" \
-        --operations "$ycsb_ops" --value_size 1024 --cache_bytes "$cache_bytes" --json
+        --operations "$ycsb_ops" --value_size 1024 --cache_bytes "$cache_bytes" --memtable_bytes "$memtable_bytes" --json
     done
   done
 done
@@ -156,6 +158,7 @@ log "runs done in ${elapsed}s; summarising"
   echo "ycsb=records $ycsb_records, operations $ycsb_ops, 1024-byte values"
   echo "peers_build=$peers_ok"
   echo "cache_bytes=$cache_bytes"
+  echo "memtable_bytes=$memtable_bytes"
   echo "seconds=$elapsed"
 } >"$out/machine.txt"
 
@@ -215,6 +218,10 @@ md.append(f"| cache budget | **{cache_mib} MiB for every in-process engine** (`-
           f"RocksDB's block cache (shared with BlobDB's blob cache), wisckey's value cache (its uncompressed tables "
           f"are read in place through the page cache, so its block cache holds nothing and is set to 0); the "
           f"\"RocksDB BlobDB + blob cache\" db_bench column: `--use_blob_cache=1 --blob_cache_size` of the same size |")
+memtable_mib = int(machine.get("memtable_bytes", "8388608")) // (1 << 20)
+md.append(f"| memtable budget | **{memtable_mib} MiB for every in-process engine** (`--memtable_bytes`): fjall's "
+          f"`max_memtable_size`, RocksDB's `write_buffer_size`, wisckey's `write_buffer_bytes` and `memtable_log_bytes` "
+          f"(the peers' 64 MiB defaults held a whole 64 MiB data set in memory and answered from it) |")
 md.append("| engine settings | every engine's defaults with block compression off; RocksDB with 10-bit Bloom "
           "filters; fjall with key-value separation (1 KiB threshold, no blob compression); RocksDB blob: "
           "`enable_blob_files`, `min_blob_size=1024`, blob GC on; wisckey: defaults (`min_separated_value_bytes` 1 KiB). "

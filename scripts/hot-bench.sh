@@ -4,18 +4,22 @@
 # 64 MiB (hot) and 256 MiB of data, read uniformly, zipfian and in order. Every engine gets the
 # same total cache (`--cache_bytes`, default 32 MiB: fjall's and RocksDB's default cache, wisckey's
 # default value cache; wisckey's uncompressed tables are read in place, its block cache holds
-# nothing and is set to 0); engines alternate within each round; medians of the rounds.
+# nothing and is set to 0) and the same memtable (`--memtable_bytes`, default 8 MiB: wisckey's
+# default write buffer; fjall's and RocksDB's 64 MiB default memtables held the whole "hot" 64 MiB
+# data set and answered from it, which measured memtables, not caches); engines alternate within
+# each round; medians of the rounds.
 #
 #   scripts/hot-bench.sh [ROUNDS] [SECTIONS]     SECTIONS: ycsb,large (default both)
 #
 # Needs the `--features peers` build (RocksDB from source: slow once; librocksdb-sys needs
 # libclang, which this script installs with apt when it is missing). HOT_BIN overrides the
 # binary; HOT_ENGINES the engines (default: wisckey fjall rocksdb rocksdb-blob);
-# HOT_CACHE_BYTES the budget.
+# HOT_CACHE_BYTES the cache budget; HOT_MEMTABLE_BYTES the memtable budget.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"; sections="${2:-ycsb,large}"
 cache="${HOT_CACHE_BYTES:-33554432}"
+memtable="${HOT_MEMTABLE_BYTES:-8388608}"
 read -r -a engines <<<"${HOT_ENGINES:-wisckey fjall rocksdb rocksdb-blob}"
 bin="${HOT_BIN:-target/peers/release/wisckey}"
 if [ -z "${HOT_BIN:-}" ]; then
@@ -32,7 +36,7 @@ printf 'readproportion=1\nupdateproportion=0\nscanproportion=0\ninsertproportion
 run() { # run TAGS ARGS...: one harness run per engine, JSON lines tagged
   local tags="$1"; shift
   for e in "${engines[@]}"; do
-    "$bin" ycsb --engine "$e" --cache_bytes "$cache" --json "$@" 2>>"$out/stderr.log" \
+    "$bin" ycsb --engine "$e" --cache_bytes "$cache" --memtable_bytes "$memtable" --json "$@" 2>>"$out/stderr.log" \
       | grep '^{' | sed "s/^{/{$tags,/" >>"$results" || echo "failed: $e $*" >&2
   done
 }
@@ -62,10 +66,10 @@ for r in $(seq "$rounds"); do
     done
   fi
 done
-python3 - "$results" "$cache" "${engines[@]}" <<'PY'
+python3 - "$results" "$cache" "$memtable" "${engines[@]}" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-cache, engines = int(sys.argv[2]), sys.argv[3:]
+cache, memtable, engines = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 def cell(case, engine, pick):
     vals = [v for r in rows if r.get("case") == case and r.get("engine") == engine for v in [pick(r)] if v is not None]
     return (statistics.median(vals), vals) if vals else (None, [])
@@ -78,7 +82,7 @@ def p99(r):
     return by[max(by, key=lambda k: by[k]["count"])]["p99_micros"]
 def bench(name):
     return lambda r: r.get("ops_per_sec") if r.get("benchmark") == name else None
-print(f"Equal cache budget for every engine: {cache >> 20} MiB. Throughput in ops/s (median of rounds); "
+print(f"Equal budgets for every engine: cache {cache >> 20} MiB, memtable {memtable >> 20} MiB. Throughput in ops/s (median of rounds); "
       f"ratio = wisckey / peer (above 1: wisckey faster).\n")
 cases = sorted({r["case"] for r in rows}, key=lambda c: (c.split("-")[0] != "ycsb", c))
 head = ["case", "metric"] + engines + [f"wisckey/{e}" for e in engines[1:]]

@@ -65,15 +65,25 @@ impl EngineKind {
     }
 }
 
+/// The memory every engine of a comparison gets (`None`: the engine's own default).
+#[derive(Clone, Copy, Debug, Default)]
+#[cfg_attr(not(feature = "peers"), allow(dead_code))]
+pub struct Budget {
+    /// The whole cache budget.
+    pub cache_bytes: Option<u64>,
+    /// Bytes of writes one memtable holds before it is flushed.
+    pub memtable_bytes: Option<u64>,
+}
+
 /// Open (creating) the engine's database in `path`, which must not hold another engine's files.
-/// `wisckey`: the options a wisckey engine opens with (the peers keep their own, but for
-/// `cache_bytes`, their total cache budget).
+/// `wisckey`: the options a wisckey engine opens with (`budget` already applied to them; the
+/// peers keep their own options but for `budget`).
 #[cfg_attr(not(feature = "peers"), allow(unused_variables))]
-pub fn open(kind: EngineKind, path: &Path, wisckey: Options, cache_bytes: Option<u64>) -> CliResult<Box<dyn Engine>> {
+pub fn open(kind: EngineKind, path: &Path, wisckey: Options, budget: Budget) -> CliResult<Box<dyn Engine>> {
     match kind {
         EngineKind::Wisckey => Ok(Box::new(Wisckey { db: Db::open(path, wisckey)? })),
         #[cfg(feature = "peers")]
-        peer => super::peers::open(peer, path, cache_bytes),
+        peer => super::peers::open(peer, path, budget),
         #[cfg(not(feature = "peers"))]
         peer => Err(format!("--engine {} needs a build with `--features peers`", peer.name()).into()),
     }

@@ -87,6 +87,14 @@ pub struct YcsbArgs {
     #[arg(long = "cache_bytes")]
     pub cache_bytes: Option<u64>,
 
+    /// Memtable budget in bytes, the same for every engine (default: each engine's own: wisckey
+    /// 8 MiB of entries covering up to 64 MiB of writes, fjall and RocksDB 64 MiB): the most
+    /// bytes of writes one memtable holds (and serves reads from) before it is flushed.
+    /// wisckey: `memtable_log_bytes` and `write_buffer_bytes`; fjall: `max_memtable_size`;
+    /// RocksDB: `write_buffer_size`.
+    #[arg(long = "memtable_bytes")]
+    pub memtable_bytes: Option<u64>,
+
     /// wisckey only: `Options::write_buffer_bytes` (memtable size).
     #[arg(long = "write_buffer_bytes")]
     pub write_buffer_bytes: Option<usize>,
@@ -144,6 +152,9 @@ impl YcsbArgs {
         }
         if let Some(v) = self.log_file_bytes {
             o = o.log_file_bytes(v);
+        }
+        if let Some(v) = self.memtable_bytes {
+            o = o.memtable_log_bytes(v).write_buffer_bytes(usize::try_from(v).unwrap_or(usize::MAX));
         }
         if let Some(v) = self.memtable_log_bytes {
             o = o.memtable_log_bytes(v);
@@ -228,7 +239,8 @@ pub fn run(a: YcsbArgs) -> CliResult {
         json: a.json,
     };
     let io_start = ProcIo::now();
-    let engine = engine::open(a.engine, &path, a.wisckey_options(), a.cache_bytes)?;
+    let budget = engine::Budget { cache_bytes: a.cache_bytes, memtable_bytes: a.memtable_bytes };
+    let engine = engine::open(a.engine, &path, a.wisckey_options(), budget)?;
     eprintln!(
         "{}: db={} threads={} value_size={} records={}",
         ctx.engine,
@@ -351,7 +363,9 @@ mod tests {
     #[test]
     fn every_core_workload_runs_against_wisckey() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = engine::open(EngineKind::Wisckey, dir.path(), wisckey::Options::default(), None).unwrap();
+        let engine =
+            engine::open(EngineKind::Wisckey, dir.path(), wisckey::Options::default(), engine::Budget::default())
+                .unwrap();
         let a =
             args(&["--workload=a,b,c,d,e,f", "--records=500", "--operations=400", "--value_size=200", "--threads=2"]);
         let list = workloads(&a).unwrap();
@@ -390,7 +404,9 @@ mod tests {
     #[test]
     fn micro_benchmarks_run_against_wisckey() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = engine::open(EngineKind::Wisckey, dir.path(), wisckey::Options::default(), None).unwrap();
+        let engine =
+            engine::open(EngineKind::Wisckey, dir.path(), wisckey::Options::default(), engine::Budget::default())
+                .unwrap();
         let session = Session::new(engine.as_ref(), 2, 3, 1000);
         let values = ValuePool::new(100, 3);
         let live = micro::LiveSet::new(1000);

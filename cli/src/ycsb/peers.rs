@@ -10,18 +10,18 @@ use fjall::{CompressionType, KeyspaceCreateOptions, KvSeparationOptions, Persist
 use rocksdb::statistics::Ticker;
 use rocksdb::{BlockBasedOptions, DBCompressionType, WaitForCompactOptions};
 
-use super::engine::{Engine, EngineCounters, EngineKind};
+use super::engine::{Budget, Engine, EngineCounters, EngineKind};
 use crate::bench::CliResult;
 
 /// Values of at least this many bytes are separated (fjall's default, wisckey's default).
 const SEPARATION_THRESHOLD: u32 = 1024;
 
-/// `cache_bytes`: the engine's whole cache budget (its default when `None`).
-pub fn open(kind: EngineKind, path: &Path, cache_bytes: Option<u64>) -> CliResult<Box<dyn Engine>> {
+/// `budget`: the engine's whole cache and its memtable size (its defaults where `None`).
+pub fn open(kind: EngineKind, path: &Path, budget: Budget) -> CliResult<Box<dyn Engine>> {
     match kind {
-        EngineKind::Fjall => Ok(Box::new(Fjall::open(path, cache_bytes)?)),
-        EngineKind::Rocksdb => Ok(Box::new(Rocks::open(path, false, cache_bytes)?)),
-        EngineKind::RocksdbBlob => Ok(Box::new(Rocks::open(path, true, cache_bytes)?)),
+        EngineKind::Fjall => Ok(Box::new(Fjall::open(path, budget)?)),
+        EngineKind::Rocksdb => Ok(Box::new(Rocks::open(path, false, budget)?)),
+        EngineKind::RocksdbBlob => Ok(Box::new(Rocks::open(path, true, budget)?)),
         EngineKind::Wisckey => Err("wisckey is not a peer engine".into()),
     }
 }
@@ -32,9 +32,9 @@ struct Fjall {
 }
 
 impl Fjall {
-    fn open(path: &Path, cache_bytes: Option<u64>) -> CliResult<Fjall> {
+    fn open(path: &Path, budget: Budget) -> CliResult<Fjall> {
         let mut builder = fjall::Database::builder(path);
-        if let Some(bytes) = cache_bytes {
+        if let Some(bytes) = budget.cache_bytes {
             builder = builder.cache_size(bytes);
         }
         let db = builder.open()?;
@@ -42,9 +42,13 @@ impl Fjall {
             .compression(CompressionType::None)
             .separation_threshold(SEPARATION_THRESHOLD);
         let ks = db.keyspace("ycsb", || {
-            KeyspaceCreateOptions::default()
+            let o = KeyspaceCreateOptions::default()
                 .data_block_compression_policy(CompressionPolicy::disabled())
-                .with_kv_separation(Some(blobs))
+                .with_kv_separation(Some(blobs));
+            match budget.memtable_bytes {
+                Some(bytes) => o.max_memtable_size(bytes),
+                None => o,
+            }
         })?;
         Ok(Fjall { db, ks })
     }
@@ -96,9 +100,13 @@ struct Rocks {
 }
 
 impl Rocks {
-    fn open(path: &Path, blob: bool, cache_bytes: Option<u64>) -> CliResult<Rocks> {
+    fn open(path: &Path, blob: bool, budget: Budget) -> CliResult<Rocks> {
+        let cache_bytes = budget.cache_bytes;
         let mut o = rocksdb::Options::default();
         o.create_if_missing(true);
+        if let Some(bytes) = budget.memtable_bytes {
+            o.set_write_buffer_size(usize::try_from(bytes).unwrap_or(usize::MAX));
+        }
         o.set_compression_type(DBCompressionType::None);
         o.enable_statistics();
         let mut table = BlockBasedOptions::default();
