@@ -71,10 +71,13 @@ const WARM_PROBES: u32 = 64;
 /// withdraw the trust.
 const POINT_PROBE_EVERY: u32 = 8;
 
-/// Point reads of ops up to this size may copy out of a mapping: above it the system call
-/// is a small part of the read, and a mapped read of pages that are not cached faults them in
-/// one page at a time.
-const MAPPED_POINT_MAX_BYTES: u32 = 32 << 10;
+/// Point reads of ops up to this size may copy out of a mapping (while the page cache is
+/// trusted to hold the log): a copy out of the mapping beat `pread`'s copy in the kernel even
+/// for large values (measured: 100 KiB values over 256 MiB of warm data, 8.6 against 9.7 µs a
+/// read, medians of 3). Reads of pages that are not cached fault them in a few pages at a
+/// time, which the probe of every `POINT_PROBE_EVERY`th read catches; larger ops are read
+/// with one system call.
+const MAPPED_POINT_MAX_BYTES: u32 = 1 << 20;
 
 thread_local! {
     /// Point reads on this thread, for `POINT_PROBE_EVERY`.
