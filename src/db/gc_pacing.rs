@@ -34,16 +34,17 @@ pub(crate) struct GcPacing {
     window_bytes: u64,
 }
 
-/// How much of what is written overwrites a live value, from the garbage compaction found
-/// among recently flushed bytes. The memtables' values are that much garbage-to-be: counting
-/// them as live makes the space estimate lag an overwrite-heavy load by a memtable or more.
+/// How much of what users write overwrites a live value, from the garbage compaction found
+/// per byte of users' separated values flushed lately (GC's moves are left out of both). The
+/// memtables' user values are that much garbage-to-be: counting them as live makes the space
+/// estimate lag an overwrite-heavy load by a memtable or more.
 #[derive(Default)]
 struct OverwriteEstimate {
     flushed_mark: u64,
     garbage_mark: u64,
     ratio: f64,
-    /// Flushed bytes when GC last compacted the whole tree: later ones have not met the
-    /// versions they overwrite, so their garbage is not counted yet either.
+    /// Users' flushed bytes when GC last compacted the whole tree: later ones have not met
+    /// the versions they overwrite, so their garbage is not counted yet either.
     flushed_at_refresh: u64,
 }
 

@@ -171,6 +171,8 @@ pub(crate) struct Counters {
     /// Separated bytes that flushes handed to tables, and the garbage compaction found among
     /// them: their recent ratio tells how much of the memtables is overwrites (`GcPacing`).
     vlog_bytes_flushed: AtomicU64,
+    /// The part of `vlog_bytes_flushed` that users wrote (not GC's moves).
+    vlog_user_bytes_flushed: AtomicU64,
     vlog_garbage_counted: AtomicU64,
     gc_runs: AtomicU64,
     gc_bytes_read: AtomicU64,

@@ -65,6 +65,9 @@ pub struct Memtable {
     log_bytes: AtomicU64,
     /// Bytes of separated values this memtable points to, per value-log file.
     vlog_bytes: parking_lot::Mutex<std::collections::BTreeMap<u64, u64>>,
+    /// The part of `vlog_bytes` that GC moved (pointer puts): those values overwrite no live
+    /// value of their key, only the copy GC collects.
+    moved_vlog_bytes: AtomicU64,
 }
 
 impl Memtable {
@@ -126,6 +129,7 @@ impl Memtable {
                     // malformed pointer is stored as it is; reading it reports corruption.
                     if let Some(p) = ValuePointer::decode(pointer) {
                         *self.vlog_bytes.lock().entry(p.file).or_insert(0) += u64::from(p.op_len);
+                        self.moved_vlog_bytes.fetch_add(u64::from(p.op_len), AtomicOrdering::Relaxed);
                     }
                     self.add(seq, ValueKind::Pointer, key, pointer)
                 }
@@ -169,6 +173,11 @@ impl Memtable {
     /// Bytes of separated values referenced (as whole log ops), per value-log file.
     pub fn vlog_bytes(&self) -> std::collections::BTreeMap<u64, u64> {
         self.vlog_bytes.lock().clone()
+    }
+
+    /// The part of `vlog_bytes` that value-log GC moved there.
+    pub fn moved_vlog_bytes(&self) -> u64 {
+        self.moved_vlog_bytes.load(AtomicOrdering::Relaxed)
     }
 
     /// Approximate memory used.
@@ -316,6 +325,21 @@ impl InternalIterator for MemIter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gc_moved_values_are_counted_apart_from_users_values() {
+        let m = Memtable::default();
+        let mut batch = crate::WriteBatch::new();
+        batch.put(b"user", &[7u8; 300]);
+        let moved = ValuePointer { file: 9, offset: 100, op_len: 4000, value_crc: 1 };
+        batch.put_pointer(b"moved", &moved.encoded());
+        let separated = log::separated_values(&batch.rep, 64);
+        m.apply_group(LogPos { file: 3, offset: 0 }, 1, &batch.rep, &separated, None);
+        let per_file = m.vlog_bytes();
+        assert_eq!(per_file.get(&9), Some(&4000), "the moved value counts against its cold file");
+        assert_eq!(per_file.get(&3), Some(&u64::from(separated[0].op_len)), "the user's against the log");
+        assert_eq!(m.moved_vlog_bytes(), 4000, "only GC's move is counted as moved");
+    }
 
     #[test]
     fn the_size_counts_each_entry_node_whole() {
