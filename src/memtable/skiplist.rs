@@ -305,10 +305,30 @@ impl<V> SkipList<V> {
         NonNull::new(unsafe { link(node, 0).load(Atomic::Acquire) }).map(|node| Entry { node, list: self })
     }
 
-    /// The first entry at or after the internal key `ikey` (`None`: past the end).
+    /// The first entry at or after the internal key `ikey` (`None`: past the end): the node
+    /// the search saw after the last one before `ikey`, not that node's link read again — a
+    /// node inserted into the gap meanwhile sorts before `ikey` (LevelDB's
+    /// `FindGreaterOrEqual` answers the node it compared the same way). Answering it made a
+    /// memtable `get` miss a key's newest entry while writes landed just before it.
     pub(crate) fn lower_bound(&self, ikey: &[u8]) -> Option<Entry<'_, V>> {
         let (user_key, trailer) = split_ikey(ikey);
-        self.next_of(self.last_before(user_key, trailer))
+        let mut x = self.head;
+        let mut level = self.height.load(Atomic::Relaxed);
+        loop {
+            level -= 1;
+            // SAFETY: `x` is the head or a node reached through links of this list, and a node
+            // reached at a level has links at that level and below.
+            let mut next = unsafe { link(x, level).load(Atomic::Acquire) };
+            // SAFETY: a published node of this list.
+            while let Some(n) = NonNull::new(next).filter(|&n| unsafe { before(n, user_key, trailer) }) {
+                x = n;
+                // SAFETY: as above; `n` was reached at `level`.
+                next = unsafe { link(x, level).load(Atomic::Acquire) };
+            }
+            if level == 0 {
+                return NonNull::new(next).map(|node| Entry { node, list: self });
+            }
+        }
     }
 
     pub(crate) fn first(&self) -> Option<Entry<'_, V>> {

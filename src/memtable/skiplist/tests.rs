@@ -138,3 +138,42 @@ fn chunks_of_a_dropped_list_are_reused() {
     list.insert(b"k", 1, b"v", None);
     assert_eq!(list.first().map(|e| e.key().as_ptr() as usize), first, "same memory, same place");
 }
+
+/// Regression: `lower_bound` found the last node before the target, then read that node's
+/// link again; a node inserted into the gap in between (sorting before the target) came back
+/// as the answer. A memtable `get` then saw another key there and answered "absent", missing
+/// the key's newest entry — value-log GC took an older copy for live and put it back.
+#[test]
+fn lower_bound_never_answers_a_node_before_the_target_while_inserts_land_right_before_it() {
+    let list = Arc::new(SkipList::<u32>::default());
+    list.insert(b"m", 1, b"target", None);
+    list.insert(b"a", 1, b"low", None);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (list, stop) = (list.clone(), stop.clone());
+        std::thread::spawn(move || {
+            // Keys between "a" and "m", each new one landing right before "m".
+            for i in 0..200_000u32 {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let mut k = b"l".to_vec();
+                k.extend_from_slice(&i.to_be_bytes());
+                list.insert(&k, 1, b"gap", None);
+            }
+        })
+    };
+    let mut wrong = 0u64;
+    for _ in 0..2_000_000u32 {
+        match list.lower_bound(&ikey(b"m", u64::MAX)) {
+            Some(e) if split_ikey(e.key()).0 == b"m" => {}
+            _ => wrong += 1,
+        }
+        if writer.is_finished() {
+            break;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().expect("writer");
+    assert_eq!(wrong, 0, "lower_bound answered a node before the target {wrong} times");
+}
