@@ -144,7 +144,6 @@ impl DbInner {
         // head past them, so the sweep never sees them as deletable.
         edit.vlog_added = imm.vlog_bytes().into_iter().collect();
         let flushed: u64 = edit.vlog_added.iter().map(|(_, b)| b).sum();
-        add(&self.counters.vlog_bytes_flushed, flushed);
         add(&self.counters.vlog_user_bytes_flushed, flushed.saturating_sub(imm.moved_vlog_bytes()));
         if let Some(end) = imm.log_end() {
             edit.log_head = Some(end);

@@ -168,10 +168,9 @@ pub(crate) struct Counters {
     tables_dropped: AtomicU64,
     stall_micros: AtomicU64,
     gc_stall_micros: AtomicU64,
-    /// Separated bytes that flushes handed to tables, and the garbage compaction found among
-    /// them: their recent ratio tells how much of the memtables is overwrites (`GcPacing`).
-    vlog_bytes_flushed: AtomicU64,
-    /// The part of `vlog_bytes_flushed` that users wrote (not GC's moves).
+    /// Separated bytes of users' writes (not GC's moves) that flushes handed to tables, and the
+    /// garbage compaction found: their recent ratio tells how much of the memtables' user
+    /// values is overwrites (`GcPacing`).
     vlog_user_bytes_flushed: AtomicU64,
     vlog_garbage_counted: AtomicU64,
     gc_runs: AtomicU64,
