@@ -237,7 +237,7 @@ impl<V> SkipList<V> {
         let height = self.height.load(Atomic::Relaxed);
         let mut x = self.head;
         for level in (0..height).rev() {
-            x = self.walk(x, level, user_key, trailer);
+            x = self.walk(x, level, user_key, trailer).0;
             prev[level] = x;
         }
         debug_assert!(
@@ -272,9 +272,16 @@ impl<V> SkipList<V> {
         bytes
     }
 
-    /// The last node at `level`, from `x` on, that sorts before `(user_key, trailer)`.
+    /// The last node at `level`, from `x` on, that sorts before `(user_key, trailer)`, and the
+    /// link it was seen to hold (null or a node at or after the key).
     #[inline]
-    fn walk(&self, mut x: NonNull<Head<V>>, level: usize, user_key: &[u8], trailer: u64) -> NonNull<Head<V>> {
+    fn walk(
+        &self,
+        mut x: NonNull<Head<V>>,
+        level: usize,
+        user_key: &[u8],
+        trailer: u64,
+    ) -> (NonNull<Head<V>>, *mut Head<V>) {
         loop {
             // SAFETY: `x` is the head or a node reached through links of this list, and a node
             // reached at `level` has a link at `level`.
@@ -282,18 +289,19 @@ impl<V> SkipList<V> {
             match NonNull::new(next) {
                 // SAFETY: a published node of this list.
                 Some(n) if unsafe { before(n, user_key, trailer) } => x = n,
-                _ => return x,
+                _ => return (x, next),
             }
         }
     }
 
-    /// The last node (or the head) sorting before `(user_key, trailer)`.
-    fn last_before(&self, user_key: &[u8], trailer: u64) -> NonNull<Head<V>> {
-        let mut x = self.head;
+    /// The last node (or the head) sorting before `(user_key, trailer)`, and the level-0 link
+    /// the search saw it hold.
+    fn last_before(&self, user_key: &[u8], trailer: u64) -> (NonNull<Head<V>>, *mut Head<V>) {
+        let (mut x, mut next) = (self.head, std::ptr::null_mut());
         for level in (0..self.height.load(Atomic::Relaxed)).rev() {
-            x = self.walk(x, level, user_key, trailer);
+            (x, next) = self.walk(x, level, user_key, trailer);
         }
-        x
+        (x, next)
     }
 
     fn entry(&self, node: NonNull<Head<V>>) -> Option<Entry<'_, V>> {
@@ -312,23 +320,7 @@ impl<V> SkipList<V> {
     /// memtable `get` miss a key's newest entry while writes landed just before it.
     pub(crate) fn lower_bound(&self, ikey: &[u8]) -> Option<Entry<'_, V>> {
         let (user_key, trailer) = split_ikey(ikey);
-        let mut x = self.head;
-        let mut level = self.height.load(Atomic::Relaxed);
-        loop {
-            level -= 1;
-            // SAFETY: `x` is the head or a node reached through links of this list, and a node
-            // reached at a level has links at that level and below.
-            let mut next = unsafe { link(x, level).load(Atomic::Acquire) };
-            // SAFETY: a published node of this list.
-            while let Some(n) = NonNull::new(next).filter(|&n| unsafe { before(n, user_key, trailer) }) {
-                x = n;
-                // SAFETY: as above; `n` was reached at `level`.
-                next = unsafe { link(x, level).load(Atomic::Acquire) };
-            }
-            if level == 0 {
-                return NonNull::new(next).map(|node| Entry { node, list: self });
-            }
-        }
+        NonNull::new(self.last_before(user_key, trailer).1).map(|node| Entry { node, list: self })
     }
 
     pub(crate) fn first(&self) -> Option<Entry<'_, V>> {
@@ -443,7 +435,7 @@ impl<'a, V> Entry<'a, V> {
     pub(crate) fn prev(&self) -> Option<Entry<'a, V>> {
         // SAFETY: a published node of this list.
         let user_key = unsafe { user_key_of(self.node) };
-        self.list.entry(self.list.last_before(user_key, self.head().trailer))
+        self.list.entry(self.list.last_before(user_key, self.head().trailer).0)
     }
 
     pub(crate) fn raw(&self) -> RawEntry<V> {
