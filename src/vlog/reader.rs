@@ -296,7 +296,7 @@ impl VlogReader {
         f: impl FnOnce(&[u8]) -> T,
     ) -> Option<T> {
         let end = ptr.offset.checked_add(u64::from(ptr.op_len))?;
-        if !self.mapped_reads || !self.extent.get().is_some_and(|e| e.covers(ptr.file, end)) {
+        if !self.mapped_reads || !self.never_truncated(ptr.file, end) {
             return None;
         }
         let reuse = held.as_ref().is_some_and(|(file, m)| *file == ptr.file && m.len() as u64 >= end);
@@ -306,6 +306,17 @@ impl VlogReader {
         let map = &held.as_ref()?.1;
         let start = usize::try_from(ptr.offset).ok()?;
         Some(f(map.get(start..start + ptr.op_len as usize)?))
+    }
+
+    /// Whether bytes up to `end` of value file `number` can never be cut away (a mapped page
+    /// past the end of a file faults with SIGBUS): the log's durable extent, and all of a cold
+    /// file, which GC only appends to (a failed append leaves its bytes; nothing truncates a
+    /// cold file) and syncs before any pointer into it is logged. Cold files are numbered
+    /// after the log file being written when GC starts them, so the log's extent alone left
+    /// every value GC moved to pread (measured: a 16 KiB read pass during GC, 3 500 bytes of
+    /// `read` per lookup against 350 with GC off, 1.3-1.8x slower).
+    fn never_truncated(&self, number: u64, end: u64) -> bool {
+        self.extent.get().is_some_and(|e| e.covers(number, end)) || self.is_cold(number)
     }
 
     /// A mapping of vLog file `number` covering bytes up to `end`. One is made when none
@@ -681,6 +692,21 @@ mod tests {
     }
 
     #[test]
+    fn values_gc_moved_to_a_cold_file_numbered_past_the_log_head_are_read_through_its_mapping() {
+        let dir = tempfile::tempdir().unwrap();
+        let vfs: Arc<dyn Vfs> = Arc::new(PosixFs::new());
+        append(&*vfs, &crate::filename::cold_file_name(dir.path(), 9), 8192, 4);
+        append(&*vfs, &vlog_file_name(dir.path(), 11), 8192, 5);
+        let reader = VlogReader::new(vfs, dir.path().to_path_buf(), false);
+        reader.attach_log(&sealed_below(7));
+        let ptr = |file: u64| ValuePointer { file, offset: 100, op_len: 50, value_crc: 0 };
+        assert_eq!(bytes(&reader, &ptr(9)), None, "not known to be cold yet: past the log head");
+        reader.add_cold(9);
+        assert_eq!(bytes(&reader, &ptr(9)), Some(vec![4; 50]), "a cold file is never cut back");
+        assert_eq!(bytes(&reader, &ptr(11)), None, "a log file past the head still is not mapped");
+    }
+
+    #[test]
     fn a_value_is_read_from_the_log_buffer_until_it_reaches_the_file() {
         let vfs: Arc<dyn Vfs> = Arc::new(MemFs::new());
         let dir = std::path::Path::new("/d");
@@ -692,7 +718,7 @@ mod tests {
         let mut batch = crate::WriteBatch::new();
         batch.put(b"key", &[7u8; 500]);
         let values = crate::log::separated_values(&batch.rep, 100);
-        let crc = crate::log::group_crc(1, 1, &batch.rep, &values);
+        let crc = crate::log::group_crc(1, 1, &batch.rep);
         let pos = log.lock().append(1, 1, &batch.rep, crc).unwrap();
         let v = values[0];
         let ptr = ValuePointer { file: 3, offset: pos.offset + v.op_offset, op_len: v.op_len, value_crc: v.value_crc };
