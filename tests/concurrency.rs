@@ -26,7 +26,7 @@ fn pair_key(w: usize, p: usize, half: u8) -> Vec<u8> {
 /// Version `v` of a pair deletes both keys when `v % 5 == 0` (and 0 means never written), so
 /// readers know from a version alone whether the pair should exist.
 fn is_deletion(v: u64) -> bool {
-    v % 5 == 0
+    v.is_multiple_of(5)
 }
 
 fn value_len(v: u64) -> usize {
@@ -181,7 +181,7 @@ fn point_reader(db: &Db, progress: &Progress, done: &AtomicBool, seed: u64) -> u
 fn maintenance(db: &Db, done: &AtomicBool) {
     let mut n = 0u32;
     while !done.load(SeqCst) {
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             db.flush().unwrap_or_else(|e| panic!("flush: {e}"));
         } else {
             db.compact_range(None, None).unwrap_or_else(|e| panic!("compact_range: {e}"));

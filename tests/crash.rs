@@ -377,7 +377,7 @@ fn lwc_steps() -> Vec<Step> {
     for round in 0..12u64 {
         for i in (round as u32 % 3..48).step_by(2) {
             let k = format!("l{i:02}").into_bytes();
-            if (i + round as u32) % 9 == 0 {
+            if (i + round as u32).is_multiple_of(9) {
                 steps.push(Step::Delete(k, i % 5 == 0));
             } else {
                 let v = make_value(&k, round, 24);

@@ -194,7 +194,7 @@ fn log_bytes(groups: &[Ops]) -> Vec<u8> {
     for ops in groups {
         let rep = batch_rep(ops);
         let count = ops.len() as u32;
-        let crc = group_crc(seq, count, &rep, &[]);
+        let crc = group_crc(seq, count, &rep);
         encode_group(&mut out, seq, count, &rep, crc);
         seq += u64::from(count);
     }

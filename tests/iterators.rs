@@ -31,7 +31,7 @@ impl Layered {
     fn put(&mut self, i: u32) {
         self.version += 1;
         let k = key(i);
-        let len = if i % 11 == 0 { 2000 } else { 24 };
+        let len = if i.is_multiple_of(11) { 2000 } else { 24 };
         let v = make_value(&k, self.version, len);
         self.db.put(&k, &v).expect("put");
         self.model.insert(k, v);

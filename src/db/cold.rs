@@ -119,7 +119,7 @@ impl DbInner {
         let first_seq = self.visible_seq.load(Ordering::Acquire).max(1);
         let count = puts.len() as u32;
         // Header and ops appended apart: a group copied whole cost a copy of every value moved.
-        let crc = log::group_crc(first_seq, count, &puts.rep, &values);
+        let crc = log::group_crc(first_seq, count, &puts.rep);
         let header = log::encode_header(first_seq, count, puts.rep.len(), crc);
         if let Err(e) = a.file.append(&header).and_then(|()| a.file.append(&puts.rep)) {
             out.active = None;

@@ -224,7 +224,7 @@ impl DbInner {
         };
         // Checksums are computed before taking the log lock: large values cost most here.
         let separated = log::separated_values(rep, self.opts.min_separated_value_bytes);
-        let crc = log::group_crc(first_seq, count, rep, &separated);
+        let crc = log::group_crc(first_seq, count, rep);
         let pos = {
             let mut log = self.log.lock();
             if let Some(n) = log_op.roll_to.filter(|_| log.should_roll()) {

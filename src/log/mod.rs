@@ -33,10 +33,6 @@ pub struct LogPos {
     pub offset: u64,
 }
 
-/// Values at least this large have their crc folded into the group's with `crc32c_combine`
-/// (a fixed cost of a few µs) instead of a second pass over their bytes.
-const COMBINE_MIN_BYTES: usize = 64 << 10;
-
 /// A value that stays in the value log (key-value separation, WiscKey): which op of its
 /// record group holds it, where that op is, and the value's crc32c (its pointer carries it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,8 +58,8 @@ impl SeparatedValue {
 }
 
 /// The puts among a record group's `ops` whose value is at least `min_separated_value_bytes` bytes: the
-/// one place that decides which values are separated. The group's checksum (`group_crc`) and
-/// the memtable's pointers (`Memtable::apply_group`) are both made from this list.
+/// one place that decides which values are separated. The memtable's pointers
+/// (`Memtable::apply_group`) and GC's relocated copies are made from this list.
 pub fn separated_values(ops: &[u8], min_separated_value_bytes: usize) -> Vec<SeparatedValue> {
     let mut out = Vec::new();
     let mut it = BatchIter::over(ops);
@@ -87,24 +83,11 @@ pub fn separated_values(ops: &[u8], min_separated_value_bytes: usize) -> Vec<Sep
     out
 }
 
-/// The crc of a record group (over the header fields and all ops), with the crc of each value
-/// in `separated` (from `separated_values` of the same ops) of at least `COMBINE_MIN_BYTES`
-/// folded in rather than computed a second time.
-pub fn group_crc(first_seq: u64, count: u32, ops: &[u8], separated: &[SeparatedValue]) -> u32 {
-    let mut crc = crate::util::crc(&header_fields(first_seq, count, ops.len()));
-    let mut done = 0usize;
-    for v in separated.iter().filter(|v| v.value_len as usize >= COMBINE_MIN_BYTES) {
-        let value_end = v.op_offset as usize - HEADER_LEN + v.op_len as usize;
-        let value_start = value_end - v.value_len as usize;
-        debug_assert!(
-            done <= value_start && value_end <= ops.len(),
-            "separated values out of order or not of these ops"
-        );
-        crc = crate::util::crc_extend(crc, &ops[done..value_start]);
-        crc = crc32c::crc32c_combine(crc, v.value_crc, v.value_len as usize);
-        done = value_end;
-    }
-    crate::util::crc_extend(crc, &ops[done..])
+/// The crc of a record group: over the header fields and all ops, in one pass. (Folding in the
+/// crcs of large values already computed with `crc32c_combine` cost 14 µs a 100 KiB value,
+/// against 1.8 µs for a second pass over its bytes.)
+pub fn group_crc(first_seq: u64, count: u32, ops: &[u8]) -> u32 {
+    crate::util::crc_extend(crate::util::crc(&header_fields(first_seq, count, ops.len())), ops)
 }
 
 /// Bytes a record group with `ops_len` bytes of ops takes in the log.
@@ -147,13 +130,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn combined_crc_equals_plain_crc_of_the_group() {
+    fn group_crc_equals_plain_crc_of_the_encoded_group() {
         let mut b = crate::WriteBatch::new();
         b.put(b"k1", &[7u8; 3000]).delete(b"k2").put(b"k3", b"small").put(b"k4", &[9u8; 1500]);
-        b.put(b"k5", &vec![3u8; COMBINE_MIN_BYTES + 10]);
+        b.put(b"k5", &vec![3u8; 100 << 10]);
         for min_separated in [0, 100, 2000, usize::MAX] {
             let values = separated_values(&b.rep, min_separated);
-            let crc = group_crc(5, 5, &b.rep, &values);
+            let crc = group_crc(5, 5, &b.rep);
             let mut g = Vec::new();
             encode_group(&mut g, 5, 5, &b.rep, crc);
             assert_eq!(crate::util::crc(&g[4..]).to_le_bytes(), g[..4], "group crc");
@@ -174,7 +157,7 @@ mod tests {
         let values = separated_values(&b.rep, 100);
         assert_eq!(values.iter().map(|v| v.op_index).collect::<Vec<_>>(), [0, 3]);
         let mut g = Vec::new();
-        encode_group(&mut g, 1, 4, &b.rep, group_crc(1, 4, &b.rep, &values));
+        encode_group(&mut g, 1, 4, &b.rep, group_crc(1, 4, &b.rep));
         for (v, (key, value)) in values.iter().zip([(b"a", [1u8; 300].as_slice()), (b"d", [4u8; 200].as_slice())]) {
             let op = &g[v.op_offset as usize..][..v.op_len as usize];
             let decoded: Vec<_> = BatchIter::over(op).collect();

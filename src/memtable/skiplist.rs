@@ -144,7 +144,7 @@ impl Writer {
             self.rng ^= self.rng << 13;
             self.rng ^= self.rng >> 7;
             self.rng ^= self.rng << 17;
-            if height == MAX_HEIGHT || self.rng % BRANCHING != 0 {
+            if height == MAX_HEIGHT || !self.rng.is_multiple_of(BRANCHING) {
                 return height;
             }
             height += 1;

@@ -83,7 +83,7 @@ impl BloomFilter {
     /// 1..=30, is corruption (reported at `offset` of `file`).
     pub fn new(mut data: Vec<u8>, file: &Path, offset: u64) -> Result<BloomFilter> {
         let k = data.pop().unwrap_or(0) as u32;
-        if data.is_empty() || data.len() % LINE_BYTES != 0 || !(1..=30).contains(&k) {
+        if data.is_empty() || !data.len().is_multiple_of(LINE_BYTES) || !(1..=30).contains(&k) {
             let why = format!("malformed filter block ({} bytes, k = {k})", data.len() + 1);
             return Err(Error::corruption(file, offset, why));
         }
