@@ -665,7 +665,7 @@ impl DbInner {
     /// One background round: refresh the discard statistics when due, then collect the file
     /// with the most garbage if it passes the ratio the current space amplification calls
     /// for. Returns whether a file was collected.
-    fn gc_round(&self) -> Result<bool> {
+    pub(super) fn gc_round(&self) -> Result<bool> {
         // A stall stays on through the refresh: it is part of GC's work (the tree is under
         // 1/20 of the value bytes, so it is short) and ends with a pick below, or is lifted.
         // Near the space target, statistics must be fresh: every flush's overwrites counted.

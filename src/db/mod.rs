@@ -463,7 +463,10 @@ impl Db {
         self.inner.compact_range(begin, end)
     }
 
-    /// Block until no flush or automatic compaction is pending.
+    /// Block until no flush, automatic compaction or value-log GC is pending: the GC rounds
+    /// the space bound calls for run in the calling thread (as RocksDB's `WaitForCompact`
+    /// waits for BlobDB's GC, part of its compactions). A round stopped by an old snapshot or
+    /// iterator ends the wait; writes from other threads meanwhile may prolong it.
     pub fn wait_for_background_work(&self) -> Result<()> {
         self.inner.wait_for_background_work()
     }

@@ -428,8 +428,23 @@ impl DbInner {
         Ok(())
     }
 
-    /// Wait until nothing is left to flush and the policy wants no compaction.
+    /// Wait until nothing is left to flush, the policy wants no compaction and value-log GC
+    /// has nothing to collect.
     pub(crate) fn wait_for_background_work(&self) -> Result<()> {
+        loop {
+            self.wait_for_flush_and_compaction()?;
+            // The GC rounds due now run here, in the caller (`gc_round` takes GC's lock: the GC
+            // thread waits meanwhile), as RocksDB's `WaitForCompact` covers BlobDB's GC, which
+            // runs inside compaction. Left to the GC thread, a load's collection ran on into
+            // the reads after it (measured: 16 KiB values, a read pass 1.3-1.8x slower).
+            if self.opts.gc_interval_ms == 0 || !self.gc_round()? {
+                return self.wait_for_flush_and_compaction();
+            }
+        }
+    }
+
+    /// Block until no flush or automatic compaction is pending.
+    fn wait_for_flush_and_compaction(&self) -> Result<()> {
         let mut st = self.state.lock();
         loop {
             self.background_error(&st)?;
