@@ -160,6 +160,19 @@ fn collect_puts(rec: &LogRecord, index: usize, out: &mut Vec<ChunkPut>) {
     }
 }
 
+/// What one round of background GC did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum GcRound {
+    /// Collected a file; there may be more to do.
+    Collected,
+    /// Found nothing to collect at the ratio the space calls for.
+    Idle,
+    /// Found nothing, but rolled the log so the next flush leaves a file to collect.
+    Rolled,
+    /// Stopped: an old snapshot or iterator pins what GC would copy.
+    Pinned,
+}
+
 impl DbInner {
     /// Collect every vLog file whose garbage ratio is at least `min_garbage_ratio`.
     pub(crate) fn run_gc(&self, min_garbage_ratio: f64) -> Result<GcReport> {
@@ -649,7 +662,7 @@ impl DbInner {
                 }
             }
             busy = match self.gc_round() {
-                Ok(did_work) => did_work,
+                Ok(round) => round == GcRound::Collected,
                 // Shutting down mid-round is not a failure.
                 Err(Error::Closed) => false,
                 Err(e) => {
@@ -664,8 +677,8 @@ impl DbInner {
 
     /// One background round: refresh the discard statistics when due, then collect the file
     /// with the most garbage if it passes the ratio the current space amplification calls
-    /// for. Returns whether a file was collected.
-    pub(super) fn gc_round(&self) -> Result<bool> {
+    /// for. Returns what the round did.
+    pub(super) fn gc_round(&self) -> Result<GcRound> {
         // A stall stays on through the refresh: it is part of GC's work (the tree is under
         // 1/20 of the value bytes, so it is short) and ends with a pick below, or is lifted.
         // Near the space target, statistics must be fresh: every flush's overwrites counted.
@@ -691,10 +704,10 @@ impl DbInner {
             if above(amp, self.opts.gc_space_amp_stall) && self.roll_for_gc()? {
                 // Writers stay stalled (at most the stall's bound): the flush makes the
                 // rolled file collectable and wakes the next round.
-                return Ok(false);
+                return Ok(GcRound::Rolled);
             }
             self.release_writers();
-            return Ok(false);
+            return Ok(GcRound::Idle);
         };
         tracing::debug!(file, start, amp, over_target, cold = self.vlog.is_cold(file), "value-log GC picked a file");
         // Fresh: the pending deletes just finished may have freed space.
@@ -703,10 +716,10 @@ impl DbInner {
         if stopped.is_some() {
             // An old reader pins what GC copies: writers must not wait for space GC cannot free.
             self.release_writers();
-            return Ok(false);
+            return Ok(GcRound::Pinned);
         }
         self.pace(self.vlog_space_amp());
-        Ok(true)
+        Ok(GcRound::Collected)
     }
 
     /// With nothing to collect but the space past the stall: when the log file being written
@@ -740,7 +753,7 @@ impl DbInner {
     }
 
     /// Lift the stall and the slowdown (GC has nothing it can free now).
-    fn release_writers(&self) {
+    pub(super) fn release_writers(&self) {
         self.gc_pacing.set_slowdown(0.0);
         self.gc_pacing.set_stalled(false);
     }

@@ -464,9 +464,10 @@ impl Db {
     }
 
     /// Block until no flush, automatic compaction or value-log GC is pending: the GC rounds
-    /// the space bound calls for run in the calling thread (as RocksDB's `WaitForCompact`
-    /// waits for BlobDB's GC, part of its compactions). A round stopped by an old snapshot or
-    /// iterator ends the wait; writes from other threads meanwhile may prolong it.
+    /// background GC would run now run in the calling thread (as RocksDB's `WaitForCompact`
+    /// waits for BlobDB's GC, part of its compactions), at most one per value file. A round
+    /// stopped by an old snapshot or iterator ends the wait; a GC error is logged and left to
+    /// the GC thread's retry, not returned.
     pub fn wait_for_background_work(&self) -> Result<()> {
         self.inner.wait_for_background_work()
     }
