@@ -233,7 +233,8 @@ fn map_file(file: &File, slots: &'static AtomicUsize, limit: usize) -> Option<Fi
     // past the end of the file (SIGBUS): a table (`Vfs::open_read_mapped`) is never truncated
     // and its bytes up to any length a manifest recorded are never written again (light-weight
     // compaction only appends after them); value-log files (`Vfs::map_for_reads`) are read
-    // through a mapping only where `log::DurableExtent` says no truncation can reach, and GC
+    // through a mapping only where `log::DurableExtent` says no truncation can reach or in
+    // cold files, which nothing truncates (`VlogReader::never_truncated`), and GC
     // punches a range (it then reads as zeros) only once no registered reader can read it. Deleting the
     // file does not invalidate the mapping: its pages live until unmapped.
     match unsafe { memmap2::Mmap::map(file) } {

@@ -16,3 +16,20 @@ pub fn crc_extend(crc: u32, data: &[u8]) -> u32 {
     digest.update(data);
     digest.finalize() as u32
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc_is_crc32c_and_extends_across_any_split() {
+        // The check value of CRC-32C (iSCSI): the on-disk format stays fixed whatever computes it.
+        assert_eq!(crc(b"123456789"), 0xe306_9283);
+        assert_eq!(crc(b""), 0);
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+        for split in [0, 1, 9, 4096, 65_537, data.len()] {
+            let (a, b) = data.split_at(split);
+            assert_eq!(crc_extend(crc(a), b), crc(&data), "split at {split}");
+        }
+    }
+}

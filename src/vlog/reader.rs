@@ -39,10 +39,11 @@ pub struct VlogReader {
     maps: RwLock<HashMap<u64, Mapped>>,
     /// `Options::mmap_value_reads`.
     mapped_reads: bool,
-    /// What of the log can never be truncated away (set at open): only those bytes are read
-    /// through a mapping, as a mapped page past the end of a file faults with SIGBUS. The log
-    /// head can shrink (a failed append or sync is cut away, with groups readers may already
-    /// reach in the log buffer); rolled files and the head's synced bytes never do.
+    /// What of the log can never be truncated away (set at open): only those bytes, and cold
+    /// files (`never_truncated`), are read through a mapping, as a mapped page past the end of
+    /// a file faults with SIGBUS. The log head can shrink (a failed append or sync is cut
+    /// away, with groups readers may already reach in the log buffer); rolled files and the
+    /// head's synced bytes never do.
     extent: OnceLock<Arc<DurableExtent>>,
     /// The log appender, whose buffer holds the ops not yet handed to a file (set at open).
     log: OnceLock<Arc<Mutex<LogWriter>>>,

@@ -65,7 +65,7 @@ impl Stats {
             self.last_op_finish = now;
         }
         self.done += 1;
-        if self.done % PROGRESS_STEP == 0 {
+        if self.done.is_multiple_of(PROGRESS_STEP) {
             if let Some(pb) = &self.progress {
                 pb.inc(PROGRESS_STEP);
             }
