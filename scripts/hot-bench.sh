@@ -6,8 +6,9 @@
 # default value cache; wisckey's uncompressed tables are read in place, its block cache holds
 # nothing and is set to 0) and the same memtable (`--memtable_bytes`, default 8 MiB: wisckey's
 # default write buffer; fjall's and RocksDB's 64 MiB default memtables held the whole "hot" 64 MiB
-# data set and answered from it, which measured memtables, not caches); engines alternate within
-# each round; medians of the rounds.
+# data set and answered from it, which measured memtables, not caches); the harness flushes every
+# engine, untimed, between loading and reading (fjall keeps sealed memtables without a bound until
+# its flush catches up); engines alternate within each round; medians of the rounds.
 #
 #   scripts/hot-bench.sh [ROUNDS] [SECTIONS]     SECTIONS: ycsb,large (default both)
 #
