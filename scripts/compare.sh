@@ -201,7 +201,9 @@ md.append(f"Do not edit by hand: `scripts/compare.sh` rewrites everything betwee
           f"{machine['seconds']} s in all. Figures are **µs per operation (lower is better)**; a ratio is "
           f"peer ÷ wisckey, so **above 1 means wisckey is faster**. In-process engines (wisckey, fjall, RocksDB, "
           f"RocksDB blob) run the very same loop (`wisckey ycsb --engine E --micro ...`), which flushes memtables "
-          f"(untimed) after each write benchmark so reads measure the engines' files; the db_bench columns set "
+          f"(untimed) after each write benchmark and between a YCSB load and run so reads measure the engines' "
+          f"files; with --quick a large-value read pass is as many reads as records, the caches' first pass "
+          f"(scripts/hot-bench.sh reads 20 000 times); the db_bench columns set "
           f"`wisckey bench` (our db_bench port) beside LevelDB's and RocksDB's own `db_bench`, and their ratios "
           f"are against `wisckey bench` (db_bench does not flush: RocksDB's 64 MiB default memtable can hold much "
           f"of a quick run's data).")
