@@ -127,3 +127,38 @@ fn waiting_for_background_work_includes_the_gc_the_space_bound_calls_for() {
     assert!(s.gc_runs > 0, "GC never ran: {s:?}");
     check(&db, &model);
 }
+
+#[test]
+fn waiting_for_background_work_returns_while_other_threads_keep_overwriting() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), options(1.3).gc_space_amp_target(1.2).gc_space_amp_stall(100.0)).unwrap());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut round = 0;
+            // Every key overwritten again and again: GC always finds garbage to collect.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for k in 0..KEYS {
+                    db.put(&key(k), &value(k, round)).unwrap();
+                }
+                round += 1;
+            }
+            round
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = {
+        let db = db.clone();
+        std::thread::spawn(move || tx.send(db.wait_for_background_work()).unwrap())
+    };
+    let waited = rx.recv_timeout(std::time::Duration::from_secs(60));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds = writer.join().unwrap();
+    waiter.join().unwrap();
+    waited.expect("the wait kept collecting as long as the writer made garbage").unwrap();
+    assert!(rounds > 0);
+    let model: Model = (0..KEYS).map(|k| (key(k), value(k, rounds - 1))).collect();
+    check(&db, &model);
+}
