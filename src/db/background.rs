@@ -205,7 +205,13 @@ impl DbInner {
             Choice::Append(a) => self.run_append(st, a),
             Choice::Drop(d) => self.install_drop(st, d),
         };
-        st.busy_levels.retain(|l| !levels.contains(l));
+        // Two running jobs may share a level (a new run spilled into a tiered level that is
+        // merging): free this job's marks only.
+        for l in &levels {
+            if let Some(at) = st.busy_levels.iter().position(|b| b == l) {
+                st.busy_levels.swap_remove(at);
+            }
+        }
         self.bg_cv.notify_all();
         // Freed levels may unblock a choice another compaction thread passed over.
         self.compact_cv.notify_all();
@@ -308,6 +314,15 @@ impl DbInner {
         }
         let out = r?;
         self.count_compaction(task.output_level, out.bytes_read, out.bytes_written);
+        tracing::debug!(
+            reason = ?task.reason,
+            levels = ?task.inputs.iter().map(|i| (i.level, i.files.len())).collect::<Vec<_>>(),
+            output_level = task.output_level,
+            joins = ?task.output_run,
+            read = out.bytes_read,
+            written = out.bytes_written,
+            "compaction"
+        );
         Ok(())
     }
 

@@ -87,6 +87,11 @@ pub struct DbStats {
     pub level_segments: Vec<u64>,
     /// Table files per level.
     pub level_files: Vec<usize>,
+    /// Entries per level (every version and tombstone), summed over its tables.
+    pub level_entries: Vec<u64>,
+    /// Bytes of Bloom filter per level, as the open tables hold them in memory: with
+    /// `level_entries`, the filter bits per entry each level got (Monkey's allocation).
+    pub level_filter_bytes: Vec<u64>,
     /// Sorted runs per level.
     pub level_runs: Vec<usize>,
     /// Table bytes per level.

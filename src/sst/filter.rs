@@ -91,6 +91,11 @@ impl BloomFilter {
         Ok(BloomFilter { bits: data, num_lines, k })
     }
 
+    /// Bytes of filter bits held in memory.
+    pub fn len_bytes(&self) -> u64 {
+        self.bits.len() as u64
+    }
+
     /// False only when the key was certainly not added.
     #[inline]
     pub fn may_contain(&self, user_key: &[u8]) -> bool {

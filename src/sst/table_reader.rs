@@ -207,6 +207,11 @@ impl Table {
         self.segments().any(|s| s.segment_may_contain(user_key))
     }
 
+    /// Bytes of Bloom filter the table holds in memory, over all its segments.
+    pub fn filter_bytes(&self) -> u64 {
+        self.segments().map(|s| s.filter.as_ref().map_or(0, BloomFilter::len_bytes)).sum()
+    }
+
     /// This segment's own filter answer.
     fn segment_may_contain(&self, user_key: &[u8]) -> bool {
         self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))

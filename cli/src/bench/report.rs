@@ -267,6 +267,19 @@ pub fn render_db_stats(s: &DbStats, live_bytes: Option<u64>) -> String {
     let _ = writeln!(r, "level_files:      {}", per_level(&s.level_files, |v| v.to_string(), |v| v > 0));
     let _ = writeln!(r, "level_runs:       {}", per_level(&s.level_runs, |v| v.to_string(), |v| v > 0));
     let _ = writeln!(r, "level_bytes:      {}", per_level(&s.level_bytes, mb, |v| v > 0));
+    let bits: Vec<f64> = s
+        .level_filter_bytes
+        .iter()
+        .zip(&s.level_entries)
+        .map(|(&b, &n)| if n == 0 { 0.0 } else { b as f64 * 8.0 / n as f64 })
+        .collect();
+    let all_bits =
+        s.level_filter_bytes.iter().sum::<u64>() as f64 * 8.0 / s.level_entries.iter().sum::<u64>().max(1) as f64;
+    let _ = writeln!(
+        r,
+        "filter_bits/key:  {} (all levels {all_bits:.2})",
+        per_level(&bits, |v| format!("{v:.2}"), |v| v > 0.0)
+    );
     let _ = writeln!(r, "compacted_into:   {}", per_level(&s.level_compaction_bytes_written, mb, |v| v > 0));
     let _ = writeln!(r, "compaction_read:  {}", per_level(&s.level_compaction_bytes_read, mb, |v| v > 0));
     let per_table: Vec<f64> =

@@ -6,7 +6,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use super::monkey::FilterPlan;
+use super::monkey::{FilterPlan, SteadyLevel};
 use crate::compaction::lwc::{AppendTask, LwcLimits};
 use crate::compaction::{
     pick_drop, Choice, CompactionInput, CompactionPolicy, CompactionTask, L0Limits, NewRun, PickContext, Reason,
@@ -96,6 +96,18 @@ impl LeveledPolicy {
     }
 
     /// Byte budget of `level` (>= 1).
+    /// Level `level` of `v` in the steady state Monkey sets filter bits for: level 0 at
+    /// most `l0_trigger` files, each as large as it is; a level above the deepest one run of
+    /// at least its byte budget; the deepest as it is.
+    pub fn steady_level(&self, v: &Version, level: usize) -> SteadyLevel {
+        let deepest = (1..v.num_levels()).rev().find(|&l| v.level_files(l) > 0).unwrap_or(0);
+        match level {
+            0 => SteadyLevel { max_runs: self.l0_trigger, ..SteadyLevel::AS_IS },
+            l if l >= deepest => SteadyLevel::AS_IS,
+            l => SteadyLevel::full(1, self.max_bytes(l) as u64),
+        }
+    }
+
     pub fn max_bytes(&self, level: usize) -> f64 {
         level_capacity_bytes(self.level1_bytes, self.size_ratio, level)
     }
@@ -285,9 +297,9 @@ impl CompactionPolicy for LeveledPolicy {
         }
     }
 
-    /// A run of a level above the deepest counts at least the level's byte budget (one run).
+    /// Monkey's bits for the steady tree (`steady_level`): a load's backlog of L0 files drains.
     fn table_options(&self, v: &Version, run: &NewRun<'_>) -> TableOptions {
-        self.filters.table_options(v, run, |level| self.max_bytes(level) as u64)
+        self.filters.table_options(v, run, |level| self.steady_level(v, level))
     }
 
     /// LevelDB's `PickLevelForMemTableOutput`: a table overlapping nothing in levels 0..=2 is
@@ -421,5 +433,26 @@ mod tests {
         assert_eq!(uniform.table_options(&v, &at_l2).bloom_bits_per_key, 7.0);
         let monkey = LeveledPolicy::from_options(&o.filter_allocation(FilterAllocation::Monkey));
         assert!(monkey.table_options(&v, &new_l0).bloom_bits_per_key > 8.0, "a small run in a 1 GiB tree");
+    }
+
+    #[test]
+    fn a_level_0_backlog_does_not_take_filter_bits_from_the_tables_written_meanwhile() {
+        // A 1 GiB level 3 under level 0 holding `n` 64 MiB files (a load's backlog).
+        let tree = |n: u64| {
+            let mut files: Vec<(u32, FileMeta)> =
+                (1..=n).map(|i| (0, FileMeta { size: 64 << 20, ..file(100 + i, 100 + i, "a", "z") })).collect();
+            files.push((3, FileMeta { size: 1 << 30, ..file(11, 6, "a", "z") }));
+            version(4, &files)
+        };
+        let o = Options::default().bloom_bits_per_key(vec![5.0]).l0_compaction_trigger(4);
+        let p = LeveledPolicy::from_options(&o);
+        let at_l3 = NewRun { level: 3, bytes: 2 << 20, joins: None, consumed: &[] };
+        let bits = |n| p.table_options(&tree(n), &at_l3).bloom_bits_per_key;
+        assert!((bits(20) - bits(4)).abs() < 1e-9, "counted as the trigger's 4: {} vs {}", bits(20), bits(4));
+        assert!(bits(2) > bits(4), "fewer L0 runs than the trigger count as they are");
+        let t20 = tree(20);
+        let all_counted = |l| SteadyLevel { max_runs: usize::MAX, ..p.steady_level(&t20, l) };
+        let raw = p.filters.table_options(&t20, &at_l3, all_counted).bloom_bits_per_key;
+        assert!(raw < bits(4) - 0.2, "twenty counted would take {raw} bits against {}", bits(4));
     }
 }

@@ -22,7 +22,7 @@
 
 use std::sync::Arc;
 
-use super::monkey::FilterPlan;
+use super::monkey::{FilterPlan, SteadyLevel};
 use crate::compaction::{
     pick_drop, Choice, CompactionInput, CompactionPolicy, CompactionTask, L0Limits, NewRun, PickContext, Reason,
     WritePressure,
@@ -100,6 +100,34 @@ impl WackyPolicy {
         l.capacity_bytes / l.max_runs as f64 * (1.0 - 0.5 / arrivals_per_run)
     }
 
+    /// Level `i` of `shape` in the steady state Monkey sets filter bits for: a smaller level
+    /// as full as the shape lets it be, a_i runs of N_i / a_i each (level 0: the flushes of F
+    /// it takes before it merges); the largest level its runs as they are, plus half the
+    /// arrivals (each N_{L−1}) that would fill it to a_L runs: a run lives on while the level
+    /// fills, so a bulk run written into an empty level would otherwise get the bits of a
+    /// level it will soon share with up to a_L − 1 others (measured: 5.3–5.8 bits per key
+    /// spent at a 5-bit budget; counting all a_L − 1 instead spent 4.4).
+    fn steady_level(&self, shape: &Shape, i: usize) -> SteadyLevel {
+        let Some(l) = shape.levels.get(i) else {
+            return SteadyLevel::AS_IS;
+        };
+        if i == shape.largest() {
+            let arrival = if i == 0 { self.buffer_bytes } else { shape.levels[i - 1].capacity_bytes };
+            let fill_runs = l.max_runs;
+            return SteadyLevel {
+                fill_runs,
+                missing_run_bytes: arrival as u64,
+                missing_share: 0.5,
+                ..SteadyLevel::AS_IS
+            };
+        }
+        if i == 0 {
+            let fill_runs = (l.capacity_bytes / self.buffer_bytes.max(1.0)).ceil().max(1.0) as usize;
+            return SteadyLevel::full(l.max_runs.min(fill_runs), self.buffer_bytes as u64);
+        }
+        SteadyLevel::full(l.max_runs, (l.capacity_bytes / l.max_runs as f64) as u64)
+    }
+
     /// Bytes of a run arriving in level `i`: a flush, or the full level above.
     fn arrival_bytes(&self, shape: &Shape, i: usize) -> f64 {
         if i == 0 {
@@ -115,12 +143,25 @@ impl WackyPolicy {
         bytes > 0.0 && bytes + self.arrival_bytes(shape, i) / 2.0 >= shape.levels[i].capacity_bytes
     }
 
+    /// Level `i` goes down whole: it is full, or it is a tiered level below level 0 holding
+    /// more than a_i runs (arrivals a little smaller than N_{i−1} fill a_i runs before the
+    /// level's bytes; merging its newest runs in place instead would rewrite them for
+    /// nothing, since the spill rewrites them anyway). Level 0's flushes may be far smaller
+    /// than F (a manual flush), so level 0 merges its extra runs in place (`join_active`).
+    fn spills(&self, v: &Version, shape: &Shape, i: usize) -> bool {
+        let a = shape.levels[i].max_runs;
+        self.is_full(v, shape, i) || (i >= 1 && a > 1 && v.num_runs(i) > a)
+    }
+
     /// All of full level `i` into the level below: joining its active run if that is below
-    /// its threshold, else as a new run (moved, not rewritten, if level `i` is one run).
-    fn spill(v: &Version, shape: &Shape, i: usize) -> Choice {
+    /// its threshold and `below_free`, else as a new run (moved, not rewritten, if level `i`
+    /// is one run).
+    fn spill(v: &Version, shape: &Shape, i: usize, below_free: bool) -> Choice {
         let below = i + 1;
-        let active =
-            v.levels[below].runs.first().filter(|r| (run_bytes(r) as f64) < Self::static_threshold(shape, below));
+        let active = v.levels[below]
+            .runs
+            .first()
+            .filter(|r| below_free && (run_bytes(r) as f64) < Self::static_threshold(shape, below));
         let mut inputs = vec![CompactionInput { level: i, files: v.levels[i].files().cloned().collect() }];
         let reason = if below == shape.largest() { Reason::LevelSize } else { Reason::RunsFull };
         match active {
@@ -142,6 +183,29 @@ impl WackyPolicy {
         let over = runs.len() > shape.levels[i].max_runs;
         (over || (run_bytes(active) as f64) < Self::static_threshold(shape, i))
             .then(|| merge_in_place(i, &runs[..2], Reason::RunsFull))
+    }
+
+    /// How many of the largest level's runs (newest first) merge once it holds more than a_L:
+    /// the newest ones, extended to each older run no larger than all of them together, as
+    /// universal compaction picks at size ratio 1; the oldest run (the level's bulk, from its
+    /// last full merge) joins only once the newer runs hold twice its bytes, RocksDB
+    /// universal's size-amplification trigger at 200 %. Arrivals are each about a C-th of
+    /// the level, so without this every merge would rewrite the bulk again for a few
+    /// arrivals' worth of new data. At least enough runs merge to bring the level back to a_L
+    /// (`max_runs`).
+    fn newest_runs_to_merge(runs: &[SortedRun], max_runs: usize) -> usize {
+        let least = (runs.len() + 1).saturating_sub(max_runs).max(2);
+        let mut taken = run_bytes(&runs[0]);
+        let mut n = 1;
+        while n < runs.len() {
+            let bound = if n + 1 == runs.len() { taken / 2 } else { taken };
+            if n >= least && run_bytes(&runs[n]) > bound {
+                break;
+            }
+            taken += run_bytes(&runs[n]);
+            n += 1;
+        }
+        n
     }
 
     /// Every file of `level` overlapping the range (grown until nothing else overlaps) into
@@ -171,7 +235,12 @@ impl CompactionPolicy for WackyPolicy {
         let shape = self.shape(v);
         let largest = shape.largest();
         if v.num_runs(largest) > shape.levels[largest].max_runs && ctx.free(&[largest]) {
-            return Some(merge_in_place(largest, &v.levels[largest].runs, Reason::RunsFull));
+            let runs = &v.levels[largest].runs;
+            return Some(merge_in_place(
+                largest,
+                &runs[..Self::newest_runs_to_merge(runs, shape.levels[largest].max_runs)],
+                Reason::RunsFull,
+            ));
         }
         // The data outgrew its levels (Eq 10 wants one more): the old largest level becomes
         // the new largest level as it is, runs and all, instead of being merged as if full.
@@ -188,11 +257,19 @@ impl CompactionPolicy for WackyPolicy {
         // Deepest first: a full level empties into the level below before that one fills up
         // further from above.
         for i in (0..largest).rev().filter(|&i| v.num_runs(i) > 0 && ctx.free(&[i])) {
-            if self.is_full(v, &shape, i) && ctx.free(&[i + 1]) {
-                return Some(Self::spill(v, &shape, i));
+            // A tiered level below that is busy (merging its runs, or spilling further down)
+            // still takes a new run: it touches none of the running job's inputs and, with a
+            // fresh id, is newer than all of them. Waiting instead would have level i merge
+            // its own runs in place meanwhile, rewriting them once more for nothing. Up to
+            // 4 a_i runs (RocksDB stops writers at 36 L0 files): a merge of a large level takes
+            // seconds, and the runs piling up above it meanwhile are runs reads must probe.
+            let below_free = ctx.free(&[i + 1]);
+            let takes_runs = v.num_runs(i + 1) < 4 * shape.levels[i + 1].max_runs;
+            if self.spills(v, &shape, i) && (below_free || (shape.levels[i + 1].max_runs > 1 && takes_runs)) {
+                return Some(Self::spill(v, &shape, i, below_free));
             }
-            // Not full, or full over a busy level: merging its newest runs in place still
-            // keeps its run count (level 0's write pressure) down meanwhile.
+            // Not full, or full over a busy leveled level: merging its newest runs in place
+            // still keeps its run count (level 0's write pressure) down meanwhile.
             if let Some(join) = Self::join_active(v, &shape, i) {
                 return Some(join);
             }
@@ -237,12 +314,10 @@ impl CompactionPolicy for WackyPolicy {
         L0Limits::above(&self.options_limits, l0.max_runs.min(fill_runs) + 1).pressure(runs)
     }
 
-    /// A run of a level above the deepest counts at least its share of the level, N_i / a_i.
+    /// Monkey's bits for the steady tree (`steady_level`).
     fn table_options(&self, v: &Version, run: &NewRun<'_>) -> TableOptions {
         let shape = self.shape(v);
-        self.filters.table_options(v, run, |level| {
-            shape.levels.get(level).map_or(0, |l| (l.capacity_bytes / l.max_runs as f64) as u64)
-        })
+        self.filters.table_options(v, run, |level| self.steady_level(&shape, level))
     }
 }
 
@@ -321,6 +396,53 @@ mod tests {
     }
 
     #[test]
+    fn a_largest_level_merges_its_new_runs_and_leaves_its_larger_old_bulk_alone() {
+        // Tiering at T = 4 (L = 4 at these sizes, level 3 the largest): a_L = C^Z = 3. One old
+        // 90 KB run, then four 10 KB arrivals: the arrivals merge, the bulk stays.
+        let p = policy(Knobs::tiering(4.0));
+        let mut files = vec![(3, sized(1, 1, 90))];
+        files.extend((2..=5).map(|n| (3, sized(n, n, 10))));
+        assert_eq!(summary(pick(&p, &version(5, &files), &[])), ("merge", 3, Some(5), vec![2, 3, 4, 5]));
+        // A merged 45 KB run and five 10 KB arrivals: the 45 KB run is no larger than the
+        // arrivals together (50 KB) and joins, but the bulk waits for twice its 90 KB.
+        let mut files = vec![(3, sized(1, 1, 90)), (3, sized(6, 6, 45))];
+        files.extend((7..=11).map(|n| (3, sized(n, n, 10))));
+        let (_, _, run, inputs) = summary(pick(&p, &version(5, &files), &[]));
+        assert_eq!((run, inputs), (Some(11), vec![6, 7, 8, 9, 10, 11]));
+        // Once the newer runs hold twice its bytes (61 KB against 30), the bulk joins too.
+        let files = vec![(3, sized(1, 1, 30)), (3, sized(6, 6, 20)), (3, sized(7, 7, 20)), (3, sized(8, 8, 21))];
+        let (_, _, run, inputs) = summary(pick(&p, &version(5, &files), &[]));
+        assert_eq!((run, inputs), (Some(8), vec![1, 6, 7, 8]));
+        // Too many runs for one merge of the new ones alone to bring it back to a_L: the
+        // oldest needed join whatever their size.
+        let files: Vec<(u32, FileMeta)> =
+            [(1, 40), (2, 20), (3, 10), (4, 1), (5, 1)].into_iter().map(|(n, kb)| (3, sized(n, n, kb))).collect();
+        assert_eq!(summary(pick(&p, &version(5, &files), &[])).3, vec![3, 4, 5], "5 runs, a_L = 3: 3 must merge");
+    }
+
+    /// Monkey's bits for a new `kb` KB run at `level` of `v`.
+    fn monkey_bits(p: &WackyPolicy, v: &Version, level: usize, kb: u64) -> f64 {
+        let run = NewRun { level, bytes: kb * 1000, joins: None, consumed: &[] };
+        p.table_options(v, &run).bloom_bits_per_key
+    }
+
+    #[test]
+    fn monkey_counts_every_run_of_an_overfull_largest_level_and_arrivals_to_come_in_an_empty_one() {
+        let p = policy(Knobs::tiering(4.0));
+        // The largest level (3) far over its a_L = 3 runs, as after a long merge: all twelve
+        // count, so a new flush gets more bits than beside three of them.
+        let runs = |n: u64| (1..=n).map(|i| (3, sized(i, i, 5))).collect::<Vec<_>>();
+        let (over, three) = (version(5, &runs(12)), version(5, &runs(3)));
+        assert!(monkey_bits(&p, &over, 0, 1) > monkey_bits(&p, &three, 0, 1) + 0.1);
+        // The largest level's three runs merged into one bulk run: it is counted beside
+        // half the arrivals still to come, so it gets fewer bits than it would alone.
+        let merge = NewRun { level: 3, bytes: 15_000, joins: Some(3), consumed: &[1, 2, 3] };
+        let with_arrivals = p.table_options(&three, &merge).bloom_bits_per_key;
+        let alone = p.filters.table_options(&three, &merge, |_| SteadyLevel::AS_IS).bloom_bits_per_key;
+        assert!(with_arrivals < alone - 0.1, "{with_arrivals} vs {alone}");
+    }
+
+    #[test]
     fn when_the_data_outgrows_its_levels_the_largest_level_moves_down_whole() {
         // Leveling T = 10 with a 1000 KB largest level at level 1 needs L = 3 (N/F ≈ 1111):
         // level 1 is now a smaller level far over its 100 KB capacity.
@@ -379,15 +501,32 @@ mod tests {
         assert_eq!(p.write_pressure(&l0_over(2 * m + m / 2, 100_000)), WritePressure::Stop);
     }
 
-    #[test]
-    fn a_full_level_0_over_a_busy_level_1_still_merges_its_newest_runs() {
-        let p = policy(Knobs::tiering(4.0));
-        // Level 0 far over its a_1 runs (and full) while level 1 is busy: no spill, but level
-        // 0's two newest runs merge in place.
+    /// Level 0 far over its a_1 runs (and full) over a small level 1 run and a largest level.
+    fn full_l0_over_three_levels() -> Version {
         let mut files: Vec<(u32, FileMeta)> = (1..=12).map(|n| (0, file(n, n, "a", "z"))).collect();
-        files.push((1, sized(50, 50, 20)));
+        files.push((1, sized(50, 50, 1)));
         files.push((2, sized(60, 60, 60)));
-        let v = version(5, &files);
+        version(5, &files)
+    }
+
+    #[test]
+    fn a_full_level_0_over_a_busy_leveled_level_1_merges_its_newest_runs_meanwhile() {
+        // Leveling: a_i = 1 everywhere, so a spill would have to join level 1's one run, which
+        // the running job holds.
+        let p = policy(Knobs::leveling(4.0));
+        let v = full_l0_over_three_levels();
         assert_eq!(summary(pick(&p, &v, &[1])), ("merge", 0, Some(12), vec![11, 12]));
+    }
+
+    #[test]
+    fn a_full_level_0_spills_into_a_busy_tiered_level_1_as_a_new_run() {
+        // Tiering: level 1 keeps several runs, so the spill need not wait for (or join) the
+        // run the busy job holds; it becomes a run of its own instead of level 0 rewriting its
+        // newest runs in place meanwhile.
+        let p = policy(Knobs::tiering(4.0));
+        let v = full_l0_over_three_levels();
+        let free = summary(pick(&p, &v, &[]));
+        assert_eq!((free.0, free.1, free.2), ("merge", 1, Some(50)), "joins the small active run when free");
+        assert_eq!(summary(pick(&p, &v, &[1])), ("merge", 1, None, (1..=12).collect()));
     }
 }
