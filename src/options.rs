@@ -395,9 +395,11 @@ pub enum FilterAllocation {
     /// Monkey (Dayan et al.): for the same total memory (`bloom_bits_per_key[0]` bits per key
     /// on average), each new run gets the bits that minimise the false positives a lookup of
     /// an absent key meets, summed over all runs: small runs (L0 files, upper levels) get
-    /// more bits, the largest level slightly fewer. Decided from the tree's shape when a
-    /// table is written. The default: at equal memory it measured 0.81× the false positives
-    /// per absent-key lookup of `Uniform` on a 5M-key leveled tree (docs/BENCHMARKS.md).
+    /// more bits, the largest level slightly fewer. Decided when a table is written, for the
+    /// policy's steady tree (a load's backlog of L0 files drains; a tiered level fills up).
+    /// The default: at equal memory it measured 0.33× the false positives per absent-key
+    /// lookup of `Uniform` on a 10M-key leveled tree and 0.48× on a tiered one, right after
+    /// the load (docs/BENCHMARKS.md §7).
     #[default]
     Monkey,
 }
