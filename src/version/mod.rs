@@ -89,6 +89,11 @@ impl Version {
         self.levels.get(level).map_or(0, |l| l.runs.len())
     }
 
+    /// The deepest level below L0 holding data (0 if none does).
+    pub fn deepest_level(&self) -> usize {
+        (1..self.num_levels()).rev().find(|&l| self.num_runs(l) > 0).unwrap_or(0)
+    }
+
     /// Files that may hold `user_key`, in the order a point lookup must consult them (newest
     /// data first): level 0, then deeper levels; within a level, runs newest first. Normally
     /// one file per run; a run contributes its next file too when this key straddles the

@@ -95,12 +95,11 @@ impl LeveledPolicy {
         CompactionTask { inputs, output_level: level, output_run, grandparents, compact_pointer: None, reason }
     }
 
-    /// Byte budget of `level` (>= 1).
-    /// Level `level` of `v` in the steady state Monkey sets filter bits for: level 0 at
-    /// most `l0_trigger` files, each as large as it is; a level above the deepest one run of
-    /// at least its byte budget; the deepest as it is.
-    pub fn steady_level(&self, v: &Version, level: usize) -> SteadyLevel {
-        let deepest = (1..v.num_levels()).rev().find(|&l| v.level_files(l) > 0).unwrap_or(0);
+    /// Level `level` in the steady state Monkey sets filter bits for, in a tree whose
+    /// deepest level below L0 is `deepest` (`Version::deepest_level`): level 0 at most
+    /// `l0_trigger` files, each as large as it is; a level above the deepest one run of at
+    /// least its byte budget; the deepest as it is.
+    pub fn steady_level(&self, deepest: usize, level: usize) -> SteadyLevel {
         match level {
             0 => SteadyLevel { max_runs: self.l0_trigger, ..SteadyLevel::AS_IS },
             l if l >= deepest => SteadyLevel::AS_IS,
@@ -108,6 +107,7 @@ impl LeveledPolicy {
         }
     }
 
+    /// Byte budget of `level` (>= 1).
     pub fn max_bytes(&self, level: usize) -> f64 {
         level_capacity_bytes(self.level1_bytes, self.size_ratio, level)
     }
@@ -299,7 +299,8 @@ impl CompactionPolicy for LeveledPolicy {
 
     /// Monkey's bits for the steady tree (`steady_level`): a load's backlog of L0 files drains.
     fn table_options(&self, v: &Version, run: &NewRun<'_>) -> TableOptions {
-        self.filters.table_options(v, run, |level| self.steady_level(v, level))
+        let deepest = v.deepest_level();
+        self.filters.table_options(v, run, |level| self.steady_level(deepest, level))
     }
 
     /// LevelDB's `PickLevelForMemTableOutput`: a table overlapping nothing in levels 0..=2 is
@@ -451,7 +452,7 @@ mod tests {
         assert!((bits(20) - bits(4)).abs() < 1e-9, "counted as the trigger's 4: {} vs {}", bits(20), bits(4));
         assert!(bits(2) > bits(4), "fewer L0 runs than the trigger count as they are");
         let t20 = tree(20);
-        let all_counted = |l| SteadyLevel { max_runs: usize::MAX, ..p.steady_level(&t20, l) };
+        let all_counted = |l| SteadyLevel { max_runs: usize::MAX, ..p.steady_level(t20.deepest_level(), l) };
         let raw = p.filters.table_options(&t20, &at_l3, all_counted).bloom_bits_per_key;
         assert!(raw < bits(4) - 0.2, "twenty counted would take {raw} bits against {}", bits(4));
     }

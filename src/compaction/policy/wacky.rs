@@ -60,11 +60,6 @@ fn merge_in_place(level: usize, runs: &[SortedRun], reason: Reason) -> Choice {
     Choice::Merge(merge(vec![CompactionInput { level, files }], level, newest, reason))
 }
 
-/// The deepest level below L0 holding data (0 if none does).
-fn deepest_level(v: &Version) -> usize {
-    (1..v.num_levels()).rev().find(|&l| v.num_runs(l) > 0).unwrap_or(0)
-}
-
 impl WackyPolicy {
     pub fn new(o: &Options, knobs: Knobs) -> Self {
         WackyPolicy {
@@ -82,7 +77,7 @@ impl WackyPolicy {
     /// The shape of `v` (App. E): top-down from the deepest non-empty level below L0, with at
     /// least as many levels as the data already spans.
     pub fn shape(&self, v: &Version) -> Shape {
-        let deepest = deepest_level(v);
+        let deepest = v.deepest_level();
         let largest_bytes = if deepest >= 1 { v.level_bytes(deepest) as f64 } else { 0.0 };
         Shape::top_down(self.knobs, largest_bytes, self.buffer_bytes, deepest + 1, self.num_levels)
     }
@@ -244,7 +239,7 @@ impl CompactionPolicy for WackyPolicy {
         }
         // The data outgrew its levels (Eq 10 wants one more): the old largest level becomes
         // the new largest level as it is, runs and all, instead of being merged as if full.
-        let deepest = deepest_level(v);
+        let deepest = v.deepest_level();
         if (1..largest).contains(&deepest) && ctx.free(&[deepest, largest]) {
             let files = v.levels[deepest].files().cloned().collect();
             return Some(Choice::Move(merge(
