@@ -138,14 +138,21 @@ impl WackyPolicy {
         bytes > 0.0 && bytes + self.arrival_bytes(shape, i) / 2.0 >= shape.levels[i].capacity_bytes
     }
 
-    /// Level `i` goes down whole: it is full, or it is a tiered level below level 0 holding
-    /// more than a_i runs (arrivals a little smaller than N_{i−1} fill a_i runs before the
-    /// level's bytes; merging its newest runs in place instead would rewrite them for
-    /// nothing, since the spill rewrites them anyway). Level 0's flushes may be far smaller
-    /// than F (a manual flush), so level 0 merges its extra runs in place (`join_active`).
+    /// Level `i` goes down whole: it is full, or it is a tiered level holding more than a_i
+    /// runs (arrivals smaller than N_{i−1} fill a_i runs before the level's bytes; merging
+    /// its newest runs in place instead would rewrite them for nothing, since the spill
+    /// rewrites them anyway). Level 0's arrivals are flushes, whose tables are smaller than
+    /// the buffer F the shape counts in (a 4 MiB memtable of 100 B values flushes 2.4 MB):
+    /// eleven of them fit a level 0 of 27 MB that a_0 = 9 runs bound, and merging the two
+    /// newest in place on each flush past the ninth wrote 6 % of a 10M-key tiered load
+    /// again. Level 0 still merges in place (`join_active`) while it holds less than half its
+    /// capacity: flushes far smaller than F (manual ones) would otherwise spill as tiny runs.
     fn spills(&self, v: &Version, shape: &Shape, i: usize) -> bool {
-        let a = shape.levels[i].max_runs;
-        self.is_full(v, shape, i) || (i >= 1 && a > 1 && v.num_runs(i) > a)
+        let l = &shape.levels[i];
+        let over_runs = l.max_runs > 1
+            && v.num_runs(i) > l.max_runs
+            && (i >= 1 || 2.0 * v.level_bytes(i) as f64 >= l.capacity_bytes);
+        self.is_full(v, shape, i) || over_runs
     }
 
     /// All of full level `i` into the level below: joining its active run if that is below
@@ -379,6 +386,22 @@ mod tests {
         assert!(pick(&p, &version(5, &files), &[]).is_none(), "three flushes fit");
         files.push((0, file(4, 4, "a", "z")));
         assert_eq!(summary(pick(&p, &version(5, &files), &[])), ("merge", 1, None, vec![1, 2, 3, 4]));
+    }
+
+    #[test]
+    fn a_level_0_past_a_0_runs_of_flushes_smaller_than_the_buffer_spills_instead_of_merging_in_place() {
+        // Tiering at T = 10 around a 90 KB largest level: N = 100 KB, L = 2, level 0 holds
+        // N/(C+1) · (T−1)/T = 9 KB in up to a_0 = 9 runs. Ten 600-byte flushes (6 KB) are
+        // over a_0 but under the capacity: level 0 goes down whole, as one new run.
+        let p = policy(Knobs::tiering(10.0));
+        let level_0 = |bytes: u64| (1..=10).map(move |n| (0, FileMeta { size: bytes, ..file(n, n, "a", "z") }));
+        let mut files = vec![(1, sized(20, 20, 90))];
+        files.extend(level_0(600));
+        assert_eq!(summary(pick(&p, &version(5, &files), &[])), ("merge", 1, None, (1..=10).collect()));
+        // Ten tiny flushes (1 KB, under half the capacity; manual flushes) merge in place.
+        let mut files = vec![(1, sized(20, 20, 90))];
+        files.extend(level_0(100));
+        assert_eq!(summary(pick(&p, &version(5, &files), &[])), ("merge", 0, Some(10), vec![9, 10]));
     }
 
     #[test]
