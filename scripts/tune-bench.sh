@@ -11,7 +11,9 @@
 #        EXTRA="--max_background_compactions=2" adds wisckey flags)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-num="${1:-4000000}"; mixops="${2:-1000000}"; rounds="${3:-3}"
+# MIXOPS defaults to 2M: the model averages over compaction cycles, and a window of a few
+# flushes measured whether one merge fell inside it (docs/BENCHMARKS.md §10).
+num="${1:-4000000}"; mixops="${2:-2000000}"; rounds="${3:-3}"
 bin="${WISCKEY_BIN:-target/release/wisckey}"
 [ -n "${WISCKEY_BIN:-}" ] || cargo build --release -p wisckey-cli >&2
 ours=(--value_size=100 --write_buffer_size=4194304 --bloom_bits=5 ${EXTRA:-})
