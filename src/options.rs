@@ -398,8 +398,9 @@ pub enum FilterAllocation {
     /// more bits, the largest level slightly fewer. Decided when a table is written, for the
     /// policy's steady tree (a load's backlog of L0 files drains; a tiered level fills up).
     /// The default: at equal memory it measured 0.33× the false positives per absent-key
-    /// lookup of `Uniform` on a 10M-key leveled tree and 0.48× on a tiered one, right after
-    /// the load (docs/BENCHMARKS.md §7).
+    /// lookup of `Uniform` on a 10M-key leveled tree and 0.61× on a tiered one, right after
+    /// the load (docs/BENCHMARKS.md §7; a tiered tree whose largest level holds many runs of
+    /// similar size leaves Monkey little to gain).
     #[default]
     Monkey,
 }

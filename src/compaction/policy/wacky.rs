@@ -478,23 +478,20 @@ mod tests {
         let run = NewRun { level: 3, bytes: 20_000, joins: None, consumed: &[] };
         let bits_with =
             |steady: &dyn Fn(usize) -> SteadyLevel| p.filters.table_options(&v, &run, steady).bloom_bits_per_key;
-        let half = bits_with(&|i| p.steady_level(&shape, i));
-        let full = bits_with(&|i| {
-            let s = p.steady_level(&shape, i);
-            if i < shape.largest() {
-                SteadyLevel { missing_share: 1.0, ..s }
-            } else {
-                s
-            }
-        });
-        let none = bits_with(&|i| {
-            let s = p.steady_level(&shape, i);
-            if i < shape.largest() {
-                SteadyLevel::AS_IS
-            } else {
-                s
-            }
-        });
+        // The policy's steady tree with its smaller levels counted as `smaller` makes them.
+        let smaller_as = |smaller: fn(SteadyLevel) -> SteadyLevel| {
+            bits_with(&|i| {
+                let s = p.steady_level(&shape, i);
+                if i < shape.largest() {
+                    smaller(s)
+                } else {
+                    s
+                }
+            })
+        };
+        let half = smaller_as(|s| s);
+        let full = smaller_as(|s| SteadyLevel { missing_share: 1.0, ..s });
+        let none = smaller_as(|_| SteadyLevel::AS_IS);
         assert!(full + 0.05 < half && half + 0.05 < none, "full {full}, half {half}, none {none}");
     }
 
