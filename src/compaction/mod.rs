@@ -148,12 +148,16 @@ impl PickContext<'_> {
 pub struct NewRun<'a> {
     /// The level it is written to.
     pub level: usize,
-    /// Bytes the run adds.
+    /// Bytes the run adds (table bytes; a flush counts its memtable's `entry_bytes`).
     pub bytes: u64,
     /// The existing run it joins (`None`: a new run).
     pub joins: Option<u64>,
     /// Table files it replaces (a compaction's inputs).
     pub consumed: &'a [u64],
+    /// Bytes of the table a full write buffer flushes to (0: unknown, take the buffer size).
+    /// A memtable's memory holds skiplist nodes besides its entries: at 100 B values a
+    /// 4 MiB buffer flushes a 2.4 MB table, and Monkey compares runs by table bytes.
+    pub flush_bytes: u64,
 }
 
 /// How hard writers must be held back so compaction keeps up.

@@ -92,7 +92,8 @@ impl DbInner {
                 Some((lo, hi)) if st.busy_levels.is_empty() => self.policy.place_flush(&v, &lo, &hi),
                 _ => (0, None),
             };
-            let run = NewRun { level, bytes: imm.approximate_bytes(), joins, consumed: &[] };
+            let flush_bytes = imm.flushed_bytes_of(self.opts.write_buffer_bytes as u64).unwrap_or(0);
+            let run = NewRun { level, bytes: imm.entry_bytes(), joins, consumed: &[], flush_bytes };
             let flush_opts = self.policy.table_options(&v, &run);
             // Not held while the table is written: a pinned Version keeps replaced tables on disk.
             drop(v);
@@ -272,8 +273,17 @@ impl DbInner {
         let version = st.versions.current();
         let smallest_snapshot = self.snapshots.smallest(self.visible_seq.load(Ordering::Acquire));
         let consumed: Vec<u64> = task.input_files().map(|(_, f)| f.number).collect();
-        let new_run =
-            NewRun { level: task.output_level, bytes: task.input_bytes(), joins: task.output_run, consumed: &consumed };
+        let flush_bytes = [&st.mem]
+            .into_iter()
+            .chain(st.imms.iter())
+            .find_map(|m| m.flushed_bytes_of(self.opts.write_buffer_bytes as u64));
+        let new_run = NewRun {
+            level: task.output_level,
+            bytes: task.input_bytes(),
+            joins: task.output_run,
+            consumed: &consumed,
+            flush_bytes: flush_bytes.unwrap_or(0),
+        };
         let table_options = self.policy.table_options(&version, &new_run);
         let allocated = parking_lot::Mutex::new(Vec::new());
         let out = MutexGuard::unlocked(st, || {

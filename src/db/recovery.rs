@@ -331,7 +331,8 @@ impl Replay<'_> {
     /// Write the replayed memtable to level 0 and move the log head past it.
     fn flush(&mut self, head: LogPos) -> Result<()> {
         let number = self.versions.new_file_number();
-        let run = NewRun { level: 0, bytes: self.mem.approximate_bytes(), joins: None, consumed: &[] };
+        let flush_bytes = self.mem.flushed_bytes_of(self.opts.write_buffer_bytes as u64).unwrap_or(0);
+        let run = NewRun { level: 0, bytes: self.mem.entry_bytes(), joins: None, consumed: &[], flush_bytes };
         let opts = self.policy.table_options(&self.versions.current(), &run);
         let mut edit = VersionEdit::default();
         if let Some(meta) = write_level0_table(self.vfs, self.dir, opts, &self.mem, number)? {

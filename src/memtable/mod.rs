@@ -58,6 +58,9 @@ pub struct Memtable {
     /// The user keys in `map`: point lookups of other keys skip the skiplist search.
     keys: key_filter::KeyFilter,
     bytes: AtomicU64,
+    /// Bytes of its entries as a table stores them (user key, trailer, inline value or
+    /// pointer): about the size of the table a flush writes, without the skiplist's nodes.
+    entry_bytes: AtomicU64,
     /// Log position just past the last record whose ops are in this memtable; set when the
     /// memtable becomes immutable. Once it is flushed, the log before this point is redundant.
     log_end: parking_lot::Mutex<Option<LogPos>>,
@@ -84,6 +87,7 @@ impl Memtable {
         }
         let node_bytes = self.map.insert(user_key, key::pack_trailer(seq, kind as u8), value, kept);
         self.bytes.fetch_add(node_bytes as u64, AtomicOrdering::Relaxed);
+        self.entry_bytes.fetch_add((user_key.len() + 8 + value.len()) as u64, AtomicOrdering::Relaxed);
     }
 
     /// Insert every op of a log record group that starts at `pos`. The values in `separated`
@@ -183,6 +187,19 @@ impl Memtable {
     /// Approximate memory used.
     pub fn approximate_bytes(&self) -> u64 {
         self.bytes.load(AtomicOrdering::Relaxed)
+    }
+
+    /// Bytes of the entries as a table stores them: the size of the table it flushes to,
+    /// in the unit the policies compare tables in (Monkey's run sizes).
+    pub fn entry_bytes(&self) -> u64 {
+        self.entry_bytes.load(AtomicOrdering::Relaxed)
+    }
+
+    /// The table bytes a memtable of `buffer_bytes` (as `approximate_bytes` counts them)
+    /// flushes to, at this memtable's ratio of entry bytes to memory; `None` while empty.
+    pub fn flushed_bytes_of(&self, buffer_bytes: u64) -> Option<u64> {
+        let mem = self.approximate_bytes();
+        (mem > 0).then(|| (buffer_bytes as u128 * self.entry_bytes() as u128 / mem as u128) as u64)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -339,6 +356,21 @@ mod tests {
         assert_eq!(per_file.get(&9), Some(&4000), "the moved value counts against its cold file");
         assert_eq!(per_file.get(&3), Some(&u64::from(separated[0].op_len)), "the user's against the log");
         assert_eq!(m.moved_vlog_bytes(), 4000, "only GC's move is counted as moved");
+    }
+
+    #[test]
+    fn entry_bytes_are_what_a_table_stores_and_scale_a_buffer_to_its_flushed_table() {
+        let m = Memtable::default();
+        assert_eq!(m.flushed_bytes_of(4 << 20), None, "nothing to scale by yet");
+        for i in 0..1000u32 {
+            m.add(u64::from(i) + 1, ValueKind::Value, format!("key{i:013}").as_bytes(), &[7u8; 100]);
+        }
+        // 16 key bytes, the 8-byte trailer and the 100-byte value, without the nodes.
+        assert_eq!(m.entry_bytes(), 1000 * (16 + 8 + 100));
+        let full = m.flushed_bytes_of(m.approximate_bytes()).expect("not empty");
+        assert_eq!(full, m.entry_bytes(), "a buffer as large as this memtable flushes its entries");
+        let flushed = m.flushed_bytes_of(4 << 20).expect("not empty");
+        assert!(flushed < 4 << 20, "the nodes make a buffer larger than its table: {flushed}");
     }
 
     #[test]

@@ -364,6 +364,8 @@ pub fn db_stats_json(s: &DbStats, live_bytes: Option<u64>) -> String {
             &list(s.level_compaction_bytes_read.iter().map(|v| v.to_string()).collect()),
         )
         .raw("level_segments", &list(s.level_segments.iter().map(|v| v.to_string()).collect()))
+        .raw("level_entries", &list(s.level_entries.iter().map(|v| v.to_string()).collect()))
+        .raw("level_filter_bytes", &list(s.level_filter_bytes.iter().map(|v| v.to_string()).collect()))
         .int("num_segments_appended", s.num_segments_appended)
         .int("num_table_splits", s.num_table_splits)
         .int("user_bytes_written", s.user_bytes_written)

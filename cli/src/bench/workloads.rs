@@ -74,14 +74,18 @@ fn coprime_stride(n: u64) -> u64 {
 
 /// `--probe_every`: once compaction has caught up, 100 lookups of absent keys, so the filters
 /// probed per lookup are averaged over the shapes the tree passes through while it grows
-/// (not over a backlog compaction has not worked off yet).
-fn probe_missing(ctx: &Ctx, t: &mut ThreadState, key: &mut KeyFormat) -> CliResult {
+/// (not over a backlog compaction has not worked off yet). Returns the filter bits per entry
+/// the tables held at the probe (`None` before the first flush), so the filter memory is
+/// averaged over the same shapes.
+fn probe_missing(ctx: &Ctx, t: &mut ThreadState, key: &mut KeyFormat) -> CliResult<Option<f64>> {
     ctx.db.wait_for_background_work()?;
     for _ in 0..100 {
         let k = key.key(t.rand.uniform(ctx.args.num));
         ctx.db.get(&k[..k.len() - 1])?;
     }
-    Ok(())
+    let s = ctx.db.stats();
+    let entries = s.level_entries.iter().sum::<u64>();
+    Ok((entries > 0).then(|| s.level_filter_bytes.iter().sum::<u64>() as f64 * 8.0 / entries as f64))
 }
 
 fn do_write(ctx: &Ctx, t: &mut ThreadState, order: KeyOrder) -> CliResult {
@@ -95,6 +99,7 @@ fn do_write(ctx: &Ctx, t: &mut ThreadState, order: KeyOrder) -> CliResult {
     let mut i = 0;
     let stride = coprime_stride(ctx.args.num);
     let mut probe_key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut probe_bits = Vec::new();
     while i < ctx.num {
         let n = ctx.entries_per_batch.min(ctx.num - i);
         batch.clear();
@@ -108,7 +113,7 @@ fn do_write(ctx: &Ctx, t: &mut ThreadState, order: KeyOrder) -> CliResult {
                 }
             };
             if ctx.args.probe_every > 0 && (i + j) % ctx.args.probe_every == ctx.args.probe_every - 1 {
-                probe_missing(ctx, t, &mut probe_key)?;
+                probe_bits.extend(probe_missing(ctx, t, &mut probe_key)?);
             }
             let (kb, vb) = (key.key(k), gen.generate(ctx.value_size));
             bytes += (kb.len() + vb.len()) as u64;
@@ -126,6 +131,10 @@ fn do_write(ctx: &Ctx, t: &mut ThreadState, order: KeyOrder) -> CliResult {
         i += n;
     }
     t.stats.add_bytes(bytes);
+    if !probe_bits.is_empty() {
+        let avg = probe_bits.iter().sum::<f64>() / probe_bits.len() as f64;
+        t.stats.add_message(&format!("(filters at {} probes: {avg:.2} bits/entry on average)", probe_bits.len()));
+    }
     Ok(())
 }
 

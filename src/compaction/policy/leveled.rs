@@ -427,7 +427,7 @@ mod tests {
     fn the_policy_gives_small_runs_more_filter_bits_under_monkey_and_the_level_bits_under_uniform() {
         let o = Options::default().bloom_bits_per_key(vec![5.0, 7.0]);
         let v = version(4, &[(1, file(10, 5, "a", "m")), (3, FileMeta { size: 1 << 30, ..file(11, 6, "n", "z") })]);
-        let new_l0 = NewRun { level: 0, bytes: 4 << 20, joins: None, consumed: &[] };
+        let new_l0 = NewRun { level: 0, bytes: 4 << 20, joins: None, consumed: &[], flush_bytes: 0 };
         let uniform = LeveledPolicy::from_options(&o.clone().filter_allocation(FilterAllocation::Uniform));
         assert_eq!(uniform.table_options(&v, &new_l0).bloom_bits_per_key, 5.0);
         let at_l2 = NewRun { level: 2, ..new_l0 };
@@ -447,7 +447,7 @@ mod tests {
         };
         let o = Options::default().bloom_bits_per_key(vec![5.0]).l0_compaction_trigger(4);
         let p = LeveledPolicy::from_options(&o);
-        let at_l3 = NewRun { level: 3, bytes: 2 << 20, joins: None, consumed: &[] };
+        let at_l3 = NewRun { level: 3, bytes: 2 << 20, joins: None, consumed: &[], flush_bytes: 0 };
         let bits = |n| p.table_options(&tree(n), &at_l3).bloom_bits_per_key;
         assert!((bits(20) - bits(4)).abs() < 1e-9, "counted as the trigger's 4: {} vs {}", bits(20), bits(4));
         assert!(bits(2) > bits(4), "fewer L0 runs than the trigger count as they are");

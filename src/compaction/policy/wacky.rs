@@ -95,21 +95,24 @@ impl WackyPolicy {
         l.capacity_bytes / l.max_runs as f64 * (1.0 - 0.5 / arrivals_per_run)
     }
 
-    /// Level `i` of `shape` in the steady state Monkey sets filter bits for. Every level fills
-    /// and empties in cycles under whole-level spills, so on average a run shares its level
-    /// with half the runs still to come: a smaller level counts its runs (at least N_i / a_i
-    /// each; level 0: flushes of F) and half of those it lacks to reach a_i (level 0: the
-    /// flushes it takes before it merges); the largest level its runs as they are, plus half
-    /// the arrivals (each N_{L−1}) that would fill it to a_L runs. Counting a bulk run
-    /// written into an empty largest level alone spent 5.3–5.8 bits per key at a 5-bit
-    /// budget, counting all a_L − 1 arrivals 4.4; counting the smaller levels always full
-    /// kept bits for runs that were mostly not there (a 10M-key tiered tree spent 3.6–4.8).
-    fn steady_level(&self, shape: &Shape, i: usize) -> SteadyLevel {
+    /// Level `i` of `shape` in the steady state Monkey sets filter bits for, with flushes of
+    /// `flush` table bytes. Every level fills and empties in cycles under whole-level spills,
+    /// so on average a run shares its level with half the runs still to come: a smaller level
+    /// counts its runs (at least N_i / a_i each, and never less than a flush; level 0: flushes)
+    /// and half of those it lacks to reach a_i (level 0: the flushes it takes before it
+    /// merges); the largest level its runs as they are, plus half the arrivals (each N_{L−1},
+    /// at least a flush) that would fill it to a_L runs. Counting a bulk run written into an
+    /// empty largest level alone spent 5.3–5.8 bits per key at a 5-bit budget, counting all
+    /// a_L − 1 arrivals 4.4; counting the smaller levels always full kept bits for runs that
+    /// were mostly not there (a 10M-key tiered tree spent 3.6–4.8). In a small tree the
+    /// shape's upper capacities fall below one flush, which is what really arrives: counted
+    /// at the capacity, the phantom arrivals took the bits (a 200k-key tiered tree spent 3.8).
+    fn steady_level(&self, shape: &Shape, i: usize, flush: f64) -> SteadyLevel {
         let Some(l) = shape.levels.get(i) else {
             return SteadyLevel::AS_IS;
         };
         if i == shape.largest() {
-            let arrival = if i == 0 { self.buffer_bytes } else { shape.levels[i - 1].capacity_bytes };
+            let arrival = if i == 0 { flush } else { shape.levels[i - 1].capacity_bytes.max(flush) };
             let fill_runs = l.max_runs;
             return SteadyLevel {
                 fill_runs,
@@ -123,10 +126,10 @@ impl WackyPolicy {
             ..SteadyLevel::full(runs, run_bytes as u64)
         };
         if i == 0 {
-            let fill_runs = (l.capacity_bytes / self.buffer_bytes.max(1.0)).ceil().max(1.0) as usize;
-            return half_full(l.max_runs.min(fill_runs), self.buffer_bytes);
+            let fill_runs = (l.capacity_bytes / flush.max(1.0)).ceil().max(1.0) as usize;
+            return half_full(l.max_runs.min(fill_runs), flush);
         }
-        half_full(l.max_runs, l.capacity_bytes / l.max_runs as f64)
+        half_full(l.max_runs, (l.capacity_bytes / l.max_runs as f64).max(flush))
     }
 
     /// Bytes of a run arriving in level `i`: a flush, or the full level above.
@@ -322,10 +325,12 @@ impl CompactionPolicy for WackyPolicy {
         L0Limits::above(&self.options_limits, l0.max_runs.min(fill_runs) + 1).pressure(runs)
     }
 
-    /// Monkey's bits for the steady tree (`steady_level`).
+    /// Monkey's bits for the steady tree (`steady_level`), with flushes as large as the
+    /// tables a full write buffer makes (`NewRun::flush_bytes`, else F).
     fn table_options(&self, v: &Version, run: &NewRun<'_>) -> TableOptions {
         let shape = self.shape(v);
-        self.filters.table_options(v, run, |level| self.steady_level(&shape, level))
+        let flush = if run.flush_bytes > 0 { run.flush_bytes as f64 } else { self.buffer_bytes };
+        self.filters.table_options(v, run, |level| self.steady_level(&shape, level, flush))
     }
 }
 
@@ -446,7 +451,7 @@ mod tests {
 
     /// Monkey's bits for a new `kb` KB run at `level` of `v`.
     fn monkey_bits(p: &WackyPolicy, v: &Version, level: usize, kb: u64) -> f64 {
-        let run = NewRun { level, bytes: kb * 1000, joins: None, consumed: &[] };
+        let run = NewRun { level, bytes: kb * 1000, joins: None, consumed: &[], flush_bytes: 0 };
         p.table_options(v, &run).bloom_bits_per_key
     }
 
@@ -460,10 +465,31 @@ mod tests {
         assert!(monkey_bits(&p, &over, 0, 1) > monkey_bits(&p, &three, 0, 1) + 0.1);
         // The largest level's three runs merged into one bulk run: it is counted beside
         // half the arrivals still to come, so it gets fewer bits than it would alone.
-        let merge = NewRun { level: 3, bytes: 15_000, joins: Some(3), consumed: &[1, 2, 3] };
+        let merge = NewRun { level: 3, bytes: 15_000, joins: Some(3), consumed: &[1, 2, 3], flush_bytes: 0 };
         let with_arrivals = p.table_options(&three, &merge).bloom_bits_per_key;
         let alone = p.filters.table_options(&three, &merge, |_| SteadyLevel::AS_IS).bloom_bits_per_key;
         assert!(with_arrivals < alone - 0.1, "{with_arrivals} vs {alone}");
+    }
+
+    #[test]
+    fn in_a_tree_smaller_than_its_upper_capacities_monkey_counts_arrivals_as_whole_flushes() {
+        // Three flushes of 600 B tables (a 1000 B buffer of memory) moved to the largest
+        // level; the shape's level 0 holds a tenth of that. What arrives next are flushes of
+        // 600 B, so the new flush is one of equal runs and gets the average bits: counted at
+        // level 0's capacity, the phantom arrivals looked small and took bits from it.
+        let p = policy(Knobs::tiering(4.0));
+        let flushed = |n: u64| (1, FileMeta { size: 600, ..file(n, n, "a", "z") });
+        let v = version(5, &[flushed(1), flushed(2), flushed(3)]);
+        assert!(p.shape(&v).levels[0].capacity_bytes < 600.0, "level 0 is smaller than a flush");
+        let avg = Options::default().bloom_bits_per_key[0];
+        let flush = NewRun { level: 0, bytes: 600, joins: None, consumed: &[], flush_bytes: 600 };
+        let bits = p.table_options(&v, &flush).bloom_bits_per_key;
+        assert!((bits - avg).abs() < 0.05, "{bits} bits against the average {avg}");
+        // Unknown flush bytes fall back to the buffer size: the flush counts as a 1000 B run
+        // beside the 600 B ones and gets fewer bits than the average.
+        let unknown = NewRun { flush_bytes: 0, ..flush };
+        let fewer = p.table_options(&v, &unknown).bloom_bits_per_key;
+        assert!(fewer < avg - 0.1, "{fewer} bits against the average {avg}");
     }
 
     #[test]
@@ -475,13 +501,13 @@ mod tests {
         let p = policy(Knobs::tiering(4.0));
         let v = version(5, &[(3, sized(1, 1, 60))]);
         let shape = p.shape(&v);
-        let run = NewRun { level: 3, bytes: 20_000, joins: None, consumed: &[] };
+        let run = NewRun { level: 3, bytes: 20_000, joins: None, consumed: &[], flush_bytes: 0 };
         let bits_with =
             |steady: &dyn Fn(usize) -> SteadyLevel| p.filters.table_options(&v, &run, steady).bloom_bits_per_key;
         // The policy's steady tree with its smaller levels counted as `smaller` makes them.
         let smaller_as = |smaller: fn(SteadyLevel) -> SteadyLevel| {
             bits_with(&|i| {
-                let s = p.steady_level(&shape, i);
+                let s = p.steady_level(&shape, i, p.buffer_bytes);
                 if i < shape.largest() {
                     smaller(s)
                 } else {
