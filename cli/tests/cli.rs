@@ -190,6 +190,28 @@ fn tune_reads_a_databases_recorded_mix_and_prints_a_choice_beside_the_presets() 
     assert!(presets.iter().all(|&c| best <= c), "{out}");
 }
 
+/// `--probe_every` reports the filter memory the tables held at the probes (what makes
+/// Monkey's and uniform's false positives comparable, `scripts/monkey-bench.sh`).
+#[test]
+fn probes_during_a_fill_report_the_filter_bits_per_entry_the_tables_held() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let args = [
+        "bench",
+        "--num=20000",
+        "--value_size=100",
+        "--write_buffer_size=131072",
+        "--bloom_bits=5",
+        "--filter_allocation=uniform",
+        "--probe_every=5000",
+        "--benchmarks=fillrandom",
+    ];
+    let out = succeeds(&args, &dir.path().join("db"));
+    let line = out.lines().find(|l| l.starts_with("fillrandom")).expect("the fill's line");
+    let bits = line.split("probes: ").nth(1).and_then(|s| s.split_whitespace().next()).and_then(|b| b.parse().ok());
+    let bits: f64 = bits.unwrap_or_else(|| panic!("no filter bits in {line}"));
+    assert!((4.9..5.6).contains(&bits), "5 bits per key, whole 64-byte lines: {line}");
+}
+
 #[test]
 fn tune_refuses_a_mix_of_nothing() {
     let out = Command::new(env!("CARGO_BIN_EXE_wisckey")).args(["tune", "--num=1000"]).output().expect("run");

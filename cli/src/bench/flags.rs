@@ -200,7 +200,8 @@ pub struct BenchArgs {
 
     /// During fill benchmarks, every this many writes wait for compaction to catch up and look
     /// up 100 absent keys (0: never), so `stats` shows the filters probed per lookup averaged
-    /// over the load.
+    /// over the load; the fill's line adds the filter bits per entry the tables held, averaged
+    /// over the same probes.
     #[arg(long = "probe_every", default_value_t = 0)]
     pub probe_every: u64,
 
