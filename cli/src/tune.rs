@@ -59,6 +59,10 @@ pub struct TuneArgs {
     write_cost_ratio: f64,
     #[arg(long = "num_levels", default_value_t = 7)]
     num_levels: usize,
+    /// Answer with the cheapest preset when it is predicted within this fraction of the
+    /// optimum's cost (the model's resolution; 0 answers with the optimum).
+    #[arg(long = "preset_margin", default_value_t = continuum::tune::DEFAULT_PRESET_MARGIN)]
+    preset_margin: f64,
     /// Also predict these merge policies (repeatable; `--merge_policy` names).
     #[arg(long = "predict", value_parser = parse_knobs)]
     predict: Vec<Knobs>,
@@ -99,6 +103,9 @@ impl TuneArgs {
         if workload.reads + workload.zero_result_reads + workload.writes + workload.scans <= 0.0 {
             return Err("give the workload's shares (--reads, --zero_reads, --writes, --scans) or --db".into());
         }
+        if !(self.preset_margin.is_finite() && self.preset_margin >= 0.0) {
+            return Err(format!("--preset_margin {}: give a fraction of at least 0", self.preset_margin).into());
+        }
         if !(self.write_cost_ratio.is_finite() && self.write_cost_ratio > 0.0) {
             return Err(format!("--write_cost_ratio {}: give a positive number", self.write_cost_ratio).into());
         }
@@ -110,6 +117,7 @@ impl TuneArgs {
             entries_per_block: (self.block_size as f64 / self.entry_bytes()).max(1.0),
             write_cost_ratio: self.write_cost_ratio,
             max_levels: self.num_levels,
+            preset_margin: self.preset_margin,
         })
     }
 }
@@ -140,7 +148,9 @@ pub fn run(args: TuneArgs) -> CliResult {
     let flush = args.flush_bytes.unwrap_or(args.write_buffer_size) as f64;
     let predicted: Vec<Candidate> =
         args.predict.iter().map(|k| continuum::tune::candidate(k.to_string(), *k, &input)).collect();
+    let optimum = (tuning.optimum != tuning.best).then_some(("optimum", &tuning.optimum));
     let rows = std::iter::once(("chosen", &tuning.best))
+        .chain(optimum)
         .chain(tuning.presets.iter().map(|c| ("preset", c)))
         .chain(predicted.iter().map(|c| ("predict", c)));
     if args.json {
@@ -153,13 +163,26 @@ pub fn run(args: TuneArgs) -> CliResult {
     }
     print_header(&input);
     println!("chosen: {} ({}), --merge_policy={}", tuning.best.knobs, tuning.best.name, tuning.best.knobs);
+    if let Some((_, o)) = optimum {
+        println!(
+            "  a preset: the search's optimum {} ({}) is predicted only {:.1} % cheaper, within --preset_margin {} %, too close for the model to rank",
+            o.knobs,
+            o.name,
+            (tuning.best.cost / o.cost - 1.0) * 100.0,
+            input.preset_margin * 100.0
+        );
+    }
     println!();
     println!(
         "{:<22} {:<34} {:>2} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "design", "knobs", "L", "runs", "write_amp", "zero_ios", "read_ios", "filter_MB", "cost"
     );
     for (role, c) in rows {
-        let mark = if role == "chosen" { "* " } else { "  " };
+        let mark = match role {
+            "chosen" => "* ",
+            "optimum" => "o ",
+            _ => "  ",
+        };
         println!(
             "{mark}{:<20} {:<34} {:>2} {:>6.0} {:>9.2} {:>9.4} {:>9.4} {:>9.1} {:>9.4}",
             c.name,

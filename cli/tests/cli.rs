@@ -212,6 +212,32 @@ fn probes_during_a_fill_report_the_filter_bits_per_entry_the_tables_held() {
     assert!((4.9..5.6).contains(&bits), "5 bits per key, whole 64-byte lines: {line}");
 }
 
+/// The read-heavy mix of `scripts/tune-bench.sh`: the search's optimum (lazy leveling at T = 8)
+/// is predicted within 3 % of the lazy-leveling preset, closer than the model can rank, so
+/// `tune` answers with the preset and prints the optimum beside it; `--preset_margin=0`
+/// answers with the optimum.
+#[test]
+fn tune_answers_with_a_preset_the_model_cannot_tell_from_its_optimum() {
+    let tune = |margin: &str| {
+        let args =
+            ["tune", "--writes=0.1", "--reads=0.45", "--zero_reads=0.45", "--num=2000000", "--bloom_bits=5", margin];
+        let out = Command::new(env!("CARGO_BIN_EXE_wisckey")).args(args).output().expect("run");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let chosen = |out: &str| out.lines().find(|l| l.starts_with("chosen: ")).expect("a chosen line").to_string();
+    let near = tune("--preset_margin=0.03");
+    assert!(chosen(&near).contains("(lazy-leveling)") && chosen(&near).contains("T=10,"), "{near}");
+    let optimum = near.lines().find(|l| l.starts_with("o ")).expect("the optimum's row");
+    assert!(near.contains("too close for the model to rank"), "{near}");
+    let exact = tune("--preset_margin=0");
+    assert!(chosen(&exact).contains("T=8,"), "{exact}");
+    assert!(!exact.lines().any(|l| l.starts_with("o ")), "the optimum is the answer: {exact}");
+    let knobs = |l: &str| l.split_whitespace().nth(2).map(str::to_string);
+    let exact_row = exact.lines().find(|l| l.starts_with("* ")).expect("the chosen row");
+    assert_eq!(knobs(optimum), knobs(exact_row), "{near}\n{exact}");
+}
+
 #[test]
 fn tune_refuses_a_mix_of_nothing() {
     let out = Command::new(env!("CARGO_BIN_EXE_wisckey")).args(["tune", "--num=1000"]).output().expect("run");
