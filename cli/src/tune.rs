@@ -148,7 +148,9 @@ pub fn run(args: TuneArgs) -> CliResult {
     let flush = args.flush_bytes.unwrap_or(args.write_buffer_size) as f64;
     let predicted: Vec<Candidate> =
         args.predict.iter().map(|k| continuum::tune::candidate(k.to_string(), *k, &input)).collect();
-    let optimum = (tuning.optimum != tuning.best).then_some(("optimum", &tuning.optimum));
+    // By knobs, not by candidate: a projection at a preset's knobs is the same design under
+    // another name (bush X=2 C=1 at T = 2 is the bush preset), and no line should explain it.
+    let optimum = (tuning.optimum.knobs != tuning.best.knobs).then_some(("optimum", &tuning.optimum));
     let rows = std::iter::once(("chosen", &tuning.best))
         .chain(optimum)
         .chain(tuning.presets.iter().map(|c| ("preset", c)))
