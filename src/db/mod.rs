@@ -31,7 +31,7 @@ pub use verify::VerifyReport;
 pub use workload::WorkloadCounts;
 
 use crate::compaction::policy::{LeveledPolicy, WackyPolicy};
-use crate::compaction::CompactionPolicy;
+use crate::compaction::{CompactionPolicy, WritePressure};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{FileLock, Vfs};
@@ -210,6 +210,9 @@ pub(crate) struct State {
     pending_outputs: HashSet<u64>,
     /// Levels running compactions (automatic or manual) read or write; empty when none runs.
     busy_levels: Vec<usize>,
+    /// The policy's write pressure on the version `current_id` names: asked once per version,
+    /// not per write group (a policy may sum every level's bytes to answer).
+    pressure: (u64, WritePressure),
 }
 
 /// Everything the handle and the background threads share.
@@ -322,6 +325,7 @@ impl Db {
                 writers: VecDeque::new(),
                 pending_outputs: HashSet::new(),
                 busy_levels: Vec::new(),
+                pressure: (u64::MAX, WritePressure::None),
             }),
             visible_seq: AtomicU64::new(recovered.last_seq),
             log,

@@ -11,6 +11,7 @@ use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::ReadOptions;
+use crate::sst::filter::FilterHash;
 use crate::value::Value;
 use crate::version::run_iter::RunIterator;
 use crate::version::Version;
@@ -171,6 +172,8 @@ impl DbInner {
         }
         add(&self.counters.point_lookups, 1);
         let seek = key::seek_key_inline(user_key, view.seq);
+        // Hashed once for every filter the lookup asks (level 0's files, every segment).
+        let hash = FilterHash::of(user_key);
         let mut first_probed: Option<(usize, &Arc<crate::version::FileMeta>)> = None;
         for (probes, (level, file)) in view.version.files_for_key(user_key).enumerate() {
             if probes == 1 {
@@ -182,18 +185,18 @@ impl DbInner {
             }
             let table = self.table_cache.get(file.number, file.size)?;
             add(&self.counters.filter_probes, 1);
-            if !table.may_contain(user_key) {
+            let probe = table.get_filtered(&seek, hash, fill)?;
+            if !probe.passed {
                 continue;
             }
             add(&self.counters.filter_passes, 1);
-            let found = table.get_unfiltered(&seek, fill)?;
-            if found.is_none() {
+            if probe.found.is_none() {
                 // The filter let the lookup in, but the table has no visible entry of the key
                 // (counted for Monkey's figure; a key only newer than a snapshot counts too).
                 add(&self.counters.filter_false_positives, 1);
             }
-            if found.is_some() {
-                return Ok(found);
+            if probe.found.is_some() {
+                return Ok(probe.found);
             }
         }
         Ok(None)

@@ -255,7 +255,7 @@ impl DbInner {
         let mut allow_delay = !force;
         loop {
             self.background_error(st)?;
-            let pressure = self.policy.write_pressure(&st.versions.current());
+            let pressure = self.write_pressure(st);
             if allow_delay && pressure != WritePressure::None {
                 let t = Instant::now();
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
@@ -274,6 +274,15 @@ impl DbInner {
                 force = false;
             }
         }
+    }
+
+    /// The policy's answer for the current version, memoised until the version changes.
+    fn write_pressure(&self, st: &mut State) -> WritePressure {
+        let id = st.versions.current_id();
+        if st.pressure.0 != id {
+            st.pressure = (id, self.policy.write_pressure(&st.versions.current()));
+        }
+        st.pressure.1
     }
 
     fn memtable_full(&self, mem: &Memtable) -> bool {

@@ -158,6 +158,7 @@ mod tests {
 
     use crate::fs::MemFs;
     use crate::key::{compare_internal, make_internal_key, parse_internal_key, seek_key, ValueKind, MAX_SEQ};
+    use crate::sst::filter::FilterHash;
     use crate::sst::table_reader::tests::{scan_backward, scan_forward};
     use crate::sst::Table;
 
@@ -226,6 +227,15 @@ mod tests {
                 let want = versions.iter().find(|(seq, _, _)| *seq <= at).map(|(_, kind, v)| (*kind, v.clone()));
                 let found = t.get(&seek_key(uk, at), false).unwrap().map(|(kind, v)| (kind, v.to_vec()));
                 assert_eq!(found, want, "{} at {at}", String::from_utf8_lossy(uk));
+                // The DB's path: each segment's filter asked once, with the key hashed once.
+                let probe = t.get_filtered(&seek_key(uk, at), FilterHash::of(uk), false).unwrap();
+                assert!(probe.passed, "{}: a segment holds it, so its filter lets it in", String::from_utf8_lossy(uk));
+                assert_eq!(
+                    probe.found.map(|(kind, v)| (kind, v.to_vec())),
+                    want,
+                    "get_filtered {}",
+                    String::from_utf8_lossy(uk)
+                );
             }
         }
     }

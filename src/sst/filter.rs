@@ -70,6 +70,17 @@ fn line_of(h: u64, num_lines: u64) -> u64 {
     (((h >> 32) as u128 * num_lines as u128) >> 32) as u64
 }
 
+/// A user key's filter hash: every filter (every table, every segment) hashes a key the same
+/// way, so a point lookup hashes it once for all the filters it asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FilterHash(u64);
+
+impl FilterHash {
+    pub fn of(user_key: &[u8]) -> Self {
+        FilterHash(xxh64(user_key, 0))
+    }
+}
+
 /// A decoded filter, kept in memory by the table reader.
 #[derive(Debug, Clone)]
 pub struct BloomFilter {
@@ -97,9 +108,30 @@ impl BloomFilter {
     }
 
     /// False only when the key was certainly not added.
-    #[inline]
+    #[cfg(test)]
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
-        let h = xxh64(user_key, 0);
+        self.may_contain_hash(FilterHash::of(user_key))
+    }
+
+    /// Start loading the line `may_contain_hash(hash)` will read, so that the cache misses of
+    /// several filters one lookup asks (a DTable's segments) overlap instead of queueing.
+    #[inline]
+    pub fn prefetch(&self, hash: FilterHash) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(line) = self.bits.get(line_of(hash.0, self.num_lines) as usize * LINE_BYTES..) {
+            // SAFETY: a prefetch is only a hint to the cache: it never faults and never changes
+            // memory, and the pointer is inside `bits`.
+            #[allow(unused_unsafe)]
+            unsafe {
+                std::arch::x86_64::_mm_prefetch(line.as_ptr().cast::<i8>(), std::arch::x86_64::_MM_HINT_T0);
+            }
+        }
+    }
+
+    /// `may_contain` for a key hashed once (a lookup asks many tables' filters).
+    #[inline]
+    pub fn may_contain_hash(&self, hash: FilterHash) -> bool {
+        let h = hash.0;
         let base = line_of(h, self.num_lines) as usize * LINE_BYTES;
         let Some(line) = self.bits.get(base..base + LINE_BYTES) else {
             return true;

@@ -20,7 +20,7 @@ use super::block::{touch_lines, Block, BlockIter};
 use super::compression::{decompress_slice, TYPE_NONE};
 use super::dtable::{footer_magic, read_segment_ends, DTABLE_MAGIC};
 use super::fences::IndexFences;
-use super::filter::BloomFilter;
+use super::filter::{BloomFilter, FilterHash};
 use super::format::{
     decode_block, read_block, stored_len, verify_block, BlockHandle, Footer, TableProperties, BLOCK_TRAILER_LEN,
     FOOTER_LEN,
@@ -204,7 +204,8 @@ impl Table {
     /// False only when no entry of `user_key` is in the table (Bloom filter; always true
     /// without a filter).
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
-        self.segments().any(|s| s.segment_may_contain(user_key))
+        let h = FilterHash::of(user_key);
+        self.segments().any(|s| s.segment_may_contain(h))
     }
 
     /// Bytes of Bloom filter the table holds in memory, over all its segments.
@@ -213,8 +214,8 @@ impl Table {
     }
 
     /// This segment's own filter answer.
-    fn segment_may_contain(&self, user_key: &[u8]) -> bool {
-        self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
+    fn segment_may_contain(&self, hash: FilterHash) -> bool {
+        self.filter.as_ref().is_none_or(|f| f.may_contain_hash(hash))
     }
 
     /// The first entry whose internal key is >= `seek_ikey`, if its user key equals the user
@@ -236,15 +237,31 @@ impl Table {
         if self.older.is_empty() {
             return self.segment_get(seek_ikey, fill_cache);
         }
-        let uk = user_key(seek_ikey);
+        let hash = FilterHash::of(user_key(seek_ikey));
+        Ok(self.get_filtered(seek_ikey, hash, fill_cache)?.found)
+    }
+
+    /// A point lookup behind the filters, each segment's filter asked once (newest segment
+    /// first; the first segment holding a visible version answers), with `hash` the lookup's
+    /// `FilterHash` of the user key. Says whether any filter let the lookup in, which the DB
+    /// counts (a pass that finds nothing is a false positive).
+    pub fn get_filtered(&self, seek_ikey: &[u8], hash: FilterHash, fill_cache: bool) -> Result<Probe> {
+        let mut probe = Probe { passed: false, found: None };
+        if !self.older.is_empty() {
+            for f in self.segments().filter_map(|s| s.filter.as_ref()) {
+                f.prefetch(hash);
+            }
+        }
         for s in self.segments() {
-            if s.segment_may_contain(uk) {
-                if let Some(found) = s.segment_get(seek_ikey, fill_cache)? {
-                    return Ok(Some(found));
+            if s.segment_may_contain(hash) {
+                probe.passed = true;
+                probe.found = s.segment_get(seek_ikey, fill_cache)?;
+                if probe.found.is_some() {
+                    break;
                 }
             }
         }
-        Ok(None)
+        Ok(probe)
     }
 
     /// `get_unfiltered` within this segment alone.
@@ -469,6 +486,13 @@ impl BlockReadahead {
         let start = (h.offset - self.buf_offset) as usize;
         decode_block(self.buf[start..start + len].to_vec(), h, file.path())
     }
+}
+
+/// What `Table::get_filtered` found: whether a filter let the lookup in, and the entry.
+#[derive(Debug)]
+pub struct Probe {
+    pub passed: bool,
+    pub found: Option<(ValueKind, Value)>,
 }
 
 /// Iterator over a table: a plain table's two-level iterator, or the merge of a DTable's

@@ -74,6 +74,9 @@ pub struct VersionSet {
     /// Value-log files holding separated values: number → statistics.
     vlog_files: BTreeMap<u64, VlogFileStats>,
     current: Arc<Version>,
+    /// Counts installed versions: a cheap identity for `current` (memos keyed on it never
+    /// alias, unlike an address a freed version's successor may reuse).
+    current_id: u64,
     /// Older versions, kept weakly: whichever is still upgradable pins its files.
     older: Vec<Weak<Version>>,
     /// `None` after a failed write: the file may end in a partial record, so the next
@@ -116,6 +119,7 @@ impl VersionSet {
             compact_pointers: vec![None; num_levels],
             vlog_files: BTreeMap::new(),
             current: Arc::new(Version::empty(num_levels)),
+            current_id: 0,
             older: Vec::new(),
             manifest: None,
             manifest_file_number: 0,
@@ -201,6 +205,7 @@ impl VersionSet {
         self.next_file_number = next_file.ok_or_else(|| missing("next file number"))?;
         self.last_sequence = last_seq.ok_or_else(|| missing("last sequence"))?;
         self.current = Arc::new(builder.finish().map_err(|e| self.apply_error(e, path, last_offset))?);
+        self.current_id += 1;
         // Never hand out a number that is already on disk, whatever the counter says.
         let mut used: Vec<u64> = self.current.all_files().map(|(_, f)| f.number).collect();
         used.extend([self.log_head.file, self.vlog_tail.file]);
@@ -376,6 +381,7 @@ impl VersionSet {
 
     fn install(&mut self, version: Version) {
         let old = std::mem::replace(&mut self.current, Arc::new(version));
+        self.current_id += 1;
         self.older.retain(|w| w.strong_count() > 0);
         self.older.push(Arc::downgrade(&old));
     }
@@ -383,6 +389,11 @@ impl VersionSet {
     /// The newest version (the files of every level).
     pub fn current(&self) -> Arc<Version> {
         self.current.clone()
+    }
+
+    /// Changes whenever `current` does.
+    pub fn current_id(&self) -> u64 {
+        self.current_id
     }
 
     /// Allocate a file number (tables, logs, manifests; run ids may use it too).
