@@ -7,7 +7,8 @@
 # during the load per user byte, read µs/op, and space amplification at the end.
 # usage: scripts/lwc-bench.sh [NUM] [VALUE_SIZE] [ROUNDS]
 #        (env WISCKEY_BIN pins a binary; LWC_FLAGS adds flags to the LWC run, e.g. --lwc_max_segments=4;
-#         READS, default NUM/10; CONFIGS picks some of: wisckey-leveled wisckey-lwc leveldb rocksdb-leveled)
+#         READS, default NUM/10; CONFIGS picks some of: wisckey-leveled wisckey-lwc leveldb rocksdb-leveled;
+#         LOGS=<dir> keeps each run's whole output there, e.g. wisckey's `stats` right after the load)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 num="${1:-20000000}"; vsize="${2:-100}"; rounds="${3:-3}"
@@ -53,6 +54,7 @@ for r in $(seq "$rounds"); do
         # leveldb.stats: Level Files Size(MB) Time(sec) Read(MB) Write(MB); level 0's writes are flushes
         mb="$(awk '/^ *[1-9] +[0-9]+ /{s += $6} END{print s + 0}' <<<"$res")" ;;
     esac
+    [ -z "${LOGS:-}" ] || { mkdir -p "$LOGS" && printf '%s\n' "$res" >"$LOGS/$cfg-$r.txt"; }
     echo "$cfg $us $mb $read_us $seek_us $amp" | tee -a "$out"
   done
 done
