@@ -190,14 +190,12 @@ impl DbInner {
                 continue;
             }
             add(&self.counters.filter_passes, 1);
-            if probe.found.is_none() {
-                // The filter let the lookup in, but the table has no visible entry of the key
-                // (counted for Monkey's figure; a key only newer than a snapshot counts too).
-                add(&self.counters.filter_false_positives, 1);
-            }
             if probe.found.is_some() {
                 return Ok(probe.found);
             }
+            // The filter let the lookup in, but the table has no visible entry of the key
+            // (counted for Monkey's figure; a key only newer than a snapshot counts too).
+            add(&self.counters.filter_false_positives, 1);
         }
         Ok(None)
     }

@@ -203,6 +203,7 @@ impl Table {
 
     /// False only when no entry of `user_key` is in the table (Bloom filter; always true
     /// without a filter).
+    #[cfg(test)]
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
         let h = FilterHash::of(user_key);
         self.segments().any(|s| s.segment_may_contain(h))
@@ -219,24 +220,10 @@ impl Table {
     }
 
     /// The first entry whose internal key is >= `seek_ikey`, if its user key equals the user
-    /// key of `seek_ikey`. Consults the Bloom filter first.
-    #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))] // the DB counts filter answers: `get_unfiltered`
+    /// key of `seek_ikey`, behind the Bloom filters (`get_filtered`, which the DB calls: it
+    /// hashes the key once per lookup and counts what the filters answered).
+    #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]
     pub fn get(&self, seek_ikey: &[u8], fill_cache: bool) -> Result<Option<(ValueKind, Value)>> {
-        if !self.may_contain(user_key(seek_ikey)) {
-            return Ok(None);
-        }
-        self.get_unfiltered(seek_ikey, fill_cache)
-    }
-
-    /// `get` without asking the filter first (the caller did, and counts what it said).
-    /// The answer is the entry's kind and its value as a handle (`BlockIter::value_handle`:
-    /// shared with a block-cached block); an entry whose key does not parse is corruption.
-    /// In a DTable the segments are asked newest first, each behind its own filter; the first
-    /// that holds a visible version of the key answers.
-    pub fn get_unfiltered(&self, seek_ikey: &[u8], fill_cache: bool) -> Result<Option<(ValueKind, Value)>> {
-        if self.older.is_empty() {
-            return self.segment_get(seek_ikey, fill_cache);
-        }
         let hash = FilterHash::of(user_key(seek_ikey));
         Ok(self.get_filtered(seek_ikey, hash, fill_cache)?.found)
     }
@@ -244,7 +231,9 @@ impl Table {
     /// A point lookup behind the filters, each segment's filter asked once (newest segment
     /// first; the first segment holding a visible version answers), with `hash` the lookup's
     /// `FilterHash` of the user key. Says whether any filter let the lookup in, which the DB
-    /// counts (a pass that finds nothing is a false positive).
+    /// counts (a pass that finds nothing is a false positive). The entry comes back as its
+    /// kind and its value as a handle (`BlockIter::value_handle`: shared with a block-cached
+    /// block); an entry whose key does not parse is corruption.
     pub fn get_filtered(&self, seek_ikey: &[u8], hash: FilterHash, fill_cache: bool) -> Result<Probe> {
         let mut probe = Probe { passed: false, found: None };
         if !self.older.is_empty() {
@@ -264,7 +253,7 @@ impl Table {
         Ok(probe)
     }
 
-    /// `get_unfiltered` within this segment alone.
+    /// `get_filtered` within this segment alone, its filter not asked.
     fn segment_get(&self, seek_ikey: &[u8], fill_cache: bool) -> Result<Option<(ValueKind, Value)>> {
         let uk = user_key(seek_ikey);
         let mut index = self.index.iter();
