@@ -176,7 +176,7 @@ pub(crate) fn input_iterators(ctx: &JobContext<'_>, task: &CompactionTask) -> Ve
         runs.sort_by_key(|r| std::cmp::Reverse(r.0));
         for (_, mut files) in runs {
             files.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
-            children.push(Box::new(RunIterator::new(ctx.table_cache.clone(), files, false)));
+            children.push(Box::new(RunIterator::new(ctx.table_cache.clone(), files.into(), false)));
         }
     }
     children

@@ -32,7 +32,9 @@ pub const OLDEST_FORMAT_VERSION: u32 = 1;
 pub struct SortedRun {
     /// Larger ids hold newer data than smaller ids within the same level.
     pub id: u64,
-    pub files: Vec<Arc<FileMeta>>,
+    /// Shared, so an iterator over the run holds it without copying the list (a seek opens
+    /// one iterator per run: cloning a deep level's hundreds of `Arc`s cost more than its seek).
+    pub files: Arc<[Arc<FileMeta>]>,
 }
 
 impl SortedRun {
@@ -272,7 +274,7 @@ fn sorted_run(level: usize, id: u64, mut files: Vec<Arc<FileMeta>>) -> Result<So
             )));
         }
     }
-    Ok(SortedRun { id, files })
+    Ok(SortedRun { id, files: files.into() })
 }
 
 #[cfg(test)]

@@ -14,14 +14,14 @@ use crate::version::FileMeta;
 /// Concatenation of a run's files.
 pub struct RunIterator {
     cache: Arc<TableCache>,
-    files: Vec<Arc<FileMeta>>,
+    files: Arc<[Arc<FileMeta>]>,
     fill_cache: bool,
     idx: usize,
     cur: Option<TableIterator>,
 }
 
 impl RunIterator {
-    pub fn new(cache: Arc<TableCache>, files: Vec<Arc<FileMeta>>, fill_cache: bool) -> Self {
+    pub fn new(cache: Arc<TableCache>, files: Arc<[Arc<FileMeta>]>, fill_cache: bool) -> Self {
         RunIterator { cache, files, fill_cache, idx: 0, cur: None }
     }
 

@@ -177,7 +177,7 @@ impl WackyPolicy {
         let reason = if below == shape.largest() { Reason::LevelSize } else { Reason::RunsFull };
         match active {
             Some(run) => {
-                inputs.push(CompactionInput { level: below, files: run.files.clone() });
+                inputs.push(CompactionInput { level: below, files: run.files.to_vec() });
                 Choice::Merge(merge(inputs, below, Some(run.id), reason))
             }
             None if v.num_runs(i) == 1 => Choice::Move(merge(inputs, below, None, reason)),
