@@ -84,6 +84,41 @@ fn a_table_past_its_segment_limit_is_split_before_more_is_appended() {
 }
 
 #[test]
+fn seeks_into_tables_of_several_segments_collapse_them_and_every_view_still_matches() {
+    let fs = Arc::new(MemFs::new());
+    let mut rng = StdRng::seed_from_u64(19);
+    let mut model = Model::new();
+    let db = Db::open("/collapse", lwc_options(&fs)).expect("open");
+    churn(&db, &mut model, &mut rng, 7000, 400);
+    db.flush().expect("flush");
+    db.wait_for_background_work().expect("settle");
+    let (before, snap, snap_model) = (segments_beyond_one(&db), db.snapshot(), model.clone());
+    assert!(before > 0, "no table holds appended segments: {:?}", db.stats().level_segments);
+    // Point lookups charge nothing: only iterator seeks pay a block per segment.
+    for i in 0..3000u32 {
+        db.get(format!("key{:05}", i % 400).as_bytes()).expect("get");
+    }
+    db.wait_for_background_work().expect("settle");
+    assert_eq!(db.stats().num_table_collapses, 0);
+    for _ in 0..20_000 {
+        let mut it = db.iter(&ReadOptions::default()).expect("iter");
+        it.seek(format!("key{:05}", rng.gen_range(0..400)).as_bytes()).expect("seek");
+    }
+    db.wait_for_background_work().expect("settle");
+    let st = db.stats();
+    assert!(st.num_table_collapses > 0, "no collapse: {st:?}");
+    assert!(segments_beyond_one(&db) < before, "{} segments beyond one, {before} before", segments_beyond_one(&db));
+    assert_view_matches(&db, &ReadOptions::default(), &model, "after collapses");
+    let ro = ReadOptions { snapshot: Some(snap), ..ReadOptions::default() };
+    assert_view_matches(&db, &ro, &snap_model, "a snapshot older than the collapsed segments");
+    assert!(db.verify().expect("verify").errors.is_empty());
+    drop(ro);
+    db.close().expect("close");
+    let db = Db::open("/collapse", lwc_options(&fs)).expect("reopen");
+    assert_view_matches(&db, &ReadOptions::default(), &model, "after reopen");
+}
+
+#[test]
 fn tombstones_appended_as_segments_hide_the_values_in_older_segments() {
     let fs = Arc::new(MemFs::new());
     let mut model = Model::new();

@@ -107,6 +107,9 @@ pub enum Reason {
     /// A table light-weight compaction appended to holds too many segments or bytes: it is
     /// compacted down, or in the deepest level rewritten into tables of the target size.
     Split,
+    /// Iterators seeking into a table of several segments charged it too often: it is
+    /// rewritten in place, its segments merged into one (the read-side counterpart of `Split`).
+    Collapse,
     /// Built by hand in a test.
     #[cfg(test)]
     Test,
@@ -132,6 +135,9 @@ pub struct PickContext<'a> {
     /// A file that point lookups had to pass over too often (LevelDB's seek compaction):
     /// merging it down saves every later lookup a table probe.
     pub seek_candidate: Option<(usize, Arc<FileMeta>)>,
+    /// A table of several segments that iterators sought into too often (light-weight
+    /// compaction): merging its segments saves every later seek a block per segment.
+    pub collapse_candidate: Option<(usize, Arc<FileMeta>)>,
     /// Levels a running compaction reads or writes: a choice must not touch them.
     pub busy_levels: &'a [usize],
 }
@@ -287,7 +293,13 @@ mod tests {
     use super::*;
 
     fn drop_of(v: &Version, busy: &[usize]) -> Option<Vec<u64>> {
-        let ctx = PickContext { version: v, compact_pointers: &[], seek_candidate: None, busy_levels: busy };
+        let ctx = PickContext {
+            version: v,
+            compact_pointers: &[],
+            seek_candidate: None,
+            collapse_candidate: None,
+            busy_levels: busy,
+        };
         match pick_drop(&ctx)? {
             Choice::Drop(d) => Some(d.files.iter().map(|f| f.number).collect()),
             other => panic!("expected a drop, got {other:?}"),

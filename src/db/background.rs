@@ -161,11 +161,12 @@ impl DbInner {
         let version = st.versions.current();
         let pointers: Vec<Option<Vec<u8>>> =
             (0..version.num_levels()).map(|l| st.versions.compact_pointer(l).map(|p| p.to_vec())).collect();
-        let seek_candidate = self.seek_stats.lock().candidate.clone();
+        let (seek_candidate, collapse_candidate) = self.seek_stats.lock().candidates(&version);
         let ctx = PickContext {
             version: &version,
             compact_pointers: &pointers,
             seek_candidate,
+            collapse_candidate,
             busy_levels: &st.busy_levels,
         };
         self.policy.pick(&ctx)
@@ -194,8 +195,13 @@ impl DbInner {
     fn run_choice(&self, st: &mut MutexGuard<'_, State>, choice: Choice) -> Result<()> {
         let levels = choice.levels();
         st.busy_levels.extend_from_slice(&levels);
-        if choice.reason() == Reason::Seeks {
-            self.seek_stats.lock().candidate = None;
+        match choice.reason() {
+            Reason::Seeks => self.seek_stats.lock().candidate = None,
+            Reason::Collapse => {
+                self.seek_stats.lock().collapse = None;
+                add(&self.counters.table_collapses, 1);
+            }
+            _ => {}
         }
         if choice.reason() == Reason::Split {
             add(&self.counters.table_splits, 1);

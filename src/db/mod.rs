@@ -82,6 +82,9 @@ pub struct DbStats {
     pub num_segments_appended: u64,
     /// Tables light-weight compaction grew past its limits and rewrote (`Reason::Split`).
     pub num_table_splits: u64,
+    /// Tables of several segments rewritten in place because seeks into them were charged too
+    /// often (`Reason::Collapse`).
+    pub num_table_collapses: u64,
     /// Segments per level, summed over its tables (a plain table is one segment): divided by
     /// `level_files`, the segments a lookup in that level may probe per table.
     pub level_segments: Vec<u64>,
@@ -167,6 +170,7 @@ pub(crate) struct Counters {
     compaction_read_by_level: Mutex<Vec<u64>>,
     segments_appended: AtomicU64,
     table_splits: AtomicU64,
+    table_collapses: AtomicU64,
     flushes: AtomicU64,
     compactions: AtomicU64,
     trivial_moves: AtomicU64,

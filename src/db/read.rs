@@ -1,6 +1,7 @@
 //! The read path: point lookups (memtables, then tables newest first), batched lookups whose
 //! value-log reads run in parallel, iterators over a pinned view, and statistics.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -13,16 +14,60 @@ use crate::memtable::{Lookup, Memtable};
 use crate::options::ReadOptions;
 use crate::sst::filter::FilterHash;
 use crate::value::Value;
-use crate::version::run_iter::RunIterator;
-use crate::version::Version;
+use crate::version::run_iter::{RunIterator, SeekObserver};
+use crate::version::{FileMeta, Version};
 use crate::vlog::{Access, CacheUse, PendingRead, ValuePointer};
 
 /// LevelDB's seek compaction: a lookup that probed more than one table charges the first one
 /// it passed over; a table charged more than `max(100, size / 16 KiB)` times is compacted.
+/// Under light-weight compaction also its read-side counterpart: an iterator's seek into a
+/// table of `n` segments charges it `n - 1` (one block read per extra segment), and a table
+/// charged as much is collapsed in place (`Reason::Collapse`).
 #[derive(Default)]
 pub(crate) struct SeekStats {
-    charges: std::collections::HashMap<u64, u64>,
-    pub(crate) candidate: Option<(usize, Arc<crate::version::FileMeta>)>,
+    charges: HashMap<u64, u64>,
+    pub(crate) candidate: Candidate,
+    segment_charges: HashMap<u64, u64>,
+    pub(crate) collapse: Candidate,
+}
+
+/// A table (and its level) a compaction should take up, if any.
+pub(crate) type Candidate = Option<(usize, Arc<FileMeta>)>;
+
+impl SeekStats {
+    /// The candidates for `v`. One no longer in its level (compacted, moved) is dropped: it
+    /// would hold its slot for good, and no table after it could be charged in.
+    pub(crate) fn candidates(&mut self, v: &Version) -> (Candidate, Candidate) {
+        let live =
+            |c: &(usize, Arc<FileMeta>)| v.levels.get(c.0).is_some_and(|l| l.files().any(|f| f.number == c.1.number));
+        self.candidate = self.candidate.take().filter(live);
+        self.collapse = self.collapse.take().filter(live);
+        (self.candidate.clone(), self.collapse.clone())
+    }
+}
+
+/// Add `weight` to `file`'s charges; once they reach its allowance and `slot` is free, it
+/// becomes the candidate. True when it did.
+fn charge(
+    charges: &mut HashMap<u64, u64>,
+    slot: &mut Candidate,
+    level: usize,
+    file: &Arc<FileMeta>,
+    weight: u64,
+) -> bool {
+    let allowed = (file.size / (16 << 10)).max(100);
+    if charges.len() > 100_000 {
+        // Mostly files compacted away since: start counting afresh.
+        charges.clear();
+    }
+    let n = charges.entry(file.number).or_insert(0);
+    *n += weight;
+    if *n < allowed || slot.is_some() {
+        return false;
+    }
+    charges.remove(&file.number);
+    *slot = Some((level, file.clone()));
+    true
 }
 
 /// Most value reads `multi_get` submits together (half the io_uring submission queue, so
@@ -174,11 +219,11 @@ impl DbInner {
         let seek = key::seek_key_inline(user_key, view.seq);
         // Hashed once for every filter the lookup asks (level 0's files, every segment).
         let hash = FilterHash::of(user_key);
-        let mut first_probed: Option<(usize, &Arc<crate::version::FileMeta>)> = None;
+        let mut first_probed: Option<(usize, &Arc<FileMeta>)> = None;
         for (probes, (level, file)) in view.version.files_for_key(user_key).enumerate() {
             if probes == 1 {
                 if let Some((l, f)) = first_probed.take() {
-                    self.charge_seek(l, f.clone());
+                    self.charge_seek(l, f);
                 }
             } else if probes == 0 {
                 first_probed = Some((level, file));
@@ -200,18 +245,9 @@ impl DbInner {
         Ok(None)
     }
 
-    fn charge_seek(&self, level: usize, file: Arc<crate::version::FileMeta>) {
-        let allowed = (file.size / (16 << 10)).max(100);
-        let mut s = self.seek_stats.lock();
-        if s.charges.len() > 100_000 {
-            // Mostly files compacted away since: start counting afresh.
-            s.charges.clear();
-        }
-        let n = s.charges.entry(file.number).or_insert(0);
-        *n += 1;
-        if *n >= allowed && s.candidate.is_none() {
-            s.charges.remove(&file.number);
-            s.candidate = Some((level, file));
+    fn charge_seek(&self, level: usize, file: &Arc<FileMeta>) {
+        let s = &mut *self.seek_stats.lock();
+        if charge(&mut s.charges, &mut s.candidate, level, file, 1) {
             self.compact_cv.notify_one();
         }
     }
@@ -273,9 +309,15 @@ impl DbInner {
         for m in &view.mems {
             children.push(Box::new(m.iter()));
         }
-        for level in &view.version.levels {
+        // Seeks charge the tables of several segments they land in (`SeekStats`).
+        let observer = self.opts.light_weight_compaction.then(|| Arc::clone(self) as Arc<dyn SeekObserver>);
+        for (l, level) in view.version.levels.iter().enumerate() {
             for run in &level.runs {
-                children.push(Box::new(RunIterator::new(self.table_cache.clone(), run.files.clone(), fill)));
+                let mut it = RunIterator::new(self.table_cache.clone(), run.files.clone(), fill);
+                if let Some(o) = observer.as_ref().filter(|_| l > 0) {
+                    it = it.observed(l, Arc::clone(o));
+                }
+                children.push(Box::new(it));
             }
         }
         // An iterator is registered like a snapshot, so value-log GC keeps every value it may
@@ -356,6 +398,7 @@ impl DbInner {
             level_compaction_bytes_read: c.compaction_read_by_level.lock().clone(),
             num_segments_appended: load(&c.segments_appended),
             num_table_splits: load(&c.table_splits),
+            num_table_collapses: load(&c.table_collapses),
             level_segments: (0..v.num_levels()).map(|l| v.levels[l].files().map(|f| f.segments.max(1)).sum()).collect(),
             num_flushes: load(&c.flushes),
             num_compactions: load(&c.compactions),
@@ -442,5 +485,14 @@ impl ValueSource for ScanValues {
 
     fn read_region(&self, region: crate::db::iter::regions::Region) {
         self.db.vlog.will_need(region.file, region.offset, region.len);
+    }
+}
+
+impl SeekObserver for DbInner {
+    fn sought(&self, level: usize, file: &Arc<FileMeta>) {
+        let s = &mut *self.seek_stats.lock();
+        if charge(&mut s.segment_charges, &mut s.collapse, level, file, file.segments.saturating_sub(1)) {
+            self.compact_cv.notify_one();
+        }
     }
 }

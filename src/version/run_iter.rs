@@ -11,6 +11,12 @@ use crate::sst::table_cache::TableCache;
 use crate::sst::TableIterator;
 use crate::version::FileMeta;
 
+/// Told which table of several segments a seek landed in (the DB charges it, and collapses
+/// a table charged too often).
+pub trait SeekObserver: Send + Sync {
+    fn sought(&self, level: usize, file: &Arc<FileMeta>);
+}
+
 /// Concatenation of a run's files.
 pub struct RunIterator {
     cache: Arc<TableCache>,
@@ -18,11 +24,19 @@ pub struct RunIterator {
     fill_cache: bool,
     idx: usize,
     cur: Option<TableIterator>,
+    /// The run's level and who hears of seeks into tables of several segments.
+    observer: Option<(usize, Arc<dyn SeekObserver>)>,
 }
 
 impl RunIterator {
     pub fn new(cache: Arc<TableCache>, files: Arc<[Arc<FileMeta>]>, fill_cache: bool) -> Self {
-        RunIterator { cache, files, fill_cache, idx: 0, cur: None }
+        RunIterator { cache, files, fill_cache, idx: 0, cur: None, observer: None }
+    }
+
+    /// Report every seek landing in a table of several segments of this run (level `level`).
+    #[must_use]
+    pub fn observed(self, level: usize, observer: Arc<dyn SeekObserver>) -> Self {
+        RunIterator { observer: Some((level, observer)), ..self }
     }
 
     fn open(&mut self, idx: usize) -> Result<()> {
@@ -89,6 +103,11 @@ impl InternalIterator for RunIterator {
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         let idx = self.files.partition_point(|f| compare_internal(&f.largest, target) == Ordering::Less);
+        if let (Some((level, o)), Some(f)) = (&self.observer, self.files.get(idx)) {
+            if f.segments > 1 {
+                o.sought(*level, f);
+            }
+        }
         self.open(idx)?;
         if let Some(c) = &mut self.cur {
             c.seek(target)?;

@@ -286,10 +286,11 @@ pub fn render_db_stats(s: &DbStats, live_bytes: Option<u64>) -> String {
         s.level_segments.iter().zip(&s.level_files).map(|(&g, &f)| g as f64 / f.max(1) as f64).collect();
     let _ = writeln!(
         r,
-        "segments/table:   {} ({} appended, {} tables split)",
+        "segments/table:   {} ({} appended, {} tables split, {} collapsed by seeks)",
         per_level(&per_table, |v| format!("{v:.2}"), |v| v > 0.0),
         s.num_segments_appended,
-        s.num_table_splits
+        s.num_table_splits,
+        s.num_table_collapses
     );
     let _ = writeln!(r, "user_written:     {}", mb(s.user_bytes_written));
     let _ = writeln!(r, "log_written:      {}", mb(s.log_bytes_written));
@@ -368,6 +369,7 @@ pub fn db_stats_json(s: &DbStats, live_bytes: Option<u64>) -> String {
         .raw("level_filter_bytes", &list(s.level_filter_bytes.iter().map(|v| v.to_string()).collect()))
         .int("num_segments_appended", s.num_segments_appended)
         .int("num_table_splits", s.num_table_splits)
+        .int("num_table_collapses", s.num_table_collapses)
         .int("user_bytes_written", s.user_bytes_written)
         .int("log_bytes_written", s.log_bytes_written)
         .int("flush_bytes_written", s.flush_bytes_written)

@@ -82,6 +82,24 @@ impl LeveledPolicy {
         })
     }
 
+    /// LevelDB's seek compaction: the table point lookups passed over too often goes down.
+    fn pick_seek(&self, ctx: &PickContext<'_>) -> Option<Choice> {
+        let (level, file) = current_record(ctx.version, ctx.seek_candidate.as_ref()?)?;
+        (level + 1 < self.num_levels && ctx.free(&[level, level + 1]))
+            .then(|| self.task_for(ctx.version, level, vec![file], Reason::Seeks))
+    }
+
+    /// Under light-weight compaction, the table of several segments iterators sought into too
+    /// often is rewritten in place: its segments become one, where a seek reads one block
+    /// instead of one per segment. In place, not down: the reads paid for this table's
+    /// segments, and pushing it down would append a segment to every table below it.
+    fn pick_collapse(&self, ctx: &PickContext<'_>) -> Option<Choice> {
+        self.lwc?;
+        let (level, file) = current_record(ctx.version, ctx.collapse_candidate.as_ref()?)?;
+        let ok = level > 0 && file.segments > 1 && ctx.version.num_runs(level) == 1 && ctx.free(&[level]);
+        ok.then(|| Choice::Merge(self.in_place(ctx.version, level, vec![file], Reason::Collapse)))
+    }
+
     /// Rewrite `files` (adjacent tables of the one run of `level`) into tables of the target
     /// size in that run: a split in place, or a manual compaction collapsing segments.
     fn in_place(&self, v: &Version, level: usize, files: Vec<Arc<FileMeta>>, reason: Reason) -> CompactionTask {
@@ -183,6 +201,14 @@ pub fn level_capacity_bytes(level1_bytes: u64, ratio: u64, level: usize) -> f64 
     level1_bytes as f64 * (ratio as f64).powi(level.saturating_sub(1) as i32)
 }
 
+/// The current record of a table a reader charged, if it is still in that level: the reader
+/// may have held an older Version, and light-weight compaction re-records a table (longer,
+/// more segments) under the same number.
+fn current_record(v: &Version, (level, charged): &(usize, Arc<FileMeta>)) -> Option<(usize, Arc<FileMeta>)> {
+    let file = v.levels.get(*level)?.files().find(|f| f.number == charged.number)?;
+    Some((*level, file.clone()))
+}
+
 /// Smallest and largest user key over `files`.
 fn user_range(files: &[Arc<FileMeta>]) -> (Vec<u8>, Vec<u8>) {
     let lo = files.iter().map(|f| key::user_key(&f.smallest)).min().unwrap_or_default();
@@ -220,13 +246,7 @@ impl CompactionPolicy for LeveledPolicy {
         by_score.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(Ordering::Equal));
         let free = by_score.into_iter().find(|&(level, score)| score >= 1.0 && ctx.free(&[level, level + 1]));
         let Some((level, _)) = free else {
-            let (level, charged) = ctx.seek_candidate.clone()?;
-            // The current record of the file: the reader that charged it may have held an older
-            // Version, and light-weight compaction re-records a table (longer, more segments)
-            // under the same number.
-            let file = v.levels.get(level)?.files().find(|f| f.number == charged.number)?.clone();
-            return (level + 1 < self.num_levels && ctx.free(&[level, level + 1]))
-                .then(|| self.task_for(v, level, vec![file], Reason::Seeks));
+            return self.pick_seek(ctx).or_else(|| self.pick_collapse(ctx));
         };
         let files: Vec<Arc<FileMeta>> = v.levels[level].files().cloned().collect();
         // Round robin: the first file after where the last compaction of this level stopped.
@@ -336,7 +356,13 @@ mod tests {
     use crate::options::FilterAllocation;
 
     fn pick(p: &LeveledPolicy, v: &Version, busy: &[usize]) -> Option<Choice> {
-        p.pick(&PickContext { version: v, compact_pointers: &[], seek_candidate: None, busy_levels: busy })
+        p.pick(&PickContext {
+            version: v,
+            compact_pointers: &[],
+            seek_candidate: None,
+            collapse_candidate: None,
+            busy_levels: busy,
+        })
     }
 
     fn inputs(c: &Choice) -> Vec<u64> {
@@ -409,10 +435,40 @@ mod tests {
         let charged = Arc::new(file(20, 6, "a", "m"));
         let grown = FileMeta { size: 5000, segments: 2, ..file(20, 6, "a", "m") };
         let v = version(4, &[(2, grown.clone()), (3, file(30, 7, "a", "z"))]);
-        let ctx =
-            PickContext { version: &v, compact_pointers: &[], seek_candidate: Some((2, charged)), busy_levels: &[] };
+        let ctx = PickContext {
+            version: &v,
+            compact_pointers: &[],
+            seek_candidate: Some((2, charged)),
+            collapse_candidate: None,
+            busy_levels: &[],
+        };
         let Some(Choice::Append(a)) = p.pick(&ctx) else { panic!("a seek compaction") };
         assert_eq!(*a.task.inputs[0].files[0], grown, "not the stale record the reader charged");
+    }
+
+    #[test]
+    fn a_table_seeks_charged_for_its_segments_is_collapsed_in_place_under_light_weight_compaction() {
+        let p = lwc_policy();
+        let charged = Arc::new(file(20, 6, "a", "m"));
+        let segmented = FileMeta { segments: 2, ..file(20, 6, "a", "m") };
+        let v = version(4, &[(1, file(10, 5, "n", "z")), (2, segmented), (3, file(30, 7, "a", "z"))]);
+        let ctx = |c: Option<(usize, Arc<FileMeta>)>, busy: &'static [usize]| PickContext {
+            version: &v,
+            compact_pointers: &[],
+            seek_candidate: None,
+            collapse_candidate: c,
+            busy_levels: busy,
+        };
+        let Some(Choice::Merge(t)) = p.pick(&ctx(Some((2, charged.clone())), &[])) else { panic!("a collapse") };
+        assert_eq!((t.reason, t.output_level, t.output_run), (Reason::Collapse, 2, Some(6)));
+        assert_eq!(t.inputs.len(), 1, "in place: nothing of level 3 is read");
+        assert!(p.pick(&ctx(Some((2, charged.clone())), &[2])).is_none(), "its level is busy");
+        assert!(p.pick(&ctx(Some((1, charged.clone())), &[])).is_none(), "not in that level (stale)");
+        let classic = LeveledPolicy { lwc: None, ..p.clone() };
+        assert!(classic.pick(&ctx(Some((2, charged)), &[])).is_none(), "leveling has no segments to collapse");
+        let plain = version(4, &[(2, file(20, 6, "a", "m"))]);
+        let c = PickContext { version: &plain, ..ctx(Some((2, Arc::new(file(20, 6, "a", "m")))), &[]) };
+        assert!(p.pick(&c).is_none(), "one segment: nothing to collapse");
     }
 
     #[test]

@@ -345,7 +345,13 @@ mod tests {
     }
 
     fn pick(p: &WackyPolicy, v: &Version, busy: &[usize]) -> Option<Choice> {
-        p.pick(&PickContext { version: v, compact_pointers: &[], seek_candidate: None, busy_levels: busy })
+        p.pick(&PickContext {
+            version: v,
+            compact_pointers: &[],
+            seek_candidate: None,
+            collapse_candidate: None,
+            busy_levels: busy,
+        })
     }
 
     fn task(c: Option<Choice>) -> (&'static str, CompactionTask) {
