@@ -3,16 +3,18 @@
 # leveled compaction and with light-weight compaction (--lwc=1), LevelDB 1.23 and RocksDB 7.8
 # leveled (their own db_bench, the issue's flags), ROUNDS times alternating. On wisckey's
 # loaded trees also readrandom and seekrandom --seek_nexts=10 (while compaction goes on, as
-# db_bench does). Prints each run, then medians: fillrandom µs/op, compaction bytes written
-# during the load per user byte, read µs/op, and space amplification at the end.
+# db_bench does), and with SETTLED=1 both again once compaction has caught up
+# (waitforcompaction). Prints each run, then medians: fillrandom µs/op, compaction bytes
+# written during the load per user byte, read µs/op, and space amplification at the end.
 # usage: scripts/lwc-bench.sh [NUM] [VALUE_SIZE] [ROUNDS]
 #        (env WISCKEY_BIN pins a binary; LWC_FLAGS adds flags to the LWC run, e.g. --lwc_max_segments=4;
 #         READS, default NUM/10; CONFIGS picks some of: wisckey-leveled wisckey-lwc leveldb rocksdb-leveled;
-#         LOGS=<dir> keeps each run's whole output there, e.g. wisckey's `stats` right after the load)
+#         SETTLED=1 reads again after waitforcompaction; LOGS=<dir> keeps each run's whole output there, e.g. wisckey's `stats` right after the load)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 num="${1:-20000000}"; vsize="${2:-100}"; rounds="${3:-3}"
 reads="${READS:-$((num / 10))}"
+settled=""; [ "${SETTLED:-0}" = 1 ] && settled=",waitforcompaction,readrandom,seekrandom"
 bin="${WISCKEY_BIN:-target/release/wisckey}"
 [ -n "${WISCKEY_BIN:-}" ] || cargo build --release --bin wisckey >&2
 ldb="$(../shared/peers/build-leveldb-bench.sh)"
@@ -30,15 +32,19 @@ dir="$(mktemp -d)"
 for r in $(seq "$rounds"); do
   for cfg in ${CONFIGS:-wisckey-leveled wisckey-lwc leveldb rocksdb-leveled}; do
     rm -rf "$dir/db"
-    read_us=-; seek_us=-; amp=-
+    read_us=-; seek_us=-; amp=-; settled_read=-; settled_seek=-
     case "$cfg" in
       wisckey-*)
         flags=(--lwc=0); [ "$cfg" = wisckey-lwc ] && read -r -a flags <<<"--lwc=1 ${LWC_FLAGS:-}"
         res="$(flock /tmp/wisckey-bench.lock "$bin" bench --num="$num" --reads="$reads" --value_size="$vsize" \
-          --benchmarks=fillrandom,stats,readrandom,seekrandom,stats --seek_nexts=10 --db="$dir/db" "${shape[@]}" "${flags[@]}")"
+          --benchmarks="fillrandom,stats,readrandom,seekrandom,stats$settled" --seek_nexts=10 --db="$dir/db" "${shape[@]}" "${flags[@]}")"
         us="$(grep '^fillrandom' <<<"$res" | awk '{print $3}')"
-        read_us="$(grep '^readrandom' <<<"$res" | awk '{print $3}')"
-        seek_us="$(grep '^seekrandom' <<<"$res" | awk '{print $3}')"
+        read_us="$(grep -m1 '^readrandom' <<<"$res" | awk '{print $3}')"
+        seek_us="$(grep -m1 '^seekrandom' <<<"$res" | awk '{print $3}')"
+        if [ -n "$settled" ]; then
+          settled_read="$(grep '^readrandom' <<<"$res" | tail -1 | awk '{print $3}')"
+          settled_seek="$(grep '^seekrandom' <<<"$res" | tail -1 | awk '{print $3}')"
+        fi
         # the first stats block (right after the load): "compaction: X MB read, Y MB written in N compactions"
         mb="$(grep -m1 '^compaction:' <<<"$res" | sed -nE 's/.*read, ([0-9.]+) (B|KB|MB|GB) written.*/\1 \2/p' | to_mb)"
         amp="$(grep '^space_amp:' <<<"$res" | tail -1 | awk '{print $2}')" ;;
@@ -55,7 +61,7 @@ for r in $(seq "$rounds"); do
         mb="$(awk '/^ *[1-9] +[0-9]+ /{s += $6} END{print s + 0}' <<<"$res")" ;;
     esac
     [ -z "${LOGS:-}" ] || { mkdir -p "$LOGS" && printf '%s\n' "$res" >"$LOGS/$cfg-$r.txt"; }
-    echo "$cfg $us $mb $read_us $seek_us $amp" | tee -a "$out"
+    echo "$cfg $us $mb $read_us $seek_us $amp $settled_read $settled_seek" | tee -a "$out"
   done
 done
 rm -rf "$dir"
@@ -71,10 +77,11 @@ def med(rs, i):
     return statistics.median(xs) if xs else None
 fmt = lambda x, f: "-" if x is None else format(x, f)
 print(f"user data: {user_mb:.0f} MB")
-print("| configuration | fillrandom µs/op | compaction MB written | per user byte | readrandom µs/op | seekrandom µs/op | space amp |")
-print("|---|---:|---:|---:|---:|---:|---:|")
+print("| configuration | fillrandom µs/op | compaction MB written | per user byte | readrandom µs/op | seekrandom µs/op | space amp | settled readrandom | settled seekrandom |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for cfg, rs in runs.items():
     mb = med(rs, 1)
     print(f"| {cfg} | {fmt(med(rs, 0), '.3f')} | {fmt(mb, '.0f')} | {fmt(mb / user_mb, '.2f')} | "
-          f"{fmt(med(rs, 2), '.3f')} | {fmt(med(rs, 3), '.3f')} | {fmt(med(rs, 4), '.2f')} |")
+          f"{fmt(med(rs, 2), '.3f')} | {fmt(med(rs, 3), '.3f')} | {fmt(med(rs, 4), '.2f')} | "
+          f"{fmt(med(rs, 5), '.3f')} | {fmt(med(rs, 6), '.3f')} |")
 PY

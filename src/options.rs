@@ -79,7 +79,11 @@ pub struct Options {
     /// it kept over to the cache, so data written lately stays in memory after its memtable is
     /// gone.
     pub prepopulate_value_cache: PrepopulateValueCache,
-    /// Table files kept open at once.
+    /// Table readers kept open at once (the table cache: each holds its index and filter in
+    /// memory, about 2 % of its size at 100 B values; a mapped table holds no file descriptor).
+    /// Default 8192, 16 GiB of 2 MiB tables. LevelDB's 1000 halved point-lookup speed on a
+    /// 20M × 100 B light-weight-compaction tree of 1300 tables (12.2–13.5 against
+    /// 5.7–6.7 µs/op): every lookup past 1000 tables reopened one.
     pub max_open_files: usize,
     /// Uncompressed size of an SSTable data block.
     pub block_size_bytes: usize,
@@ -209,7 +213,7 @@ impl Default for Options {
             block_cache_bytes: 8 << 20,
             value_cache_bytes: 32 << 20,
             prepopulate_value_cache: PrepopulateValueCache::OnFlush,
-            max_open_files: 1000,
+            max_open_files: 8192,
             block_size_bytes: 4096,
             block_restart_interval: 16,
             target_file_size_bytes: 2 << 20,

@@ -289,18 +289,11 @@ fn shadows_older_data(v: &Version, level: usize, run_id: u64, f: &FileMeta) -> b
 
 #[cfg(test)]
 mod tests {
-    use super::testutil::{file, tombstones, version};
+    use super::testutil::{context, file, tombstones, version};
     use super::*;
 
     fn drop_of(v: &Version, busy: &[usize]) -> Option<Vec<u64>> {
-        let ctx = PickContext {
-            version: v,
-            compact_pointers: &[],
-            seek_candidate: None,
-            collapse_candidate: None,
-            busy_levels: busy,
-        };
-        match pick_drop(&ctx)? {
+        match pick_drop(&context(v, busy))? {
             Choice::Drop(d) => Some(d.files.iter().map(|f| f.number).collect()),
             other => panic!("expected a drop, got {other:?}"),
         }

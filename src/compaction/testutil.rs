@@ -1,5 +1,6 @@
 //! Test helpers: table metadata and Versions built by hand, for policy and job tests.
 
+use crate::compaction::PickContext;
 use crate::key::{make_internal_key, ValueKind};
 use crate::version::{Builder, FileMeta, Version, VersionEdit};
 
@@ -26,4 +27,9 @@ pub fn version(num_levels: usize, files: &[(u32, FileMeta)]) -> Version {
     let mut b = Builder::new(&Version::empty(num_levels));
     b.apply(&VersionEdit { added_files: files.to_vec(), ..Default::default() }).expect("apply");
     b.finish().expect("finish")
+}
+
+/// What a policy sees of `v` with `busy` levels busy and no compaction pointer or candidate.
+pub fn context<'a>(v: &'a Version, busy: &'a [usize]) -> PickContext<'a> {
+    PickContext { version: v, compact_pointers: &[], seek_candidate: None, collapse_candidate: None, busy_levels: busy }
 }

@@ -23,9 +23,11 @@ use crate::error::{Error, Result};
 /// only if it uses a separate description; this set makes the rule explicit and portable.
 static LOCKED_PATHS: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
 
-/// Most files mapped at once (LevelDB's mmap limit on 64-bit hosts); tables opened beyond
-/// it are read with `pread`, so address space and the kernel's map count stay bounded.
-const MAX_MAPPED_FILES: usize = 1000;
+/// Most table files mapped at once, over every database of the process (two at the default
+/// `Options::max_open_files`); tables opened beyond it are read with `pread` (and hold a file
+/// descriptor), so the kernel's map count (65530 by default, `vm.max_map_count`) stays far.
+/// LevelDB's 1000 measured too few: a 20M × 100 B tree has 1300 tables.
+const MAX_MAPPED_FILES: usize = 16384;
 
 /// Live `FileMapping`s of this process.
 static MAPPED_FILES: AtomicUsize = AtomicUsize::new(0);
@@ -205,6 +207,31 @@ impl Deref for FileMapping {
     }
 }
 
+impl FileMapping {
+    /// `madvise` over `len` bytes from `offset` (0: to the end), `fadvise`'s counterpart for a
+    /// file read through its mapping. `DontNeed` is skipped: on a mapping it unmaps the pages,
+    /// it does not drop them from the page cache as `fadvise` does.
+    fn advise(&self, offset: u64, len: u64, advice: Advice) -> io::Result<()> {
+        let advice = match advice {
+            Advice::Normal => memmap2::Advice::Normal,
+            Advice::Random => memmap2::Advice::Random,
+            Advice::Sequential => memmap2::Advice::Sequential,
+            Advice::WillNeed => memmap2::Advice::WillNeed,
+            Advice::DontNeed => return Ok(()),
+        };
+        let start = usize::try_from(offset).map_or(self.map.len(), |o| o.min(self.map.len()));
+        let room = self.map.len() - start;
+        let len = match usize::try_from(len) {
+            Ok(0) | Err(_) => room,
+            Ok(n) => n.min(room),
+        };
+        if len == 0 {
+            return Ok(());
+        }
+        self.map.advise_range(advice, start, len)
+    }
+}
+
 impl Drop for FileMapping {
     fn drop(&mut self) {
         self.slots.fetch_sub(1, Ordering::Relaxed);
@@ -249,8 +276,9 @@ fn map_file(file: &File, slots: &'static AtomicUsize, limit: usize) -> Option<Fi
 
 /// An immutable file read through its memory mapping.
 struct PosixMapped {
-    /// Kept open for `fadvise` (the mapping itself does not need it).
-    file: File,
+    // No file descriptor: the mapping outlives it, so an open table costs a mapping slot and
+    // no descriptor, and the table cache can keep every table of a large tree open without
+    // running into the process's descriptor limit.
     path: PathBuf,
     map: Arc<FileMapping>,
 }
@@ -272,7 +300,7 @@ impl RandomAccessFile for PosixMapped {
     }
 
     fn advise(&self, offset: u64, len: u64, advice: Advice) -> Result<()> {
-        fadvise(&self.file, &self.path, offset, len, advice)
+        self.map.advise(offset, len, advice).map_err(|e| Error::io("madvise", &self.path, e))
     }
 
     fn mapping(&self) -> Option<&Arc<FileMapping>> {
@@ -321,7 +349,7 @@ impl Vfs for PosixFs {
         let file = File::open(path).map_err(|e| Error::io("open_read", path, e))?;
         let path = path.to_path_buf();
         Ok(match map_file(&file, &MAPPED_FILES, MAX_MAPPED_FILES) {
-            Some(map) => Arc::new(PosixMapped { file, path, map: Arc::new(map) }),
+            Some(map) => Arc::new(PosixMapped { path, map: Arc::new(map) }),
             None => Arc::new(PosixReadable { file, path }),
         })
     }

@@ -352,17 +352,11 @@ impl CompactionPolicy for LeveledPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compaction::testutil::{file, version};
+    use crate::compaction::testutil::{context, file, version};
     use crate::options::FilterAllocation;
 
     fn pick(p: &LeveledPolicy, v: &Version, busy: &[usize]) -> Option<Choice> {
-        p.pick(&PickContext {
-            version: v,
-            compact_pointers: &[],
-            seek_candidate: None,
-            collapse_candidate: None,
-            busy_levels: busy,
-        })
+        p.pick(&context(v, busy))
     }
 
     fn inputs(c: &Choice) -> Vec<u64> {
@@ -435,13 +429,7 @@ mod tests {
         let charged = Arc::new(file(20, 6, "a", "m"));
         let grown = FileMeta { size: 5000, segments: 2, ..file(20, 6, "a", "m") };
         let v = version(4, &[(2, grown.clone()), (3, file(30, 7, "a", "z"))]);
-        let ctx = PickContext {
-            version: &v,
-            compact_pointers: &[],
-            seek_candidate: Some((2, charged)),
-            collapse_candidate: None,
-            busy_levels: &[],
-        };
+        let ctx = PickContext { seek_candidate: Some((2, charged)), ..context(&v, &[]) };
         let Some(Choice::Append(a)) = p.pick(&ctx) else { panic!("a seek compaction") };
         assert_eq!(*a.task.inputs[0].files[0], grown, "not the stale record the reader charged");
     }
@@ -453,11 +441,8 @@ mod tests {
         let segmented = FileMeta { segments: 2, ..file(20, 6, "a", "m") };
         let v = version(4, &[(1, file(10, 5, "n", "z")), (2, segmented), (3, file(30, 7, "a", "z"))]);
         let ctx = |c: Option<(usize, Arc<FileMeta>)>, busy: &'static [usize]| PickContext {
-            version: &v,
-            compact_pointers: &[],
-            seek_candidate: None,
             collapse_candidate: c,
-            busy_levels: busy,
+            ..context(&v, busy)
         };
         let Some(Choice::Merge(t)) = p.pick(&ctx(Some((2, charged.clone())), &[])) else { panic!("a collapse") };
         assert_eq!((t.reason, t.output_level, t.output_run), (Reason::Collapse, 2, Some(6)));
@@ -467,7 +452,7 @@ mod tests {
         let classic = LeveledPolicy { lwc: None, ..p.clone() };
         assert!(classic.pick(&ctx(Some((2, charged)), &[])).is_none(), "leveling has no segments to collapse");
         let plain = version(4, &[(2, file(20, 6, "a", "m"))]);
-        let c = PickContext { version: &plain, ..ctx(Some((2, Arc::new(file(20, 6, "a", "m")))), &[]) };
+        let c = PickContext { collapse_candidate: Some((2, Arc::new(file(20, 6, "a", "m")))), ..context(&plain, &[]) };
         assert!(p.pick(&c).is_none(), "one segment: nothing to collapse");
     }
 

@@ -337,7 +337,7 @@ impl CompactionPolicy for WackyPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compaction::testutil::{file, version};
+    use crate::compaction::testutil::{context, file, version};
 
     /// A policy whose write buffer is one test table (1000 bytes).
     fn policy(knobs: Knobs) -> WackyPolicy {
@@ -345,13 +345,7 @@ mod tests {
     }
 
     fn pick(p: &WackyPolicy, v: &Version, busy: &[usize]) -> Option<Choice> {
-        p.pick(&PickContext {
-            version: v,
-            compact_pointers: &[],
-            seek_candidate: None,
-            collapse_candidate: None,
-            busy_levels: busy,
-        })
+        p.pick(&context(v, busy))
     }
 
     fn task(c: Option<Choice>) -> (&'static str, CompactionTask) {
