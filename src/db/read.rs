@@ -38,8 +38,7 @@ impl SeekStats {
     /// The candidates for `v`. One no longer in its level (compacted, moved) is dropped: it
     /// would hold its slot for good, and no table after it could be charged in.
     pub(crate) fn candidates(&mut self, v: &Version) -> (Candidate, Candidate) {
-        let live =
-            |c: &(usize, Arc<FileMeta>)| v.levels.get(c.0).is_some_and(|l| l.files().any(|f| f.number == c.1.number));
+        let live = |c: &(usize, Arc<FileMeta>)| v.file(c.0, c.1.number).is_some();
         self.candidate = self.candidate.take().filter(live);
         self.collapse = self.collapse.take().filter(live);
         (self.candidate.clone(), self.collapse.clone())

@@ -67,6 +67,11 @@ pub struct Version {
 }
 
 impl Version {
+    /// Table `number` as this Version records it in `level`, if it is there.
+    pub fn file(&self, level: usize, number: u64) -> Option<&Arc<FileMeta>> {
+        self.levels.get(level)?.files().find(|f| f.number == number)
+    }
+
     /// A version with `num_levels` empty levels.
     pub fn empty(num_levels: usize) -> Self {
         Version { levels: vec![Level::default(); num_levels] }

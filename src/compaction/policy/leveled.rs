@@ -205,8 +205,7 @@ pub fn level_capacity_bytes(level1_bytes: u64, ratio: u64, level: usize) -> f64 
 /// may have held an older Version, and light-weight compaction re-records a table (longer,
 /// more segments) under the same number.
 fn current_record(v: &Version, (level, charged): &(usize, Arc<FileMeta>)) -> Option<(usize, Arc<FileMeta>)> {
-    let file = v.levels.get(*level)?.files().find(|f| f.number == charged.number)?;
-    Some((*level, file.clone()))
+    Some((*level, v.file(*level, charged.number)?.clone()))
 }
 
 /// Smallest and largest user key over `files`.
