@@ -376,3 +376,49 @@ fn scan_and_scan_rev_yield_ordered_bounded_entries() {
     let want: Vec<_> = common::model_range(&l.model, Some(&key(50)), Some(&key(250))).into_iter().rev().collect();
     common::assert_same_entries(&rev, &want, "scan_rev within bounds");
 }
+
+/// LevelDB's read sampling: level-0 tables below the compaction trigger stay until scans have
+/// read about a MiB per charge past them, then go down a level (every later seek merges fewer
+/// runs); nothing a scan or a snapshot sees changes.
+#[test]
+fn long_scans_compact_level_0_tables_the_trigger_leaves_in_place() {
+    let fs = Arc::new(MemFs::new());
+    let opts = Options::default().vfs(fs).write_buffer_bytes(1 << 20).l0_compaction_trigger(8);
+    let db = Db::open("/sampled", opts).expect("open");
+    let mut model = Model::new();
+    // Inline values, so the tables hold the bytes scans read; every flush overlaps the others.
+    for round in 0..6u64 {
+        for i in 0..300 {
+            let k = key(i);
+            let v = make_value(&k, round, 900);
+            db.put(&k, &v).expect("put");
+            model.insert(k, v);
+        }
+        db.flush().expect("flush");
+    }
+    db.wait_for_background_work().expect("settle");
+    let l0 = db.stats().level_files[0];
+    assert!((2..8).contains(&l0), "level 0 holds {l0} tables");
+    let snap = db.snapshot();
+    // A full scan passes every version, six of each key (~1.6 MB): 100 charges (the least a
+    // table is allowed) take about 60 scans.
+    let mut scans = 0;
+    while db.stats().level_files[0] > 0 && scans < 2000 {
+        let mut it = db.iter(&ReadOptions::default()).expect("iter");
+        it.seek_to_first().expect("seek");
+        while it.valid() {
+            it.next().expect("next");
+        }
+        scans += 1;
+        if scans % 100 == 0 {
+            db.wait_for_background_work().expect("settle");
+        }
+    }
+    db.wait_for_background_work().expect("settle");
+    let st = db.stats();
+    assert_eq!(st.level_files[0], 0, "level 0 still holds tables after {scans} scans: {st:?}");
+    assert!(scans >= 30, "compacted after {scans} scans: sooner than a table's allowance");
+    assert_view_matches(&db, &ReadOptions::default(), &model, "after sampled compactions");
+    let ro = ReadOptions { snapshot: Some(snap), ..ReadOptions::default() };
+    assert_view_matches(&db, &ro, &model, "a snapshot taken before them");
+}

@@ -41,6 +41,21 @@ pub(super) fn spawn(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
     Ok(threads)
 }
 
+/// Raise the calling thread's nice value by `delta` (a thread's own, on Linux; elsewhere
+/// nothing). Failing leaves the thread as it was, which is only slower for others.
+fn lower_thread_priority(delta: i32) {
+    #[cfg(target_os = "linux")]
+    if delta > 0 {
+        // SAFETY: nice(2) takes no pointers; on Linux it changes the calling thread only.
+        let r = unsafe { libc::nice(delta) };
+        if r == -1 {
+            tracing::debug!(delta, "could not lower the compaction thread's priority");
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = delta;
+}
+
 /// Write a memtable into table file `number`; `None` if the memtable is empty.
 pub(super) fn write_level0_table(
     vfs: &Arc<dyn Vfs>,
@@ -173,6 +188,7 @@ impl DbInner {
     }
 
     fn compaction_loop(&self) {
+        lower_thread_priority(self.opts.compaction_nice);
         let mut st = self.state.lock();
         loop {
             if st.shutting_down {

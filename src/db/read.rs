@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{add, DbInner, DbStats};
+use crate::db::iter::sampling::{ReadSampleSink, ReadSampler};
 use crate::db::iter::{DbIterator, ValueSource};
 use crate::error::Result;
 use crate::iter::{InternalIterator, MergingIterator};
@@ -322,6 +323,7 @@ impl DbInner {
         // An iterator is registered like a snapshot, so value-log GC keeps every value it may
         // still read.
         let pins = (view.mems, view.version.clone(), reader);
+        let samples = IterSamples { db: Arc::clone(self), version: view.version.clone() };
         Ok(DbIterator::new(
             Box::new(MergingIterator::new(children)),
             view.seq,
@@ -333,7 +335,8 @@ impl DbInner {
             }),
             ro.readahead_values,
             Box::new(pins),
-        ))
+        )
+        .sampled(ReadSampler::new(Box::new(samples))))
     }
 
     /// Hand the values a memtable being flushed kept to the value cache
@@ -484,6 +487,29 @@ impl ValueSource for ScanValues {
 
     fn read_region(&self, region: crate::db::iter::regions::Region) {
         self.db.vlog.will_need(region.file, region.offset, region.len);
+    }
+}
+
+/// Where an iterator's read samples go: the Version it reads.
+struct IterSamples {
+    db: Arc<DbInner>,
+    version: Arc<Version>,
+}
+
+impl ReadSampleSink for IterSamples {
+    /// LevelDB's `RecordReadSample`, for level 0 only: a key two tables hold charges the first
+    /// when that one is in level 0 (or another level of several runs). Every seek merges each
+    /// such table as one more run, and compacting it down takes that run away; a table of a
+    /// leveled level compacted down would leave its level's run in every seek (LevelDB charges
+    /// it too, but with filters on point lookups that only buys rewrites).
+    fn sampled(&self, internal_key: &[u8]) {
+        let mut files = self.version.files_for_key(key::user_key(internal_key));
+        let (Some((level, first)), Some(_)) = (files.next(), files.next()) else {
+            return;
+        };
+        if level == 0 || self.version.num_runs(level) > 1 {
+            self.db.charge_seek(level, first);
+        }
     }
 }
 

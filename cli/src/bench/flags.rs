@@ -209,6 +209,10 @@ pub struct BenchArgs {
     #[arg(long = "max_background_compactions")]
     pub max_background_compactions: Option<usize>,
 
+    /// Nice value added to the compaction threads (`Options::compaction_nice`; default: the engine's).
+    #[arg(long = "compaction_nice")]
+    pub compaction_nice: Option<i32>,
+
     /// Print a latency histogram after each benchmark.
     #[arg(long = "histogram", default_value = "false", num_args = 0..=1,
           default_missing_value = "true", action = ArgAction::Set, value_parser = parse_bool)]
@@ -282,6 +286,9 @@ impl BenchArgs {
         }
         if let Some(v) = self.max_background_compactions {
             o = o.compaction_threads(v);
+        }
+        if let Some(v) = self.compaction_nice {
+            o = o.compaction_nice(v);
         }
         if let Some(v) = self.lwc {
             o = o.light_weight_compaction(v);

@@ -4,6 +4,7 @@
 
 use std::cmp::Ordering;
 
+use super::sampling::ReadSampler;
 use super::Step;
 use crate::error::Result;
 use crate::iter::InternalIterator;
@@ -33,6 +34,8 @@ pub(super) struct Cursor {
     upper: Option<Vec<u8>>,
     /// Kind of the current entry.
     kind: ValueKind,
+    /// Reports a key about every MiB read (`sampling`), when the DB wants samples.
+    sampler: Option<ReadSampler>,
 }
 
 impl Cursor {
@@ -54,6 +57,21 @@ impl Cursor {
             lower,
             upper,
             kind: ValueKind::Value,
+            sampler: None,
+        }
+    }
+
+    /// Sample what this cursor reads (LevelDB's read sampling).
+    pub(super) fn set_sampler(&mut self, sampler: ReadSampler) {
+        self.sampler = Some(sampler);
+    }
+
+    /// Count the inner iterator's current entry as read.
+    #[inline]
+    fn sample(&mut self) {
+        if let Some(s) = &mut self.sampler {
+            let k = self.inner.key();
+            s.read(k, k.len() + self.inner.value().len());
         }
     }
 
@@ -208,6 +226,7 @@ impl Cursor {
     /// `skipping`.
     fn find_next_user_entry(&mut self, mut skipping: bool) -> Result<()> {
         while self.inner.valid() {
+            self.sample();
             if let Some(p) = key::parse_internal_key(self.inner.key()) {
                 if p.seq <= self.seq {
                     if p.kind == ValueKind::Deletion {
@@ -234,6 +253,7 @@ impl Cursor {
     fn find_prev_user_entry(&mut self) -> Result<()> {
         let mut last_kind = ValueKind::Deletion;
         while self.inner.valid() {
+            self.sample();
             if let Some(p) = key::parse_internal_key(self.inner.key()) {
                 if p.seq <= self.seq {
                     if last_kind != ValueKind::Deletion && p.user_key.cmp(&self.saved_key) == Ordering::Less {

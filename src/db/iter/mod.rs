@@ -10,6 +10,7 @@
 mod cursor;
 mod readahead;
 pub(crate) mod regions;
+pub(crate) mod sampling;
 #[cfg(test)]
 mod tests;
 mod window;
@@ -129,6 +130,12 @@ impl DbIterator {
             failed: false,
             _pins: pins,
         }
+    }
+
+    /// Report a key about every MiB this iterator reads (LevelDB's read sampling).
+    pub(crate) fn sampled(mut self, sampler: sampling::ReadSampler) -> Self {
+        self.cursor.set_sampler(sampler);
+        self
     }
 
     /// Whether the iterator is at an entry.
