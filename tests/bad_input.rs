@@ -442,3 +442,44 @@ fn close_with_live_iterator_then_reopen_is_not_locked() {
 fn close_with_live_snapshot_then_reopen_is_not_locked() {
     close_with_live_handle_then_reopen(|db| Box::new(db.snapshot()), "snapshot");
 }
+
+#[test]
+fn out_of_range_thread_options_are_rejected_naming_the_option() {
+    let cases = [
+        ("compaction_threads", mem_options().compaction_threads(0)),
+        ("compaction_threads", mem_options().compaction_threads(17)),
+        ("compaction_nice", mem_options().compaction_nice(Some(20))),
+        ("compaction_nice", mem_options().compaction_nice(Some(-1))),
+    ];
+    for (name, opts) in cases {
+        let e = Db::open("/bad-options", opts).err().unwrap_or_else(|| panic!("{name}: opened"));
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{name}: {e:?}");
+        assert!(e.to_string().contains(name), "{name}: {e}");
+    }
+}
+
+/// `compaction_nice` lowers the priority of the compaction threads, and of no other thread.
+#[cfg(target_os = "linux")]
+#[test]
+fn compaction_threads_run_at_the_nice_value_asked_for() {
+    // 7: no other test's database asks for it, and they share this process.
+    let db = Db::open("/nice", mem_options().compaction_nice(Some(7)).compaction_threads(3)).expect("open");
+    let niced = |name: &str| -> usize {
+        let tasks = std::fs::read_dir("/proc/self/task").expect("tasks");
+        tasks
+            .filter_map(|t| t.ok())
+            .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+            .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
+            // Field 19 of stat is the nice value; the fields after the command's ')' start at 3.
+            .filter_map(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(16).map(str::to_owned)))
+            .filter(|nice| nice == "7")
+            .count()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while niced("wisckey-compact") < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(niced("wisckey-compact"), 3, "compaction threads at nice 7");
+    assert_eq!(niced("wisckey-flush"), 0, "the flush thread keeps its priority");
+    db.close().expect("close");
+}

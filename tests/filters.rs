@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use wisckey::fs::PosixFs;
+use wisckey::fs::{MemFs, PosixFs};
 use wisckey::{Db, FilterAllocation, Options};
 
 const KEYS: u64 = 60_000;
@@ -97,5 +97,41 @@ fn a_database_written_with_monkey_reads_back_every_key_uniformly_reopened() {
     let db = Db::open(dir.path(), options(FilterAllocation::Uniform, false)).expect("reopen");
     for i in 0..10_000u64 {
         assert_eq!(db.get(&key(i)).expect("get").as_deref(), Some(&i.to_le_bytes()[..]), "key {i}");
+    }
+}
+
+/// LevelDB's seek compaction charges a table a lookup searched in vain before finding its key
+/// deeper. A table whose filter turned the lookup away was not searched: with filters, lookups
+/// of keys that live below level 0 compact nothing; without them, the same lookups compact the
+/// level-0 table down.
+#[test]
+fn only_tables_searched_in_vain_are_charged_for_seek_compaction() {
+    for bits in [10.0, 0.0] {
+        let fs = Arc::new(MemFs::new());
+        let opts = Options::default().vfs(fs).bloom_bits_per_key(vec![bits]).l0_compaction_trigger(8);
+        let db = Db::open("/charged", opts).expect("open");
+        for round in 0..3u32 {
+            // Round 0 holds the keys looked up; later rounds hold other keys over the same range.
+            for i in 0..500u32 {
+                let k = format!("k{:05}-{round}", i * 3);
+                db.put(k.as_bytes(), b"value").expect("put");
+            }
+            db.flush().expect("flush");
+        }
+        db.wait_for_background_work().expect("settle");
+        let before = db.stats();
+        assert!(before.level_files[0] >= 1 && before.level_files.iter().skip(1).sum::<usize>() >= 1, "{before:?}");
+        for n in 0..3000u32 {
+            let k = format!("k{:05}-0", (n % 500) * 3);
+            assert_eq!(db.get(k.as_bytes()).expect("get").as_deref(), Some(&b"value"[..]), "{k}");
+        }
+        db.wait_for_background_work().expect("settle");
+        let after = db.stats();
+        let compactions = after.num_compactions - before.num_compactions;
+        if bits > 0.0 {
+            assert_eq!(compactions, 0, "lookups the filters turned away charged a table: {after:?}");
+        } else {
+            assert!(compactions > 0, "lookups searching level 0 in vain compacted nothing: {after:?}");
+        }
     }
 }

@@ -188,7 +188,7 @@ impl DbInner {
     }
 
     fn compaction_loop(&self) {
-        lower_thread_priority(self.opts.compaction_nice);
+        lower_thread_priority(self.opts.compaction_nice_in_force());
         let mut st = self.state.lock();
         loop {
             if st.shutting_down {

@@ -612,7 +612,7 @@ fn validate_options(o: &Options) -> Result<()> {
     if o.compaction_threads == 0 || o.compaction_threads > 16 {
         return bad("compaction_threads must be between 1 and 16");
     }
-    if !(0..=19).contains(&o.compaction_nice) {
+    if !(0..=19).contains(&o.compaction_nice_in_force()) {
         return bad("compaction_nice must be between 0 and 19");
     }
     if o.max_immutable_memtables == 0 {

@@ -288,7 +288,7 @@ impl BenchArgs {
             o = o.compaction_threads(v);
         }
         if let Some(v) = self.compaction_nice {
-            o = o.compaction_nice(v);
+            o = o.compaction_nice(Some(v));
         }
         if let Some(v) = self.lwc {
             o = o.light_weight_compaction(v);
