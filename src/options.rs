@@ -131,9 +131,10 @@ pub struct Options {
     /// first on a machine with fewer cores than busy threads, and compaction gets the rest.
     /// `None` (the default): 10 under light-weight compaction, 0 otherwise. Light-weight
     /// compaction writes about 40 % fewer bytes, so it keeps up from the leftover CPU: 20M ×
-    /// 100 B on 2 cores, reads right after the load ran 15–25 % faster and the load itself no
-    /// slower. Leveling's merges bound how fast a load can go, and at a lower priority they fell
-    /// behind: 1M × 100 B seeks after a load were 20 % slower (docs/BENCHMARKS.md §13).
+    /// 100 B on 2 cores, lookups and seeks right after the load ran 14–24 % faster and the load
+    /// itself 3–4 % faster. Leveling's merges bound how fast a load can go, and at a lower
+    /// priority they fell behind: 1M × 100 B seeks after a load were 22 % slower
+    /// (docs/BENCHMARKS.md §13).
     pub compaction_nice: Option<i32>,
     /// L0 file count that triggers a compaction.
     pub l0_compaction_trigger: usize,
