@@ -512,7 +512,7 @@ impl ReadSampleSink for IterSamples {
         let (Some((level, first)), Some(_)) = (files.next(), files.next()) else {
             return;
         };
-        if level == 0 || self.version.num_runs(level) > 1 {
+        if self.version.files_may_overlap(level) {
             self.db.charge_seek(level, first);
         }
     }

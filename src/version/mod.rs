@@ -96,6 +96,11 @@ impl Version {
         self.levels.get(level).map_or(0, |l| l.runs.len())
     }
 
+    /// Whether `level`'s files may overlap each other: level 0, or a level of several runs.
+    pub fn files_may_overlap(&self, level: usize) -> bool {
+        level == 0 || self.num_runs(level) > 1
+    }
+
     /// The deepest level below L0 holding data (0 if none does).
     pub fn deepest_level(&self) -> usize {
         (1..self.num_levels()).rev().find(|&l| self.num_runs(l) > 0).unwrap_or(0)
@@ -140,7 +145,7 @@ impl Version {
         let collect = |b: Option<&[u8]>, e: Option<&[u8]>| -> Vec<Arc<FileMeta>> {
             l.runs.iter().flat_map(|r| r.overlapping(b, e).iter().cloned()).collect()
         };
-        if level != 0 && l.runs.len() <= 1 {
+        if !self.files_may_overlap(level) {
             return collect(begin, end);
         }
         let (mut begin, mut end) = (begin.map(<[u8]>::to_vec), end.map(<[u8]>::to_vec));
