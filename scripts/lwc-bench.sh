@@ -5,7 +5,8 @@
 # loaded trees also readrandom and seekrandom --seek_nexts=10 (while compaction goes on, as
 # db_bench does), and with SETTLED=1 both again once compaction has caught up
 # (waitforcompaction). Prints each run, then medians: fillrandom µs/op, compaction bytes
-# written during the load per user byte, read µs/op, and space amplification at the end.
+# written during the load per user byte, read µs/op, and space amplification at the end; then each
+# configuration's speed against wisckey-leveled as per-round ratios and their median.
 # usage: scripts/lwc-bench.sh [NUM] [VALUE_SIZE] [ROUNDS]
 #        (env WISCKEY_BIN pins a binary; LWC_FLAGS adds flags to the LWC run, e.g. --lwc_max_segments=4;
 #         READS, default NUM/10; CONFIGS picks some of: wisckey-leveled wisckey-lwc leveldb rocksdb-leveled;
@@ -84,4 +85,21 @@ for cfg, rs in runs.items():
     print(f"| {cfg} | {fmt(med(rs, 0), '.3f')} | {fmt(mb, '.0f')} | {fmt(mb / user_mb, '.2f')} | "
           f"{fmt(med(rs, 2), '.3f')} | {fmt(med(rs, 3), '.3f')} | {fmt(med(rs, 4), '.2f')} | "
           f"{fmt(med(rs, 5), '.3f')} | {fmt(med(rs, 6), '.3f')} |")
+# Speed ratios against wisckey-leveled, paired by round: the rounds run minutes apart on a shared
+# machine, and pairing cancels the drift both configurations of one round saw.
+base = runs.get("wisckey-leveled")
+cols = [(0, "fillrandom"), (2, "readrandom"), (3, "seekrandom"), (5, "settled readrandom"), (6, "settled seekrandom")]
+if base:
+    print()
+    print("| speed vs wisckey-leveled, by round (median) | " + " | ".join(n for _, n in cols) + " |")
+    print("|---|" + "---:|" * len(cols))
+    for cfg, rs in runs.items():
+        if cfg == "wisckey-leveled":
+            continue
+        cells = []
+        for i, _ in cols:
+            rat = [float(b[i]) / float(r[i]) for b, r in zip(base, rs) if "-" not in (b[i], r[i])]
+            by_round = " / ".join(format(x, ".2f") for x in rat)
+            cells.append(f"{statistics.median(rat):.2f}× ({by_round})" if rat else "-")
+        print(f"| {cfg} | " + " | ".join(cells) + " |")
 PY
