@@ -424,6 +424,17 @@ impl BlockIter {
         self.scan_to(target)
     }
 
+    /// Stand at the entry that starts restart interval `i` (in an index block, entry `i`);
+    /// past the last interval the iterator is left invalid.
+    pub fn seek_to_restart_entry(&mut self, i: usize) -> Result<()> {
+        if i >= self.block.num_restarts {
+            self.invalidate();
+            return Ok(());
+        }
+        self.seek_to_restart(i);
+        self.parse_next_key().map(|_| ())
+    }
+
     /// The restart interval the current entry starts, if it starts one (in an index block,
     /// where every entry is a restart point, the entry's ordinal).
     pub fn current_restart(&self) -> Option<usize> {

@@ -80,6 +80,20 @@ impl IndexFences {
         (lo.min(last), hi.min(last))
     }
 
+    /// The entry that is provably the first index key >= every internal key with user key
+    /// `uk`, when the fences alone tell: its fence is strictly above `uk`'s and every fence
+    /// before it strictly below (`None` when two fences tie with `uk`'s or `uk` lies outside
+    /// the common prefix: the index block must then be searched).
+    #[inline]
+    pub fn exact(&self, uk: &[u8]) -> Option<usize> {
+        if !uk.starts_with(&self.common) {
+            return None;
+        }
+        let t = fence(uk, self.common.len());
+        let lo = self.keys.partition_point(|&k| k < t);
+        self.keys.get(lo).filter(|&&k| k > t).map(|_| lo)
+    }
+
     /// Seek `it` (an iterator over the fences' index block) to the first entry >= `target`,
     /// narrowing the search with the fences first.
     pub fn seek(&self, it: &mut BlockIter, target: &[u8]) -> crate::error::Result<()> {
@@ -153,6 +167,7 @@ mod tests {
         for t in ["", "0", "00000000009", "1", "0000000000003331x", "0000000000996669\0", "0000000000999999"] {
             targets.push(make_internal_key(t.as_bytes(), 7, ValueKind::Value));
         }
+        let mut exact = 0;
         for t in &targets {
             a.seek(t).unwrap();
             fences.seek(&mut b, t).unwrap();
@@ -161,7 +176,13 @@ mod tests {
                 assert_eq!(a.key(), b.key());
                 assert!(compare_internal(b.key(), t) != Ordering::Less);
             }
+            if let Some(i) = fences.exact(user_key(t)) {
+                exact += 1;
+                assert!(a.at_restart(i), "target {t:?}: the fences named entry {i}");
+            }
         }
+        // Only targets equal to an index key (a quarter here) or off the prefix need the block.
+        assert!(exact * 2 > targets.len(), "{exact} of {} answered by the fences", targets.len());
     }
 
     /// The last separator of a table is a short successor sharing no prefix with the rest;

@@ -414,6 +414,42 @@ fn mapped_tables_round_trip_with_and_without_compression() {
     }
 }
 
+/// A seek the fences answer alone (a mapped, uncompressed table whose block was made
+/// before) lands where the index search lands, and steps on from there across block
+/// boundaries in both directions.
+#[test]
+fn seeks_answered_by_the_fences_alone_land_and_step_like_index_seeks() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = random_model(21, 3000);
+    let (file, _) = build(&model, opts(512, 4, Compression::None, 10.0));
+    let bytes = file.bytes();
+    let t = Arc::new(Table::open(mapped_file(dir.path(), &bytes), 7, bytes.len() as u64, None).unwrap());
+    assert_eq!(scan_forward(&t).unwrap(), model, "the scan makes every block once");
+    let mut rng = StdRng::seed_from_u64(22);
+    let mut fenced = 0;
+    for round in 0..3000 {
+        let u = rng.gen_range(0..2_000_001u64);
+        let target = make_internal_key(format!("user{u:08}").as_bytes(), rng.gen_range(0..1 << 41), ValueKind::Value);
+        fenced += usize::from(t.fenced_block(&target).is_some());
+        assert_eq!(get_vec(&t, &target, false).unwrap(), model_get(&model, &target));
+        let mut it = t.iter(false);
+        it.seek(&target).unwrap();
+        let mut at = model_seek(&model, &target);
+        for _ in 0..12 {
+            assert_eq!(it.valid().then(|| it.key().to_vec()), at.map(|i| model[i].0.clone()), "round {round}");
+            let Some(i) = at else { break };
+            if round % 2 == 0 {
+                it.next().unwrap();
+                at = (i + 1 < model.len()).then_some(i + 1);
+            } else {
+                it.prev().unwrap();
+                at = i.checked_sub(1);
+            }
+        }
+    }
+    assert!(fenced > 2000, "most seeks skip the index block: {fenced} of 3000");
+}
+
 #[test]
 fn flipped_byte_in_data_block_is_reported_as_corruption() {
     let model = random_model(9, 500);
