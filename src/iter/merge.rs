@@ -17,8 +17,9 @@ enum Direction {
 }
 
 /// A merge of child iterators; equal keys from several children come out in child order.
-pub struct MergingIterator {
-    children: Vec<Box<dyn InternalIterator>>,
+/// Children of one kind merge unboxed (a DTable's segments); of mixed kinds, boxed.
+pub struct MergingIterator<I: InternalIterator = Box<dyn InternalIterator>> {
+    children: Vec<I>,
     current: Option<usize>,
     /// The child that would come next if the current one moved past it (the best of the
     /// others in the direction of travel); `None` when no other child is valid.
@@ -26,9 +27,21 @@ pub struct MergingIterator {
     direction: Direction,
 }
 
-impl MergingIterator {
-    pub fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {
+impl<I: InternalIterator> MergingIterator<I> {
+    pub fn new(children: Vec<I>) -> Self {
         MergingIterator { children, current: None, runner_up: None, direction: Direction::Forward }
+    }
+
+    /// `seek`, with each child positioned by `f(i, child)` instead of its own `seek` (for an
+    /// owner that knows where each child lands): `f` must leave child `i` at its first entry
+    /// >= the target, or invalid.
+    pub fn seek_each(&mut self, mut f: impl FnMut(usize, &mut I) -> Result<()>) -> Result<()> {
+        for (i, c) in self.children.iter_mut().enumerate() {
+            f(i, c)?;
+        }
+        self.direction = Direction::Forward;
+        self.find_best();
+        Ok(())
     }
 
     /// Whether child `a` comes before child `b` in the direction of travel (equal keys: the
@@ -94,7 +107,7 @@ impl MergingIterator {
     }
 }
 
-impl InternalIterator for MergingIterator {
+impl<I: InternalIterator> InternalIterator for MergingIterator<I> {
     fn valid(&self) -> bool {
         self.current.is_some()
     }

@@ -31,6 +31,41 @@ pub trait InternalIterator: Send {
     }
 }
 
+/// A boxed iterator is one (merges of children of different kinds hold them boxed).
+impl<T: InternalIterator + ?Sized> InternalIterator for Box<T> {
+    #[inline]
+    fn valid(&self) -> bool {
+        (**self).valid()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        (**self).seek_to_first()
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        (**self).seek_to_last()
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        (**self).seek(target)
+    }
+    #[inline]
+    fn next(&mut self) -> Result<()> {
+        (**self).next()
+    }
+    fn prev(&mut self) -> Result<()> {
+        (**self).prev()
+    }
+    #[inline]
+    fn key(&self) -> &[u8] {
+        (**self).key()
+    }
+    #[inline]
+    fn value(&self) -> &[u8] {
+        (**self).value()
+    }
+    fn kept_value(&self) -> Option<&bytes::Bytes> {
+        (**self).kept_value()
+    }
+}
+
 pub mod merge;
 
 pub use merge::MergingIterator;

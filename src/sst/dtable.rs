@@ -262,6 +262,55 @@ mod tests {
         check(&t2, &all(&[&s0, &s1, &s2]));
     }
 
+    /// Seeks into a DTable (one search of its merged fences, then each segment at its entry,
+    /// from blocks made before or through its index) land where a merge of the model does
+    /// and step on from there, through real mapped files and `MemFs`, blocks cold and warm.
+    #[test]
+    fn seeks_into_a_dtable_land_and_step_like_a_sorted_model() {
+        use crate::fs::PosixFs;
+        use crate::iter::InternalIterator;
+        use rand::{Rng, SeedableRng};
+        let dir = tempfile::tempdir().unwrap();
+        let fss: [(Arc<dyn Vfs>, bool); 2] = [(Arc::new(PosixFs::new()), true), (Arc::new(MemFs::new()), false)];
+        for (vfs, mapped) in fss {
+            let path = dir.path().join(format!("00000{}.sst", u8::from(mapped)));
+            vfs.create_dir_all(dir.path()).unwrap();
+            let parts = [segment(0, 0, 900, 1, 1), segment(1, 0, 900, 3, 1000), segment(2, 300, 600, 1, 2000)];
+            let mut size = write_plain(&vfs, &path, &parts[0]);
+            for p in &parts[1..] {
+                size = append(&vfs, &path, size, p).file_size;
+            }
+            let model = Entries(parts.iter().flat_map(|e| e.0.clone()).collect()).sorted().0;
+            let file = if mapped { vfs.open_read_mapped(&path).unwrap() } else { vfs.open_read(&path).unwrap() };
+            let t = Arc::new(Table::open(file, 1, size, None).unwrap());
+            assert!(t.cascade_bytes() > 0, "three segments with fences have merged fences");
+            let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+            for round in 0..4000 {
+                let uk = format!("k{:03}", rng.gen_range(0..1000));
+                let seq = [MAX_SEQ, 150, 1500, 2400][round % 4];
+                let target = seek_key(uk.as_bytes(), seq);
+                let mut it = t.iter(false);
+                it.seek(&target).unwrap();
+                let mut at = model.partition_point(|(k, _)| compare_internal(k, &target).is_lt());
+                for _ in 0..6 {
+                    assert_eq!(it.valid().then(|| it.key().to_vec()), model.get(at).map(|e| e.0.clone()), "{uk}@{seq}");
+                    if at == model.len() {
+                        break;
+                    }
+                    if round % 2 == 0 {
+                        it.next().unwrap();
+                        at += 1;
+                    } else if at == 0 {
+                        break;
+                    } else {
+                        it.prev().unwrap();
+                        at -= 1;
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn bytes_past_the_recorded_length_are_ignored_and_the_next_append_goes_after_them() {
         let vfs: Arc<dyn Vfs> = Arc::new(MemFs::new());

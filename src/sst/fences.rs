@@ -29,7 +29,7 @@ pub struct IndexFences {
 /// orders the keys like comparing the keys themselves, except that equal values may hide
 /// different keys.
 #[inline]
-fn fence(uk: &[u8], skip: usize) -> u64 {
+pub(super) fn fence(uk: &[u8], skip: usize) -> u64 {
     let mut b = [0u8; 8];
     let rest = uk.get(skip..).unwrap_or(&[]);
     let n = rest.len().min(8);
@@ -37,28 +37,47 @@ fn fence(uk: &[u8], skip: usize) -> u64 {
     u64::from_be_bytes(b)
 }
 
+/// The user keys of `index`, one per entry, when every entry is a restart point (`None`:
+/// it is not, or the block does not decode, or it is empty).
+pub(super) fn index_user_keys(index: &Arc<Block>) -> Option<Vec<Vec<u8>>> {
+    let mut it = BlockIter::new(Arc::clone(index));
+    let mut keys: Vec<Vec<u8>> = Vec::with_capacity(index.num_restarts());
+    it.seek_to_first().ok()?;
+    while it.valid() {
+        if keys.len() >= index.num_restarts() || !it.at_restart(keys.len()) {
+            return None;
+        }
+        keys.push(user_key(it.key()).to_vec());
+        it.next().ok()?;
+    }
+    (keys.len() == index.num_restarts() && !keys.is_empty()).then_some(keys)
+}
+
+/// The first and the last but one of sorted, non-empty `keys`: what they share, every key
+/// between shares (the last is often a short successor that shares nothing).
+pub(super) fn ends(keys: &[Vec<u8>]) -> (&[u8], &[u8]) {
+    (&keys[0], &keys[keys.len().saturating_sub(2)])
+}
+
+/// How many leading bytes `a` and `b` share.
+pub(super) fn shared_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// The fence of each of `keys` below `common`: `u64::MAX` for a key without that prefix,
+/// which (being at or after a key with it) sorts after every key with it.
+pub(super) fn fences_of<'a>(keys: &'a [Vec<u8>], common: &'a [u8]) -> impl Iterator<Item = u64> + 'a {
+    keys.iter().map(move |k| if k.starts_with(common) { fence(k, common.len()) } else { u64::MAX })
+}
+
 impl IndexFences {
     /// Fences of `index`, or `None` when the block does not have one entry per restart or
     /// does not decode (seeks then search the block itself, which reports any damage).
     pub fn build(index: &Arc<Block>) -> Option<IndexFences> {
-        let mut it = BlockIter::new(Arc::clone(index));
-        let mut keys: Vec<Vec<u8>> = Vec::with_capacity(index.num_restarts());
-        it.seek_to_first().ok()?;
-        while it.valid() {
-            if keys.len() >= index.num_restarts() || !it.at_restart(keys.len()) {
-                return None;
-            }
-            keys.push(user_key(it.key()).to_vec());
-            it.next().ok()?;
-        }
-        if keys.len() != index.num_restarts() || keys.is_empty() {
-            return None;
-        }
-        // Sorted keys: what the first and the last but one share, all between share.
-        let (first, last) = (&keys[0], &keys[keys.len().saturating_sub(2)]);
-        let cp = first.iter().zip(last.iter()).take_while(|(a, b)| a == b).count();
-        let common = first[..cp].to_vec();
-        let fences = keys.iter().map(|k| if k.starts_with(&common) { fence(k, cp) } else { u64::MAX }).collect();
+        let keys = index_user_keys(index)?;
+        let (first, last_but_one) = ends(&keys);
+        let common = first[..shared_len(first, last_but_one)].to_vec();
+        let fences = fences_of(&keys, &common).collect();
         Some(IndexFences { common, keys: fences })
     }
 

@@ -4,6 +4,7 @@
 pub mod block;
 pub mod block_builder;
 pub mod block_cache;
+pub mod cascade;
 pub mod compression;
 pub mod dtable;
 pub mod fences;

@@ -17,6 +17,7 @@ use crate::sst::block_cache::BlockCache;
 use crate::value::Value;
 
 use super::block::{touch_lines, Block, BlockIter};
+use super::cascade::SegmentCascade;
 use super::compression::{decompress_slice, TYPE_NONE};
 use super::dtable::{footer_magic, read_segment_ends, DTABLE_MAGIC};
 use super::fences::IndexFences;
@@ -57,6 +58,9 @@ pub struct Table {
     /// The DTable's older segments, newest first (empty for a plain table). `self` is the
     /// newest segment: every key it holds is newer than the same key in the ones below.
     older: Vec<Arc<Table>>,
+    /// Every segment's fences merged (a DTable's newest segment only): a seek finds each
+    /// segment's index entry with one search.
+    cascade: Option<SegmentCascade>,
 }
 
 impl std::fmt::Debug for Table {
@@ -113,6 +117,8 @@ impl Table {
         let buf = read_footer(&*file, newest_end)?;
         let mut newest = Table::open_segment(file, file_number, newest_end, file_size, buf, cache)?;
         newest.older = older;
+        let indexes: Vec<&Arc<Block>> = newest.segments().map(|s| &s.index).collect();
+        newest.cascade = SegmentCascade::build(&indexes);
         Ok(newest)
     }
 
@@ -166,6 +172,7 @@ impl Table {
             segment_end: end,
             file_size,
             older: Vec::new(),
+            cascade: None,
         })
     }
 
@@ -212,6 +219,12 @@ impl Table {
     /// Bytes of Bloom filter the table holds in memory, over all its segments.
     pub fn filter_bytes(&self) -> u64 {
         self.segments().map(|s| s.filter.as_ref().map_or(0, BloomFilter::len_bytes)).sum()
+    }
+
+    /// Bytes of merged segment fences the table holds in memory (0 for a plain table).
+    #[cfg(test)]
+    pub fn cascade_bytes(&self) -> usize {
+        self.cascade.as_ref().map_or(0, SegmentCascade::len_bytes)
     }
 
     /// This segment's own filter answer.
@@ -299,9 +312,13 @@ impl Table {
         if self.older.is_empty() {
             return TableIterator::Plain(self.segment_iter(fill_cache));
         }
-        let mut children: Vec<Box<dyn InternalIterator>> = vec![Box::new(self.segment_iter(fill_cache))];
-        children.extend(self.older.iter().map(|s| Box::new(s.segment_iter(fill_cache)) as Box<dyn InternalIterator>));
-        TableIterator::Segments(Box::new(MergingIterator::new(children)))
+        let mut children = Vec::with_capacity(1 + self.older.len());
+        children.push(self.segment_iter(fill_cache));
+        children.extend(self.older.iter().map(|s| s.segment_iter(fill_cache)));
+        TableIterator::Segments(Box::new(SegmentsIterator {
+            table: Arc::clone(self),
+            merge: MergingIterator::new(children),
+        }))
     }
 
     /// An iterator over this segment alone.
@@ -337,7 +354,13 @@ impl Table {
     #[inline]
     fn fenced_block(&self, target: &[u8]) -> Option<(usize, &Arc<Block>)> {
         let i = self.fences.as_ref()?.exact(user_key(target))?;
-        Some((i, self.mapped_blocks.get(i)?.get()?))
+        Some((i, self.made_block(i)?))
+    }
+
+    /// The mapped data block of index entry `i`, if it was made since the table opened.
+    #[inline]
+    fn made_block(&self, i: usize) -> Option<&Arc<Block>> {
+        self.mapped_blocks.get(i)?.get()
     }
 
     /// Position an iterator over this table's index block at the first entry >= `target`.
@@ -514,7 +537,7 @@ pub struct Probe {
 #[allow(clippy::large_enum_variant)]
 pub enum TableIterator {
     Plain(SegmentIterator),
-    Segments(Box<MergingIterator>),
+    Segments(Box<SegmentsIterator>),
 }
 
 macro_rules! each {
@@ -554,6 +577,47 @@ impl InternalIterator for TableIterator {
     #[inline]
     fn value(&self) -> &[u8] {
         each!(self, it => it.value())
+    }
+}
+
+/// Iterator over a DTable: the merge of its segments. A seek finds every segment's index
+/// entry with one search of the table's `SegmentCascade` when it can tell.
+pub struct SegmentsIterator {
+    table: Arc<Table>,
+    merge: MergingIterator<SegmentIterator>,
+}
+
+impl InternalIterator for SegmentsIterator {
+    #[inline]
+    fn valid(&self) -> bool {
+        self.merge.valid()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.merge.seek_to_first()
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.merge.seek_to_last()
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        match self.table.cascade.as_ref().and_then(|c| c.entries(user_key(target))) {
+            Some(entries) => self.merge.seek_each(|s, it| it.seek_to_entry(target, entries[s] as usize)),
+            None => self.merge.seek(target),
+        }
+    }
+    #[inline]
+    fn next(&mut self) -> Result<()> {
+        self.merge.next()
+    }
+    fn prev(&mut self) -> Result<()> {
+        self.merge.prev()
+    }
+    #[inline]
+    fn key(&self) -> &[u8] {
+        self.merge.key()
+    }
+    #[inline]
+    fn value(&self) -> &[u8] {
+        self.merge.value()
     }
 }
 
@@ -608,7 +672,16 @@ impl SegmentIterator {
 
     /// Seek by the fences alone (`Table::fenced_block`); false when they cannot tell.
     fn fenced_seek(&mut self, target: &[u8]) -> bool {
-        let Some((i, block)) = self.table.fenced_block(target) else {
+        match self.table.fences.as_ref().and_then(|f| f.exact(user_key(target))) {
+            Some(i) => self.take_made_block(i),
+            None => false,
+        }
+    }
+
+    /// Stand in index entry `i`'s block when it was made before (`Table::made_block`), the
+    /// index cursor left to position later; false when it was not.
+    fn take_made_block(&mut self, i: usize) -> bool {
+        let Some(block) = self.table.made_block(i) else {
             return false;
         };
         let handle = BlockHandle { offset: block.file_offset(), size: block.data().len() as u64 };
@@ -620,6 +693,22 @@ impl SegmentIterator {
         self.data_handle = handle;
         self.index_at = Some(i);
         true
+    }
+
+    /// `seek`, with the index entry it lands on known (`SegmentCascade`); `i` past the last
+    /// entry leaves the iterator exhausted.
+    fn seek_to_entry(&mut self, target: &[u8], i: usize) -> Result<()> {
+        self.guard(|s| {
+            s.index_at = None;
+            if !s.take_made_block(i) {
+                s.index.seek_to_restart_entry(i)?;
+                s.init_data_block()?;
+            }
+            if let Some(d) = s.data_mut() {
+                d.seek(target)?;
+            }
+            s.skip_empty_blocks_forward()
+        })
     }
 
     /// Run `f`; on error leave the iterator invalid.
