@@ -33,18 +33,22 @@ impl SegmentCascade {
     /// fences), or rows past `MAX_CELLS`.
     pub fn build(indexes: &[&Arc<Block>]) -> Option<SegmentCascade> {
         let segments = indexes.len();
-        let keys = indexes.iter().map(|b| index_user_keys(b)).collect::<Option<Vec<_>>>()?;
-        let total: usize = keys.iter().map(Vec::len).sum();
+        let total: usize = indexes.iter().map(|b| b.num_restarts()).sum();
         if segments < 2 || total.checked_mul(segments)? > MAX_CELLS {
             return None;
         }
+        let keys = indexes.iter().map(|b| index_user_keys(b)).collect::<Option<Vec<_>>>()?;
         // Each segment's first key and last but one start with what all of its keys but the
-        // last share; the prefix of all of them is shared by every segment.
-        let mut common: &[u8] = ends(&keys[0]).0;
-        for k in &keys {
+        // last share; the prefix of all of them is shared by every segment. A segment of one
+        // entry is left out: its one key is a last key, often a short successor ("1") that
+        // shares nothing and would leave no prefix, so no fence would tell keys apart.
+        let mut common: Option<&[u8]> = None;
+        for k in keys.iter().filter(|k| k.len() > 1) {
             let (first, last_but_one) = ends(k);
-            common = &common[..shared_len(common, first).min(shared_len(common, last_but_one))];
+            let c = common.unwrap_or(first);
+            common = Some(&c[..shared_len(c, first).min(shared_len(c, last_but_one))]);
         }
+        let common = common?;
         let mut all: Vec<(u64, usize)> =
             keys.iter().enumerate().flat_map(|(s, ks)| fences_of(ks, common).map(move |f| (f, s))).collect();
         all.sort_unstable();
@@ -115,18 +119,22 @@ mod tests {
     #[test]
     fn every_segment_lands_where_a_seek_of_its_own_index_lands() {
         let mut rng = StdRng::seed_from_u64(5);
-        let blocks: Vec<Arc<Block>> = (0..5)
+        let blocks: Vec<Arc<Block>> = (0..6)
             .map(|s| {
-                let n = [300, 40, 7, 1, 90][s];
+                let n = [300, 40, 7, 1, 1, 90][s];
                 let mut users: Vec<String> =
                     (0..n).map(|_| format!("0000000000{:06}", rng.gen_range(0..1_000_000))).collect();
                 users.sort();
                 users.dedup();
-                index_block(&users, s % 2 == 0)
+                // Segment 3 is one entry of a short successor (a one-block append), 4 one
+                // entry of a full key.
+                index_block(&users, s % 2 == 0 || s == 3)
             })
             .collect();
+        // And one entry below every key with the prefix.
+        let blocks: Vec<Arc<Block>> = blocks.into_iter().chain([index_block(&["00000".to_string()], false)]).collect();
         let refs: Vec<&Arc<Block>> = blocks.iter().collect();
-        let c = SegmentCascade::build(&refs).expect("five segments with fences");
+        let c = SegmentCascade::build(&refs).expect("seven segments with fences");
         assert_eq!(c.common, b"0000000000");
         let (mut answered, mut targets) = (0, 0);
         let mut check = |uk: &str, seq: u64| {

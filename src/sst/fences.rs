@@ -64,10 +64,14 @@ pub(super) fn shared_len(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
-/// The fence of each of `keys` below `common`: `u64::MAX` for a key without that prefix,
-/// which (being at or after a key with it) sorts after every key with it.
+/// The fence of each of `keys` below `common`. A key without that prefix sorts before every
+/// key with it or after every one: it gets 0 or `u64::MAX`, which never contradicts the order.
 pub(super) fn fences_of<'a>(keys: &'a [Vec<u8>], common: &'a [u8]) -> impl Iterator<Item = u64> + 'a {
-    keys.iter().map(move |k| if k.starts_with(common) { fence(k, common.len()) } else { u64::MAX })
+    keys.iter().map(move |k| match k.starts_with(common) {
+        true => fence(k, common.len()),
+        false if k.as_slice() < common => 0,
+        false => u64::MAX,
+    })
 }
 
 impl IndexFences {
