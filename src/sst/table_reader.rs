@@ -59,8 +59,10 @@ pub struct Table {
     /// newest segment: every key it holds is newer than the same key in the ones below.
     older: Vec<Arc<Table>>,
     /// Every segment's fences merged (a DTable's newest segment only): a seek finds each
-    /// segment's index entry with one search.
-    cascade: Option<SegmentCascade>,
+    /// segment's index entry with one search. Made by the first seek, not at open: light-weight
+    /// compaction reopens a table after every append to it, and most of those opens only
+    /// append again.
+    cascade: OnceLock<Option<SegmentCascade>>,
 }
 
 impl std::fmt::Debug for Table {
@@ -117,8 +119,6 @@ impl Table {
         let buf = read_footer(&*file, newest_end)?;
         let mut newest = Table::open_segment(file, file_number, newest_end, file_size, buf, cache)?;
         newest.older = older;
-        let indexes: Vec<&Arc<Block>> = newest.segments().map(|s| &s.index).collect();
-        newest.cascade = SegmentCascade::build(&indexes);
         Ok(newest)
     }
 
@@ -172,7 +172,7 @@ impl Table {
             segment_end: end,
             file_size,
             older: Vec::new(),
-            cascade: None,
+            cascade: OnceLock::new(),
         })
     }
 
@@ -224,7 +224,21 @@ impl Table {
     /// Bytes of merged segment fences the table holds in memory (0 for a plain table).
     #[cfg(test)]
     pub fn cascade_bytes(&self) -> usize {
-        self.cascade.as_ref().map_or(0, SegmentCascade::len_bytes)
+        self.cascade().map_or(0, SegmentCascade::len_bytes)
+    }
+
+    /// The merged fences of a DTable's segments, made on first use (`None` for a plain table,
+    /// or when `SegmentCascade::build` declines).
+    fn cascade(&self) -> Option<&SegmentCascade> {
+        if self.older.is_empty() {
+            return None;
+        }
+        self.cascade
+            .get_or_init(|| {
+                let indexes: Vec<&Arc<Block>> = self.segments().map(|s| &s.index).collect();
+                SegmentCascade::build(&indexes)
+            })
+            .as_ref()
     }
 
     /// This segment's own filter answer.
@@ -599,7 +613,7 @@ impl InternalIterator for SegmentsIterator {
         self.merge.seek_to_last()
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        match self.table.cascade.as_ref().and_then(|c| c.entries(user_key(target))) {
+        match self.table.cascade().and_then(|c| c.entries(user_key(target))) {
             Some(entries) => self.merge.seek_each(|s, it| it.seek_to_entry(target, entries[s] as usize)),
             None => self.merge.seek(target),
         }
