@@ -643,8 +643,9 @@ pub struct SegmentIterator {
     /// Iterator over the data block the index currently points at (`None`: none loaded).
     data: Option<BlockIter>,
     data_handle: BlockHandle,
-    /// Set when a seek took its block straight from the fences (`Table::fenced_block`): the
-    /// index entry the block came from, where `index` has not been positioned yet. Whatever
+    /// Set when a seek took its block straight from the fences or the table's cascade
+    /// (`take_made_block`): the index entry the block came from, where `index` has not been
+    /// positioned yet. Whatever
     /// moves on from the block positions it first (`index_ready`).
     index_at: Option<usize>,
     fill_cache: bool,
@@ -684,7 +685,8 @@ impl SegmentIterator {
         }
     }
 
-    /// Seek by the fences alone (`Table::fenced_block`); false when they cannot tell.
+    /// Seek by the fences alone (`IndexFences::exact`) into a block made before; false when
+    /// they cannot tell or the block was not made yet.
     fn fenced_seek(&mut self, target: &[u8]) -> bool {
         match self.table.fences.as_ref().and_then(|f| f.exact(user_key(target))) {
             Some(i) => self.take_made_block(i),
