@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::block::Block;
-use super::fences::{ends, fences_of, index_user_keys, shared_len};
+use super::fences::{ends, fences_of, index_user_keys, shared_len, IndexFences};
 
 /// Most cells (`u32`s) the rows may hold, 4 MiB: a larger table's seeks search each
 /// segment's own fences.
@@ -16,13 +16,12 @@ const MAX_CELLS: usize = 1 << 20;
 
 /// The merged fences of a DTable's segments.
 pub struct SegmentCascade {
-    /// Bytes every index user key of every segment but each one's last starts with.
-    common: Vec<u8>,
-    /// Every segment's fences below `common` (as `IndexFences` makes them), sorted.
-    keys: Vec<u64>,
+    /// Every segment's fences, sorted, below the prefix every index user key of every
+    /// segment but each one's last starts with.
+    fences: IndexFences,
     /// Row `p`, one cell per segment (newest first): how many of that segment's entries sort
-    /// before position `p` of `keys`. When `keys[p]` is the first fence at or past a target's
-    /// and strictly above it, that count is the segment's entry the seek lands on.
+    /// before position `p` of the fences. When position `p` is the one `IndexFences::exact`
+    /// names for a target, that count is the segment's entry the seek lands on.
     rows: Vec<u32>,
     segments: usize,
 }
@@ -58,8 +57,8 @@ impl SegmentCascade {
             rows.extend_from_slice(&counts);
             counts[s] += 1;
         }
-        let keys = all.iter().map(|&(f, _)| f).collect();
-        Some(SegmentCascade { common: common.to_vec(), keys, rows, segments })
+        let fences = IndexFences::from_sorted(common.to_vec(), all.iter().map(|&(f, _)| f).collect());
+        Some(SegmentCascade { fences, rows, segments })
     }
 
     /// For each segment (newest first), the index entry holding the first index key >= every
@@ -68,27 +67,20 @@ impl SegmentCascade {
     /// the common prefix or ties with a fence; each segment must then be searched.
     #[inline]
     pub fn entries(&self, uk: &[u8]) -> Option<&[u32]> {
-        if !uk.starts_with(&self.common) {
-            return None;
-        }
-        let t = super::fences::fence(uk, self.common.len());
-        let p = self.keys.partition_point(|&k| k < t);
-        if *self.keys.get(p)? == t {
-            return None;
-        }
+        let p = self.fences.exact(uk)?;
         self.rows.get(p * self.segments..(p + 1) * self.segments)
     }
 
     /// Bytes the cascade holds in memory.
     #[cfg(test)]
     pub fn len_bytes(&self) -> usize {
-        self.common.len() + 8 * self.keys.len() + 4 * self.rows.len()
+        self.fences.len_bytes() + 4 * self.rows.len()
     }
 }
 
 impl std::fmt::Debug for SegmentCascade {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SegmentCascade").field("segments", &self.segments).field("fences", &self.keys.len()).finish()
+        f.debug_struct("SegmentCascade").field("segments", &self.segments).field("fences", &self.fences).finish()
     }
 }
 
@@ -135,7 +127,7 @@ mod tests {
         let blocks: Vec<Arc<Block>> = blocks.into_iter().chain([index_block(&["00000".to_string()], false)]).collect();
         let refs: Vec<&Arc<Block>> = blocks.iter().collect();
         let c = SegmentCascade::build(&refs).expect("seven segments with fences");
-        assert_eq!(c.common, b"0000000000");
+        assert_eq!(c.fences.common(), b"0000000000");
         let (mut answered, mut targets) = (0, 0);
         let mut check = |uk: &str, seq: u64| {
             targets += 1;

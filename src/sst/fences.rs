@@ -29,7 +29,7 @@ pub struct IndexFences {
 /// orders the keys like comparing the keys themselves, except that equal values may hide
 /// different keys.
 #[inline]
-pub(super) fn fence(uk: &[u8], skip: usize) -> u64 {
+fn fence(uk: &[u8], skip: usize) -> u64 {
     let mut b = [0u8; 8];
     let rest = uk.get(skip..).unwrap_or(&[]);
     let n = rest.len().min(8);
@@ -83,6 +83,25 @@ impl IndexFences {
         let common = first[..shared_len(first, last_but_one)].to_vec();
         let fences = fences_of(&keys, &common).collect();
         Some(IndexFences { common, keys: fences })
+    }
+
+    /// Fences already made: `keys` non-decreasing, each the fence below `common` of a key
+    /// (`fences_of`), as a DTable's merged fences are (`cascade.rs`).
+    pub(super) fn from_sorted(common: Vec<u8>, keys: Vec<u64>) -> IndexFences {
+        debug_assert!(keys.windows(2).all(|w| w[0] <= w[1]), "fences must not decrease");
+        IndexFences { common, keys }
+    }
+
+    /// The prefix the fences are taken below.
+    #[cfg(test)]
+    pub(super) fn common(&self) -> &[u8] {
+        &self.common
+    }
+
+    /// Bytes the fences hold in memory.
+    #[cfg(test)]
+    pub(super) fn len_bytes(&self) -> usize {
+        self.common.len() + 8 * self.keys.len()
     }
 
     /// The entries `lo..=hi` that can hold the first index key >= an internal key with user

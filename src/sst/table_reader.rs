@@ -367,8 +367,15 @@ impl Table {
     /// take the index path (which makes the block for next time).
     #[inline]
     fn fenced_block(&self, target: &[u8]) -> Option<(usize, &Arc<Block>)> {
-        let i = self.fences.as_ref()?.exact(user_key(target))?;
+        let i = self.fenced_entry(target)?;
         Some((i, self.made_block(i)?))
+    }
+
+    /// The index entry a seek to `target` lands on, when the fences alone tell
+    /// (`IndexFences::exact`).
+    #[inline]
+    fn fenced_entry(&self, target: &[u8]) -> Option<usize> {
+        self.fences.as_ref()?.exact(user_key(target))
     }
 
     /// The mapped data block of index entry `i`, if it was made since the table opened.
@@ -644,7 +651,7 @@ pub struct SegmentIterator {
     data: Option<BlockIter>,
     data_handle: BlockHandle,
     /// Set when a seek took its block straight from the fences or the table's cascade
-    /// (`take_made_block`): the index entry the block came from, where `index` has not been
+    /// (`load_entry`): the index entry the block came from, where `index` has not been
     /// positioned yet. Whatever
     /// moves on from the block positions it first (`index_ready`).
     index_at: Option<usize>,
@@ -685,15 +692,6 @@ impl SegmentIterator {
         }
     }
 
-    /// Seek by the fences alone (`IndexFences::exact`) into a block made before; false when
-    /// they cannot tell or the block was not made yet.
-    fn fenced_seek(&mut self, target: &[u8]) -> bool {
-        match self.table.fences.as_ref().and_then(|f| f.exact(user_key(target))) {
-            Some(i) => self.take_made_block(i),
-            None => false,
-        }
-    }
-
     /// Stand in index entry `i`'s block when it was made before (`Table::made_block`), the
     /// index cursor left to position later; false when it was not.
     fn take_made_block(&mut self, i: usize) -> bool {
@@ -711,15 +709,22 @@ impl SegmentIterator {
         true
     }
 
+    /// Load index entry `i`'s block: the one made before, else through the index entry
+    /// itself (no search). Past the last entry the iterator has no block.
+    fn load_entry(&mut self, i: usize) -> Result<()> {
+        self.index_at = None;
+        if !self.take_made_block(i) {
+            self.index.seek_to_restart_entry(i)?;
+            self.init_data_block()?;
+        }
+        Ok(())
+    }
+
     /// `seek`, with the index entry it lands on known (`SegmentCascade`); `i` past the last
     /// entry leaves the iterator exhausted.
     fn seek_to_entry(&mut self, target: &[u8], i: usize) -> Result<()> {
         self.guard(|s| {
-            s.index_at = None;
-            if !s.take_made_block(i) {
-                s.index.seek_to_restart_entry(i)?;
-                s.init_data_block()?;
-            }
+            s.load_entry(i)?;
             if let Some(d) = s.data_mut() {
                 d.seek(target)?;
             }
@@ -820,10 +825,13 @@ impl InternalIterator for SegmentIterator {
                         && compare_internal(target, s.index.key()) != Ordering::Greater
                 });
             if !in_block {
-                s.index_at = None;
-                if !s.fenced_seek(target) {
-                    s.table.seek_index(&mut s.index, target)?;
-                    s.init_data_block()?;
+                match s.table.fenced_entry(target) {
+                    Some(i) => s.load_entry(i)?,
+                    None => {
+                        s.index_at = None;
+                        s.table.seek_index(&mut s.index, target)?;
+                        s.init_data_block()?;
+                    }
                 }
             }
             if let Some(d) = s.data_mut() {
