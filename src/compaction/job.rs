@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::compaction::CompactionTask;
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
-use crate::fs::Vfs;
+use crate::fs::{SyncBatch, Vfs};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, compare_internal, ValueKind, MAX_SEQ};
 use crate::sst::table_cache::TableCache;
@@ -49,12 +49,22 @@ struct OutputWriter<'a> {
     /// The current output is full (or should end here): close it at the next new user key.
     want_cut: bool,
     last_key: Vec<u8>,
+    /// Finished outputs, synced together once the last is written.
+    unsynced: SyncBatch,
     out: JobOutput,
 }
 
 impl<'a> OutputWriter<'a> {
     fn new(ctx: &'a JobContext<'a>, run: u64) -> Self {
-        OutputWriter { ctx, run, builder: None, want_cut: false, last_key: Vec::new(), out: JobOutput::default() }
+        OutputWriter {
+            ctx,
+            run,
+            builder: None,
+            want_cut: false,
+            last_key: Vec::new(),
+            unsynced: SyncBatch::default(),
+            out: JobOutput::default(),
+        }
     }
 
     /// Add an entry. A full output is closed only at a user-key boundary: the versions of
@@ -94,7 +104,8 @@ impl<'a> OutputWriter<'a> {
         let Some((number, b)) = self.builder.take() else {
             return Ok(());
         };
-        let s = b.finish()?;
+        let (s, file) = b.finish_unsynced()?;
+        self.unsynced.push(file)?;
         self.out.bytes_written += s.file_size;
         self.out.files.push(FileMeta {
             number,
@@ -265,6 +276,7 @@ pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Ver
         it.next()?;
     }
     w.finish()?;
+    w.unsynced.sync_all()?;
     w.out.vlog_garbage = filter.vlog_garbage;
     Ok(w.out)
 }

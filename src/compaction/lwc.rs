@@ -15,6 +15,7 @@ use super::job::{input_iterators, JobContext, VersionFilter};
 use super::CompactionTask;
 use crate::error::Result;
 use crate::filename::table_file_name;
+use crate::fs::SyncBatch;
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{compare_internal, user_key};
 use crate::sst::dtable::SegmentWriter;
@@ -105,6 +106,7 @@ pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Re
     let mut filter = VersionFilter::new(ctx, &t.task, version);
     let mut out = AppendOutput { bytes_read: t.task.input_bytes(), ..Default::default() };
     let mut open: Option<Open> = None;
+    let mut unsynced = SyncBatch::default();
     let mut idx = 0;
     it.seek_to_first()?;
     while it.valid() {
@@ -114,7 +116,7 @@ pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Re
                 idx += 1;
             }
             if open.as_ref().is_some_and(|o| o.target != idx) {
-                finish(open.take(), &t.targets, &mut out)?;
+                finish(open.take(), &t.targets, &mut out, &mut unsynced)?;
             }
             if open.is_none() {
                 open = Some(Open { target: idx, writer: start(ctx, &t.targets[idx])? });
@@ -125,7 +127,8 @@ pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Re
         }
         it.next()?;
     }
-    finish(open, &t.targets, &mut out)?;
+    finish(open, &t.targets, &mut out, &mut unsynced)?;
+    unsynced.sync_all()?;
     out.vlog_garbage = filter.vlog_garbage;
     Ok(out)
 }
@@ -136,13 +139,19 @@ fn start(ctx: &JobContext<'_>, target: &FileMeta) -> Result<SegmentWriter> {
     SegmentWriter::open(ctx.vfs, &path, target.size, table.segment_ends(), ctx.table_options.clone())
 }
 
-/// Close the segment and record the target's new state.
-fn finish(open: Option<Open>, targets: &[Arc<FileMeta>], out: &mut AppendOutput) -> Result<()> {
+/// Close the segment (its sync waits in `unsynced`) and record the target's new state.
+fn finish(
+    open: Option<Open>,
+    targets: &[Arc<FileMeta>],
+    out: &mut AppendOutput,
+    unsynced: &mut SyncBatch,
+) -> Result<()> {
     let Some(o) = open else {
         return Ok(());
     };
     let old = &targets[o.target];
-    let s = o.writer.finish()?;
+    let (s, file) = o.writer.finish_unsynced()?;
+    unsynced.push(file)?;
     let seg = &s.segment;
     out.bytes_written += s.file_size - old.size;
     let min = |a: &Vec<u8>, b: &Vec<u8>| if compare_internal(a, b).is_le() { a.clone() } else { b.clone() };

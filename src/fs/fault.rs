@@ -663,6 +663,11 @@ impl WritableFile for FaultWritable {
         self.sync_with("fsync", true)
     }
 
+    /// Passed through ungated: it makes nothing durable, so a crash treats the bytes as unsynced.
+    fn start_writeback(&mut self) {
+        self.inner.start_writeback();
+    }
+
     fn len(&self) -> u64 {
         self.inner.len()
     }

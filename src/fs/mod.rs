@@ -10,12 +10,14 @@ use crate::error::Result;
 pub mod fault;
 pub mod mem;
 pub mod posix;
+pub mod sync_batch;
 
 #[cfg(any(test, feature = "test-util"))]
 pub use fault::{CrashMode, FaultFs, FaultKind, FaultOp, FaultRule};
 pub use mem::MemFs;
 pub(crate) use posix::pread_fresh;
 pub use posix::{FileMapping, PosixFs};
+pub use sync_batch::SyncBatch;
 
 /// Access pattern hints passed to `posix_fadvise` (no-ops where unsupported).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +42,10 @@ pub trait WritableFile: Send + Sync {
     fn sync_data(&mut self) -> Result<()>;
     /// Make data and metadata durable (`fsync`).
     fn sync(&mut self) -> Result<()>;
+    /// Start writing the bytes appended so far to the device without waiting for them: a
+    /// hint that promises nothing (only `sync` makes bytes durable), so that a later `sync`
+    /// finds them written and waits less. Default: nothing.
+    fn start_writeback(&mut self) {}
     /// Bytes in the file (including unsynced appends).
     fn len(&self) -> u64;
     /// Whether the file holds no bytes.

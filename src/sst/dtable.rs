@@ -140,14 +140,24 @@ impl SegmentWriter {
         self.builder.add(ikey, value)
     }
 
-    /// Finish the segment, write the tail and sync the file once.
-    pub fn finish(mut self) -> Result<AppendSummary> {
+    /// Finish the segment, write the tail and sync the file once (tests and fuzz targets;
+    /// compactions sync their appends together, `finish_unsynced`).
+    #[cfg(any(test, feature = "test-util"))]
+    pub fn finish(self) -> Result<AppendSummary> {
+        let (summary, mut file) = self.finish_unsynced()?;
+        file.sync()?;
+        Ok(summary)
+    }
+
+    /// `finish` without the sync, handing the file back: a compaction appending to many tables
+    /// syncs them together at its end (`fs::SyncBatch`).
+    pub fn finish_unsynced(mut self) -> Result<(AppendSummary, Box<dyn WritableFile>)> {
         let (segment, mut file) = self.builder.finish_unsynced()?;
         self.ends.push(segment.file_size);
         let tail = encode_tail(&self.ends, segment.file_size);
         file.append(&tail)?;
-        file.sync()?;
-        Ok(AppendSummary { file_size: segment.file_size + tail.len() as u64, segments: self.ends.len(), segment })
+        let file_size = segment.file_size + tail.len() as u64;
+        Ok((AppendSummary { file_size, segments: self.ends.len(), segment }, file))
     }
 }
 

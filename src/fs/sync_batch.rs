@@ -1,0 +1,76 @@
+//! `SyncBatch`: the files one background job wrote, synced together at its end instead of each
+//! as it is finished. An `fsync` right after a table is written waits for the device to take
+//! every byte of it (8 ms a 2 MiB table on this SSD, and the job's thread did nothing else
+//! meanwhile). Writeback starts as each file is finished, the job goes on building the next,
+//! and by the final syncs most bytes are already on the device.
+//!
+//! Durability is unchanged: nothing the batch holds is installed in the manifest before
+//! `sync_all` returns.
+
+use crate::error::Result;
+use crate::fs::WritableFile;
+
+/// Files held unsynced at most: past this the oldest is synced (and closed) early, so a job
+/// that writes thousands of tables keeps few descriptors open.
+const MAX_PENDING_FILES: usize = 32;
+
+/// Finished files whose bytes are on their way to the device, not yet synced.
+#[derive(Default)]
+pub struct SyncBatch {
+    files: Vec<Box<dyn WritableFile>>,
+}
+
+impl SyncBatch {
+    /// Start `file`'s writeback and hold it until `sync_all`.
+    pub fn push(&mut self, mut file: Box<dyn WritableFile>) -> Result<()> {
+        file.start_writeback();
+        if self.files.len() >= MAX_PENDING_FILES {
+            self.files.remove(0).sync()?;
+        }
+        self.files.push(file);
+        Ok(())
+    }
+
+    /// `fsync` every held file, in the order they were pushed.
+    pub fn sync_all(&mut self) -> Result<()> {
+        for mut f in self.files.drain(..) {
+            f.sync()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::fs::{CrashMode, FaultFs, MemFs, Vfs};
+
+    #[test]
+    fn files_of_a_batch_are_durable_only_after_sync_all() -> Result<()> {
+        let fs = FaultFs::new(std::sync::Arc::new(MemFs::new()), 1);
+        fs.create_dir_all(Path::new("/db"))?;
+        let mut batch = SyncBatch::default();
+        for i in 0..(MAX_PENDING_FILES + 3) {
+            let mut f = fs.create(Path::new(&format!("/db/{i}.sst")))?;
+            f.append(&[7u8; 100])?;
+            batch.push(f)?;
+        }
+        // The oldest three were synced to keep the batch bounded; the rest wait.
+        assert_eq!(fs.unsynced_bytes(Path::new("/db/0.sst"))?, 0);
+        assert_eq!(fs.unsynced_bytes(Path::new("/db/2.sst"))?, 0);
+        assert_eq!(fs.unsynced_bytes(Path::new("/db/3.sst"))?, 100);
+        batch.sync_all()?;
+        for i in 0..(MAX_PENDING_FILES + 3) {
+            assert_eq!(fs.unsynced_bytes(Path::new(&format!("/db/{i}.sst")))?, 0, "file {i}");
+        }
+        // The engine's manifest edit syncs the directory before it names the files.
+        fs.sync_dir(Path::new("/db"))?;
+        fs.crash(CrashMode::DropUnsynced)?;
+        for i in 0..(MAX_PENDING_FILES + 3) {
+            assert_eq!(fs.file_size(Path::new(&format!("/db/{i}.sst")))?, 100, "file {i} after a crash");
+        }
+        Ok(())
+    }
+}
