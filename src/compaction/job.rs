@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::compaction::CompactionTask;
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
-use crate::fs::{SyncBatch, Vfs};
+use crate::fs::{SyncBatch, Vfs, WritableFile};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, compare_internal, ValueKind, MAX_SEQ};
 use crate::sst::table_cache::TableCache;
@@ -28,6 +28,19 @@ pub struct JobContext<'a> {
     pub smallest_snapshot: u64,
     /// Allocates a file number (and protects it from obsolete-file deletion).
     pub new_file_number: &'a dyn Fn() -> u64,
+    /// Sync the outputs together at the job's end (`Options::defer_compaction_syncs`), not
+    /// each as it is finished.
+    pub defer_syncs: bool,
+}
+
+impl JobContext<'_> {
+    /// A finished output: synced now, or held in `batch` until the job's end.
+    pub(crate) fn finished(&self, mut file: Box<dyn WritableFile>, batch: &mut SyncBatch) -> Result<()> {
+        match self.defer_syncs {
+            true => batch.push(file),
+            false => file.sync(),
+        }
+    }
 }
 
 /// Result of a compaction job.
@@ -49,7 +62,7 @@ struct OutputWriter<'a> {
     /// The current output is full (or should end here): close it at the next new user key.
     want_cut: bool,
     last_key: Vec<u8>,
-    /// Finished outputs, synced together once the last is written.
+    /// Finished outputs waiting for their sync (`JobContext::defer_syncs`).
     unsynced: SyncBatch,
     out: JobOutput,
 }
@@ -105,7 +118,7 @@ impl<'a> OutputWriter<'a> {
             return Ok(());
         };
         let (s, file) = b.finish_unsynced()?;
-        self.unsynced.push(file)?;
+        self.ctx.finished(file, &mut self.unsynced)?;
         self.out.bytes_written += s.file_size;
         self.out.files.push(FileMeta {
             number,

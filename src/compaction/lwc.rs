@@ -116,7 +116,7 @@ pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Re
                 idx += 1;
             }
             if open.as_ref().is_some_and(|o| o.target != idx) {
-                finish(open.take(), &t.targets, &mut out, &mut unsynced)?;
+                finish(ctx, open.take(), &t.targets, &mut out, &mut unsynced)?;
             }
             if open.is_none() {
                 open = Some(Open { target: idx, writer: start(ctx, &t.targets[idx])? });
@@ -127,7 +127,7 @@ pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Re
         }
         it.next()?;
     }
-    finish(open, &t.targets, &mut out, &mut unsynced)?;
+    finish(ctx, open, &t.targets, &mut out, &mut unsynced)?;
     unsynced.sync_all()?;
     out.vlog_garbage = filter.vlog_garbage;
     Ok(out)
@@ -139,8 +139,9 @@ fn start(ctx: &JobContext<'_>, target: &FileMeta) -> Result<SegmentWriter> {
     SegmentWriter::open(ctx.vfs, &path, target.size, table.segment_ends(), ctx.table_options.clone())
 }
 
-/// Close the segment (its sync waits in `unsynced`) and record the target's new state.
+/// Close the segment (synced now, or later with `unsynced`) and record the target's new state.
 fn finish(
+    ctx: &JobContext<'_>,
     open: Option<Open>,
     targets: &[Arc<FileMeta>],
     out: &mut AppendOutput,
@@ -151,7 +152,7 @@ fn finish(
     };
     let old = &targets[o.target];
     let (s, file) = o.writer.finish_unsynced()?;
-    unsynced.push(file)?;
+    ctx.finished(file, unsynced)?;
     let seg = &s.segment;
     out.bytes_written += s.file_size - old.size;
     let min = |a: &Vec<u8>, b: &Vec<u8>| if compare_internal(a, b).is_le() { a.clone() } else { b.clone() };

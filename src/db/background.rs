@@ -324,6 +324,7 @@ impl DbInner {
                 target_file_bytes: self.opts.target_file_size_bytes,
                 smallest_snapshot,
                 new_file_number: &alloc,
+                defer_syncs: self.opts.defer_compaction_syncs_in_force(),
             };
             job(&ctx, &version)
         });

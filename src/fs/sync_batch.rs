@@ -4,8 +4,9 @@
 //! meanwhile). Writeback starts as each file is finished, the job goes on building the next,
 //! and by the final syncs most bytes are already on the device.
 //!
-//! Durability is unchanged: nothing the batch holds is installed in the manifest before
-//! `sync_all` returns.
+//! Used when `Options::defer_compaction_syncs` is in force (by default under light-weight
+//! compaction; docs/design.md, "Syncing outputs"). Durability is unchanged: nothing the batch
+//! holds is installed in the manifest before `sync_all` returns.
 
 use crate::error::Result;
 use crate::fs::WritableFile;

@@ -46,9 +46,6 @@ impl DurableExtent {
     }
 }
 
-/// The log starts writeback each time it crosses a multiple of 2^this bytes (1 MiB).
-const WRITEBACK_SHIFT: u32 = 20;
-
 /// The single appender of the log. Callers serialize access (the DB's write leader owns it).
 pub struct LogWriter {
     vfs: Arc<dyn Vfs>,
@@ -248,15 +245,8 @@ impl LogWriter {
                 self.needs_truncate = true;
                 return Err(e);
             }
-            let before = self.written;
             self.written += self.buf.len() as u64;
             self.buf.clear();
-            // Every MiB, start the device on it: the sync that a synced write, a flush or a
-            // roll will ask for then finds most of the file written (17 ms per 4 MiB file
-            // otherwise, on this SSD).
-            if before >> WRITEBACK_SHIFT != self.written >> WRITEBACK_SHIFT {
-                self.file.start_writeback();
-            }
         }
         Ok(())
     }

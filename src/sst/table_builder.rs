@@ -12,11 +12,6 @@ use super::compression::{self, Compression, TYPE_NONE};
 use super::filter::FilterBuilder;
 use super::format::{block_trailer, BlockHandle, Footer, TableProperties, FOOTER_LEN, FORMAT_VERSION, MAX_HANDLE_LEN};
 
-/// A table being written hands every this many bytes to the device's writeback
-/// (`WritableFile::start_writeback`), RocksDB's `bytes_per_sync`: the final `fsync` then
-/// waits for the last stretch only, and the device writes while the builder encodes.
-const WRITEBACK_BYTES: u64 = 1 << 20;
-
 /// How tables are laid out.
 #[derive(Debug, Clone)]
 pub struct TableOptions {
@@ -61,8 +56,6 @@ pub struct TableBuilder {
     opts: TableOptions,
     /// Bytes written so far = offset of the next block.
     offset: u64,
-    /// `offset` when writeback was last started.
-    written_back: u64,
     data_block: BlockBuilder,
     index_block: BlockBuilder,
     filter: Option<FilterBuilder>,
@@ -82,7 +75,6 @@ impl TableBuilder {
         let filter = (opts.bloom_bits_per_key > 0.0).then(|| FilterBuilder::new(opts.bloom_bits_per_key));
         TableBuilder {
             offset: file.len(),
-            written_back: file.len(),
             file,
             data_block: BlockBuilder::new(opts.restart_interval),
             // Every index entry is a restart point: seeks binary-search straight to the block.
@@ -155,10 +147,6 @@ impl TableBuilder {
         self.data_block.reset();
         self.props.num_data_blocks += 1;
         self.pending_handle = Some(handle);
-        if self.offset - self.written_back >= WRITEBACK_BYTES {
-            self.file.start_writeback();
-            self.written_back = self.offset;
-        }
         Ok(())
     }
 

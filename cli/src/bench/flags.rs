@@ -212,6 +212,10 @@ pub struct BenchArgs {
     /// Nice value added to the compaction threads (`Options::compaction_nice`; default: the engine's).
     #[arg(long = "compaction_nice")]
     pub compaction_nice: Option<i32>,
+    /// Compactions sync their outputs together at their end, 0 or 1
+    /// (`Options::defer_compaction_syncs`; default: the engine's, on under --lwc=1).
+    #[arg(long = "defer_compaction_syncs")]
+    pub defer_compaction_syncs: Option<u8>,
 
     /// Print a latency histogram after each benchmark.
     #[arg(long = "histogram", default_value = "false", num_args = 0..=1,
@@ -286,6 +290,9 @@ impl BenchArgs {
         }
         if let Some(v) = self.max_background_compactions {
             o = o.compaction_threads(v);
+        }
+        if let Some(v) = self.defer_compaction_syncs {
+            o = o.defer_compaction_syncs(Some(v != 0));
         }
         if let Some(v) = self.compaction_nice {
             o = o.compaction_nice(Some(v));
