@@ -141,10 +141,11 @@ pub struct Options {
     /// default): on under light-weight compaction, off otherwise. Deferred, a compaction
     /// thread encodes the next table while the device writes the last; synced one by one it
     /// waits through every write (an `fsync` after a 2 MiB table averaged 8.2 ms here). On
-    /// this 2-core machine, 4M × 512 B `fillrandom` ran 1.32× faster with LWC and 1.20× without;
-    /// but 1M × 100 B `fillrandom`, a burst whose compactions mostly run after it, ran 14 %
-    /// slower without LWC (the background took the CPU from the writer sooner), so leveling
-    /// keeps one sync per table by default (docs/BENCHMARKS.md §13).
+    /// this 2-core machine, deferred syncs (measured together with a writeback every MiB of
+    /// each table) made 4M × 512 B `fillrandom` about 1.2–1.3× faster with LWC and 1.2×
+    /// without; but 1M × 100 B `fillrandom`, a burst whose compactions mostly run after it,
+    /// ran 14 % slower without LWC (the background took the CPU from the writer sooner), so
+    /// leveling keeps one sync per table by default (docs/BENCHMARKS.md §13).
     pub defer_compaction_syncs: Option<bool>,
     /// L0 file count that triggers a compaction.
     pub l0_compaction_trigger: usize,

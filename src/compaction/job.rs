@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::compaction::CompactionTask;
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
-use crate::fs::{SyncBatch, Vfs, WritableFile};
+use crate::fs::{SyncBatch, Vfs};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, compare_internal, ValueKind, MAX_SEQ};
 use crate::sst::table_cache::TableCache;
@@ -33,16 +33,6 @@ pub struct JobContext<'a> {
     pub defer_syncs: bool,
 }
 
-impl JobContext<'_> {
-    /// A finished output: synced now, or held in `batch` until the job's end.
-    pub(crate) fn finished(&self, mut file: Box<dyn WritableFile>, batch: &mut SyncBatch) -> Result<()> {
-        match self.defer_syncs {
-            true => batch.push(file),
-            false => file.sync(),
-        }
-    }
-}
-
 /// Result of a compaction job.
 #[derive(Debug, Default)]
 pub struct JobOutput {
@@ -62,7 +52,7 @@ struct OutputWriter<'a> {
     /// The current output is full (or should end here): close it at the next new user key.
     want_cut: bool,
     last_key: Vec<u8>,
-    /// Finished outputs waiting for their sync (`JobContext::defer_syncs`).
+    /// Finished outputs, synced at once or at the job's end (`JobContext::defer_syncs`).
     unsynced: SyncBatch,
     out: JobOutput,
 }
@@ -75,7 +65,7 @@ impl<'a> OutputWriter<'a> {
             builder: None,
             want_cut: false,
             last_key: Vec::new(),
-            unsynced: SyncBatch::default(),
+            unsynced: SyncBatch::new(ctx.defer_syncs),
             out: JobOutput::default(),
         }
     }
@@ -118,7 +108,7 @@ impl<'a> OutputWriter<'a> {
             return Ok(());
         };
         let (s, file) = b.finish_unsynced()?;
-        self.ctx.finished(file, &mut self.unsynced)?;
+        self.unsynced.push(file)?;
         self.out.bytes_written += s.file_size;
         self.out.files.push(FileMeta {
             number,

@@ -106,7 +106,7 @@ pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Re
     let mut filter = VersionFilter::new(ctx, &t.task, version);
     let mut out = AppendOutput { bytes_read: t.task.input_bytes(), ..Default::default() };
     let mut open: Option<Open> = None;
-    let mut unsynced = SyncBatch::default();
+    let mut unsynced = SyncBatch::new(ctx.defer_syncs);
     let mut idx = 0;
     it.seek_to_first()?;
     while it.valid() {
@@ -116,7 +116,7 @@ pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Re
                 idx += 1;
             }
             if open.as_ref().is_some_and(|o| o.target != idx) {
-                finish(ctx, open.take(), &t.targets, &mut out, &mut unsynced)?;
+                finish(open.take(), &t.targets, &mut out, &mut unsynced)?;
             }
             if open.is_none() {
                 open = Some(Open { target: idx, writer: start(ctx, &t.targets[idx])? });
@@ -127,7 +127,7 @@ pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Re
         }
         it.next()?;
     }
-    finish(ctx, open, &t.targets, &mut out, &mut unsynced)?;
+    finish(open, &t.targets, &mut out, &mut unsynced)?;
     unsynced.sync_all()?;
     out.vlog_garbage = filter.vlog_garbage;
     Ok(out)
@@ -141,7 +141,6 @@ fn start(ctx: &JobContext<'_>, target: &FileMeta) -> Result<SegmentWriter> {
 
 /// Close the segment (synced now, or later with `unsynced`) and record the target's new state.
 fn finish(
-    ctx: &JobContext<'_>,
     open: Option<Open>,
     targets: &[Arc<FileMeta>],
     out: &mut AppendOutput,
@@ -152,7 +151,7 @@ fn finish(
     };
     let old = &targets[o.target];
     let (s, file) = o.writer.finish_unsynced()?;
-    ctx.finished(file, unsynced)?;
+    unsynced.push(file)?;
     let seg = &s.segment;
     out.bytes_written += s.file_size - old.size;
     let min = |a: &Vec<u8>, b: &Vec<u8>| if compare_internal(a, b).is_le() { a.clone() } else { b.clone() };

@@ -10,14 +10,14 @@ use crate::error::Result;
 pub mod fault;
 pub mod mem;
 pub mod posix;
-pub mod sync_batch;
+pub(crate) mod sync_batch;
 
 #[cfg(any(test, feature = "test-util"))]
 pub use fault::{CrashMode, FaultFs, FaultKind, FaultOp, FaultRule};
 pub use mem::MemFs;
 pub(crate) use posix::pread_fresh;
 pub use posix::{FileMapping, PosixFs};
-pub use sync_batch::SyncBatch;
+pub(crate) use sync_batch::SyncBatch;
 
 /// Access pattern hints passed to `posix_fadvise` (no-ops where unsupported).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,14 +16,23 @@ use crate::fs::WritableFile;
 const MAX_PENDING_FILES: usize = 32;
 
 /// Finished files whose bytes are on their way to the device, not yet synced.
-#[derive(Default)]
-pub struct SyncBatch {
+pub(crate) struct SyncBatch {
+    /// Hold files until `sync_all`; otherwise `push` syncs each at once.
+    deferred: bool,
     files: Vec<Box<dyn WritableFile>>,
 }
 
 impl SyncBatch {
-    /// Start `file`'s writeback and hold it until `sync_all`.
-    pub fn push(&mut self, mut file: Box<dyn WritableFile>) -> Result<()> {
+    /// A batch that defers syncs to `sync_all` when `deferred` (`Options::defer_compaction_syncs`).
+    pub(crate) fn new(deferred: bool) -> Self {
+        SyncBatch { deferred, files: Vec::new() }
+    }
+
+    /// A finished file: synced now, or its writeback started and the file held until `sync_all`.
+    pub(crate) fn push(&mut self, mut file: Box<dyn WritableFile>) -> Result<()> {
+        if !self.deferred {
+            return file.sync();
+        }
         file.start_writeback();
         if self.files.len() >= MAX_PENDING_FILES {
             self.files.remove(0).sync()?;
@@ -33,7 +42,7 @@ impl SyncBatch {
     }
 
     /// `fsync` every held file, in the order they were pushed.
-    pub fn sync_all(&mut self) -> Result<()> {
+    pub(crate) fn sync_all(&mut self) -> Result<()> {
         for mut f in self.files.drain(..) {
             f.sync()?;
         }
@@ -52,7 +61,7 @@ mod tests {
     fn files_of_a_batch_are_durable_only_after_sync_all() -> Result<()> {
         let fs = FaultFs::new(std::sync::Arc::new(MemFs::new()), 1);
         fs.create_dir_all(Path::new("/db"))?;
-        let mut batch = SyncBatch::default();
+        let mut batch = SyncBatch::new(true);
         for i in 0..(MAX_PENDING_FILES + 3) {
             let mut f = fs.create(Path::new(&format!("/db/{i}.sst")))?;
             f.append(&[7u8; 100])?;
@@ -72,6 +81,18 @@ mod tests {
         for i in 0..(MAX_PENDING_FILES + 3) {
             assert_eq!(fs.file_size(Path::new(&format!("/db/{i}.sst")))?, 100, "file {i} after a crash");
         }
+        Ok(())
+    }
+
+    #[test]
+    fn a_batch_that_does_not_defer_syncs_each_file_as_it_is_pushed() -> Result<()> {
+        let fs = FaultFs::new(std::sync::Arc::new(MemFs::new()), 1);
+        fs.create_dir_all(Path::new("/db"))?;
+        let mut batch = SyncBatch::new(false);
+        let mut f = fs.create(Path::new("/db/1.sst"))?;
+        f.append(&[7u8; 100])?;
+        batch.push(f)?;
+        assert_eq!(fs.unsynced_bytes(Path::new("/db/1.sst"))?, 0);
         Ok(())
     }
 }
