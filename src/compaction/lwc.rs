@@ -86,7 +86,7 @@ fn bounds(targets: &[Arc<FileMeta>]) -> Vec<Bound> {
 }
 
 fn within(b: &Bound, ukey: &[u8]) -> bool {
-    match ukey.cmp(&b.key) {
+    match crate::key::compare_bytes(ukey, &b.key) {
         Ordering::Less => true,
         Ordering::Equal => b.inclusive,
         Ordering::Greater => false,

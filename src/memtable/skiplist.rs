@@ -480,7 +480,7 @@ fn split_ikey(ikey: &[u8]) -> (&[u8], u64) {
 #[inline]
 unsafe fn before<V>(node: NonNull<Head<V>>, user_key: &[u8], trailer: u64) -> bool {
     // SAFETY: the caller's promise.
-    match unsafe { user_key_of(node) }.cmp(user_key) {
+    match crate::key::compare_bytes(unsafe { user_key_of(node) }, user_key) {
         Ordering::Less => true,
         Ordering::Greater => false,
         // Newer (larger trailer) first.

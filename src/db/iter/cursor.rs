@@ -256,7 +256,9 @@ impl Cursor {
             self.sample();
             if let Some(p) = key::parse_internal_key(self.inner.key()) {
                 if p.seq <= self.seq {
-                    if last_kind != ValueKind::Deletion && p.user_key.cmp(&self.saved_key) == Ordering::Less {
+                    if last_kind != ValueKind::Deletion
+                        && key::compare_bytes(p.user_key, &self.saved_key) == Ordering::Less
+                    {
                         break;
                     }
                     last_kind = p.kind;
