@@ -271,6 +271,7 @@ impl DbInner {
         }
         st.versions.log_and_apply(edit)?;
         add(&self.counters.trivial_moves, 1);
+        add_at_level(&self.counters.moved_by_level, task.output_level, task.input_files().map(|(_, f)| f.size).sum());
         add(&self.counters.compactions, 1);
         Ok(())
     }
@@ -392,16 +393,8 @@ impl DbInner {
     fn count_compaction(&self, output_level: usize, bytes_read: u64, bytes_written: u64) {
         add(&self.counters.compaction_written, bytes_written);
         add(&self.counters.compaction_read, bytes_read);
-        for (counter, bytes) in [
-            (&self.counters.compaction_written_by_level, bytes_written),
-            (&self.counters.compaction_read_by_level, bytes_read),
-        ] {
-            let mut by_level = counter.lock();
-            if by_level.len() <= output_level {
-                by_level.resize(output_level + 1, 0);
-            }
-            by_level[output_level] += bytes;
-        }
+        add_at_level(&self.counters.compaction_written_by_level, output_level, bytes_written);
+        add_at_level(&self.counters.compaction_read_by_level, output_level, bytes_read);
         add(&self.counters.compactions, 1);
     }
 
@@ -512,4 +505,13 @@ impl DbInner {
             }
         });
     }
+}
+
+/// Add `bytes` to a per-level counter, growing it to hold `level`.
+fn add_at_level(counter: &parking_lot::Mutex<Vec<u64>>, level: usize, bytes: u64) {
+    let mut by_level = counter.lock();
+    if by_level.len() <= level {
+        by_level.resize(level + 1, 0);
+    }
+    by_level[level] += bytes;
 }

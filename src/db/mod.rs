@@ -78,6 +78,9 @@ pub struct DbStats {
     pub level_compaction_bytes_written: Vec<u64>,
     /// Bytes of SSTables compactions read, by the level they wrote to.
     pub level_compaction_bytes_read: Vec<u64>,
+    /// Bytes of SSTables trivial moves re-parented without a rewrite, by the level they moved
+    /// to (RocksDB's `Moved(GB)`): the bytes that reached a level without being written there.
+    pub level_bytes_moved: Vec<u64>,
     /// Segments light-weight compaction appended to tables (`Options::light_weight_compaction`).
     pub num_segments_appended: u64,
     /// Tables light-weight compaction grew past its limits and rewrote (`Reason::Split`).
@@ -168,6 +171,8 @@ pub(crate) struct Counters {
     compaction_written_by_level: Mutex<Vec<u64>>,
     /// Compaction bytes read, by output level.
     compaction_read_by_level: Mutex<Vec<u64>>,
+    /// Bytes of tables trivial moves re-parented, by output level.
+    moved_by_level: Mutex<Vec<u64>>,
     segments_appended: AtomicU64,
     table_splits: AtomicU64,
     table_collapses: AtomicU64,

@@ -403,6 +403,7 @@ impl DbInner {
             compaction_bytes_read: load(&c.compaction_read),
             level_compaction_bytes_written: c.compaction_written_by_level.lock().clone(),
             level_compaction_bytes_read: c.compaction_read_by_level.lock().clone(),
+            level_bytes_moved: c.moved_by_level.lock().clone(),
             num_segments_appended: load(&c.segments_appended),
             num_table_splits: load(&c.table_splits),
             num_table_collapses: load(&c.table_collapses),

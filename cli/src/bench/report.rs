@@ -282,6 +282,7 @@ pub fn render_db_stats(s: &DbStats, live_bytes: Option<u64>) -> String {
     );
     let _ = writeln!(r, "compacted_into:   {}", per_level(&s.level_compaction_bytes_written, mb, |v| v > 0));
     let _ = writeln!(r, "compaction_read:  {}", per_level(&s.level_compaction_bytes_read, mb, |v| v > 0));
+    let _ = writeln!(r, "moved_into:       {}", per_level(&s.level_bytes_moved, mb, |v| v > 0));
     let per_table: Vec<f64> =
         s.level_segments.iter().zip(&s.level_files).map(|(&g, &f)| g as f64 / f.max(1) as f64).collect();
     let _ = writeln!(
