@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::filename::table_file_name;
 use crate::fs::SyncBatch;
 use crate::iter::{InternalIterator, MergingIterator};
-use crate::key::{compare_internal, user_key};
+use crate::key::{compare_bytes, compare_internal, user_key};
 use crate::sst::dtable::SegmentWriter;
 use crate::version::{FileMeta, Version};
 
@@ -86,7 +86,7 @@ fn bounds(targets: &[Arc<FileMeta>]) -> Vec<Bound> {
 }
 
 fn within(b: &Bound, ukey: &[u8]) -> bool {
-    match crate::key::compare_bytes(ukey, &b.key) {
+    match compare_bytes(ukey, &b.key) {
         Ordering::Less => true,
         Ordering::Equal => b.inclusive,
         Ordering::Greater => false,

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 
 use parking_lot::MutexGuard;
 
-use super::{add, DbInner, State};
+use super::{add, add_at_level, DbInner, State};
 use crate::compaction::job::{self, JobContext};
 use crate::compaction::lwc::{self, AppendTask};
 use crate::compaction::{Choice, CompactionTask, DropTask, NewRun, PickContext, Reason};
@@ -505,13 +505,4 @@ impl DbInner {
             }
         });
     }
-}
-
-/// Add `bytes` to a per-level counter, growing it to hold `level`.
-fn add_at_level(counter: &parking_lot::Mutex<Vec<u64>>, level: usize, bytes: u64) {
-    let mut by_level = counter.lock();
-    if by_level.len() <= level {
-        by_level.resize(level + 1, 0);
-    }
-    by_level[level] += bytes;
 }

@@ -202,6 +202,15 @@ fn add(c: &AtomicU64, v: u64) {
     c.fetch_add(v, Ordering::Relaxed);
 }
 
+/// Add `bytes` to a per-level counter of `Counters`, growing it to hold `level`.
+fn add_at_level(counter: &Mutex<Vec<u64>>, level: usize, bytes: u64) {
+    let mut by_level = counter.lock();
+    if by_level.len() <= level {
+        by_level.resize(level + 1, 0);
+    }
+    by_level[level] += bytes;
+}
+
 /// State guarded by the DB mutex.
 pub(crate) struct State {
     mem: Arc<Memtable>,
