@@ -149,7 +149,7 @@ impl DbInner {
         // memtable — which GC's conditional re-put relies on (`CheckedAt`).
         let seq = match &ro.snapshot {
             Some(s) => s.sequence(),
-            None => self.visible_seq.load(Ordering::Acquire),
+            None => self.writes.visible_seq(),
         };
         drop(st);
         View { mems, version, seq }
@@ -162,7 +162,7 @@ impl DbInner {
     fn registered_view(&self, ro: &ReadOptions) -> (View, crate::snapshot::Snapshot) {
         let reader = match &ro.snapshot {
             Some(s) => s.clone(),
-            None => self.snapshots.acquire(self.visible_seq.load(Ordering::Acquire)),
+            None => self.snapshots.acquire(self.writes.visible_seq()),
         };
         (self.view(ro), reader)
     }
@@ -251,9 +251,9 @@ impl DbInner {
     }
 
     fn charge_seek(&self, level: usize, file: &Arc<FileMeta>) {
-        let s = &mut *self.seek_stats.lock();
+        let s = &mut *self.scheduler.seek_stats.lock();
         if charge(&mut s.charges, &mut s.candidate, level, file, 1) {
-            self.compact_cv.notify_one();
+            self.scheduler.compact_cv.notify_one();
         }
     }
 
@@ -397,7 +397,7 @@ impl DbInner {
         }
         DbStats {
             user_bytes_written: load(&c.user_bytes),
-            log_bytes_written: self.log.lock().bytes_appended,
+            log_bytes_written: self.writes.log.lock().bytes_appended,
             flush_bytes_written: load(&c.flush_bytes),
             compaction_bytes_written: load(&c.compaction_written),
             compaction_bytes_read: load(&c.compaction_read),
@@ -426,7 +426,7 @@ impl DbInner {
             vlog_garbage_bytes,
             memtable_bytes,
             memtable_kept_bytes,
-            last_sequence: self.visible_seq.load(Ordering::Acquire),
+            last_sequence: self.writes.visible_seq(),
             gc_runs: load(&c.gc_runs),
             gc_bytes_read: load(&c.gc_bytes_read),
             gc_bytes_rewritten: load(&c.gc_bytes_rewritten),
@@ -521,9 +521,9 @@ impl ReadSampleSink for IterSamples {
 
 impl SeekObserver for DbInner {
     fn sought(&self, level: usize, file: &Arc<FileMeta>) {
-        let s = &mut *self.seek_stats.lock();
+        let s = &mut *self.scheduler.seek_stats.lock();
         if charge(&mut s.segment_charges, &mut s.collapse, level, file, file.segments.saturating_sub(1)) {
-            self.compact_cv.notify_one();
+            self.scheduler.compact_cv.notify_one();
         }
     }
 }
