@@ -1,5 +1,6 @@
-//! Internal iterators over internal keys (memtable, blocks, tables, levels, merges) and the
-//! user-facing `DbIterator` built on top of them.
+//! Internal iterators over internal keys (memtable, blocks, tables, levels, merges): the trait
+//! they share and the merging iterator. The user-facing `DbIterator` built on them is in
+//! `db/iter/`.
 
 use crate::error::Result;
 
