@@ -455,7 +455,7 @@ impl WriteOptions {
 #[derive(Clone)]
 pub struct ReadOptions {
     /// Read as of this snapshot (default: the latest state).
-    pub snapshot: Option<crate::Snapshot>,
+    pub snapshot: Option<crate::snapshot::Snapshot>,
     /// Keep blocks and separated values read by this call in the block and value caches
     /// (turn off for big scans, so they do not push the hot data out). Cached values are used
     /// either way. `None` (the default): gets, `multi_get` and `scan_from` fill both caches;

@@ -18,7 +18,7 @@ use super::CompactionTask;
 use crate::error::Result;
 use crate::filename::table_file_name;
 use crate::fs::SyncBatch;
-use crate::iter::{InternalIterator, MergingIterator};
+use crate::internal_iter::{InternalIterator, MergingIterator};
 use crate::key::{compare_bytes, compare_internal, user_key};
 use crate::sst::dtable::SegmentWriter;
 use crate::version::{FileMeta, Version};

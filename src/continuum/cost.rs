@@ -3,8 +3,8 @@
 //! Eq 12, for a filter memory budget), runs a short range scan probes, and the filter memory;
 //! and a workload's average cost per operation (Eq 16).
 
+use super::monkey::{allocate_bits_grouped, false_positive_rate};
 use super::shape::Shape;
-use crate::compaction::policy::monkey::{allocate_bits_grouped, false_positive_rate};
 
 /// Predicted costs of a shape.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -6,11 +6,10 @@ mod background;
 mod cold;
 mod gc;
 mod gc_pacing;
-mod iter;
 mod read;
 mod recovery;
 mod repair;
-mod snapshot;
+mod user_iter;
 mod verify;
 mod workload;
 mod write;
@@ -24,9 +23,8 @@ use std::thread::JoinHandle;
 use parking_lot::{Condvar, Mutex};
 
 pub use gc::GcReport;
-pub use iter::{DbIterator, Entries};
 pub use repair::{LostRange, RecoveryReport, LOST_DIR};
-pub use snapshot::Snapshot;
+pub use user_iter::{DbIterator, Entries};
 pub use verify::VerifyReport;
 pub use workload::WorkloadCounts;
 
@@ -38,11 +36,11 @@ use crate::fs::{FileLock, Vfs};
 use crate::log::LogWriter;
 use crate::memtable::Memtable;
 use crate::options::{Options, ReadOptions, WriteOptions};
+use crate::snapshot::{Snapshot, SnapshotList};
 use crate::sst::table_cache::TableCache;
 use crate::value::Value;
 use crate::version::VersionSet;
 use crate::write_batch::WriteBatch;
-use snapshot::SnapshotList;
 use write::WriterSlot;
 
 /// Counters and shape of the database, for `wisckey bench ... stats` and monitoring.
@@ -324,7 +322,7 @@ impl Db {
         let log_roll_due = recovered.log.roll_due();
         let log_durable = recovered.log.durable();
         let log = Arc::new(Mutex::new(recovered.log));
-        vlog.attach_log(&log);
+        vlog.attach_log(log.clone());
         let gc_pacing = gc_pacing::GcPacing::new(options.memtable_log_bytes);
         // The active memtable, the immutable ones, and as much again being reclaimed.
         let memtables = options.max_immutable_memtables as u64 + 2;

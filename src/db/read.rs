@@ -6,10 +6,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{add, DbInner, DbStats};
-use crate::db::iter::sampling::{ReadSampleSink, ReadSampler};
-use crate::db::iter::{DbIterator, ValueSource};
+use crate::db::user_iter::sampling::{ReadSampleSink, ReadSampler};
+use crate::db::user_iter::{DbIterator, ValueSource};
 use crate::error::Result;
-use crate::iter::{InternalIterator, MergingIterator};
+use crate::internal_iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::ReadOptions;
@@ -159,7 +159,7 @@ impl DbInner {
     /// `multi_get`), with its registration as a reader. It registers *before* its sequence
     /// number is read: value-log GC then either sees it (and keeps the files it may read) or
     /// had made its re-puts visible before, so the view already points at the new copies.
-    fn registered_view(&self, ro: &ReadOptions) -> (View, crate::Snapshot) {
+    fn registered_view(&self, ro: &ReadOptions) -> (View, crate::snapshot::Snapshot) {
         let reader = match &ro.snapshot {
             Some(s) => s.clone(),
             None => self.snapshots.acquire(self.visible_seq.load(Ordering::Acquire)),
@@ -491,7 +491,7 @@ impl ValueSource for ScanValues {
         self.db.vlog.read_batch(wanted, self.batch)
     }
 
-    fn read_region(&self, region: crate::db::iter::regions::Region) {
+    fn read_region(&self, region: crate::db::user_iter::regions::Region) {
         self.db.vlog.will_need(region.file, region.offset, region.len);
     }
 }

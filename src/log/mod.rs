@@ -19,6 +19,26 @@ pub use reader::{LogReader, LogRecord, ReadOutcome};
 pub use survey::{LogBreak, LogSurvey, Segment};
 pub use writer::{DurableExtent, LogWriter};
 
+/// What a reader of the value log needs from the appender, and nothing more: the ops still in
+/// its buffer (not yet handed to their file) and the extent of the log no truncation can reach.
+/// The value-log reader holds this trait, so it does not know the writer.
+pub trait BufferedOps: Send + Sync {
+    /// The `len` op bytes at `offset` of log file `file`, if they are still in the buffer.
+    fn read_buffered(&self, file: u64, offset: u64, len: usize) -> Option<Vec<u8>>;
+    /// The part of the log that can never be truncated away (safe to map).
+    fn extent(&self) -> std::sync::Arc<DurableExtent>;
+}
+
+impl BufferedOps for parking_lot::Mutex<LogWriter> {
+    fn read_buffered(&self, file: u64, offset: u64, len: usize) -> Option<Vec<u8>> {
+        self.lock().read_buffered(file, offset, len)
+    }
+
+    fn extent(&self) -> std::sync::Arc<DurableExtent> {
+        self.lock().extent()
+    }
+}
+
 use crate::write_batch::{BatchIter, BatchOp};
 
 /// Bytes of a record group's header.
