@@ -1,6 +1,6 @@
 //! The log (value log): append-only files `NNNNNN.vlog` of record groups. Every write batch
 //! (or group-committed set of batches) becomes one record group; the log is the write-ahead
-//! log, and later issues keep large values in it (WiscKey). Format: `docs/format/log.md`.
+//! log, and the home of large values (WiscKey's value log). Format: `docs/format/log.md`.
 //!
 //! ```text
 //! record group := crc32c u32 | len u32 | first_seq u64 | count u32 | ops[len]
@@ -103,9 +103,10 @@ pub fn separated_values(ops: &[u8], min_separated_value_bytes: usize) -> Vec<Sep
     out
 }
 
-/// The crc of a record group: over the header fields and all ops, in one pass. (Folding in the
-/// crcs of large values already computed with `crc32c_combine` cost 14 µs a 100 KiB value,
-/// against 1.8 µs for a second pass over its bytes.)
+/// The crc of a record group: over the header fields and all ops, in one pass. For a
+/// separated value this is the second pass over its bytes (`separated_values` computed its
+/// own crc first): folding that crc in with `crc32c_combine` cost more than reading the value
+/// again (docs/BENCHMARKS.md §11).
 pub fn group_crc(first_seq: u64, count: u32, ops: &[u8]) -> u32 {
     crate::util::crc_extend(crate::util::crc(&header_fields(first_seq, count, ops.len())), ops)
 }

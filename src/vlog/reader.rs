@@ -74,10 +74,9 @@ const POINT_PROBE_EVERY: u32 = 8;
 
 /// Point reads of ops up to this size may copy out of a mapping (while the page cache is
 /// trusted to hold the log): a copy out of the mapping beat `pread`'s copy in the kernel even
-/// for large values (measured: 100 KiB values over 256 MiB of warm data, 8.6 against 9.7 µs a
-/// read, medians of 3). Reads of pages that are not cached fault them in a few pages at a
-/// time, which the probe of every `POINT_PROBE_EVERY`th read catches; larger ops are read
-/// with one system call.
+/// for large values (docs/BENCHMARKS.md §11). Reads of pages that are not cached fault them in
+/// a few pages at a time, which the probe of every `POINT_PROBE_EVERY`th read catches; larger
+/// ops are read with one system call.
 const MAPPED_POINT_MAX_BYTES: u32 = 1 << 20;
 
 thread_local! {
@@ -314,8 +313,7 @@ impl VlogReader {
     /// file, which GC only appends to (a failed append leaves its bytes; nothing truncates a
     /// cold file) and syncs before any pointer into it is logged. Cold files are numbered
     /// after the log file being written when GC starts them, so the log's extent alone left
-    /// every value GC moved to pread (measured: a 16 KiB read pass during GC, 3 500 bytes of
-    /// `read` per lookup against 350 with GC off, 1.3-1.8x slower).
+    /// every value GC moved to `pread`, and reads during GC ran slower (docs/BENCHMARKS.md §11).
     fn never_truncated(&self, number: u64, end: u64) -> bool {
         self.extent.get().is_some_and(|e| e.covers(number, end)) || self.is_cold(number)
     }
@@ -532,9 +530,9 @@ impl VlogReader {
     }
 
     /// Check that `op` (read at `ptr`) is a put of `user_key` whose value matches the pointer's
-    /// crc, and return the value: a slice of the op's own buffer (a scan reads gigabytes: a
-    /// second allocation and copy per value cost a quarter of a warm scan), which the value
-    /// cache keeps too.
+    /// crc, and return the value: a slice of the op's own buffer (a scan reads gigabytes, and a
+    /// second allocation and copy per value was a large share of a warm scan: docs/BENCHMARKS.md
+    /// §6), which the value cache keeps too.
     fn verify_op(&self, ptr: &ValuePointer, op: Vec<u8>, user_key: &[u8], cache: CacheUse) -> Result<Value> {
         self.verify_shared(ptr, Value::from(op), user_key, cache)
     }
