@@ -37,10 +37,11 @@ pub enum Error {
         /// What was wrong with it.
         reason: String,
     },
-    /// Another process or handle holds the database lock.
-    #[error("database {path:?} is locked by another process or handle")]
+    /// Another process or handle holds a lock this call needs: the database's `LOCK` (a
+    /// second read-write open), or its `READERS` file.
+    #[error("lock file {path:?} is held by another process or handle")]
     Locked {
-        /// The database directory.
+        /// The lock file.
         path: PathBuf,
     },
     /// The path exists but is not a wisckey database (or is missing and `create_if_missing` is off).
@@ -76,6 +77,28 @@ pub enum Error {
     /// The database was closed.
     #[error("database is closed")]
     Closed,
+    /// The handle was opened with `Db::open_read_only`: it reads, and refuses what would
+    /// change the database.
+    #[error("database {path:?} is open read-only: {op} is refused")]
+    ReadOnly {
+        /// The database directory.
+        path: PathBuf,
+        /// What was asked (`"put"`, `"flush"`, ...).
+        op: &'static str,
+    },
+    /// A checkpoint or a restore was pointed at a directory that already holds something: it
+    /// only fills a new or empty directory (and changed nothing).
+    #[error("{what} target {path:?} is not empty (it holds {entries} entries, e.g. {example:?})")]
+    TargetNotEmpty {
+        /// `"checkpoint"` or `"restore"`.
+        what: &'static str,
+        /// The directory given.
+        path: PathBuf,
+        /// How many entries it holds.
+        entries: usize,
+        /// One of them.
+        example: String,
+    },
 }
 
 impl Error {
@@ -116,6 +139,10 @@ impl Error {
             }
             Error::Background { reason } => Error::Background { reason: reason.clone() },
             Error::Closed => Error::Closed,
+            Error::ReadOnly { path, op } => Error::ReadOnly { path: path.clone(), op },
+            Error::TargetNotEmpty { what, path, entries, example } => {
+                Error::TargetNotEmpty { what, path: path.clone(), entries: *entries, example: example.clone() }
+            }
         }
     }
 

@@ -26,6 +26,12 @@ pub enum FileKind {
     InfoLog,
     /// `WORKLOAD` — the operation counts `wisckey tune --db` reads (`db/workload.rs`).
     Workload,
+    /// `READERS` — read-only handles hold a shared `flock` on it; the writer changes no file
+    /// in place and deletes none while any does (`db/sharing.rs`).
+    Readers,
+    /// `IDENTITY` — the database's random name, which backups file its copies under (written
+    /// by the first backup; a checkpoint or a restore starts without one).
+    Identity,
 }
 
 pub fn table_file_name(dir: &Path, n: u64) -> PathBuf {
@@ -56,6 +62,14 @@ pub fn lock_file_name(dir: &Path) -> PathBuf {
     dir.join("LOCK")
 }
 
+pub fn readers_file_name(dir: &Path) -> PathBuf {
+    dir.join("READERS")
+}
+
+pub fn identity_file_name(dir: &Path) -> PathBuf {
+    dir.join("IDENTITY")
+}
+
 /// Kind and number of a file name we write (number 0 for the unnumbered ones); `None` for
 /// anything else. Numbers must be written exactly as we write them (at least six digits,
 /// zero-padded), so a stray user file like `7.sst` is never mistaken for ours and deleted.
@@ -65,6 +79,8 @@ pub fn parse_file_name(name: &str) -> Option<(FileKind, u64)> {
         "LOCK" => return Some((FileKind::Lock, 0)),
         "LOG" | "LOG.old" => return Some((FileKind::InfoLog, 0)),
         "WORKLOAD" => return Some((FileKind::Workload, 0)),
+        "READERS" => return Some((FileKind::Readers, 0)),
+        "IDENTITY" => return Some((FileKind::Identity, 0)),
         _ => {}
     }
     if let Some(digits) = name.strip_prefix("MANIFEST-") {
@@ -111,6 +127,8 @@ mod tests {
         }
         assert_eq!(parse_file_name("CURRENT"), Some((FileKind::Current, 0)));
         assert_eq!(parse_file_name("LOCK"), Some((FileKind::Lock, 0)));
+        assert_eq!(parse_file_name("READERS"), Some((FileKind::Readers, 0)));
+        assert_eq!(parse_file_name("IDENTITY"), Some((FileKind::Identity, 0)));
         assert_eq!(parse_file_name("LOG.old"), Some((FileKind::InfoLog, 0)));
     }
 

@@ -59,7 +59,8 @@ mod vlog;
 mod write_batch;
 
 pub use db::{
-    destroy, Db, DbIterator, DbStats, Entries, GcReport, LostRange, RecoveryReport, VerifyReport, WorkloadCounts,
+    destroy, list_backups, restore_backup, BackupInfo, CheckpointInfo, Db, DbIterator, DbStats, Entries, GcReport,
+    LostRange, RecoveryReport, VerifyReport, WorkloadCounts,
 };
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};

@@ -1,9 +1,10 @@
 //! The `wisckey` command line: `bench` (LevelDB db_bench-compatible), `ycsb` (YCSB A–F against
 //! wisckey or peer engines) and small admin commands on an existing database (stats, compact,
-//! get, put, scan, destroy).
+//! get, put, scan, destroy, checkpoint, backup, restore).
 
 mod admin;
 mod bench;
+mod checkpoint;
 mod repair;
 mod stress;
 mod tune;
@@ -38,6 +39,14 @@ enum Command {
     Scan(admin::ScanArgs),
     /// Delete the database's files.
     Destroy(admin::DbArg),
+    /// Make DIR an openable copy of the database (hard links where it can), while a writer
+    /// elsewhere may go on.
+    Checkpoint(checkpoint::CheckpointArgs),
+    /// Add a backup of the database to BACKUPDIR (files earlier backups hold are not copied
+    /// again).
+    Backup(checkpoint::BackupArgs),
+    /// Restore a backup from BACKUPDIR into a new or empty directory (or list the backups).
+    Restore(checkpoint::RestoreArgs),
     /// Run value-log garbage collection now.
     Gc(admin::GcArgs),
     /// Check every checksum and value pointer; exit 1 if the database is damaged.
@@ -73,6 +82,9 @@ fn main() -> ExitCode {
         Command::Put(a) => admin::put(a),
         Command::Scan(a) => admin::scan(a),
         Command::Destroy(a) => admin::destroy(a),
+        Command::Checkpoint(a) => checkpoint::checkpoint(a),
+        Command::Backup(a) => checkpoint::backup(a),
+        Command::Restore(a) => checkpoint::restore(a),
         Command::Gc(a) => admin::gc(a),
         Command::Verify(a) => verify::run(a),
         Command::Repair(a) => repair::run(a),

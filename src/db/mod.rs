@@ -2,11 +2,15 @@
 //! write path (`write.rs`), the read path (`read.rs`) and the background threads
 //! (`background.rs`) work on.
 
+mod backup;
+mod checkpoint;
 mod gc;
 mod read;
+mod read_only;
 mod recovery;
 mod repair;
 mod scheduler;
+mod sharing;
 mod sweep;
 mod user_iter;
 mod verify;
@@ -21,6 +25,8 @@ use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 
+pub use backup::{list_backups, restore_backup, BackupInfo};
+pub use checkpoint::CheckpointInfo;
 pub use gc::GcReport;
 pub use repair::{LostRange, RecoveryReport, LOST_DIR};
 pub use user_iter::{DbIterator, Entries};
@@ -252,59 +258,59 @@ pub(crate) struct DbInner {
     policy: Box<dyn CompactionPolicy>,
     counters: Counters,
     workload: workload::WorkloadCounters,
+    /// What the files owe to checkpoints, backups and read-only handles (`sharing.rs`); a
+    /// read-only handle's view.
+    sharing: sharing::Sharing,
 }
 
-impl DbInner {
-    fn background_error(&self, st: &State) -> Result<()> {
-        match &st.bg_error {
-            Some(e) => Err(Error::Background { reason: e.to_string() }),
-            None if st.shutting_down => Err(Error::Closed),
-            None => Ok(()),
-        }
+/// What an open builds before it recovers: the database's directory and options, its
+/// compaction policy, the readers of its tables and value files, and its file-sharing state.
+struct Parts {
+    dir: PathBuf,
+    options: Options,
+    policy: Box<dyn CompactionPolicy>,
+    table_cache: Arc<TableCache>,
+    vlog: crate::vlog::VlogReader,
+    sharing: sharing::Sharing,
+}
+
+/// The compaction policy `o` asks for.
+fn policy_for(o: &Options) -> Box<dyn CompactionPolicy> {
+    match o.merge_policy {
+        crate::options::MergePolicy::Leveling => Box::new(LeveledPolicy::from_options(o)),
+        crate::options::MergePolicy::Wacky(knobs) => Box::new(WackyPolicy::new(o, knobs)),
     }
 }
 
-/// An open database. `Send + Sync`: share it between threads with `Arc<Db>` or by reference.
-pub struct Db {
-    inner: Arc<DbInner>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
-    /// Held by the handle, not the shared state: an iterator that outlives the handle must
-    /// not keep the database locked.
-    lock: Mutex<Option<Box<dyn FileLock>>>,
-    /// What a salvaging open left out.
-    recovery_report: Option<RecoveryReport>,
+/// The table cache (with its block cache) and the value-log reader of the database in `dir`.
+fn file_readers(vfs: &Arc<dyn Vfs>, dir: &Path, o: &Options) -> (Arc<TableCache>, crate::vlog::VlogReader) {
+    let block_cache = (o.block_cache_bytes > 0).then(|| crate::sst::block_cache::new_block_cache(o.block_cache_bytes));
+    let table_cache = Arc::new(TableCache::new(vfs.clone(), dir.to_path_buf(), o.max_open_files, block_cache));
+    let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.to_path_buf(), o.io_uring)
+        .with_mapped_reads(o.mmap_value_reads)
+        .with_value_cache(o.value_cache_bytes);
+    (table_cache, vlog)
 }
 
-impl Db {
-    /// Open (or create, with `create_if_missing`) the database in directory `path`.
-    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
-        validate_options(&options)?;
-        let dir = path.as_ref().to_path_buf();
-        let vfs = options.vfs.clone();
-        let lock = prepare_dir(&*vfs, &dir, &options)?;
-        let policy: Box<dyn CompactionPolicy> = match options.merge_policy {
-            crate::options::MergePolicy::Leveling => Box::new(LeveledPolicy::from_options(&options)),
-            crate::options::MergePolicy::Wacky(knobs) => Box::new(WackyPolicy::new(&options, knobs)),
-        };
-        let block_cache = (options.block_cache_bytes > 0)
-            .then(|| crate::sst::block_cache::new_block_cache(options.block_cache_bytes));
-        let table_cache = Arc::new(TableCache::new(vfs.clone(), dir.clone(), options.max_open_files, block_cache));
-        let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone(), options.io_uring)
-            .with_mapped_reads(options.mmap_value_reads)
-            .with_value_cache(options.value_cache_bytes);
-        let mut recovered = recovery::recover(&vfs, &dir, &options, &*policy)?;
-        gc::find_cold_files(&*vfs, &dir, &mut recovered.versions, &vlog)?;
+impl DbInner {
+    /// The shared state of a database `recovered` from its files. The value-log reader reads
+    /// the log appender's buffer, except for a read-only handle (which has no appender: its
+    /// open attached the log's view).
+    fn assemble(p: Parts, recovered: recovery::Recovered) -> Arc<DbInner> {
+        let Parts { dir, options, policy, table_cache, vlog, sharing } = p;
         let gc = gc::Gc::after_recovery(&recovered.mem, &vlog, recovered.log.file_number(), options.memtable_log_bytes);
-        let recovery_report = recovered.report;
         let writes = write::WriteQueue::new(recovered.log, recovered.last_seq);
-        vlog.attach_log(writes.log.clone());
+        if sharing.read_only_view().is_none() {
+            vlog.attach_log(writes.log.clone());
+        }
         // The active memtable, the immutable ones, and as much again being reclaimed.
         let memtables = options.max_immutable_memtables as u64 + 2;
         let pool_bytes = options.memtable_log_bytes.saturating_mul(memtables);
         let node_bytes = (options.write_buffer_bytes as u64).saturating_mul(memtables);
         let chunk_pool = Arc::new(crate::memtable::ChunkPool::new(pool_bytes, node_bytes));
-        let (vfs_for_workload, dir_for_workload) = (vfs.clone(), dir.clone());
-        let inner = Arc::new(DbInner {
+        let vfs = options.vfs.clone();
+        let workload = workload::WorkloadCounters::load(&*vfs, &dir);
+        Arc::new(DbInner {
             state: Mutex::new(State {
                 mem: recovered.mem,
                 imms: VecDeque::new(),
@@ -329,8 +335,46 @@ impl Db {
             snapshots: Arc::new(SnapshotList::default()),
             policy,
             counters: Counters::default(),
-            workload: workload::WorkloadCounters::load(&*vfs_for_workload, &dir_for_workload),
-        });
+            workload,
+            sharing,
+        })
+    }
+
+    fn background_error(&self, st: &State) -> Result<()> {
+        match &st.bg_error {
+            Some(e) => Err(Error::Background { reason: e.to_string() }),
+            None if st.shutting_down => Err(Error::Closed),
+            None => Ok(()),
+        }
+    }
+}
+
+/// An open database. `Send + Sync`: share it between threads with `Arc<Db>` or by reference.
+pub struct Db {
+    inner: Arc<DbInner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Held by the handle, not the shared state: an iterator that outlives the handle must
+    /// not keep the database locked. The `LOCK` file's lock for the writer; for a read-only
+    /// handle its registration on `READERS` (if the directory let it register).
+    lock: Mutex<Option<Box<dyn FileLock>>>,
+    /// What a salvaging open left out.
+    recovery_report: Option<RecoveryReport>,
+}
+
+impl Db {
+    /// Open (or create, with `create_if_missing`) the database in directory `path`.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        validate_options(&options)?;
+        let dir = path.as_ref().to_path_buf();
+        let vfs = options.vfs.clone();
+        let lock = prepare_dir(&*vfs, &dir, &options)?;
+        let policy = policy_for(&options);
+        let (table_cache, vlog) = file_readers(&vfs, &dir, &options);
+        let mut recovered = recovery::recover(&vfs, &dir, &options, &*policy)?;
+        gc::find_cold_files(&*vfs, &dir, &mut recovered.versions, &vlog)?;
+        let recovery_report = recovered.report.take();
+        let parts = Parts { dir, options, policy, table_cache, vlog, sharing: sharing::Sharing::default() };
+        let inner = DbInner::assemble(parts, recovered);
         let threads = scheduler::spawn(&inner)?;
         inner.delete_obsolete_files(&mut inner.state.lock());
         Ok(Db { inner, threads: Mutex::new(threads), lock: Mutex::new(Some(lock)), recovery_report })
@@ -343,6 +387,7 @@ impl Db {
 
     /// Set `key` to `value`; with `wo.sync` the write survives a crash once this returns.
     pub fn put_opt(&self, wo: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
+        self.writable("put")?;
         // Exactly the op's size: the ops then move into a shared buffer without another
         // allocation (`bytes::Bytes` of a full vector).
         let mut b = WriteBatch::with_capacity(crate::write_batch::op_len(key.len(), value.len()));
@@ -358,6 +403,7 @@ impl Db {
 
     /// Remove `key`; with `wo.sync` the deletion survives a crash once this returns.
     pub fn delete_opt(&self, wo: &WriteOptions, key: &[u8]) -> Result<()> {
+        self.writable("delete")?;
         self.inner.workload.writes.fetch_add(1, Ordering::Relaxed);
         let mut b = WriteBatch::new();
         b.delete(key);
@@ -366,6 +412,7 @@ impl Db {
 
     /// Apply a batch atomically: after a crash either all of it or none of it is there.
     pub fn write(&self, wo: &WriteOptions, batch: &WriteBatch) -> Result<()> {
+        self.writable("write")?;
         self.inner.workload.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
         self.inner.writes.write(&self.inner, wo.sync, batch.clone())
     }
@@ -440,12 +487,14 @@ impl Db {
 
     /// Flush the memtable to an SSTable and wait for it.
     pub fn flush(&self) -> Result<()> {
+        self.writable("flush")?;
         self.inner.scheduler.flush(&self.inner)
     }
 
     /// Compact every file overlapping `[begin, end]` (user keys; None = unbounded) down to
     /// the deepest level holding data in that range.
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.writable("compact_range")?;
         self.inner.scheduler.compact_range(&self.inner, begin, end)
     }
 
@@ -455,6 +504,10 @@ impl Db {
     /// stopped by an old snapshot or iterator ends the wait; a GC error is logged and left to
     /// the GC thread's retry, not returned.
     pub fn wait_for_background_work(&self) -> Result<()> {
+        if self.inner.sharing.read_only_view().is_some() {
+            // A read-only handle runs no background work.
+            return Ok(());
+        }
         self.inner.scheduler.wait_for_background_work(&self.inner)
     }
 
@@ -466,12 +519,14 @@ impl Db {
     /// Collect value-log files whose garbage ratio is at least `min_garbage_ratio` now
     /// (background GC does the same with `Options::gc_garbage_ratio`).
     pub fn run_gc(&self, min_garbage_ratio: f64) -> Result<GcReport> {
+        self.writable("run_gc")?;
         self.inner.gc.run_gc(&self.inner, min_garbage_ratio)
     }
 
     /// Rewrite every separated value in key order (then collect the old copies), so range
     /// scans after a random load read the value log sequentially.
     pub fn reorganize_vlog(&self) -> Result<GcReport> {
+        self.writable("reorganize_vlog")?;
         self.inner.gc.reorganize(&self.inner)
     }
 
@@ -488,6 +543,7 @@ impl Db {
 
     /// Leave the read-only state entered after a background I/O error (e.g. once space is freed).
     pub fn resume(&self) -> Result<()> {
+        self.writable("resume")?;
         self.inner.writes.resume(&self.inner)
     }
 
@@ -499,6 +555,16 @@ impl Db {
     /// The database's directory.
     pub fn path(&self) -> &Path {
         &self.inner.dir
+    }
+
+    /// Whether this handle was opened with `open_read_only`.
+    pub fn is_read_only(&self) -> bool {
+        self.inner.sharing.read_only_view().is_some()
+    }
+
+    /// `Err(ReadOnly)` on a read-only handle: `op` would change the database.
+    fn writable(&self, op: &'static str) -> Result<()> {
+        self.inner.sharing.writable(&self.inner.dir, op)
     }
 
     fn shutdown(&self) -> Result<()> {
@@ -519,6 +585,12 @@ impl Db {
         }
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
+        }
+        if self.is_read_only() {
+            // Nothing to save: the handle wrote nothing. Dropping the registration lets the
+            // writer delete and punch again.
+            self.lock.lock().take();
+            return Ok(());
         }
         if let Err(e) = self.inner.workload.save(&*self.inner.vfs, &self.inner.dir) {
             tracing::warn!(error = %e, "could not save the workload counts");

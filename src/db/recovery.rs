@@ -100,14 +100,14 @@ pub(super) fn recover(
 }
 
 /// What to replay, what to cut, whether this is a salvage.
-struct Plan {
-    apply: Vec<Segment>,
+pub(super) struct Plan {
+    pub apply: Vec<Segment>,
     /// A torn tail: the log ends here (later files go).
-    cut: Option<LogPos>,
-    salvage: bool,
+    pub cut: Option<LogPos>,
+    pub salvage: bool,
 }
 
-fn plan(dir: &Path, survey: &LogSurvey, mode: RecoveryMode) -> Result<Plan> {
+pub(super) fn plan(dir: &Path, survey: &LogSurvey, mode: RecoveryMode) -> Result<Plan> {
     let before = |at: LogPos| survey.segments_before(at).cloned().collect::<Vec<_>>();
     let Some(first) = survey.breaks.first() else {
         return Ok(Plan { apply: survey.segments.clone(), cut: None, salvage: false });
@@ -204,7 +204,7 @@ fn cut_and_sync(
 }
 
 /// Numbers of the log files at or after `first`, ascending.
-fn log_files_from(vfs: &dyn Vfs, dir: &Path, first: u64) -> Result<Vec<u64>> {
+pub(super) fn log_files_from(vfs: &dyn Vfs, dir: &Path, first: u64) -> Result<Vec<u64>> {
     let mut logs: Vec<u64> = vfs
         .list(dir)?
         .iter()

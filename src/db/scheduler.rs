@@ -232,6 +232,7 @@ impl Scheduler {
 
     /// Carry out `choice` with its levels marked busy (the state lock released during I/O).
     fn run_choice(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, choice: Choice) -> Result<()> {
+        let choice = db.sharing.unshare_appends(&*db.vfs, &db.dir, choice);
         let levels = choice.levels();
         st.busy_levels.extend_from_slice(&levels);
         match choice.reason() {

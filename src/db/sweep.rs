@@ -1,5 +1,7 @@
 //! The file sweep: deletes what no Version, log head, value-log statistic or pending job needs
-//! any more (obsolete tables, log files before the head, collected value files, old manifests).
+//! any more (obsolete tables, log files before the head, collected value files, old manifests)
+//! — unless a checkpoint or backup in progress pinned it, or a read-only handle is registered
+//! (`sharing.rs`: then the GC thread sweeps again later).
 
 use parking_lot::MutexGuard;
 
@@ -20,7 +22,13 @@ impl DbInner {
         vlog_files.extend(self.gc.pending.lock().iter().map(|(f, _)| *f));
         let manifest = st.versions.manifest_file_number();
         let bound = st.versions.next_file_number();
+        // Captured by a checkpoint or backup in progress.
+        let pinned = self.sharing.pinned();
         MutexGuard::unlocked(st, || {
+            // Nothing is deleted while a read-only handle reads the files in place.
+            let Some(_no_readers) = self.sharing.exclude_readers(&*self.vfs, &self.dir) else {
+                return;
+            };
             let Ok(names) = self.vfs.list(&self.dir) else {
                 return;
             };
@@ -38,7 +46,9 @@ impl DbInner {
                     FileKind::Temp => number < bound,
                     _ => false,
                 };
-                if obsolete {
+                if obsolete && pinned.protects(number) {
+                    self.sharing.defer();
+                } else if obsolete {
                     match self.vfs.remove(&self.dir.join(&name)) {
                         // The other background thread swept it first.
                         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}

@@ -6,11 +6,13 @@
 //! * **File data.** For every file written through this wrapper, `FaultFs` remembers how many
 //!   bytes are durable: `sync_data`/`sync` on a handle make everything appended so far
 //!   durable. Files this wrapper never wrote (they existed before, or survived a crash) are
-//!   fully durable. `truncate` lowers the durable length to the new size.
+//!   fully durable. `truncate` lowers the durable length to the new size. Durability belongs
+//!   to the file, not the name: a hard link (`link`) shares it, so a sync through either name
+//!   counts for both.
 //! * **Directory entries.** Creating a new file, renaming and removing are *pending* until
 //!   `sync_dir` of the directory holding the (destination) name. A crash undoes pending
-//!   operations in reverse order: new files vanish, renames move back (restoring what they
-//!   replaced), removed files reappear with their durable contents. Directories themselves
+//!   operations in reverse order: new files and new links vanish, renames move back (restoring
+//!   what they replaced), removed files reappear with their durable contents. Directories themselves
 //!   (`create_dir_all`, `remove_dir`) and punched holes are durable at once.
 //! * **`crash(mode)`** simulates power loss: it undoes pending directory operations, then
 //!   treats the unsynced suffix of every file according to [`CrashMode`], invalidates every
@@ -94,7 +96,10 @@ pub enum FaultOp {
     Read,
     /// `Vfs::punch_hole`.
     PunchHole,
-    /// Everything else: `list`, `create_dir_all`, `remove_dir`, `file_size`, `disk_usage`, `lock`.
+    /// `Vfs::link` (the rule's path filter matches either name).
+    Link,
+    /// Everything else: `list`, `create_dir_all`, `remove_dir`, `file_size`, `disk_usage`,
+    /// `link_count` and the locks.
     Meta,
     /// Matches every call (only meaningful as a rule target).
     Any,
@@ -114,6 +119,7 @@ impl FaultOp {
                 | FaultOp::Remove
                 | FaultOp::SyncDir
                 | FaultOp::PunchHole
+                | FaultOp::Link
         )
     }
 
@@ -364,9 +370,13 @@ impl FaultState {
         id
     }
 
+    /// Forget `path`; its file's durable length stays known while another name (a hard link)
+    /// still has it.
     fn untrack(&mut self, path: &Path) {
         if let Some(id) = self.ids.remove(path) {
-            self.synced.remove(&id);
+            if !self.ids.values().any(|&other| other == id) {
+                self.synced.remove(&id);
+            }
         }
     }
 }
@@ -617,6 +627,14 @@ impl FaultFs {
         self.shared.state.lock().pending.len()
     }
 
+    /// A lock the next crash releases (the dead process lets go of it).
+    fn held_lock(st: &mut FaultState, inner: Box<dyn FileLock>) -> Box<dyn FileLock> {
+        let slot: Arc<LockSlot> = Arc::new(Mutex::new(Some(inner)));
+        st.locks.retain(|w| w.strong_count() > 0);
+        st.locks.push(Arc::downgrade(&slot));
+        Box::new(FaultLock { _slot: slot })
+    }
+
     fn writable(&self, inner: Box<dyn WritableFile>, path: PathBuf, id: u64, epoch: u64) -> Box<dyn WritableFile> {
         Box::new(FaultWritable { inner, shared: self.shared.clone(), path, id, epoch })
     }
@@ -832,15 +850,45 @@ impl Vfs for FaultFs {
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         let mut st = self.shared.state.lock();
         st.gate(FaultOp::Meta, "lock", &[path], None)?;
-        let slot: Arc<LockSlot> = Arc::new(Mutex::new(Some(self.shared.inner.lock(path)?)));
-        st.locks.retain(|w| w.strong_count() > 0);
-        st.locks.push(Arc::downgrade(&slot));
-        Ok(Box::new(FaultLock { _slot: slot }))
+        let inner = self.shared.inner.lock(path)?;
+        Ok(Self::held_lock(&mut st, inner))
     }
 
     fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> Result<bool> {
         self.shared.state.lock().gate(FaultOp::PunchHole, "punch_hole", &[path], None)?;
         self.shared.inner.punch_hole(path, offset, len)
+    }
+
+    fn link(&self, from: &Path, to: &Path) -> Result<()> {
+        let (from, to) = (norm(from), norm(to));
+        let mut st = self.shared.state.lock();
+        st.gate(FaultOp::Link, "link", &[&from, &to], None)?;
+        self.shared.inner.link(&from, &to)?;
+        // One file under two names: a sync through either makes it durable for both.
+        if let Some(&id) = st.ids.get(&from) {
+            st.ids.insert(to.clone(), id);
+        }
+        st.pending.push(PendingDirOp::Create { dir: parent(&to), path: to });
+        Ok(())
+    }
+
+    fn link_count(&self, path: &Path) -> Result<u64> {
+        self.shared.state.lock().gate(FaultOp::Meta, "stat", &[path], None)?;
+        self.shared.inner.link_count(path)
+    }
+
+    fn lock_shared(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let mut st = self.shared.state.lock();
+        st.gate(FaultOp::Meta, "lock", &[path], None)?;
+        let inner = self.shared.inner.lock_shared(path)?;
+        Ok(Self::held_lock(&mut st, inner))
+    }
+
+    fn try_lock_exclusive(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let mut st = self.shared.state.lock();
+        st.gate(FaultOp::Meta, "lock", &[path], None)?;
+        let inner = self.shared.inner.try_lock_exclusive(path)?;
+        Ok(Self::held_lock(&mut st, inner))
     }
 }
 

@@ -77,7 +77,10 @@ impl FileData {
 struct Tree {
     files: BTreeMap<PathBuf, Arc<Inode>>,
     dirs: BTreeSet<PathBuf>,
+    /// Exclusive locks held (`lock`, `try_lock_exclusive`).
     locks: BTreeSet<PathBuf>,
+    /// Shared locks held (`lock_shared`), by holder count.
+    shared: BTreeMap<PathBuf, usize>,
 }
 
 impl Tree {
@@ -88,6 +91,26 @@ impl Tree {
 
     fn parent_exists(&self, path: &Path) -> bool {
         path.parent().is_none_or(|p| self.dir_exists(p))
+    }
+
+    /// Make sure a lock file exists at `key` (locks create their file, as `flock` users do).
+    fn lock_file(&mut self, key: &Path, path: &Path) -> Result<()> {
+        if !self.files.contains_key(key) {
+            if !self.parent_exists(key) {
+                return Err(Error::io("lock", path, os_err(libc::ENOENT)));
+            }
+            self.files.insert(key.to_path_buf(), Arc::default());
+        }
+        Ok(())
+    }
+
+    /// Take the exclusive lock on `key` if nobody holds it in either mode.
+    fn lock_exclusive(&mut self, key: &Path, path: &Path) -> Result<()> {
+        self.lock_file(key, path)?;
+        if self.shared.contains_key(key) || !self.locks.insert(key.to_path_buf()) {
+            return Err(Error::Locked { path: path.to_path_buf() });
+        }
+        Ok(())
     }
 }
 
@@ -197,6 +220,26 @@ impl FileLock for MemLock {}
 impl Drop for MemLock {
     fn drop(&mut self) {
         self.tree.lock().locks.remove(&self.path);
+    }
+}
+
+/// Releases one shared hold on drop.
+struct MemSharedLock {
+    tree: Arc<Mutex<Tree>>,
+    path: PathBuf,
+}
+
+impl FileLock for MemSharedLock {}
+
+impl Drop for MemSharedLock {
+    fn drop(&mut self) {
+        let mut tree = self.tree.lock();
+        if let Some(n) = tree.shared.get_mut(&self.path) {
+            *n -= 1;
+            if *n == 0 {
+                tree.shared.remove(&self.path);
+            }
+        }
     }
 }
 
@@ -326,17 +369,44 @@ impl Vfs for MemFs {
 
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         let key = norm(path);
+        self.tree.lock().lock_exclusive(&key, path)?;
+        Ok(Box::new(MemLock { tree: self.tree.clone(), path: key }))
+    }
+
+    fn lock_shared(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let key = norm(path);
         let mut tree = self.tree.lock();
-        if !tree.files.contains_key(&key) {
-            if !tree.parent_exists(&key) {
-                return Err(Error::io("lock", path, os_err(libc::ENOENT)));
-            }
-            tree.files.insert(key.clone(), Arc::default());
-        }
-        if !tree.locks.insert(key.clone()) {
+        tree.lock_file(&key, path)?;
+        if tree.locks.contains(&key) {
             return Err(Error::Locked { path: path.to_path_buf() });
         }
-        Ok(Box::new(MemLock { tree: self.tree.clone(), path: key }))
+        *tree.shared.entry(key.clone()).or_insert(0) += 1;
+        Ok(Box::new(MemSharedLock { tree: self.tree.clone(), path: key }))
+    }
+
+    fn try_lock_exclusive(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        self.lock(path)
+    }
+
+    fn link(&self, from: &Path, to: &Path) -> Result<()> {
+        let (src, dst) = (norm(from), norm(to));
+        let mut tree = self.tree.lock();
+        let Some(inode) = tree.files.get(&src).cloned() else {
+            return Err(Error::io("link", from, os_err(libc::ENOENT)));
+        };
+        if !tree.parent_exists(&dst) {
+            return Err(Error::io("link", to, os_err(libc::ENOENT)));
+        }
+        if tree.files.contains_key(&dst) || tree.dir_exists(&dst) {
+            return Err(Error::io("link", to, os_err(libc::EEXIST)));
+        }
+        tree.files.insert(dst, inode);
+        Ok(())
+    }
+
+    fn link_count(&self, path: &Path) -> Result<u64> {
+        let inode = self.inode("stat", path)?;
+        Ok(self.tree.lock().files.values().filter(|i| Arc::ptr_eq(i, &inode)).count() as u64)
     }
 
     fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> Result<bool> {
@@ -454,6 +524,35 @@ mod tests {
         assert!(matches!(fs.clone().lock(Path::new("/db/./LOCK")), Err(Error::Locked { .. })));
         drop(l);
         let _l = fs.lock(Path::new("/db/LOCK"))?;
+        Ok(())
+    }
+
+    #[test]
+    fn a_link_is_the_same_file_under_a_second_name() -> Result<()> {
+        let fs = fs_with_dir()?;
+        write(&fs, "/db/a", b"one")?;
+        fs.link(Path::new("/db/a"), Path::new("/db/b"))?;
+        assert_eq!(fs.link_count(Path::new("/db/b"))?, 2);
+        fs.open_append(Path::new("/db/a"))?.append(b" two")?;
+        assert_eq!(read_all(&fs, "/db/b")?, b"one two", "appends through one name show through the other");
+        assert!(fs.link(Path::new("/db/a"), Path::new("/db/b")).is_err());
+        fs.remove(Path::new("/db/a"))?;
+        assert_eq!(fs.link_count(Path::new("/db/b"))?, 1);
+        assert_eq!(read_all(&fs, "/db/b")?, b"one two");
+        Ok(())
+    }
+
+    #[test]
+    fn shared_and_exclusive_locks_exclude_each_other() -> Result<()> {
+        let fs = fs_with_dir()?;
+        let p = Path::new("/db/READERS");
+        let (a, b) = (fs.lock_shared(p)?, fs.lock_shared(p)?);
+        assert!(matches!(fs.try_lock_exclusive(p), Err(Error::Locked { .. })));
+        drop((a, b));
+        let probe = fs.try_lock_exclusive(p)?;
+        assert!(matches!(fs.lock_shared(p), Err(Error::Locked { .. })));
+        drop(probe);
+        drop(fs.lock_shared(p)?);
         Ok(())
     }
 

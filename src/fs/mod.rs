@@ -164,4 +164,45 @@ pub trait Vfs: Send + Sync + 'static {
     /// Free the byte range of a file without changing its size (`fallocate` PUNCH_HOLE |
     /// KEEP_SIZE). Returns `Ok(false)` when the filesystem cannot punch holes.
     fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> Result<bool>;
+    /// Give the file `from` a second name `to` (a hard link: both names are one file, and a
+    /// change through either is seen through both). Fails if `to` exists. Default: fails with
+    /// `Unsupported`, so callers copy instead.
+    fn link(&self, from: &Path, _to: &Path) -> Result<()> {
+        Err(crate::error::Error::io("link", from, std::io::Error::from(std::io::ErrorKind::Unsupported)))
+    }
+    /// How many names the file has (`st_nlink`). More than one means a checkpoint shares its
+    /// bytes, which must then not be changed in place. Default: 1 (a filesystem without `link`
+    /// never shares a file).
+    fn link_count(&self, _path: &Path) -> Result<u64> {
+        Ok(1)
+    }
+    /// Take a shared lock on `path` (created if missing) without waiting: any number of shared
+    /// holders at once, none while an exclusive holder (`try_lock_exclusive`, `lock`) has it
+    /// (`Error::Locked`). Read-only handles register this way. Default: `lock` (one holder).
+    fn lock_shared(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        self.lock(path)
+    }
+    /// Take an exclusive lock on `path` (created if missing) without waiting, for a short hold:
+    /// `Error::Locked` while any other holder, shared or exclusive, has it. Default: `lock`.
+    fn try_lock_exclusive(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        self.lock(path)
+    }
+    /// Copy the first `len` bytes of `from` into a new file `to` and sync it (`Corruption` if
+    /// `from` is shorter). Default: read and append in 1 MiB pieces.
+    fn copy_prefix(&self, from: &Path, to: &Path, len: u64) -> Result<()> {
+        let src = self.open_read(from)?;
+        let mut dst = self.create(to)?;
+        let mut buf = vec![0u8; COPY_CHUNK_BYTES.min(usize::try_from(len).unwrap_or(COPY_CHUNK_BYTES))];
+        let mut at = 0u64;
+        while at < len {
+            let n = buf.len().min(usize::try_from(len - at).unwrap_or(usize::MAX));
+            src.read_exact_at(at, &mut buf[..n])?;
+            dst.append(&buf[..n])?;
+            at += n as u64;
+        }
+        dst.sync()
+    }
 }
+
+/// The piece `Vfs::copy_prefix` reads and appends at a time.
+const COPY_CHUNK_BYTES: usize = 1 << 20;

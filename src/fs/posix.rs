@@ -339,6 +339,43 @@ impl Drop for PosixLock {
     }
 }
 
+/// A shared or short exclusive `flock` (`Vfs::lock_shared`, `Vfs::try_lock_exclusive`): the
+/// lock belongs to the open file, so closing it releases the lock. Unlike `PosixLock` no
+/// in-process reservation: two descriptions of one file in this process conflict as two
+/// processes would (`flock` semantics), which is what read-only handles and the writer's
+/// probe need.
+struct FlockHold {
+    _file: File,
+}
+
+impl FileLock for FlockHold {}
+
+/// Open `path` for `flock`, creating it when the directory allows; in a directory the caller
+/// cannot write (a read-only mount) an existing file is opened read-only (`flock` needs no
+/// write access).
+fn open_lock_file(path: &Path) -> Result<File> {
+    let rw = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path);
+    match rw {
+        Ok(f) => Ok(f),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EROFS)) => {
+            File::open(path).map_err(|_| Error::io("lock", path, e))
+        }
+        Err(e) => Err(Error::io("lock", path, e)),
+    }
+}
+
+/// `flock` `path` in `mode` (`LOCK_SH` or `LOCK_EX`) without waiting.
+fn flock_now(path: &Path, mode: libc::c_int) -> Result<Box<dyn FileLock>> {
+    let file = open_lock_file(path)?;
+    // SAFETY: the fd is owned by `file`, open for the duration of the call.
+    let ret = unsafe { libc::flock(file.as_raw_fd(), mode | libc::LOCK_NB) };
+    match check(ret) {
+        Ok(()) => Ok(Box::new(FlockHold { _file: file })),
+        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Err(Error::Locked { path: path.to_path_buf() }),
+        Err(e) => Err(Error::io("flock", path, e)),
+    }
+}
+
 impl Vfs for PosixFs {
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         let file = OpenOptions::new()
@@ -449,6 +486,36 @@ impl Vfs for PosixFs {
             });
         }
         Ok(Box::new(PosixLock { _file: file, key }))
+    }
+
+    fn link(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::hard_link(from, to).map_err(|e| Error::io("link", from, e))
+    }
+
+    fn link_count(&self, path: &Path) -> Result<u64> {
+        std::fs::metadata(path).map(|m| m.nlink()).map_err(|e| Error::io("stat", path, e))
+    }
+
+    fn lock_shared(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        flock_now(path, libc::LOCK_SH)
+    }
+
+    fn try_lock_exclusive(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        flock_now(path, libc::LOCK_EX)
+    }
+
+    /// `copy_file_range` through `std::io::copy`: the kernel copies (or shares the extents, on
+    /// filesystems that reflink), nothing passes through this process.
+    fn copy_prefix(&self, from: &Path, to: &Path, len: u64) -> Result<()> {
+        let src = File::open(from).map_err(|e| Error::io("open_read", from, e))?;
+        let mut dst =
+            OpenOptions::new().write(true).create_new(true).open(to).map_err(|e| Error::io("create", to, e))?;
+        let copied = io::copy(&mut io::Read::take(&src, len), &mut dst).map_err(|e| Error::io("copy", from, e))?;
+        if copied < len {
+            let why = format!("file ends after {copied} bytes; {len} were to be copied");
+            return Err(Error::corruption(from, copied, why));
+        }
+        dst.sync_data().map_err(|e| Error::io("fdatasync", to, e))
     }
 
     fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> Result<bool> {
@@ -607,6 +674,53 @@ mod tests {
         drop(lock);
         let status = other(&p).map_err(|e| Error::io("spawn", "flock", e))?;
         assert!(status.success(), "lock not released on drop");
+        Ok(())
+    }
+
+    #[test]
+    fn shared_locks_coexist_and_keep_an_exclusive_probe_out_until_the_last_goes() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", "/tmp", e))?;
+        let fs = PosixFs::new();
+        let p = dir.path().join("READERS");
+        let probe = fs.try_lock_exclusive(&p)?;
+        assert!(matches!(fs.lock_shared(&p), Err(Error::Locked { .. })), "a reader registered during a probe");
+        drop(probe);
+        let (a, b) = (fs.lock_shared(&p)?, fs.lock_shared(&p)?);
+        assert!(matches!(fs.try_lock_exclusive(&p), Err(Error::Locked { .. })));
+        drop(a);
+        assert!(matches!(fs.try_lock_exclusive(&p), Err(Error::Locked { .. })), "one reader is still there");
+        drop(b);
+        drop(fs.try_lock_exclusive(&p)?);
+        Ok(())
+    }
+
+    #[test]
+    fn a_link_shares_the_file_and_counts_as_a_second_name() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", "/tmp", e))?;
+        let fs = PosixFs::new();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        write(&fs, &a, b"shared bytes")?;
+        assert_eq!(fs.link_count(&a)?, 1);
+        fs.link(&a, &b)?;
+        assert_eq!((fs.link_count(&a)?, fs.link_count(&b)?), (2, 2));
+        assert_eq!(read_all(&fs, &b)?, b"shared bytes");
+        assert!(fs.link(&a, &b).is_err(), "linking over an existing name must fail");
+        fs.remove(&a)?;
+        assert_eq!(fs.link_count(&b)?, 1);
+        Ok(())
+    }
+
+    #[test]
+    fn copy_prefix_copies_exactly_the_prefix_and_refuses_a_short_source() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", "/tmp", e))?;
+        let fs = PosixFs::new();
+        let (a, b, c) = (dir.path().join("a"), dir.path().join("b"), dir.path().join("c"));
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7) as u8).collect();
+        write(&fs, &a, &data)?;
+        fs.copy_prefix(&a, &b, 200_001)?;
+        assert_eq!(read_all(&fs, &b)?, &data[..200_001]);
+        assert!(fs.copy_prefix(&a, &c, 400_000).is_err_and(|e| e.is_corruption()));
+        assert!(fs.copy_prefix(&a, &b, 10).is_err(), "the target must be new");
         Ok(())
     }
 

@@ -34,6 +34,14 @@ impl DurableExtent {
         self.len.fetch_max(len, Ordering::AcqRel);
     }
 
+    /// Every file below `file` and nothing of `file` or later: the log as a read-only handle
+    /// sees it, whose writer may still cut the newest file back (after a failed sync).
+    pub fn sealed_below(file: u64) -> Self {
+        let extent = DurableExtent::default();
+        extent.publish(file, 0);
+        extent
+    }
+
     /// Whether the bytes of log file `file` up to `end` will never be truncated away.
     pub fn covers(&self, file: u64, end: u64) -> bool {
         let head = self.file.load(Ordering::Acquire);

@@ -351,6 +351,11 @@ impl VersionSet {
         }
     }
 
+    /// One edit that recreates the whole current state (a checkpoint's manifest starts with it).
+    pub fn snapshot_edit(&self) -> VersionEdit {
+        self.snapshot()
+    }
+
     /// One edit that recreates the whole current state.
     fn snapshot(&self) -> VersionEdit {
         let compact_pointers = (self.compact_pointers.iter().enumerate())

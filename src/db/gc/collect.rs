@@ -360,6 +360,12 @@ impl Gc {
         // could follow a pointer here is gone), only taking space.
         db.vlog.forget_range(file, start, end);
         let path = db.vlog.path(file);
+        // Another holder of the file's bytes may still read the range: they come back when
+        // the file is deleted instead.
+        let _no_readers = match db.sharing.may_change_in_place(&*db.vfs, &db.dir, file, &path) {
+            Ok(guard) => guard,
+            Err(why) => return tracing::debug!(file = ?path, start, end, why, "collected range not punched"),
+        };
         match db.vfs.punch_hole(&path, start, end - start) {
             Ok(true) => add(&db.counters.gc_bytes_freed, end - start),
             Ok(false) => {

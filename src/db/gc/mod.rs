@@ -339,6 +339,10 @@ impl Gc {
                 if st.shutting_down {
                     break;
                 }
+                // Files a pin or a read-only handle kept: try again.
+                if db.sharing.take_deferred() {
+                    db.delete_obsolete_files(&mut st);
+                }
                 if st.bg_error.is_some() || db.opts.gc_interval_ms == 0 {
                     self.release_writers();
                     busy = false;

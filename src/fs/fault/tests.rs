@@ -252,3 +252,39 @@ fn truncate_lowers_durable_length() -> Result<()> {
     assert_eq!(read_all(&fs, &p("w.log"))?, b"ab");
     Ok(())
 }
+
+#[test]
+fn a_link_shares_durability_and_vanishes_unless_its_directory_was_synced() -> Result<()> {
+    let fs = new_fs(21)?;
+    let mut f = half_synced(&fs, "5.log", b"synced", b"+later")?;
+    fs.create_dir_all(Path::new("/ckpt"))?;
+    fs.link(&p("5.log"), Path::new("/ckpt/5.log"))?;
+    assert_eq!(fs.link_count(&p("5.log"))?, 2);
+    // A sync through the new name makes the file durable under both names.
+    fs.open_append(Path::new("/ckpt/5.log"))?.sync_data()?;
+    assert_eq!(fs.unsynced_bytes(&p("5.log"))?, 0);
+    f.append(b"-lost")?;
+    fs.halt();
+    drop(f);
+    fs.crash(CrashMode::DropUnsynced)?;
+    assert_eq!(read_all(&fs, &p("5.log"))?, b"synced+later");
+    assert!(!fs.exists(Path::new("/ckpt/5.log")), "a link whose directory was never synced is undone");
+    fs.link(&p("5.log"), Path::new("/ckpt/5.log"))?;
+    fs.sync_dir(Path::new("/ckpt"))?;
+    fs.remove(&p("5.log"))?;
+    fs.sync_dir(Path::new(DIR))?;
+    fs.crash(CrashMode::DropUnsynced)?;
+    assert_eq!(read_all(&fs, Path::new("/ckpt/5.log"))?, b"synced+later", "the synced link outlives the first name");
+    Ok(())
+}
+
+#[test]
+fn shared_locks_are_released_by_a_crash() -> Result<()> {
+    let fs = new_fs(22)?;
+    let reader = fs.lock_shared(&p("READERS"))?;
+    assert!(matches!(fs.try_lock_exclusive(&p("READERS")), Err(Error::Locked { .. })));
+    fs.crash(CrashMode::KeepUnsynced)?;
+    drop(fs.try_lock_exclusive(&p("READERS"))?);
+    drop(reader);
+    Ok(())
+}
