@@ -244,3 +244,42 @@ fn tune_refuses_a_mix_of_nothing() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--writes"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `checkpoint`, `backup` and `restore` on a database another handle has open for writing (the
+/// commands open it read-only beside it), and a checkpoint into a non-empty directory refused.
+#[test]
+fn checkpoint_backup_and_restore_work_beside_an_open_writer() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (db_dir, copy, backups, restored) =
+        (tmp.path().join("db"), tmp.path().join("copy"), tmp.path().join("backups"), tmp.path().join("restored"));
+    let db = wisckey::Db::open(&db_dir, wisckey::Options::default()).expect("open");
+    let marker = marker_value();
+    db.put(b"marker", marker.as_bytes()).and_then(|_| db.flush()).expect("put and flush");
+    // Synced: a read-only open in another process sees what reached the files (an unsynced
+    // write may still be in the writer's buffer).
+    db.put_opt(&wisckey::WriteOptions::synced(), b"unflushed", b"in the log only").expect("put");
+    let out = succeeds(&["checkpoint", "--to", copy.to_str().expect("utf-8")], &db_dir);
+    assert!(out.contains("files linked"), "{out}");
+    db.put_opt(&wisckey::WriteOptions::synced(), b"marker", b"overwritten after the checkpoint").expect("overwrite");
+    assert_eq!(succeeds(&["get", "marker"], &copy).trim_end(), marker);
+    assert_eq!(succeeds(&["get", "unflushed"], &copy).trim_end(), "in the log only");
+    assert!(succeeds(&["verify"], &copy).contains("healthy"));
+    let refused = wisckey(&["checkpoint", "--to", copy.to_str().expect("utf-8")], &db_dir);
+    let err = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(!refused.status.success() && err.contains("not empty"), "{err}");
+
+    let first = succeeds(&["backup", "--to", backups.to_str().expect("utf-8")], &db_dir);
+    let second = succeeds(&["backup", "--to", backups.to_str().expect("utf-8")], &db_dir);
+    assert!(first.starts_with("backup 1") && second.starts_with("backup 2"), "{first}{second}");
+    drop(db);
+    let restore = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_wisckey")).arg("restore").args(args).output().expect("run");
+        assert!(out.status.success(), "restore {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        stdout(&out)
+    };
+    let list = restore(&["--from", backups.to_str().expect("utf-8"), "--list"]);
+    assert_eq!(list.lines().count(), 2, "{list}");
+    restore(&["--from", backups.to_str().expect("utf-8"), "--to", restored.to_str().expect("utf-8")]);
+    assert_eq!(succeeds(&["get", "marker"], &restored).trim_end(), "overwritten after the checkpoint");
+    assert!(succeeds(&["verify"], &restored).contains("healthy"));
+}

@@ -3,15 +3,16 @@
 //! the files it uses (`FILES`, the commit record), while the files themselves go to a pool
 //! shared by every backup of the same database. A file already in the pool is not copied
 //! again; a table or value file that grew since (light-weight compaction's appends, the cold
-//! file GC fills) gets only its new bytes appended. The log file being appended is copied
-//! into the backup's own directory. `restore` copies a backup into an empty directory,
+//! file GC fills, the log file being appended) gets only its new bytes appended. A read-only
+//! handle's log files, which their writer may not have synced, go to the backup's own
+//! directory instead. `restore` copies a backup into an empty directory,
 //! checking every file's crc32c. Byte layout: docs/format/backup.md.
 //!
 //! Why reusing a pool file is safe: a file's bytes up to the length a backup records never
 //! change afterwards except by a hole punch, and GC punches only ranges no later state reads
-//! (the pool keeps the old bytes, which only earlier backups may need); tables and cold files
-//! only grow, and the log files a backup shares were made durable when it was captured, so no
-//! recovery of the database can cut them back. Everything is filed under the database's
+//! (the pool keeps the old bytes, which only earlier backups may need); tables, cold files and
+//! the log file being appended only grow, and the log files a backup shares were made durable
+//! up to its length when it was captured, so no recovery of the database can cut them back. Everything is filed under the database's
 //! `IDENTITY`, a random name a checkpoint or restore does not inherit: two databases that
 //! number files alike never share pool files.
 
@@ -372,9 +373,10 @@ impl Db {
         Ok(info)
     }
 
-    /// Put file `f` of the capture into the backup: into its own directory (the log file being
-    /// appended), or into the pool unless the pool has it already; returns its entry and the
-    /// bytes copied (`None`: the pool had them).
+    /// Put file `f` of the capture into the backup: into the pool unless the pool has it
+    /// already (or has a shorter copy: then only the new bytes), or into the backup's own
+    /// directory when its bytes may still change (a read-only handle's log files); returns its
+    /// entry and the bytes copied (`None`: the pool had them).
     fn back_up_file(
         &self,
         dir: &BackupDir<'_>,
@@ -386,7 +388,7 @@ impl Db {
         let vfs = dir.vfs;
         let from = self.inner.dir.join(&f.name);
         let entry = |crc: u32, private: bool| Entry { name: f.name.clone(), len: f.len, crc, private };
-        if f.copy {
+        if !f.stable {
             let mut out = vfs.create(&own.join(&f.name))?;
             let sum = copy_range(&*vfs.open_read(&from)?, 0, f.len, &mut *out, 0)?;
             out.sync()?;

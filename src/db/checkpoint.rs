@@ -49,6 +49,10 @@ pub(crate) struct CapturedFile {
     /// Bytes past `len` may still change (the log file being appended, or the log files of a
     /// read-only capture, which its writer may not have synced): copy, never link.
     pub copy: bool,
+    /// The first `len` bytes will never change but by a punch of values no later state reads:
+    /// a backup may file them in its shared pool. Not so for a read-only capture's log files,
+    /// which their writer may not have synced (a power cut could still take them back).
+    pub stable: bool,
 }
 
 /// The state a checkpoint or backup holds, captured at one instant.
@@ -156,7 +160,12 @@ impl DbInner {
         let mut files = Vec::new();
         for (_, meta) in &edit.added_files {
             let name = filename::table_file_name(Path::new(""), meta.number);
-            files.push(CapturedFile { name: name.to_string_lossy().into_owned(), len: meta.size, copy: false });
+            files.push(CapturedFile {
+                name: name.to_string_lossy().into_owned(),
+                len: meta.size,
+                copy: false,
+                stable: true,
+            });
         }
         let mut logs: Vec<(u64, &String)> = (on_disk.iter())
             .filter(|(n, (kind, _))| *kind == FileKind::Vlog && (head.file..=end.file).contains(*n))
@@ -165,7 +174,7 @@ impl DbInner {
         logs.sort_unstable();
         for &(n, name) in &logs {
             let len = if n == end.file { end.offset } else { self.vfs.file_size(&self.dir.join(name))? };
-            files.push(CapturedFile { name: name.clone(), len, copy: copy_logs || n == end.file });
+            files.push(CapturedFile { name: name.clone(), len, copy: copy_logs || n == end.file, stable: !copy_logs });
         }
         for &(n, total) in &edit.vlog_added {
             if (head.file..=end.file).contains(&n) && logs.iter().any(|&(l, _)| l == n) {
@@ -174,7 +183,7 @@ impl DbInner {
             match on_disk.get(&n) {
                 Some((_, name)) => {
                     let len = self.vfs.file_size(&self.dir.join(name))?;
-                    files.push(CapturedFile { name: name.clone(), len, copy: false });
+                    files.push(CapturedFile { name: name.clone(), len, copy: false, stable: true });
                 }
                 // A cold file registered but not created yet holds nothing; the copy's open
                 // drops its registration.

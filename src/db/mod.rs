@@ -703,7 +703,8 @@ fn prepare_dir(vfs: &dyn Vfs, dir: &Path, o: &Options) -> Result<Box<dyn FileLoc
     Ok(lock)
 }
 
-/// Delete a database directory's files (LevelDB's DestroyDB). Fails if the database is open.
+/// Delete a database directory's files (LevelDB's DestroyDB). Fails with `Error::Locked` if
+/// the database is open, for writing or (a handle registered on `READERS`) for reading.
 pub fn destroy(path: impl AsRef<Path>, options: &Options) -> Result<()> {
     let dir = path.as_ref();
     let vfs = &options.vfs;
@@ -712,9 +713,10 @@ pub fn destroy(path: impl AsRef<Path>, options: &Options) -> Result<()> {
     }
     let lock_path = filename::lock_file_name(dir);
     let lock = vfs.lock(&lock_path)?;
+    let readers = vfs.try_lock_exclusive(&filename::readers_file_name(dir))?;
     for name in vfs.list(dir)? {
         if let Some((kind, _)) = filename::parse_file_name(&name) {
-            if kind != FileKind::Lock {
+            if !matches!(kind, FileKind::Lock | FileKind::Readers) {
                 vfs.remove(&dir.join(&name))?;
             }
         }
@@ -727,8 +729,10 @@ pub fn destroy(path: impl AsRef<Path>, options: &Options) -> Result<()> {
         }
         vfs.remove_dir(&lost)?;
     }
+    drop(readers);
     drop(lock);
     let _ = vfs.remove(&lock_path);
+    let _ = vfs.remove(&filename::readers_file_name(dir));
     let _ = vfs.remove_dir(dir);
     Ok(())
 }

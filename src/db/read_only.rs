@@ -34,6 +34,8 @@ impl Db {
     /// Open the database in `path` for reading only. The handle sees the database as it was
     /// when it opened (the manifest, and every whole record group of the log), while the
     /// process or handle that has it open for writing goes on; reopen to see newer writes.
+    /// What it sees is what had reached the files: every synced write, and an unsynced one once
+    /// its writer handed its log buffer to the file (a sync, a flush, or a full buffer).
     /// It takes no lock a writer needs, so it opens beside one, and several open at once.
     ///
     /// Writes, flushes, compactions and GC through it fail with `Error::ReadOnly`;
