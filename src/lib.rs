@@ -59,7 +59,8 @@ mod vlog;
 mod write_batch;
 
 pub use db::{
-    destroy, Db, DbIterator, DbStats, Entries, GcReport, LostRange, RecoveryReport, VerifyReport, WorkloadCounts,
+    destroy, Db, DbIterator, DbStats, Entries, GcReport, Keyspace, LostRange, Range, RecoveryReport, VerifyReport,
+    WorkloadCounts, DEFAULT_KEYSPACE_NAME, MAX_KEYSPACE_NAME_BYTES,
 };
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};

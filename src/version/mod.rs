@@ -15,7 +15,7 @@ pub mod run_iter;
 pub mod set;
 
 pub use edit::{FileMeta, VersionEdit};
-pub use set::{LoadedManifest, VersionSet};
+pub use set::{LoadedManifest, VersionSet, DEFAULT_KEYSPACE};
 
 /// The only key order we know; stored in the manifest so a foreign database is refused.
 pub const COMPARATOR_NAME: &str = "wisckey.bytewise";

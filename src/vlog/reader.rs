@@ -161,7 +161,7 @@ impl VlogReader {
                 op_len: v.op_len,
                 value_crc: v.value_crc,
             };
-            if let Some(Ok(crate::write_batch::BatchOp::Put { key, value })) =
+            if let Some(Ok((_, crate::write_batch::BatchOp::Put { key, value }))) =
                 crate::write_batch::BatchIter::over(v.op_bytes(ops)).next()
             {
                 self.cache.insert(&ptr, key, bytes::Bytes::copy_from_slice(value));
@@ -716,7 +716,7 @@ mod tests {
         let reader = VlogReader::new(vfs, dir.to_path_buf(), false);
         reader.attach_log(log.clone());
         let mut batch = crate::WriteBatch::new();
-        batch.put(b"key", &[7u8; 500]);
+        batch.put(b"key", [7u8; 500]);
         let values = crate::log::separated_values(&batch.rep, 100);
         let crc = crate::log::group_crc(1, 1, &batch.rep);
         let pos = log.lock().append(1, 1, &batch.rep, crc).unwrap();
