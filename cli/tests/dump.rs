@@ -342,6 +342,7 @@ fn names(stderr: &str, path: &Path, offset: u64) {
 
 /// A flipped byte in each kind of file: the dump reads on past the damage (the other blocks,
 /// the next intact manifest record, the log's next valid group) and fails naming the offset.
+/// Zeroed records in a log (a punched hole) are shown as such and are not damage.
 #[test]
 fn a_flipped_byte_is_reported_at_its_offset_after_dumping_what_is_readable() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -386,6 +387,15 @@ fn a_flipped_byte_is_reported_at_its_offset_after_dumping_what_is_readable() {
         assert!(err.contains(&format!("valid records resume at offset {}", groups[2])), "{err}");
         assert_eq!(offsets_of(&out, "group seq").len(), groups.len() - 1, "{out}");
     }
+
+    // Whole records zeroed, as value-log GC's hole punching leaves them, are not damage.
+    let log = largest(&dir, "vlog");
+    let groups = offsets_of(&ok(&["log", s(&log)]), "group seq");
+    let copy = damaged_copy(&bad, &log, |b| b[groups[0] as usize..groups[2] as usize].fill(0));
+    let out = ok(&["log", s(&copy)]);
+    let hole = groups[2] - groups[0];
+    assert!(out.contains(&format!("@{:<10} {hole} zero bytes", groups[0])), "{out}");
+    assert_eq!(offsets_of(&out, "group seq"), groups[2..], "{out}");
 }
 
 /// A file cut short, an empty file and a file of another kind: a clear error at the offset,
@@ -493,4 +503,23 @@ fn json_dumps_are_one_object_per_line_with_the_same_content() {
     let tables: u64 = j["level"].iter().map(|l| l["tables"].as_u64().expect("tables")).sum();
     assert_eq!(tables, files(&dir, "sst").len() as u64);
     assert!(j["model"][0]["knobs"].as_str().is_some_and(|k| k.starts_with("wacky:T=10")), "{:?}", j["model"]);
+}
+
+/// A reader that stops reading (`wisckey dump ... | head`) ends the dump quietly, not with a
+/// panic on the broken pipe.
+#[test]
+fn a_reader_that_goes_away_ends_the_dump_quietly() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    build(&dir);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wisckey"))
+        .args(["dump", "log", "--records", s(&largest(&dir, "vlog"))])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!text(&out.stderr).contains("panicked"), "{}", text(&out.stderr));
 }

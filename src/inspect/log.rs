@@ -65,6 +65,7 @@ impl LogFile {
             return Ok(LogEntry::Zeros { offset: at, bytes: end - at });
         }
         let why = match resume {
+            None if at == 0 => format!("no valid log record anywhere in the file ({reason} at its start)"),
             Some(r) => format!("{reason}; {} bytes unreadable, valid records resume at offset {r}", r - at),
             None => format!("{reason}; no valid record after it (the last {} bytes of the file)", end - at),
         };

@@ -92,6 +92,9 @@ impl Iterator for ManifestRecords<'_> {
                 let good = (at + 1..buf.len()).find(|&p| record_at(buf, p).is_ok());
                 self.pos = good.unwrap_or(buf.len());
                 let why = match good {
+                    None if at == 0 => {
+                        format!("no intact manifest record anywhere in the file ({reason} at its start)")
+                    }
                     Some(good) => format!(
                         "damaged record ({reason}); {} bytes skipped, the next intact record is at offset {good}",
                         good - at

@@ -10,7 +10,7 @@
 //! releases: use it to look, not to build on.
 //!
 //! **Damage.** Every decoder checks what it reads: damaged bytes come back as
-//! [`Error::Corruption`](crate::Error::Corruption) naming the file and the offset, never as a
+//! [`Error::Corruption`](crate::Error) naming the file and the offset, never as a
 //! panic. Where the format allows, reading goes on after damage (the next data block of a
 //! table, the next intact manifest record, the next valid log record, found as recovery
 //! finds it), so a tool can show everything that is still readable and then the damage.
@@ -154,4 +154,27 @@ fn open_nonempty(path: &Path, what: &str) -> Result<(Arc<dyn RandomAccessFile>, 
         return Err(Error::corruption(path, 0, format!("the file is empty (0 bytes): no {what} in it")));
     }
     Ok((file, size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{make_internal_key, seek_key, ValueKind, MAX_SEQ};
+
+    #[test]
+    fn internal_keys_come_apart_into_user_key_sequence_and_kind() {
+        let k = InternalKey::parse(&make_internal_key(b"apple", 42, ValueKind::Pointer)).expect("a key");
+        assert_eq!((k.user_key.as_slice(), k.seq, k.kind), (&b"apple"[..], 42, KeyKind::Pointer));
+        let sep = InternalKey::parse(&seek_key(b"b", MAX_SEQ)).expect("a separator");
+        assert_eq!((sep.seq, sep.kind), (MAX_SEQ, KeyKind::Other(255)));
+        assert_eq!(InternalKey::parse(b"short"), None, "shorter than a trailer");
+    }
+
+    #[test]
+    fn value_pointers_decode_as_the_tree_stores_them() {
+        let p = crate::vlog::ValuePointer { file: 7, offset: 1 << 33, op_len: 4100, value_crc: 0xdead_beef };
+        let got = ValuePointer::decode(&p.encoded()).expect("a pointer");
+        assert_eq!((got.file, got.offset, got.op_len, got.value_crc), (7, 1 << 33, 4100, 0xdead_beef));
+        assert_eq!(ValuePointer::decode(&p.encoded()[..5]), None);
+    }
 }

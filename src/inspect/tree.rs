@@ -225,3 +225,19 @@ pub fn policy_knobs(policy: &str) -> Option<Knobs> {
         MergePolicy::Leveling => Some(Knobs::leveling(Options::default().level_size_ratio as f64)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_recorded_policy_text_names_its_knobs() {
+        assert_eq!(policy_knobs("leveled(T=10)"), Some(Knobs::leveling(10.0)));
+        assert_eq!(policy_knobs("tiered(T=4)"), Some(Knobs::tiering(4.0)));
+        let k = Knobs::bush(2.0, 1.0);
+        assert_eq!(policy_knobs(&k.to_string()), Some(k), "the text the Wacky policy records");
+        assert_eq!(policy_knobs("scll"), Some(Knobs::scll(4.0)));
+        assert_eq!(policy_knobs("leveled(T=x)"), None);
+        assert_eq!(policy_knobs("someone else's policy"), None);
+    }
+}

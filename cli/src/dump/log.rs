@@ -80,7 +80,7 @@ pub fn run(a: LogArgs) -> CliResult {
     let min_separated = if cold { 0 } else { a.min_separated_value_bytes };
     let kind = if cold { "cold value file" } else { "log file" };
     if !a.json {
-        println!("{kind} {}: {}", log.path().display(), bytes_text(log.file_size()));
+        outln!("{kind} {}: {}", log.path().display(), bytes_text(log.file_size()));
     }
     let (mut tally, mut damage) = (Tally::default(), Damage::default());
     let (limit, mut printed) = (a.limit.unwrap_or(u64::MAX), 0);
@@ -95,9 +95,9 @@ pub fn run(a: LogArgs) -> CliResult {
             }
             Err(e) => {
                 if a.json {
-                    println!("{}", JsonObject::default().str("type", "error").str("error", &e.to_string()).finish());
+                    outln!("{}", JsonObject::default().str("type", "error").str("error", &e.to_string()).finish());
                 } else {
-                    println!("DAMAGED: {e}");
+                    outln!("DAMAGED: {e}");
                 }
                 damage.add(e);
             }
@@ -118,9 +118,9 @@ fn print_entry(a: &LogArgs, e: &LogEntry, min_separated: usize) {
                 j.str("type", "sync_mark")
                     .int("offset", *offset)
                     .raw("durable", &format!("[{},{}]", durable.file, durable.offset));
-                println!("{}", j.finish());
+                outln!("{}", j.finish());
             } else {
-                println!("@{offset:<10} sync mark: durable to file {} offset {}", durable.file, durable.offset);
+                outln!("@{offset:<10} sync mark: durable to file {} offset {}", durable.file, durable.offset);
             }
         }
         LogEntry::StartMark { offset, next_seq, prev_file, durable } => {
@@ -131,9 +131,9 @@ fn print_entry(a: &LogArgs, e: &LogEntry, min_separated: usize) {
                     .int("next_seq", *next_seq)
                     .int("prev_file", *prev_file)
                     .raw("durable", &format!("[{},{}]", durable.file, durable.offset));
-                println!("{}", j.finish());
+                outln!("{}", j.finish());
             } else {
-                println!(
+                outln!(
                     "@{offset:<10} start mark: next seq {next_seq}, previous file {prev_file}, durable to file {} offset {}",
                     durable.file, durable.offset
                 );
@@ -141,15 +141,15 @@ fn print_entry(a: &LogArgs, e: &LogEntry, min_separated: usize) {
         }
         LogEntry::Zeros { offset, bytes } => {
             if a.json {
-                println!(
+                outln!(
                     "{}",
                     JsonObject::default().str("type", "zeros").int("offset", *offset).int("bytes", *bytes).finish()
                 );
             } else {
-                println!("@{offset:<10} {bytes} zero bytes (a hole value-log GC punched, or an extent never written)");
+                outln!("@{offset:<10} {bytes} zero bytes (a hole value-log GC punched, or an extent never written)");
             }
         }
-        _ => println!("@? a record this build of the dump does not know"),
+        _ => outln!("@? a record this build of the dump does not know"),
     }
 }
 
@@ -163,9 +163,9 @@ fn print_group(a: &LogArgs, g: &RecordGroup, min_separated: usize) {
             .int("first_seq", g.first_seq)
             .int("count", g.count.into())
             .raw("crc_ok", "true");
-        println!("{}", j.finish());
+        outln!("{}", j.finish());
     } else {
-        println!("@{:<10} group seq {}..{last} ({} ops), {} B, crc ok", g.offset, g.first_seq, g.count, g.bytes);
+        outln!("@{:<10} group seq {}..{last} ({} ops), {} B, crc ok", g.offset, g.first_seq, g.count, g.bytes);
     }
     if a.records {
         for op in g.ops() {
@@ -190,9 +190,9 @@ fn print_op(json: bool, op: &LogOp<'_>, min_separated: usize) {
             }
             _ => j.str("detail", &detail),
         };
-        println!("{}", j.finish());
+        outln!("{}", j.finish());
     } else {
-        println!("    @{:<10} seq {:<8} {kind} {key} {detail}", op.offset, op.seq);
+        outln!("    @{:<10} seq {:<8} {kind} {key} {detail}", op.offset, op.seq);
     }
 }
 
@@ -219,7 +219,7 @@ fn op_detail(op: &BatchOp<'_>, min_separated: usize) -> String {
 fn print_summary(t: &Tally, cold: bool) {
     let seqs = t.seqs.map_or("none".to_string(), |(lo, hi)| format!("{lo}..{hi}"));
     let separated = if cold { "all separated".to_string() } else { format!("{} separated", t.separated) };
-    println!(
+    outln!(
         "summary: {} groups (seq {seqs}): {} puts ({separated}), {} deletes, {} pointer puts; {} sync marks, {} start marks, {} zero bytes",
         t.groups, t.puts, t.deletes, t.pointer_puts, t.sync_marks, t.start_marks, t.zero_bytes
     );

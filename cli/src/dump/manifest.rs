@@ -29,7 +29,7 @@ pub fn run(a: ManifestArgs) -> CliResult {
         (None, None) => return Err("give a manifest file or --db DIR".into()),
     };
     if !a.json {
-        println!("manifest {}: {}", manifest.path().display(), bytes_text(manifest.file_size()));
+        outln!("manifest {}: {}", manifest.path().display(), bytes_text(manifest.file_size()));
     }
     let mut damage = Damage::default();
     let (mut records, mut edits) = (0u64, Summary::default());
@@ -39,23 +39,23 @@ pub fn run(a: ManifestArgs) -> CliResult {
                 records += 1;
                 edits.add(&r.edit);
                 if a.json {
-                    println!("{}", record_json(&r));
+                    outln!("{}", record_json(&r));
                 } else {
                     print_record(records - 1, &r);
                 }
             }
             Err(e) => {
                 if a.json {
-                    println!("{}", JsonObject::default().str("type", "error").str("error", &e.to_string()).finish());
+                    outln!("{}", JsonObject::default().str("type", "error").str("error", &e.to_string()).finish());
                 } else {
-                    println!("DAMAGED: {e}");
+                    outln!("DAMAGED: {e}");
                 }
                 damage.add(e);
             }
         }
     }
     if !a.json {
-        println!(
+        outln!(
             "summary: {records} records; {} tables added, {} removed; last sequence {}, next file {}, policy {}",
             edits.added,
             edits.deleted,
@@ -110,7 +110,7 @@ fn table_text(t: &TableRecord) -> String {
 /// Every field the edit carries, one per line, in tag order.
 fn print_record(i: u64, r: &ManifestRecord) {
     let e = &r.edit;
-    println!("record {i} @{} ({} B edit):", r.offset, r.payload_bytes);
+    outln!("record {i} @{} ({} B edit):", r.offset, r.payload_bytes);
     let scalars: [(&str, Option<String>); 8] = [
         ("comparator", e.comparator.clone()),
         ("format_version", e.format_version.map(|v| v.to_string())),
@@ -123,26 +123,26 @@ fn print_record(i: u64, r: &ManifestRecord) {
     ];
     for (name, value) in scalars {
         if let Some(v) = value {
-            println!("  {name}: {v}");
+            outln!("  {name}: {v}");
         }
     }
     for (level, key) in &e.compact_pointers {
-        println!("  compact_pointer L{level}: {}", key_text(key));
+        outln!("  compact_pointer L{level}: {}", key_text(key));
     }
     for (level, number) in &e.deleted_tables {
-        println!("  remove L{level} {number:06}.sst");
+        outln!("  remove L{level} {number:06}.sst");
     }
     for t in &e.added_tables {
-        println!("  add L{} run {}: {}", t.level, t.run, table_text(t));
+        outln!("  add L{} run {}: {}", t.level, t.run, table_text(t));
     }
     for (file, bytes) in &e.vlog_added {
-        println!("  vlog_added {file:06}: +{bytes} B of separated values");
+        outln!("  vlog_added {file:06}: +{bytes} B of separated values");
     }
     for (file, bytes) in &e.vlog_garbage {
-        println!("  vlog_garbage {file:06}: +{bytes} B");
+        outln!("  vlog_garbage {file:06}: +{bytes} B");
     }
     for file in &e.vlog_files_deleted {
-        println!("  vlog_file_deleted {file:06}");
+        outln!("  vlog_file_deleted {file:06}");
     }
 }
 

@@ -7,11 +7,20 @@
 //! Damage is reported where it is (file and offset) and reading goes on past it where the
 //! format allows; any damage makes the command exit 1, with the first error on stderr.
 
+/// `println!` for the dump's output: a reader that goes away (`wisckey dump ... | head`) ends
+/// the dump quietly instead of failing on a broken pipe.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::dump::emit(format_args!($($arg)*))
+    };
+}
+
 mod log;
 mod manifest;
 mod shape;
 mod table;
 
+use std::io::Write;
 use std::path::Path;
 
 use clap::{Args, Subcommand};
@@ -60,6 +69,20 @@ pub fn run(a: DumpArgs) -> CliResult {
     })
 }
 
+/// Write one line of output. When stdout is closed under us (a pager or `head` that has seen
+/// enough) there is nobody left to tell anything: exit at once with success, as a Unix tool
+/// killed by SIGPIPE would stop. Any other write error is reported and fails the command.
+pub fn emit(args: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("wisckey: writing the dump: {e}");
+        std::process::exit(1);
+    }
+}
+
 /// When a file's name says it is another kind than the one asked for, the command to use.
 fn kind_hint(path: &Path, want: &str) -> Option<String> {
     let name = path.file_name()?.to_string_lossy();
@@ -93,6 +116,7 @@ impl Damage {
         match self.first {
             None => Ok(()),
             Some(e) if self.count == 1 => Err(e.into()),
+            Some(e) if self.count == 2 => Err(format!("{e} (and 1 more damaged place)").into()),
             Some(e) => Err(format!("{e} (and {} more damaged places)", self.count - 1).into()),
         }
     }

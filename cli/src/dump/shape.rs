@@ -53,16 +53,16 @@ pub fn run(a: ShapeArgs) -> CliResult {
     print_levels(&tree, model.as_ref(), !a.no_tables);
     match &model {
         Some(m) => print_model(m, &a),
-        None => println!("model: none (this build does not know the policy {:?})", tree.policy),
+        None => outln!("model: none (this build does not know the policy {:?})", tree.policy),
     }
     Ok(())
 }
 
 fn print_header(a: &ShapeArgs, t: &Tree) {
     let tables: usize = t.levels.iter().map(TreeLevel::tables).sum();
-    println!("database {}: manifest {}", a.db.display(), t.manifest.display());
-    println!("  policy {}, {} in {tables} tables", t.policy, bytes_text(t.bytes()));
-    println!(
+    outln!("database {}: manifest {}", a.db.display(), t.manifest.display());
+    outln!("  policy {}, {} in {tables} tables", t.policy, bytes_text(t.bytes()));
+    outln!(
         "  last sequence {}, next file {}, log head {}:{}, vlog tail {}:{}, log durable {}:{}",
         t.last_sequence,
         t.next_file_number,
@@ -74,10 +74,7 @@ fn print_header(a: &ShapeArgs, t: &Tree) {
         t.log_durable.offset
     );
     for v in &t.vlog_files {
-        println!(
-            "  value file {:06}: {} B of separated values, {} B garbage",
-            v.number, v.total_bytes, v.garbage_bytes
-        );
+        outln!("  value file {:06}: {} B of separated values, {} B garbage", v.number, v.total_bytes, v.garbage_bytes);
     }
 }
 
@@ -114,12 +111,12 @@ fn target_text(t: Option<&LevelTarget>) -> String {
 fn print_levels(t: &Tree, model: Option<&TreeModel>, tables: bool) {
     let deepest = t.levels.iter().rposition(|l| !l.runs.is_empty()).unwrap_or(0);
     let shaped = model.map_or(0, |m| m.shape.levels.len().saturating_sub(1));
-    println!("level  runs  tables        bytes   policy target            model shape");
+    outln!("level  runs  tables        bytes   policy target            model shape");
     for (l, level) in t.levels.iter().enumerate().take(deepest.max(shaped) + 1) {
         let target = model.and_then(|m| m.targets.get(l));
         let shape = model.and_then(|m| m.shape.levels.get(l));
         let shape = shape.map_or("-".into(), |s| format!("{}, {}", size(s.capacity_bytes), runs(s.max_runs)));
-        println!(
+        outln!(
             "L{l:<4} {:>5} {:>7} {:>12}   {:<24} {shape}",
             level.runs.len(),
             level.tables(),
@@ -131,10 +128,10 @@ fn print_levels(t: &Tree, model: Option<&TreeModel>, tables: bool) {
         }
         for run in &level.runs {
             let n = run.tables.len();
-            println!("  run {}: {n} table{}, {}", run.id, if n == 1 { "" } else { "s" }, bytes_text(run.bytes()));
+            outln!("  run {}: {n} table{}, {}", run.id, if n == 1 { "" } else { "s" }, bytes_text(run.bytes()));
             for f in &run.tables {
                 let segs = if f.segments > 1 { format!(" [{} segments]", f.segments) } else { String::new() };
-                println!(
+                outln!(
                     "    {:06}.sst {:>10} B {:>8} entries  {} .. {}{segs}",
                     f.number,
                     f.size,
@@ -149,14 +146,14 @@ fn print_levels(t: &Tree, model: Option<&TreeModel>, tables: bool) {
 
 fn print_model(m: &TreeModel, a: &ShapeArgs) {
     let c = &m.costs;
-    println!(
+    outln!(
         "model: {} (C resolved to {:.2}) for {} of tables, write buffer {}",
         m.knobs,
         m.shape.capping,
         size(m.shape.total_bytes),
         size(a.write_buffer_bytes as f64)
     );
-    println!(
+    outln!(
         "  predicted: write amp {:.2} (Eq 14: {:.2}), zero-result lookup I/Os {:.4}, existing-key I/Os {:.4}, runs per scan {} (at {} bits/key)",
         c.write_amp, c.paper_write_amp, c.zero_result_ios, c.existing_ios, c.runs, c.filter_bits_per_entry
     );
@@ -172,7 +169,7 @@ fn print_json(t: &Tree, model: Option<&TreeModel>) {
         .int("next_file_number", t.next_file_number)
         .raw("log_head", &format!("[{},{}]", t.log_head.file, t.log_head.offset))
         .raw("vlog_tail", &format!("[{},{}]", t.vlog_tail.file, t.vlog_tail.offset));
-    println!("{}", j.finish());
+    outln!("{}", j.finish());
     for (l, level) in t.levels.iter().enumerate() {
         let mut j = JsonObject::default();
         j.str("type", "level")
@@ -189,7 +186,7 @@ fn print_json(t: &Tree, model: Option<&TreeModel>) {
         if let Some(s) = model.and_then(|m| m.shape.levels.get(l)) {
             j.num("model_capacity_bytes", s.capacity_bytes).int("model_max_runs", s.max_runs as u64);
         }
-        println!("{}", j.finish());
+        outln!("{}", j.finish());
     }
     if let Some(m) = model {
         let mut j = JsonObject::default();
@@ -199,6 +196,6 @@ fn print_json(t: &Tree, model: Option<&TreeModel>) {
             .num("zero_result_ios", m.costs.zero_result_ios)
             .num("existing_ios", m.costs.existing_ios)
             .num("runs", m.costs.runs);
-        println!("{}", j.finish());
+        outln!("{}", j.finish());
     }
 }

@@ -87,12 +87,12 @@ struct Out<'a> {
 impl Out<'_> {
     fn error(&mut self, what: &str, e: wisckey::Error) {
         if self.args.json {
-            println!(
+            outln!(
                 "{}",
                 JsonObject::default().str("type", "error").str("at", what).str("error", &e.to_string()).finish()
             );
         } else {
-            println!("  {what}: DAMAGED: {e}");
+            outln!("  {what}: DAMAGED: {e}");
         }
         self.damage.add(e);
     }
@@ -110,16 +110,19 @@ impl Out<'_> {
                     .int("directory_bytes", tail.directory.size)
                     .raw("segment_ends", &format!("{:?}", tail.segment_ends));
             }
-            println!("{}", j.finish());
+            outln!("{}", j.finish());
             return;
         }
         match t.dtable_tail() {
-            None => println!("table {name}: {}, a plain table (1 segment)", bytes_text(t.file_size())),
+            None => outln!("table {name}: {}, a plain table (1 segment)", bytes_text(t.file_size())),
             Some(tail) => {
-                println!("table {name}: {}, a DTable of {} segments", bytes_text(t.file_size()), t.num_segments());
-                println!(
+                outln!("table {name}: {}, a DTable of {} segments", bytes_text(t.file_size()), t.num_segments());
+                outln!(
                     "  tail: directory at {} ({} B), footer at {}, segment ends {:?}",
-                    tail.directory.offset, tail.directory.size, tail.footer_offset, tail.segment_ends
+                    tail.directory.offset,
+                    tail.directory.size,
+                    tail.footer_offset,
+                    tail.segment_ends
                 );
             }
         }
@@ -127,7 +130,7 @@ impl Out<'_> {
 
     fn segment(&mut self, s: &TableSegment) {
         if self.args.json {
-            println!("{}", segment_json(s));
+            outln!("{}", segment_json(s));
         } else {
             print_segment(s);
         }
@@ -187,10 +190,10 @@ impl Out<'_> {
                 .int("entries", entries)
                 .str("separator", &escape(&index.separator.user_key))
                 .raw("checksum_ok", "true");
-            println!("{}", j.finish());
+            outln!("{}", j.finish());
             return;
         }
-        println!(
+        outln!(
             "  block {i:>4} @{:<8} {:>6} B stored, {:<4} {:>6} B raw, {:>3} restarts, {:>4} entries, crc ok, keys <= {}",
             b.block.offset,
             b.block.size,
@@ -204,7 +207,7 @@ impl Out<'_> {
 
     fn print_entry(&self, s: &TableSegment, e: &Entry) {
         if self.args.json {
-            println!("{}", entry_json(s.number(), e));
+            outln!("{}", entry_json(s.number(), e));
             return;
         }
         let value = match &e.value {
@@ -214,7 +217,7 @@ impl Out<'_> {
             }
             _ => String::new(),
         };
-        println!("    {} {value}", key_text(&e.key));
+        outln!("    {} {value}", key_text(&e.key));
     }
 }
 
@@ -233,33 +236,42 @@ fn opt_key(k: &Option<InternalKey>) -> String {
 
 fn print_segment(s: &TableSegment) {
     let (f, p) = (s.footer(), s.properties());
-    println!("segment {}: bytes {}..{} (footer at {})", s.number(), s.start(), s.end(), f.offset);
-    println!(
+    outln!("segment {}: bytes {}..{} (footer at {})", s.number(), s.start(), s.end(), f.offset);
+    outln!(
         "  properties: {} entries ({} deletions), {} data blocks, keys {} B, values {} B, format {}",
-        p.num_entries, p.num_deletions, p.num_data_blocks, p.raw_key_bytes, p.raw_value_bytes, p.format_version
+        p.num_entries,
+        p.num_deletions,
+        p.num_data_blocks,
+        p.raw_key_bytes,
+        p.raw_value_bytes,
+        p.format_version
     );
-    println!("  smallest:   {}", opt_key(&p.smallest));
-    println!("  largest:    {}", opt_key(&p.largest));
+    outln!("  smallest:   {}", opt_key(&p.smallest));
+    outln!("  largest:    {}", opt_key(&p.largest));
     let filter = f.filter.map_or("none".to_string(), |h| format!("{}+{}", h.offset, h.size));
-    println!(
+    outln!(
         "  footer:     index {}+{}, filter {filter}, properties {}+{}, format {}",
-        f.index.offset, f.index.size, f.properties.offset, f.properties.size, f.format_version
+        f.index.offset,
+        f.index.size,
+        f.properties.offset,
+        f.properties.size,
+        f.format_version
     );
-    println!("  index:      {} entries (one per data block)", s.index().len());
+    outln!("  index:      {} entries (one per data block)", s.index().len());
 }
 
 fn print_tally(s: &TableSegment, t: &Tally) {
     match s.filter() {
-        None => println!("  filter:     none (every lookup reads the table)"),
+        None => outln!("  filter:     none (every lookup reads the table)"),
         Some(f) => {
             let per_key = (f.bits_bytes * 8) as f64 / t.user_keys.max(1) as f64;
-            println!(
+            outln!(
                 "  filter:     bloom, {} B of bits in {} lines of 64 B, k={} probes, {per_key:.2} bits/key over {} user keys",
                 f.bits_bytes, f.lines, f.probes, t.user_keys
             );
         }
     }
-    println!(
+    outln!(
         "  blocks:     {} read of {}, {} B stored ({} compressed), {} B raw",
         t.blocks,
         s.index().len(),
@@ -268,9 +280,13 @@ fn print_tally(s: &TableSegment, t: &Tally) {
         t.raw
     );
     let seqs = t.seqs.map_or("none".to_string(), |(lo, hi)| format!("{lo}..{hi}"));
-    println!(
+    outln!(
         "  entries:    {} ({} inline, {} value pointers, {} deletions; {} user keys), seq {seqs}",
-        t.entries, t.inline, t.pointers, t.deletions, t.user_keys
+        t.entries,
+        t.inline,
+        t.pointers,
+        t.deletions,
+        t.user_keys
     );
 }
 
