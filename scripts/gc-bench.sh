@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Value-log GC under sustained overwrites (issues 5 and 16): NUM x 4 KB, fillrandom + three
+# Value-log GC under sustained overwrites (docs/BENCHMARKS.md §5): NUM x 4 KB, fillrandom + three
 # overwrites, under several GC configurations and RocksDB BlobDB's own db_bench with its GC on,
 # ROUNDS times alternating. Prints each run, then per configuration the medians of the last
 # overwrite's micros/op and p99, space amplification (du / live bytes), and the bytes GC re-put

@@ -49,11 +49,12 @@ mod error;
 mod filename;
 pub mod fs;
 pub mod inspect;
-mod iter;
+mod internal_iter;
 mod key;
 mod log;
 mod memtable;
 mod options;
+mod snapshot;
 mod sst;
 mod util;
 mod value;
@@ -62,14 +63,14 @@ mod vlog;
 mod write_batch;
 
 pub use db::{
-    destroy, Db, DbIterator, DbStats, Entries, GcReport, LostRange, RecoveryReport, Snapshot, VerifyReport,
-    WorkloadCounts,
+    destroy, Db, DbIterator, DbStats, Entries, GcReport, LostRange, RecoveryReport, VerifyReport, WorkloadCounts,
 };
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use options::{
     Compression, FilterAllocation, MergePolicy, Options, PrepopulateValueCache, ReadOptions, RecoveryMode, WriteOptions,
 };
+pub use snapshot::Snapshot;
 pub use value::Value;
 pub use write_batch::{BatchIter, BatchOp, WriteBatch};
 
@@ -78,7 +79,7 @@ pub use write_batch::{BatchIter, BatchOp, WriteBatch};
 #[cfg(feature = "test-util")]
 #[doc(hidden)]
 pub mod internals {
-    pub use crate::iter::InternalIterator;
+    pub use crate::internal_iter::InternalIterator;
     pub use crate::key::{make_internal_key, seek_key, user_key, ValueKind, MAX_SEQ};
     pub use crate::log::{encode_group, group_crc, LogPos, LogReader};
     pub use crate::sst::block::{Block, BlockIter};

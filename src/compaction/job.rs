@@ -10,7 +10,7 @@ use crate::compaction::CompactionTask;
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::fs::{SyncBatch, Vfs};
-use crate::iter::{InternalIterator, MergingIterator};
+use crate::internal_iter::{InternalIterator, MergingIterator};
 use crate::key::{self, compare_internal, ValueKind, MAX_SEQ};
 use crate::sst::table_cache::TableCache;
 use crate::sst::{TableBuilder, TableOptions};

@@ -226,9 +226,9 @@ impl L0Limits {
     /// that merges level 0 later than the options' trigger (many runs under tiering) also lets
     /// level 0 hold twice `merge_at` runs before writers slow and half as many again before
     /// they stop: level 0 keeps taking flushes while it merges, and a merge that empties many
-    /// runs into a large level takes long (a 26-run level 0 with four flushes of slack stalled
-    /// writers 1.3 s of a 2.65 s 90 %-write mix while it merged 220 MB). At the options' own
-    /// trigger (leveling) their triggers stand as set.
+    /// runs into a large level takes long (with a few flushes of slack, a level 0 of many runs
+    /// stalled a write-heavy mix through much of its merge: docs/BENCHMARKS.md §10). At the
+    /// options' own trigger (leveling) their triggers stand as set.
     pub fn above(o: &crate::options::Options, merge_at: usize) -> Self {
         let slowdown_gap = o.l0_slowdown_trigger.saturating_sub(o.l0_compaction_trigger);
         let mut stop_gap = o.l0_stop_trigger.saturating_sub(o.l0_slowdown_trigger);

@@ -6,10 +6,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{add, DbInner, DbStats};
-use crate::db::iter::sampling::{ReadSampleSink, ReadSampler};
-use crate::db::iter::{DbIterator, ValueSource};
+use crate::db::user_iter::sampling::{ReadSampleSink, ReadSampler};
+use crate::db::user_iter::{DbIterator, ValueSource};
 use crate::error::Result;
-use crate::iter::{InternalIterator, MergingIterator};
+use crate::internal_iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::ReadOptions;
@@ -149,7 +149,7 @@ impl DbInner {
         // memtable — which GC's conditional re-put relies on (`CheckedAt`).
         let seq = match &ro.snapshot {
             Some(s) => s.sequence(),
-            None => self.visible_seq.load(Ordering::Acquire),
+            None => self.writes.visible_seq(),
         };
         drop(st);
         View { mems, version, seq }
@@ -159,10 +159,10 @@ impl DbInner {
     /// `multi_get`), with its registration as a reader. It registers *before* its sequence
     /// number is read: value-log GC then either sees it (and keeps the files it may read) or
     /// had made its re-puts visible before, so the view already points at the new copies.
-    fn registered_view(&self, ro: &ReadOptions) -> (View, crate::Snapshot) {
+    fn registered_view(&self, ro: &ReadOptions) -> (View, crate::snapshot::Snapshot) {
         let reader = match &ro.snapshot {
             Some(s) => s.clone(),
-            None => self.snapshots.acquire(self.visible_seq.load(Ordering::Acquire)),
+            None => self.snapshots.acquire(self.writes.visible_seq()),
         };
         (self.view(ro), reader)
     }
@@ -251,9 +251,9 @@ impl DbInner {
     }
 
     fn charge_seek(&self, level: usize, file: &Arc<FileMeta>) {
-        let s = &mut *self.seek_stats.lock();
+        let s = &mut *self.scheduler.seek_stats.lock();
         if charge(&mut s.charges, &mut s.candidate, level, file, 1) {
-            self.compact_cv.notify_one();
+            self.scheduler.compact_cv.notify_one();
         }
     }
 
@@ -397,7 +397,7 @@ impl DbInner {
         }
         DbStats {
             user_bytes_written: load(&c.user_bytes),
-            log_bytes_written: self.log.lock().bytes_appended,
+            log_bytes_written: self.writes.log.lock().bytes_appended,
             flush_bytes_written: load(&c.flush_bytes),
             compaction_bytes_written: load(&c.compaction_written),
             compaction_bytes_read: load(&c.compaction_read),
@@ -426,7 +426,7 @@ impl DbInner {
             vlog_garbage_bytes,
             memtable_bytes,
             memtable_kept_bytes,
-            last_sequence: self.visible_seq.load(Ordering::Acquire),
+            last_sequence: self.writes.visible_seq(),
             gc_runs: load(&c.gc_runs),
             gc_bytes_read: load(&c.gc_bytes_read),
             gc_bytes_rewritten: load(&c.gc_bytes_rewritten),
@@ -491,7 +491,7 @@ impl ValueSource for ScanValues {
         self.db.vlog.read_batch(wanted, self.batch)
     }
 
-    fn read_region(&self, region: crate::db::iter::regions::Region) {
+    fn read_region(&self, region: crate::db::user_iter::regions::Region) {
         self.db.vlog.will_need(region.file, region.offset, region.len);
     }
 }
@@ -521,9 +521,9 @@ impl ReadSampleSink for IterSamples {
 
 impl SeekObserver for DbInner {
     fn sought(&self, level: usize, file: &Arc<FileMeta>) {
-        let s = &mut *self.seek_stats.lock();
+        let s = &mut *self.scheduler.seek_stats.lock();
         if charge(&mut s.segment_charges, &mut s.collapse, level, file, file.segments.saturating_sub(1)) {
-            self.compact_cv.notify_one();
+            self.scheduler.compact_cv.notify_one();
         }
     }
 }

@@ -8,8 +8,8 @@ use crate::compaction::{CompactionPolicy, NewRun};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::background::write_level0_table;
 use super::repair::{self, RecoveryReport};
+use super::scheduler::write_level0_table;
 use crate::error::{Error, Result};
 use crate::filename::{self, vlog_file_name, FileKind};
 use crate::fs::Vfs;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::DbInner;
 use crate::error::{Error, Result};
 use crate::filename::{self, table_file_name, vlog_file_name, FileKind};
-use crate::iter::InternalIterator;
+use crate::internal_iter::InternalIterator;
 use crate::key::{self, ValueKind};
 use crate::log::LogPos;
 use crate::sst::Table;

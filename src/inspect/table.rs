@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::{open_nonempty, InternalKey, KeyKind, ValuePointer};
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
-use crate::iter::InternalIterator;
+use crate::internal_iter::InternalIterator;
 use crate::sst::block::{Block, BlockIter};
 use crate::sst::compression::{decompress, TYPE_LZ4, TYPE_NONE, TYPE_ZSTD};
 use crate::sst::dtable::{footer_magic, read_segment_ends, DTABLE_MAGIC};

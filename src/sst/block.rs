@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::fs::FileMapping;
-use crate::iter::InternalIterator;
+use crate::internal_iter::InternalIterator;
 use crate::key::compare_internal;
 use crate::util::coding::{decode_fixed32, get_varint32};
 use crate::value::Value;

@@ -278,7 +278,7 @@ mod tests {
     #[test]
     fn seeks_into_a_dtable_land_and_step_like_a_sorted_model() {
         use crate::fs::PosixFs;
-        use crate::iter::InternalIterator;
+        use crate::internal_iter::InternalIterator;
         use rand::{Rng, SeedableRng};
         let dir = tempfile::tempdir().unwrap();
         let fss: [(Arc<dyn Vfs>, bool); 2] = [(Arc::new(PosixFs::new()), true), (Arc::new(MemFs::new()), false)];

@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::fs::{FileMapping, RandomAccessFile};
-use crate::iter::{InternalIterator, MergingIterator};
+use crate::internal_iter::{InternalIterator, MergingIterator};
 use crate::key::{compare_internal, user_key, ValueKind};
 use crate::sst::block_cache::BlockCache;
 use crate::value::Value;

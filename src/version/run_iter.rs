@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::iter::InternalIterator;
+use crate::internal_iter::InternalIterator;
 use crate::key::compare_internal;
 use crate::sst::table_cache::TableCache;
 use crate::sst::TableIterator;

@@ -164,9 +164,9 @@ impl LeveledPolicy {
         }
         let appendable = self.lwc.is_some() && inputs.len() == 2 && v.num_runs(level + 1) == 1;
         // A target past its limits waits for its split, which may wait for a busy level; appends
-        // go on meanwhile: holding them back (measured, 20M x 100 B) stalled level 0 for 31 s
-        // and sent the deepest level into a split per two tiny segments (13.4 GB written
-        // against 8.4 GB), and merging instead rewrote a swollen level 1 whole.
+        // go on meanwhile: holding them back stalled level 0 through a 20M-key load and sent the
+        // deepest level into a split per two tiny segments, and merging instead rewrote a
+        // swollen level 1 whole.
         if appendable {
             // The tables below stay where they are and receive a segment each.
             let targets = inputs.pop().map(|i| i.files).unwrap_or_default();

@@ -148,14 +148,14 @@ impl WackyPolicy {
     }
 
     /// Level `i` goes down whole: it is full, or it is a tiered level holding more than a_i
-    /// runs (arrivals smaller than N_{i−1} fill a_i runs before the level's bytes; merging
-    /// its newest runs in place instead would rewrite them for nothing, since the spill
-    /// rewrites them anyway). Level 0's arrivals are flushes, whose tables are smaller than
-    /// the buffer F the shape counts in (a 4 MiB memtable of 100 B values flushes 2.4 MB):
-    /// eleven of them fit a level 0 of 27 MB that a_0 = 9 runs bound, and merging the two
-    /// newest in place on each flush past the ninth wrote 6 % of a 10M-key tiered load
-    /// again. Level 0 still merges in place (`join_active`) while it holds less than half its
-    /// capacity: flushes far smaller than F (manual ones) would otherwise spill as tiny runs.
+    /// runs (arrivals smaller than N_{i−1} fill a_i runs before the level's bytes; merging its
+    /// newest runs in place instead would rewrite them for nothing, since the spill rewrites
+    /// them anyway). Level 0's arrivals are flushes, whose tables are smaller than the buffer F
+    /// the shape counts in (a 4 MiB memtable of 100 B values flushes 2.4 MB): more of them fit
+    /// level 0's bytes than a_0 runs, and merging the two newest in place on each flush past
+    /// a_0 rewrote them again and again (docs/BENCHMARKS.md §8). Level 0 still merges in place
+    /// (`join_active`) while it holds less than half its capacity: flushes far smaller than F
+    /// (manual ones) would otherwise spill as tiny runs.
     fn spills(&self, v: &Version, shape: &Shape, i: usize) -> bool {
         let l = &shape.levels[i];
         let over_runs = l.max_runs > 1

@@ -22,7 +22,7 @@ use self::readahead::Readahead;
 use self::regions::{Region, ValueRegions};
 use self::window::Window;
 use crate::error::Result;
-use crate::iter::InternalIterator;
+use crate::internal_iter::InternalIterator;
 use crate::key::ValueKind;
 use crate::value::Value;
 use crate::vlog::{PendingRead, ValuePointer};

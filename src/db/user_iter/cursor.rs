@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use super::sampling::ReadSampler;
 use super::Step;
 use crate::error::Result;
-use crate::iter::InternalIterator;
+use crate::internal_iter::InternalIterator;
 use crate::key::{self, ValueKind, MAX_SEQ};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
