@@ -85,7 +85,7 @@ pub mod internals {
     pub use crate::sst::block::{Block, BlockIter};
     pub use crate::sst::block_builder::BlockBuilder;
     pub use crate::sst::dtable::SegmentWriter;
-    pub use crate::sst::{Table, TableBuilder, TableOptions};
+    pub use crate::sst::{BlockReads, Table, TableBuilder, TableOptions};
     pub use crate::util::crc;
     pub use crate::version::{FileMeta, VersionEdit, VersionSet};
     pub use crate::vlog::ValuePointer;

@@ -38,7 +38,15 @@ pub struct Options {
     pub create_if_missing: bool,
     /// Refuse to open a database that already exists (default: off).
     pub error_if_exists: bool,
-    /// Check every block checksum on read (always on for the log and the manifest).
+    /// Check every table block against its checksum at every read — gets, iterators and
+    /// compaction inputs — as `ReadOptions::verify_checksums` does for one read (default: off,
+    /// as LevelDB's). What is always checked: every log record group and manifest record
+    /// when it is read, a table's index, filter and footer when it is opened, a data block
+    /// read with `pread` or from a compressed table when it is read, an uncompressed block
+    /// read in place from its mapping at its first load, and every separated value read from
+    /// a file, a mapping or the log buffer (the value cache holds values already checked).
+    /// Without this option, damage done to a mapped table after one of its blocks was first
+    /// loaded goes unnoticed until `Db::verify` or a reopen.
     pub paranoid_checks: bool,
     /// Size at which the active memtable becomes immutable and is flushed (its entries: keys,
     /// inline values and value pointers). Default 8 MiB: with separated values an entry is a
@@ -106,7 +114,8 @@ pub struct Options {
     pub merge_policy: MergePolicy,
     /// Light-weight compaction (LWC-tree) on leveled levels: a compaction appends the victim's
     /// entries to the overlapping tables of the next level as sorted segments instead of
-    /// rewriting those tables (docs/design.md, "Light-weight compaction"). Default off.
+    /// rewriting those tables (docs/design.md, "Light-weight compaction"). Default off. It works
+    /// with `MergePolicy::Leveling` only: opening with a Wacky policy and this on is an error.
     pub light_weight_compaction: bool,
     /// Under light-weight compaction, a table with more segments than this is compacted down
     /// (or, in the deepest level, rewritten into tables of `target_file_size_bytes`) before more
@@ -219,7 +228,7 @@ impl Default for Options {
         Options {
             create_if_missing: true,
             error_if_exists: false,
-            paranoid_checks: true,
+            paranoid_checks: false,
             write_buffer_bytes: 8 << 20,
             max_immutable_memtables: 2,
             memtable_log_bytes: 64 << 20,
@@ -462,7 +471,9 @@ pub struct ReadOptions {
     /// an iterator fills the block cache but not the value cache with the values it streams
     /// through (`Some(true)` makes it fill that too).
     pub fill_cache: Option<bool>,
-    /// Verify block checksums even when `paranoid_checks` is off.
+    /// Check every table block this read touches against its checksum, even one checked
+    /// before (by default a block read in place from a mapped table is checked at its first
+    /// load only; see `Options::paranoid_checks` for what is always checked). Default: off.
     pub verify_checksums: bool,
     /// Iterator lower bound (inclusive), user key.
     pub lower_bound: Option<Vec<u8>>,

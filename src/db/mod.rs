@@ -118,7 +118,7 @@ pub struct DbStats {
     pub gc_runs: u64,
     /// Bytes of value log GC read.
     pub gc_bytes_read: u64,
-    /// Bytes of live values GC re-put at the head of the log.
+    /// Bytes of live values GC moved to cold value files (collections and `reorganize_vlog`).
     pub gc_bytes_rewritten: u64,
     /// Bytes GC gave back to the file system (holes punched, files deleted).
     pub gc_bytes_freed: u64,
@@ -581,6 +581,12 @@ fn validate_options(o: &Options) -> Result<()> {
     }
     if let crate::options::MergePolicy::Wacky(k) = &o.merge_policy {
         k.validate().map_err(|e| Error::invalid(format!("merge policy: {e}")))?;
+        if o.light_weight_compaction {
+            return Err(Error::invalid(format!(
+                "light_weight_compaction appends to the tables of a leveled level; merge policy {k} keeps \
+                 several runs per level: use MergePolicy::Leveling with it, or turn it off"
+            )));
+        }
     }
     if o.compaction_threads == 0 || o.compaction_threads > 16 {
         return bad("compaction_threads must be between 1 and 16");

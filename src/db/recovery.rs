@@ -315,8 +315,8 @@ impl Replay<'_> {
     }
 
     /// Insert a batch of record groups. One thread: the memtable takes one writer at a time
-    /// (its arena skiplist), and replaying from two threads measured no faster
-    /// (`scripts/recovery-time.sh`: 0.082–0.098 s against 0.084–0.097 s).
+    /// (its arena skiplist), and replaying from two threads was no faster
+    /// (docs/BENCHMARKS.md §4).
     fn apply_batch(&mut self, records: &[LogRecord]) {
         let (mem, min_separated) = (&self.mem, self.opts.min_separated_value_bytes);
         for rec in records {

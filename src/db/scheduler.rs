@@ -350,6 +350,7 @@ impl Scheduler {
                 smallest_snapshot,
                 new_file_number: &alloc,
                 defer_syncs: db.opts.defer_compaction_syncs_in_force(),
+                verify_inputs: db.opts.paranoid_checks,
             };
             job(&ctx, &version)
         });
@@ -508,7 +509,7 @@ impl Scheduler {
         // The GC rounds due now run here, in the caller (`gc_round` takes GC's lock: the GC
         // thread waits meanwhile), as RocksDB's `WaitForCompact` covers BlobDB's GC, which
         // runs inside compaction. Left to the GC thread, a load's collection ran on into the
-        // reads after it (measured: 16 KiB values, a read pass 1.3-1.8x slower). A round
+        // reads after it (a read pass ran slower: docs/BENCHMARKS.md §11). A round
         // collects one file: at most one round per file there is now (and one for a file a
         // roll adds), so writers elsewhere cannot keep the wait going.
         let mut rounds = db.state.lock().versions.vlog_files().len() + 1;

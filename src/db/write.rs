@@ -62,9 +62,9 @@ pub(crate) struct WriterSlot {
     sync: bool,
     /// A flush request: switch the memtable instead of writing.
     force_switch: bool,
-    /// A value-log GC relocation: `batch` points keys at moved copies of their values (or
-    /// re-puts them), and op *i* is applied only if the key's newest entry is still the
-    /// pointer `gc_old[i]` (a user write in between wins).
+    /// A value-log GC relocation: `batch` points keys at moved copies of their values, and op
+    /// *i* is applied only if the key's newest entry is still the pointer `gc_old[i]` (a user
+    /// write in between wins).
     gc_old: Option<Condition>,
     result: Mutex<Option<Result<()>>>,
     cv: Condvar,
@@ -96,7 +96,7 @@ impl WriteQueue {
     /// Commit `batch` (or, with an empty batch and `force_switch`, switch the memtable).
     pub(crate) fn write(&self, db: &DbInner, sync: bool, mut batch: WriteBatch) -> Result<()> {
         batch.check()?;
-        // Wait for GC outside the queue: GC's own re-puts go through the queue and must not
+        // Wait for GC outside the queue: GC's own pointer puts go through the queue and must not
         // queue up behind a writer that waits for them.
         add(&db.counters.gc_stall_micros, db.gc.pacing.wait_for_gc(batch.approximate_size()));
         self.enqueue(
@@ -113,7 +113,7 @@ impl WriteQueue {
         )
     }
 
-    /// Re-put relocated values (see `WriterSlot::gc_old`); durable when it returns if `sync`
+    /// Log the pointers of relocated values (see `WriterSlot::gc_old`); durable when it returns if `sync`
     /// (a later synced write makes an unsynced one durable too: the log is a prefix).
     /// `checked`: the view in which GC found these pointers live, if it did (the leader then
     /// re-checks only keys written after it).
@@ -500,7 +500,7 @@ mod tests {
         }
     }
 
-    /// GC found `keys` live in a view, then `between` ran, then GC re-puts them conditionally.
+    /// GC found `keys` live in a view, then `between` ran, then GC moves them conditionally.
     fn relocate_after(db: &Db, keys: &[&[u8]], between: impl FnOnce()) {
         let (_view, checked) = db.inner.liveness_view();
         let old: Vec<ValuePointer> = keys.iter().map(|k| pointer(db, k)).collect();

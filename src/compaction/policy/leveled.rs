@@ -9,8 +9,8 @@ use std::sync::Arc;
 use super::monkey::{FilterPlan, SteadyLevel};
 use crate::compaction::lwc::{AppendTask, LwcLimits};
 use crate::compaction::{
-    pick_drop, Choice, CompactionInput, CompactionPolicy, CompactionTask, L0Limits, NewRun, PickContext, Reason,
-    WritePressure,
+    pick_drop, Choice, CompactionInput, CompactionPolicy, CompactionTask, L0Limits, L0Triggers, NewRun, PickContext,
+    Reason, WritePressure,
 };
 use crate::key::{self, compare_internal};
 use crate::options::Options;
@@ -40,7 +40,7 @@ impl LeveledPolicy {
     pub fn from_options(o: &Options) -> Self {
         LeveledPolicy {
             l0_trigger: o.l0_compaction_trigger.max(1),
-            l0_limits: L0Limits::above(o, o.l0_compaction_trigger.max(1)),
+            l0_limits: L0Limits::above(L0Triggers::from_options(o), o.l0_compaction_trigger.max(1)),
             level1_bytes: o.max_bytes_for_level_base.max(1),
             size_ratio: o.level_size_ratio.max(2),
             target_file_bytes: o.target_file_size_bytes.max(1),

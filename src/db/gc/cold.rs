@@ -4,7 +4,7 @@
 //! is likely to outlive the next (LFS's age sorting): cold files fill with long-lived data
 //! and the log files with hot data that dies young, so GC rarely moves the same value twice.
 //!
-//! Protocol (docs/design.md, "Cold value files"): register the file in the manifest, create
+//! Protocol (docs/design.md, "Value-log garbage collection"): register the file in the manifest, create
 //! it; append the chunk's live values as one record group and `fdatasync`; only then log the
 //! pointer ops (conditional, through the write leader). A crash before the pointers are
 //! logged leaves unreferenced bytes in a cold file (never read); after, the values are
@@ -53,7 +53,7 @@ struct ColdFile {
     len: u64,
 }
 
-/// Live values re-put by GC, and the pointers that made them live (the condition).
+/// Live values GC moves to a cold file, and the pointers that made them live (the condition).
 pub(crate) struct Relocation {
     pub puts: WriteBatch,
     pub old: Vec<ValuePointer>,

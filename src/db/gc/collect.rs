@@ -23,7 +23,7 @@ enum ChunkDone {
     More,
     /// The file is collected (or GC is shutting down).
     FileDone,
-    /// A reader at this sequence number pins the re-put chunk: stop collecting for now.
+    /// A reader at this sequence number pins the moved chunk: stop collecting for now.
     Pinned(u64),
 }
 
@@ -117,9 +117,9 @@ fn collect_puts(rec: &LogRecord, index: usize, out: &mut Vec<ChunkPut>) {
 
 impl Gc {
     /// Collect `file` from `start`. A helper thread reads and checks the next chunk while
-    /// this one is re-put and freed, so each half keeps a core busy (at most three chunks are
+    /// this one is moved and freed, so each half keeps a core busy (at most three chunks are
     /// in memory). A liveness answer that went stale meanwhile is safe: the write leader
-    /// re-checks every key before it re-puts.
+    /// re-checks every key before it logs a pointer.
     /// Returns the sequence number of a reader that made it stop early, if one did.
     pub(super) fn gc_file(&self, db: &DbInner, file: u64, start: u64, report: &mut GcReport) -> Result<Option<u64>> {
         let r = self.gc_file_chunks(db, file, start, report);
@@ -161,7 +161,7 @@ impl Gc {
         })
     }
 
-    /// Re-put a chunk's live values (cold file synced, pointer puts logged but not synced) and
+    /// Move a chunk's live values to a cold file (synced, pointer puts logged but not synced) and
     /// say what freeing the chunk waits for.
     fn move_chunk(
         &self,
@@ -194,10 +194,10 @@ impl Gc {
     /// against a view that includes unsynced writes, a crash can lose those (as a suffix), and
     /// the old values they shadow must then still be there; the pointer puts must survive too.
     /// The log becomes durable by itself at every memtable flush and synced write, so GC waits
-    /// for that instead of forcing each chunk's unsynced user writes to disk (measured: a log
-    /// sync per chunk made 4 KiB overwrites under GC 1.5× slower). It syncs the log itself at
+    /// for that instead of forcing each chunk's unsynced user writes to disk (what GC forces to
+    /// disk, not what it computes, sets its cost: docs/BENCHMARKS.md §5). It syncs the log itself at
     /// the end of a file, when writers wait for space, or past `MOVED_CHUNKS_UNSYNCED` chunks.
-    /// A reader older than the re-puts pins the old copies: GC waits a little for it, then
+    /// A reader older than the moves pins the old copies: GC waits a little for it, then
     /// stops (the chunk stays, the tail is recorded, the next round resumes after it), so disk
     /// use grows by at most a few chunks while old readers last.
     fn free_moved_chunks(
@@ -258,7 +258,7 @@ impl Gc {
     /// Read groups until `gc_chunk_bytes`, keeping the puts whose key still points here.
     /// Liveness is decided for the whole chunk against one pinned view, in key order (one
     /// trip through the state lock, and neighbouring keys share table blocks); the live
-    /// values are re-put in that order too, so collected data comes out sorted by key.
+    /// values are moved in that order too, so collected data comes out sorted by key.
     fn read_chunk(&self, db: &DbInner, reader: &mut LogReader) -> Result<Chunk> {
         let start = reader.offset();
         let mut recs: Vec<Vec<u8>> = Vec::new();
@@ -295,8 +295,7 @@ impl Gc {
         let mut c =
             Chunk { pieces: Vec::new(), end, end_of_file, torn, bytes_read: end - start, checked: Some(checked) };
         // Each piece's batch is sized once: a growing one copied its values again at every
-        // doubling and faulted in fresh pages for them (measured: a third of this thread's
-        // time went to moving 4 KiB values that way).
+        // doubling and faulted in fresh pages for them.
         for piece in pieces_of(&live) {
             let bytes = piece.iter().map(|p| p.here.op_len as usize).sum();
             let mut r = Relocation { puts: WriteBatch::with_capacity(bytes), old: Vec::with_capacity(piece.len()) };

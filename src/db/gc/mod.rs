@@ -1,12 +1,13 @@
-//! Value-log garbage collection (WiscKey §3.3.2): pick the vLog file with the most garbage
-//! (discard statistics kept by compaction), re-put its live values at the head in chunks,
-//! record progress in the manifest, then give the space back — punch a hole over each chunk
-//! and delete the file once it is fully collected.
+//! Value-log garbage collection (WiscKey §3.3.2): pick a value file by cost and benefit
+//! (garbage from compaction's discard statistics, and age; the most garbage past the space
+//! target), move its live values to a cold file in chunks and log their new pointers through
+//! the write leader, record progress in the manifest, then give the space back — punch a hole
+//! over each chunk and delete the file once it is fully collected.
 //!
-//! Safety argument (docs/design.md has the crash table): a value is re-put only if the key's
-//! newest entry still points at the old copy, checked by the write leader so a concurrent
-//! user write wins; the re-put is synced before the manifest moves the GC tail, and space is
-//! freed only after that and only when no snapshot or iterator older than the re-put exists.
+//! Safety argument (docs/design.md has the crash table): a pointer is put only if the key's
+//! newest entry still points at the old copy, checked by the write leader so a concurrent user
+//! write wins; the cold file is synced before the pointers are logged, and space is freed only
+//! once the log is durable past them and no snapshot or iterator older than the moves exists.
 
 mod cold;
 mod collect;
@@ -100,15 +101,15 @@ pub struct GcReport {
     pub files_collected: u64,
     /// Bytes of vLog read.
     pub bytes_read: u64,
-    /// Bytes of live values re-put at the head.
+    /// Bytes of live values moved to cold value files.
     pub bytes_rewritten: u64,
-    /// Set when collection stopped because a snapshot or iterator older than GC's re-puts
+    /// Set when collection stopped because a snapshot or iterator older than GC's moves
     /// (reading at this sequence number) pins what was collected: collecting more would only
     /// copy live values again without freeing anything. GC resumes once it is released.
     pub stopped_by_reader_at: Option<u64>,
 }
 
-/// How long GC waits for readers older than its re-puts before it stops: short scans and
+/// How long GC waits for readers older than its moves before it stops: short scans and
 /// snapshot reads finish within it, a held snapshot does not. (It is the longest a `run_gc`
 /// call or a round blocks on a reader.)
 const READER_WAIT: Duration = Duration::from_millis(20);
@@ -133,8 +134,8 @@ impl Gc {
         let _one = self.lock.lock();
         let mut report = GcReport::default();
         self.finish_pending_gc_deletes(db);
-        // Only the files wholly before the head now: GC's re-puts go to the head, so a call
-        // never collects its own output, and its work is bounded by what exists when it starts.
+        // Only the files that exist now: GC's own output goes to the cold file it is filling,
+        // which is not a candidate, so a call never collects its own output, and its work is bounded by what exists when it starts.
         let mut candidates = self.gc_candidates(db);
         while let Some((file, start)) = self.pick_gc_file(db, min_garbage_ratio, Some(&candidates), true) {
             if self.is_shutting_down(db) {
@@ -151,7 +152,7 @@ impl Gc {
             }
         }
         if let Some(seq) = report.stopped_by_reader_at {
-            tracing::info!(reader_seq = seq, "value-log GC stopped: a snapshot or iterator older than its re-puts pins the collected data; it resumes once that reader is gone");
+            tracing::info!(reader_seq = seq, "value-log GC stopped: a snapshot or iterator older than its moves pins the collected data; it resumes once that reader is gone");
         }
         // Background GC re-arms the stall if the value log is still past its limit.
         self.release_writers();
@@ -159,9 +160,9 @@ impl Gc {
     }
 
     /// Key-order reorganization (beyond the paper, which suggests it for scans after random
-    /// loads): re-put every separated value in key order, so a
+    /// loads): move every separated value, in key order, to cold value files, so a
     /// scan then reads the value log sequentially; the old copies become garbage and are
-    /// collected right after. Same safety as GC: each re-put is conditional on the key still
+    /// collected right after. Same safety as GC: each pointer put is conditional on the key still
     /// pointing at the old copy.
     pub(crate) fn reorganize(&self, db: &std::sync::Arc<DbInner>) -> Result<GcReport> {
         let mut report = GcReport::default();
@@ -358,8 +359,9 @@ impl Gc {
         self.release_writers();
     }
 
-    /// One background round: refresh the discard statistics when due, then collect the file
-    /// with the most garbage if it passes the ratio the current space amplification calls
+    /// One background round: refresh the discard statistics when due, then collect the best
+    /// file by `score` (cost-benefit under the space target, most garbage above it) if it
+    /// passes the ratio the current space amplification calls
     /// for. Returns what the round did.
     pub(super) fn gc_round(&self, db: &DbInner) -> Result<GcRound> {
         // A stall stays on through the refresh: it is part of GC's work (the tree is under

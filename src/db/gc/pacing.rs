@@ -3,8 +3,8 @@
 //! proportion to its size and to how deep into that quarter the estimate is (RocksDB's
 //! delayed write rate); past the stall, and while GC has work it can do, writes wait for GC
 //! to free space (RocksDB stalls writers on pending compaction bytes the same way). Without it,
-//! writers that fill the page cache at 1 GB/s outrun a collector that must read, check and
-//! re-put every live value, and the space never comes back while the load lasts.
+//! writers that fill the page cache outrun a collector that must read, check and move every
+//! live value, and the space never comes back while the load lasts.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -173,7 +173,7 @@ impl Gc {
         let c = &db.counters;
         // Users' writes only: GC's moves overwrite no live value (the copies they shadow go
         // with the collected file), and counting them diluted the ratio by however much GC
-        // happened to be moving (measured: 0.34-0.50 under pure overwrites, for a true 1.0).
+        // happened to be moving (the ratio came out well under the true one: docs/BENCHMARKS.md §5).
         let user_flushed = c.vlog_user_bytes_flushed.load(Ordering::Relaxed);
         let overwrites = self.pacing.overwrite_ratio(user_flushed, c.vlog_garbage_counted.load(Ordering::Relaxed));
         let (live, files, unflushed) = {
