@@ -523,3 +523,37 @@ fn a_reader_that_goes_away_ends_the_dump_quietly() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(!text(&out.stderr).contains("panicked"), "{}", text(&out.stderr));
 }
+
+/// Under a tiered policy a level holds several runs: `dump shape` lists each with its tables,
+/// and the policy's targets beside them (T = 3: up to two runs per level).
+#[test]
+fn dump_shape_shows_the_runs_of_a_tiered_tree_beside_the_policys_targets() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("tiered");
+    let opts = Options::default()
+        .merge_policy(wisckey::MergePolicy::tiering(3))
+        .compaction_threads(1)
+        .write_buffer_bytes(8 << 10)
+        .gc_interval_ms(0);
+    let db = Db::open(&dir, opts).expect("open");
+    for i in 0..4000u32 {
+        db.put(&key((i * 7919) % 3000), format!("{i}-{}", "t".repeat(60)).as_bytes()).expect("put");
+    }
+    db.flush().expect("flush");
+    db.wait_for_background_work().expect("settle");
+    let runs: Vec<usize> = db.stats().level_runs;
+    db.close().expect("close");
+    assert!(runs.iter().any(|&r| r >= 2), "a level of several runs: {runs:?}");
+
+    let out = ok(&["shape", "--db", s(&dir), "--write-buffer-bytes", "8192"]);
+    assert!(out.contains("policy wacky:T=3,K=1,Z=1,C=2,X=1"), "{out}");
+    for (level, &n) in runs.iter().enumerate().filter(|(_, &n)| n > 0) {
+        let row =
+            out.lines().find(|l| l.starts_with(&format!("L{level} "))).unwrap_or_else(|| panic!("L{level}: {out}"));
+        assert_eq!(row.split_whitespace().nth(1).and_then(|r| r.parse().ok()), Some(n), "{row}");
+        assert!(row.contains(", 2 runs"), "tiering at T = 3 keeps up to two runs: {row}");
+    }
+    let listed = out.lines().filter(|l| l.trim_start().starts_with("run ")).count();
+    assert_eq!(listed, runs.iter().sum::<usize>(), "{out}");
+    assert!(out.contains("model: wacky:T=3,K=1,Z=1,C=2,X=1"), "{out}");
+}

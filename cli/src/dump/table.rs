@@ -272,11 +272,11 @@ fn print_tally(s: &TableSegment, t: &Tally) {
         }
     }
     outln!(
-        "  blocks:     {} read of {}, {} B stored ({} compressed), {} B raw",
+        "  blocks:     {} read of {} ({} compressed), {} B stored, {} B raw",
         t.blocks,
         s.index().len(),
-        t.stored,
         t.compressed,
+        t.stored,
         t.raw
     );
     let seqs = t.seqs.map_or("none".to_string(), |(lo, hi)| format!("{lo}..{hi}"));
