@@ -1,6 +1,6 @@
-//! The database handle: opening (with recovery), the public API, and the shared state that the
-//! write path (`write.rs`), the read path (`read.rs`) and the background threads
-//! (`background.rs`) work on.
+//! The database handle: opening (with recovery), the public API, and the shared state
+//! (`DbInner`) that the read path (`read.rs`) and the three jobs work on — the write queue
+//! (`write.rs`), the background scheduler (`scheduler.rs`) and value-log GC (`gc/`).
 
 mod gc;
 mod read;
@@ -45,6 +45,8 @@ use write::WriterSlot;
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct DbStats {
+    /// The merge policy in force (`leveling` or the Wacky knobs, as `MergePolicy` parses them).
+    pub merge_policy: String,
     /// Key + value bytes handed to put/delete/write by the user.
     pub user_bytes_written: u64,
     /// Bytes appended to the log (value log).
@@ -282,17 +284,16 @@ impl Db {
         let dir = path.as_ref().to_path_buf();
         let vfs = options.vfs.clone();
         let lock = prepare_dir(&*vfs, &dir, &options)?;
-        let policy: Box<dyn CompactionPolicy> = match options.merge_policy {
-            crate::options::MergePolicy::Leveling => Box::new(LeveledPolicy::from_options(&options)),
-            crate::options::MergePolicy::Wacky(knobs) => Box::new(WackyPolicy::new(&options, knobs)),
-        };
         let block_cache = (options.block_cache_bytes > 0)
             .then(|| crate::sst::block_cache::new_block_cache(options.block_cache_bytes));
         let table_cache = Arc::new(TableCache::new(vfs.clone(), dir.clone(), options.max_open_files, block_cache));
         let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone(), options.io_uring)
             .with_mapped_reads(options.mmap_value_reads)
             .with_value_cache(options.value_cache_bytes);
-        let mut recovered = recovery::recover(&vfs, &dir, &options, &*policy)?;
+        // Recovery settles the options: what the caller did not name comes from the manifest.
+        let mut recovered = recovery::recover(&vfs, &dir, options)?;
+        let (options, policy) =
+            (recovered.options.clone(), recovered.policy.take().expect("recovery builds the policy"));
         gc::find_cold_files(&*vfs, &dir, &mut recovered.versions, &vlog)?;
         let gc = gc::Gc::after_recovery(&recovered.mem, &vlog, recovered.log.file_number(), options.memtable_log_bytes);
         let recovery_report = recovered.report;
@@ -556,8 +557,16 @@ impl Drop for Db {
     }
 }
 
+/// The compaction policy `o` asks for.
+pub(super) fn policy_for(o: &Options) -> Box<dyn CompactionPolicy> {
+    match o.merge_policy {
+        crate::options::MergePolicy::Leveling => Box::new(LeveledPolicy::from_options(o)),
+        crate::options::MergePolicy::Wacky(knobs) => Box::new(WackyPolicy::new(o, knobs)),
+    }
+}
+
 /// Reject option values that cannot work.
-fn validate_options(o: &Options) -> Result<()> {
+pub(super) fn validate_options(o: &Options) -> Result<()> {
     let bad = |what: &str| Err(Error::invalid(what.to_string()));
     if o.write_buffer_bytes < 1024 {
         return bad("write_buffer_bytes must be at least 1 KiB");

@@ -412,6 +412,7 @@ impl DbInner {
             }
         }
         DbStats {
+            merge_policy: self.opts.shape_value("merge_policy").unwrap_or_default(),
             user_bytes_written: load(&c.user_bytes),
             log_bytes_written: self.writes.log.lock().bytes_appended,
             flush_bytes_written: load(&c.flush_bytes),
