@@ -197,7 +197,7 @@ fn dump_shows_the_real_content_of_every_file_kind_of_a_live_database() {
                 .into_iter()
                 .find(|p| p.exists())
                 .unwrap_or_else(|| panic!("pointer of {k} into missing file {file}"));
-            ok(&["log", s(&path), "--records", "--min-separated-value-bytes", "64"])
+            ok(&["log", s(&path), "--records"])
         });
         let op = out
             .lines()
@@ -212,10 +212,11 @@ fn dump_shows_the_real_content_of_every_file_kind_of_a_live_database() {
     let logs = files(&dir, "vlog");
     let cold = files(&dir, "cold");
     assert!(!cold.is_empty(), "GC made a cold file");
-    let dumps: Vec<String> =
-        logs.iter().map(|l| ok(&["log", s(l), "--records", "--min-separated-value-bytes", "64"])).collect();
+    // The separation threshold comes from the database's manifest (64 B here, not the default).
+    let dumps: Vec<String> = logs.iter().map(|l| ok(&["log", s(l), "--records"])).collect();
     for out in &dumps {
-        let first = out.lines().nth(1).expect("a record");
+        assert!(out.contains("values of at least 64 B are separated (the database's recorded setting)"), "{out}");
+        let first = out.lines().nth(2).expect("a record");
         assert!(first.starts_with("@0 ") && first.contains("start mark: next seq"), "{out}");
         let summary = out.lines().last().expect("summary");
         let groups = out.lines().filter(|l| l.starts_with('@') && l.contains(" group seq ")).count() as u64;
@@ -237,7 +238,15 @@ fn dump_shows_the_real_content_of_every_file_kind_of_a_live_database() {
 
     // The manifest: the snapshot first, then every edit with its fields.
     let manifest = ok(&["manifest", "--db", s(&dir)]);
-    for field in ["comparator: wisckey.bytewise", "policy: leveled(T=10)", "log_head: file", "add L", "vlog_added"] {
+    let fields = [
+        "comparator: wisckey.bytewise",
+        "policy: leveled(T=10)",
+        "min_separated_value_bytes=64",
+        "log_head: file",
+        "add L",
+        "vlog_added",
+    ];
+    for field in fields {
         assert!(manifest.contains(field), "{field}: {manifest}");
     }
     let records = manifest.lines().filter(|l| l.starts_with("record ")).count() as u64;
@@ -248,6 +257,7 @@ fn dump_shows_the_real_content_of_every_file_kind_of_a_live_database() {
     // The shape: every table, with the model beside the levels.
     let shape = ok(&["shape", "--db", s(&dir)]);
     assert!(shape.contains("policy leveled(T=10)") && shape.contains("model: wacky:T=10,K=0,Z=0"), "{shape}");
+    assert!(shape.contains("recorded options: ") && shape.contains("block_size_bytes=1024"), "{shape}");
     for t in &tables {
         let name = t.file_name().expect("name").to_string_lossy().into_owned();
         assert!(shape.contains(&name), "{name} in {shape}");

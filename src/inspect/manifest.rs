@@ -157,6 +157,8 @@ pub struct ManifestEdit {
     pub added_tables: Vec<TableRecord>,
     /// Name and knobs of the merge policy (tag 10).
     pub policy: Option<String>,
+    /// The settings that shape the tree's files, one `name=value` line each (tag 16).
+    pub options: Option<String>,
     /// `(value-log file, bytes)`: separated values tables now point to (tag 11).
     pub vlog_added: Vec<(u64, u64)>,
     /// `(value-log file, bytes)`: separated values no table points to any more (tag 12).
@@ -180,6 +182,7 @@ impl From<&VersionEdit> for ManifestEdit {
             deleted_tables: e.deleted_files.clone(),
             added_tables: e.added_files.iter().map(|(l, f)| TableRecord::new(*l, f)).collect(),
             policy: e.policy.clone(),
+            options: e.options.clone(),
             vlog_added: e.vlog_added.clone(),
             vlog_garbage: e.vlog_garbage.clone(),
             vlog_files_deleted: e.vlog_files_deleted.clone(),

@@ -47,7 +47,7 @@ pub use table::{
     BlockCompression, BlockRange, DTableTail, DataBlock, Entries, Entry, EntryValue, FilterInfo, Footer, IndexEntry,
     Properties, TableFile, TableSegment,
 };
-pub use tree::{policy_knobs, LevelTarget, Tree, TreeLevel, TreeModel, TreeRun, VlogFile};
+pub use tree::{policy_knobs, recorded_options, LevelTarget, Tree, TreeLevel, TreeModel, TreeRun, VlogFile};
 
 use crate::error::{Error, Result};
 use crate::fs::{PosixFs, RandomAccessFile, Vfs};

@@ -15,7 +15,7 @@ use crate::filename::manifest_file_name;
 use crate::fs::{PosixFs, Vfs};
 use crate::options::{MergePolicy, Options};
 use crate::version::manifest::{read_current, read_manifest};
-use crate::version::{Version, VersionSet};
+use crate::version::{LoadedManifest, Version, VersionSet};
 
 /// The tree a database's manifest records, with the counters it keeps.
 #[derive(Debug, Clone)]
@@ -26,6 +26,10 @@ pub struct Tree {
     /// The merge policy the database is written with, as recorded (`leveled(T=10)`,
     /// `wacky:T=..,K=..,Z=..,C=..,X=..`).
     pub policy: String,
+    /// The settings that shape its files as the manifest records them, one `name=value` line
+    /// each (`merge_policy`, `min_separated_value_bytes`, `bloom_bits_per_key`, ...; before
+    /// format 3 only the merge policy).
+    pub recorded_options: String,
     /// Level 0 first.
     pub levels: Vec<TreeLevel>,
     /// The last sequence number in use.
@@ -41,6 +45,8 @@ pub struct Tree {
     /// The value files tables point into, with their statistics.
     pub vlog_files: Vec<VlogFile>,
     version: Arc<Version>,
+    /// Levels the database was made with (or uses, if more).
+    num_levels: usize,
 }
 
 /// One level of a `Tree`.
@@ -125,8 +131,8 @@ impl Tree {
         let dir = dir.as_ref();
         let vfs: Arc<dyn Vfs> = Arc::new(PosixFs::new());
         let manifest = manifest_file_name(dir, read_current(&*vfs, dir)?);
-        // As many levels as the manifest uses (a database may be opened with more than the
-        // default).
+        // Every level the manifest uses (a database may have been made with more than the
+        // default), for the replay.
         let used = read_manifest(&*vfs, &manifest)?
             .edits
             .iter()
@@ -134,6 +140,8 @@ impl Tree {
             .max()
             .map_or(0, |l| l as usize + 1);
         let set = VersionSet::load(vfs, dir, used.max(Options::default().num_levels))?;
+        let recorded_options = set.recorded_options();
+        let num_levels = recorded(&Options::default(), &recorded_options).num_levels.max(used);
         let version = set.current();
         let levels = version
             .levels
@@ -158,6 +166,7 @@ impl Tree {
         Ok(Tree {
             manifest,
             policy: set.policy().to_string(),
+            recorded_options,
             levels,
             last_sequence: set.last_sequence(),
             next_file_number: set.next_file_number(),
@@ -166,6 +175,7 @@ impl Tree {
             log_durable: set.log_durable().into(),
             vlog_files,
             version,
+            num_levels,
         })
     }
 
@@ -175,18 +185,20 @@ impl Tree {
     }
 
     /// The recorded policy's targets and the cost model's shape and costs for this tree, with
-    /// the options the database runs with (the manifest does not record them: the write
-    /// buffer, level 0's trigger, leveling's level-1 budget, the filter bits per key). `None`
-    /// when the recorded policy is not one this build knows.
+    /// the options the database runs with: `options` gives those the manifest does not record
+    /// (the write buffer, level 0's trigger), and any shaping setting it names (a setter called,
+    /// or a value other than the default) stands in for the recorded one (leveling's level-1
+    /// budget, the filter bits per key, ...). `None` when the recorded policy is not one this
+    /// build knows.
     pub fn model(&self, options: &Options) -> Option<TreeModel> {
         let knobs = policy_knobs(&self.policy)?;
-        let mut o = options.clone();
-        o.num_levels = self.levels.len();
+        let mut o = recorded(options, &self.recorded_options);
+        o.num_levels = self.num_levels;
         let shape = WackyPolicy::new(&o, knobs).shape(&self.version);
         let bits = o.bloom_bits_per_key.first().copied().unwrap_or(0.0);
         let costs = shape.costs(bits);
         let targets = match leveled_ratio(&self.policy) {
-            Some(t) => (0..self.levels.len())
+            Some(t) => (0..self.num_levels)
                 .map(|l| match l {
                     0 => LevelTarget { capacity_bytes: None, max_runs: o.l0_compaction_trigger.max(1) },
                     _ => LevelTarget {
@@ -203,6 +215,22 @@ impl Tree {
         };
         Some(TreeModel { knobs, shape, costs, targets })
     }
+}
+
+/// `options` with the recorded value of every shaping setting it does not name.
+fn recorded(options: &Options, record: &str) -> Options {
+    let mut o = options.clone();
+    // What differs is for an open to log; here the caller's value simply stands.
+    let _ = o.adopt_shape_record(record);
+    o
+}
+
+/// The options a database in `dir` was made with, as its manifest records them: every shaping
+/// setting (merge policy, separation threshold, filters, block and table sizes, level sizes)
+/// at its recorded value, the others at their defaults.
+pub fn recorded_options(dir: impl AsRef<Path>) -> Result<Options> {
+    let loaded = LoadedManifest::read(&PosixFs::new(), dir.as_ref())?;
+    Ok(recorded(&Options::default(), &loaded.recorded_options()))
 }
 
 /// T of a recorded `leveled(T=..)` policy.

@@ -2,11 +2,11 @@
 //! (`.cold`) in file order — record groups (offset, sequence numbers, ops; crc checked), sync
 //! and start marks, spans of zeros — and with `--records` every op of every group.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use wisckey::inspect::{LogEntry, LogFile, LogOp, RecordGroup, ValuePointer};
-use wisckey::BatchOp;
+use wisckey::{BatchOp, Options};
 
 use super::{bytes_text, value_preview, Damage};
 use crate::admin::escape;
@@ -23,9 +23,9 @@ pub struct LogArgs {
     #[arg(long)]
     limit: Option<u64>,
     /// A put's value of at least this many bytes stays in the log and the tree points to it
-    /// (the option the database runs with; the log does not record it).
-    #[arg(long, default_value_t = wisckey::Options::default().min_separated_value_bytes)]
-    min_separated_value_bytes: usize,
+    /// (default: what the manifest in the file's directory records, else the default option).
+    #[arg(long)]
+    min_separated_value_bytes: Option<usize>,
     /// One JSON object per line (each record, op and error).
     #[arg(long)]
     json: bool,
@@ -77,10 +77,17 @@ pub fn run(a: LogArgs) -> CliResult {
     let log = LogFile::open(&a.file)?;
     let cold = a.file.extension().is_some_and(|e| e == "cold");
     // A cold file holds only values value-log GC moved: every one is separated.
-    let min_separated = if cold { 0 } else { a.min_separated_value_bytes };
+    let (min_separated, from) = match (cold, a.min_separated_value_bytes) {
+        (true, _) => (0, "a cold file's values are all separated"),
+        (false, Some(n)) => (n, "as given"),
+        (false, None) => recorded_threshold(&a.file),
+    };
     let kind = if cold { "cold value file" } else { "log file" };
     if !a.json {
         outln!("{kind} {}: {}", log.path().display(), bytes_text(log.file_size()));
+        if !cold {
+            outln!("values of at least {min_separated} B are separated ({from})");
+        }
     }
     let (mut tally, mut damage) = (Tally::default(), Damage::default());
     let (limit, mut printed) = (a.limit.unwrap_or(u64::MAX), 0);
@@ -107,6 +114,16 @@ pub fn run(a: LogArgs) -> CliResult {
         print_summary(&tally, cold);
     }
     damage.finish()
+}
+
+/// The separation threshold the database in the log file's directory records, or the
+/// default when there is none to read.
+fn recorded_threshold(file: &Path) -> (usize, &'static str) {
+    let dir = file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    match wisckey::inspect::recorded_options(dir) {
+        Ok(o) => (o.min_separated_value_bytes, "the database's recorded setting"),
+        Err(_) => (Options::default().min_separated_value_bytes, "the default: no database to read it from"),
+    }
 }
 
 fn print_entry(a: &LogArgs, e: &LogEntry, min_separated: usize) {

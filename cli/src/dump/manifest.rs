@@ -126,6 +126,9 @@ fn print_record(i: u64, r: &ManifestRecord) {
             outln!("  {name}: {v}");
         }
     }
+    if let Some(o) = &e.options {
+        outln!("  options: {}", o.lines().collect::<Vec<_>>().join(" "));
+    }
     for (level, key) in &e.compact_pointers {
         outln!("  compact_pointer L{level}: {}", key_text(key));
     }
@@ -170,6 +173,9 @@ fn record_json(r: &ManifestRecord) -> String {
     }
     if let Some(p) = &e.policy {
         j.str("policy", p);
+    }
+    if let Some(o) = &e.options {
+        j.str("options", o);
     }
     let list = |v: Vec<String>| format!("[{}]", v.join(","));
     let pairs = |v: &[(u64, u64)]| list(v.iter().map(|(a, b)| format!("[{a},{b}]")).collect());

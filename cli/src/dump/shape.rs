@@ -20,15 +20,15 @@ pub struct ShapeArgs {
     /// recorded in the manifest).
     #[arg(long, default_value_t = Options::default().write_buffer_bytes)]
     write_buffer_bytes: usize,
-    /// Leveling's level-1 byte budget the database runs with.
-    #[arg(long, default_value_t = Options::default().max_bytes_for_level_base)]
-    max_bytes_for_level_base: u64,
+    /// Leveling's level-1 byte budget (default: the one the manifest records).
+    #[arg(long)]
+    max_bytes_for_level_base: Option<u64>,
     /// Level-0 runs at which leveling merges level 0.
     #[arg(long, default_value_t = Options::default().l0_compaction_trigger)]
     l0_compaction_trigger: usize,
-    /// Filter bits per key on average (for the model's lookup costs).
-    #[arg(long, default_value_t = Options::default().bloom_bits_per_key[0])]
-    bloom_bits: f64,
+    /// Filter bits per key on average, for the model's lookup costs (default: the recorded).
+    #[arg(long)]
+    bloom_bits: Option<f64>,
     /// Do not list every table of every run.
     #[arg(long)]
     no_tables: bool,
@@ -39,11 +39,15 @@ pub struct ShapeArgs {
 
 pub fn run(a: ShapeArgs) -> CliResult {
     let tree = Tree::load(&a.db)?;
-    let options = Options::default()
-        .write_buffer_bytes(a.write_buffer_bytes)
-        .max_bytes_for_level_base(a.max_bytes_for_level_base)
-        .l0_compaction_trigger(a.l0_compaction_trigger)
-        .bloom_bits_per_key(vec![a.bloom_bits]);
+    // Settings given here stand in for the recorded ones; the others are the database's own.
+    let mut options =
+        Options::default().write_buffer_bytes(a.write_buffer_bytes).l0_compaction_trigger(a.l0_compaction_trigger);
+    if let Some(b) = a.max_bytes_for_level_base {
+        options = options.max_bytes_for_level_base(b);
+    }
+    if let Some(b) = a.bloom_bits {
+        options = options.bloom_bits_per_key(vec![b]);
+    }
     let model = tree.model(&options);
     if a.json {
         print_json(&tree, model.as_ref());
@@ -73,6 +77,9 @@ fn print_header(a: &ShapeArgs, t: &Tree) {
         t.log_durable.file,
         t.log_durable.offset
     );
+    if !t.recorded_options.is_empty() {
+        outln!("  recorded options: {}", t.recorded_options.lines().collect::<Vec<_>>().join(" "));
+    }
     for v in &t.vlog_files {
         outln!("  value file {:06}: {} B of separated values, {} B garbage", v.number, v.total_bytes, v.garbage_bytes);
     }
@@ -164,6 +171,7 @@ fn print_json(t: &Tree, model: Option<&TreeModel>) {
     j.str("type", "tree")
         .str("manifest", &t.manifest.display().to_string())
         .str("policy", &t.policy)
+        .str("recorded_options", &t.recorded_options)
         .int("bytes", t.bytes())
         .int("last_sequence", t.last_sequence)
         .int("next_file_number", t.next_file_number)
