@@ -251,6 +251,7 @@ impl VersionSet {
     }
 
     /// Start a new database in `dir`: `MANIFEST-000001` holding the initial edit, then `CURRENT`.
+    #[cfg(test)]
     pub fn create(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize, policy: &str) -> Result<VersionSet> {
         Self::create_with_options(vfs, dir, num_levels, policy, "")
     }
