@@ -73,17 +73,17 @@ fn build(dir: &Path) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
     let db = Db::open(dir, options()).expect("open");
     // Key i's first write has sequence number i + 1.
     for i in 0..KEYS {
-        db.put(&key(i), &value(i, 0)).expect("put");
+        db.put(key(i), value(i, 0)).expect("put");
         model.insert(key(i), Some(value(i, 0)));
     }
     for round in 1..3 {
         for i in (0..KEYS / 2).filter(|i| i % 4 == 0) {
-            db.put(&key(i), &value(i, round)).expect("overwrite");
+            db.put(key(i), value(i, round)).expect("overwrite");
             model.insert(key(i), Some(value(i, round)));
         }
     }
     for i in (0..KEYS).filter(|i| i % 10 == 7) {
-        db.delete(&key(i)).expect("delete");
+        db.delete(key(i)).expect("delete");
         model.insert(key(i), None);
     }
     db.flush().expect("flush");
@@ -547,7 +547,7 @@ fn dump_shape_shows_the_runs_of_a_tiered_tree_beside_the_policys_targets() {
         .gc_interval_ms(0);
     let db = Db::open(&dir, opts).expect("open");
     for i in 0..4000u32 {
-        db.put(&key((i * 7919) % 3000), format!("{i}-{}", "t".repeat(60)).as_bytes()).expect("put");
+        db.put(key((i * 7919) % 3000), format!("{i}-{}", "t".repeat(60)).as_bytes()).expect("put");
     }
     db.flush().expect("flush");
     db.wait_for_background_work().expect("settle");

@@ -271,6 +271,12 @@ impl Keyspace {
         self.db.scheduler.compact_range(&self.db, self.id, begin, end)
     }
 
+    /// The database's counters and this keyspace's tree shape (levels, runs, files, bytes,
+    /// filters) and merge policy.
+    pub fn stats(&self) -> super::DbStats {
+        super::DbStats { vlog_space_amp_estimate: self.db.gc.vlog_space_amp(&self.db), ..self.db.stats(self.id) }
+    }
+
     /// The operations this keyspace served (this open's and, for the default keyspace, the
     /// earlier ones the `WORKLOAD` file kept).
     pub fn workload(&self) -> super::WorkloadCounts {
@@ -371,30 +377,35 @@ impl DbInner {
     }
 
     /// Drop keyspace `name`: invisible at once (one manifest edit); the background counts its
-    /// separated values as garbage and deletes its tables (`finish_drop`).
+    /// separated values as garbage and deletes its tables (`finish_drop`). Through the write
+    /// queue, like a create: ordered with the writes around it.
     pub(crate) fn drop_keyspace(&self, name: &str) -> Result<()> {
         if name == DEFAULT_KEYSPACE_NAME {
             return Err(Error::invalid("the default keyspace cannot be dropped"));
         }
-        let mut st = self.state.lock();
-        self.background_error(&st)?;
-        let id = st
-            .trees
-            .iter()
-            .find(|(_, t)| !t.dropped && &*t.name == name)
-            .map(|(&id, _)| id)
-            .ok_or_else(|| Error::UnknownKeyspace { name: name.to_string() })?;
-        let edit = VersionEdit { keyspaces_dropped: vec![id], ..Default::default() };
-        if let Err(e) = st.versions.log_and_apply(edit) {
-            st.bg_error = Some(e.duplicate());
-            return Err(e);
-        }
-        if let Some(t) = st.trees.get_mut(&id) {
-            t.dropped = true;
-        }
-        tracing::info!(keyspace = name, id, "keyspace dropped; its tables go in the background");
-        self.scheduler.compact_cv.notify_all();
-        Ok(())
+        let name = name.to_string();
+        self.writes.run_exclusive(self, move |db, st| {
+            let id = st
+                .trees
+                .iter()
+                .find(|(_, t)| !t.dropped && *t.name == *name)
+                .map(|(&id, _)| id)
+                .ok_or_else(|| Error::UnknownKeyspace { name: name.clone() })?;
+            // The manifest records the drop durably: every write before it must be durable
+            // too, or a crash could keep the drop and lose earlier writes (not a prefix).
+            db.writes.sync_log_locked(st)?;
+            let edit = VersionEdit { keyspaces_dropped: vec![id], ..Default::default() };
+            if let Err(e) = st.versions.log_and_apply(edit) {
+                st.bg_error = Some(e.duplicate());
+                return Err(e);
+            }
+            if let Some(t) = st.trees.get_mut(&id) {
+                t.dropped = true;
+            }
+            tracing::info!(keyspace = %name, id, "keyspace dropped; its tables go in the background");
+            db.scheduler.compact_cv.notify_all();
+            Ok(())
+        })
     }
 
     /// The id of keyspace `id` if it may be written now; else the error a writer gets.
@@ -422,6 +433,8 @@ impl super::write::WriteQueue {
             if st.trees.values().any(|t| !t.dropped && *t.name == *name) {
                 return Err(Error::KeyspaceExists { name: name.clone() });
             }
+            // Durable in the manifest: the writes before it must be durable too (see the drop).
+            db.writes.sync_log_locked(st)?;
             let id = st.versions.new_keyspace_id();
             let policy: Arc<dyn CompactionPolicy> = super::policy_for(&opts).into();
             let mut edit = VersionEdit::of_keyspace(id);

@@ -105,6 +105,9 @@ impl WriteQueue {
     /// Commit `batch` (or, with an empty batch and `force_switch`, switch the memtable).
     pub(crate) fn write(&self, db: &DbInner, sync: bool, mut batch: WriteBatch) -> Result<()> {
         batch.check()?;
+        if batch.has_range_deletes {
+            return Err(crate::error::Error::invalid("range deletes are not supported by this build yet"));
+        }
         if !batch.other_keyspaces.is_empty() {
             // Checked when queued: a keyspace dropped after this is dropped after the write.
             let st = db.state.lock();
@@ -519,6 +522,16 @@ impl WriteQueue {
     /// Make every log group written so far durable (GC does this before it frees values
     /// shadowed by writes that may not be synced yet). A failed sync leaves the log's state
     /// unknown, so it stops writes like a failed synced write does.
+    /// Make every log group written so far durable, under the state lock (lock order: state,
+    /// then log): a failure becomes the background error, as a failed synced write's does.
+    pub(crate) fn sync_log_locked(&self, st: &mut State) -> Result<()> {
+        let r = self.log.lock().sync();
+        if let Err(e) = &r {
+            st.bg_error.get_or_insert_with(|| e.duplicate());
+        }
+        r
+    }
+
     pub(crate) fn sync_log_for_gc(&self, db: &DbInner) -> Result<()> {
         let r = self.log.lock().sync();
         if let Err(e) = &r {

@@ -244,9 +244,14 @@ impl<'a> Iterator for LogOps<'a> {
     fn next(&mut self) -> Option<LogOp<'a>> {
         let start = self.it.offset();
         // The reader decoded every op of the group before handing it out.
-        let op = self.it.next()?.ok()?;
-        let out =
-            LogOp { offset: self.base + start as u64, bytes: (self.it.offset() - start) as u64, seq: self.seq, op };
+        let (keyspace, op) = self.it.next()?.ok()?;
+        let out = LogOp {
+            offset: self.base + start as u64,
+            bytes: (self.it.offset() - start) as u64,
+            seq: self.seq,
+            keyspace,
+            op,
+        };
         self.seq += 1;
         Some(out)
     }
@@ -262,6 +267,9 @@ pub struct LogOp<'a> {
     pub bytes: u64,
     /// Its sequence number.
     pub seq: u64,
-    /// What it does: a put, a delete, or (written by value-log GC) a pointer put.
+    /// The id of the keyspace it writes (0: the default keyspace).
+    pub keyspace: u32,
+    /// What it does: a put, a delete, a range delete, or (written by value-log GC) a pointer
+    /// put.
     pub op: BatchOp<'a>,
 }

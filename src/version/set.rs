@@ -175,11 +175,6 @@ impl Tree {
             ..Default::default()
         }
     }
-
-    /// The newest version of the tree.
-    pub fn current(&self) -> Arc<Version> {
-        self.current.clone()
-    }
 }
 
 /// Levels of a tree whose options record says `num_levels=N` (else `default`).
@@ -621,11 +616,6 @@ impl VersionSet {
         self.trees.get(&id).map_or(0, |t| t.current_id)
     }
 
-    /// Changes whenever `current` does.
-    pub fn current_id(&self) -> u64 {
-        self.current_id_of(DEFAULT_KEYSPACE)
-    }
-
     /// Every keyspace's tree, by id (dropped ones awaiting their finish included).
     pub fn trees(&self) -> &BTreeMap<u32, Tree> {
         &self.trees
@@ -730,6 +720,7 @@ impl VersionSet {
     }
 
     /// Where the next compaction of `level` starts (internal key), if recorded.
+    #[cfg(test)]
     pub fn compact_pointer(&self, level: usize) -> Option<&[u8]> {
         self.compact_pointer_of(DEFAULT_KEYSPACE, level)
     }

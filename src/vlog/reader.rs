@@ -582,7 +582,12 @@ impl VlogReader {
     fn put_value<'a>(&self, ptr: &ValuePointer, op: &'a [u8], user_key: &[u8]) -> Result<&'a [u8]> {
         let bad = |reason: &str| self.corruption(ptr, reason);
         let mut r = Reader::new(op);
-        let kind = r.u8().ok_or_else(|| bad("value pointer leads past the end of the op"))?;
+        let byte = r.u8().ok_or_else(|| bad("value pointer leads past the end of the op"))?;
+        // An op of a keyspace other than the default one names it after the kind byte.
+        if byte & crate::write_batch::KIND_KEYSPACE_FLAG != 0 {
+            r.varint32().ok_or_else(|| bad("malformed op header at value pointer"))?;
+        }
+        let kind = byte & !crate::write_batch::KIND_KEYSPACE_FLAG;
         let klen = r.varint32().ok_or_else(|| bad("malformed op header at value pointer"))? as usize;
         let vlen = r.varint32().ok_or_else(|| bad("malformed op header at value pointer"))? as usize;
         let key = r.bytes(klen).ok_or_else(|| bad("op key runs past the pointer's length"))?;
