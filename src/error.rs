@@ -77,6 +77,24 @@ pub enum Error {
     /// The database was closed.
     #[error("database is closed")]
     Closed,
+    /// No keyspace of this name exists (never created, or dropped).
+    #[error("no keyspace named {name:?}")]
+    UnknownKeyspace {
+        /// The name asked for.
+        name: String,
+    },
+    /// The keyspace was dropped while a handle to it (or a batch naming it) was still in use.
+    #[error("keyspace {name:?} was dropped")]
+    KeyspaceDropped {
+        /// The keyspace's name.
+        name: String,
+    },
+    /// A keyspace of this name exists already.
+    #[error("a keyspace named {name:?} exists already")]
+    KeyspaceExists {
+        /// The name.
+        name: String,
+    },
     /// The handle was opened with `Db::open_read_only`: it reads, and refuses what would
     /// change the database.
     #[error("database {path:?} is open read-only: {op} is refused")]
@@ -139,6 +157,9 @@ impl Error {
             }
             Error::Background { reason } => Error::Background { reason: reason.clone() },
             Error::Closed => Error::Closed,
+            Error::UnknownKeyspace { name } => Error::UnknownKeyspace { name: name.clone() },
+            Error::KeyspaceDropped { name } => Error::KeyspaceDropped { name: name.clone() },
+            Error::KeyspaceExists { name } => Error::KeyspaceExists { name: name.clone() },
             Error::ReadOnly { path, op } => Error::ReadOnly { path: path.clone(), op },
             Error::TargetNotEmpty { what, path, entries, example } => {
                 Error::TargetNotEmpty { what, path: path.clone(), entries: *entries, example: example.clone() }

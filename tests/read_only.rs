@@ -178,9 +178,14 @@ fn a_read_only_handle_refuses_every_change_and_opens_beside_the_writer() {
         Err(Error::ReadOnly { op: o, .. }) => assert_eq!(o, op),
         other => panic!("{op} on a read-only handle: {other:?}"),
     };
-    refused(ro.put(b"b", b"x"), "put");
-    refused(ro.delete(b"a"), "delete");
-    refused(ro.write(&WriteOptions::default(), &WriteBatch::new()), "write");
+    refused(ro.put(b"b", b"x"), "write");
+    refused(ro.delete(b"a"), "write");
+    let mut batch = WriteBatch::new();
+    batch.put(b"c", b"y");
+    refused(ro.write(&WriteOptions::default(), &batch), "write");
+    refused(ro.delete_range(b"a", b"z"), "write");
+    refused(ro.create_keyspace("other", opts()).map(|_| ()), "write");
+    refused(ro.default_keyspace().compact_range(None, None), "compact_range");
     refused(ro.flush(), "flush");
     refused(ro.compact_range(None, None), "compact_range");
     refused(ro.run_gc(0.0).map(|_| ()), "run_gc");

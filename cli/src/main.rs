@@ -1,10 +1,12 @@
 //! The `wisckey` command line: `bench` (LevelDB db_bench-compatible), `ycsb` (YCSB A–F against
-//! wisckey or peer engines) and small admin commands on an existing database (stats, compact,
-//! get, put, scan, destroy, checkpoint, backup, restore).
+//! wisckey or peer engines), small admin commands on an existing database (stats, compact,
+//! get, put, scan, destroy, checkpoint, backup, restore) and `dump`, which shows what a
+//! database's files hold.
 
 mod admin;
 mod bench;
 mod checkpoint;
+mod dump;
 mod repair;
 mod stress;
 mod tune;
@@ -51,6 +53,8 @@ enum Command {
     Gc(admin::GcArgs),
     /// Check every checksum and value pointer; exit 1 if the database is damaged.
     Verify(verify::VerifyArgs),
+    /// Look inside a table, manifest or log file, or a database's shape (read-only).
+    Dump(dump::DumpArgs),
     /// Salvage a database whose log is damaged and report what was lost.
     Repair(repair::RepairArgs),
     /// db_stress-like random workload checked against an expected-state file (crash testing).
@@ -87,6 +91,7 @@ fn main() -> ExitCode {
         Command::Restore(a) => checkpoint::restore(a),
         Command::Gc(a) => admin::gc(a),
         Command::Verify(a) => verify::run(a),
+        Command::Dump(a) => dump::run(a),
         Command::Repair(a) => repair::run(a),
         Command::Stress(a) => stress::run(a),
         Command::Tune(a) => tune::run(a),

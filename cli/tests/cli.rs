@@ -91,7 +91,7 @@ fn verify_fails_on_damage_before_synced_log_groups_and_repair_salvages_with_a_re
     let db = wisckey::Db::open(&db_dir, options()).expect("open");
     for i in 0..300u32 {
         let value = format!("{i}-{}", "w".repeat(150));
-        db.put_opt(&wisckey::WriteOptions::synced(), &key(i), value.as_bytes()).expect("put");
+        db.put_opt(&wisckey::WriteOptions::synced(), key(i), value.as_bytes()).expect("put");
     }
     db.close().expect("close");
     let mut logs: Vec<PathBuf> = std::fs::read_dir(&db_dir)
@@ -119,7 +119,7 @@ fn verify_fails_on_damage_before_synced_log_groups_and_repair_salvages_with_a_re
     assert!(ok.contains("healthy"), "verify after repair: {ok}");
     // Every key but the one or two in the damaged group reads back.
     let db = wisckey::Db::open(&db_dir, options()).expect("open after repair");
-    let present = (0..300u32).filter(|&i| db.get(&key(i)).expect("get").is_some()).count();
+    let present = (0..300u32).filter(|&i| db.get(key(i)).expect("get").is_some()).count();
     assert!((297..300).contains(&present), "{present} of 300 keys kept");
 }
 
@@ -282,4 +282,33 @@ fn checkpoint_backup_and_restore_work_beside_an_open_writer() {
     restore(&["--from", backups.to_str().expect("utf-8"), "--to", restored.to_str().expect("utf-8")]);
     assert_eq!(succeeds(&["get", "marker"], &restored).trim_end(), "overwritten after the checkpoint");
     assert!(succeeds(&["verify"], &restored).contains("healthy"));
+}
+
+/// The admin commands open a database with the shaping options it recorded: `compact` on a
+/// tiered database keeps it tiered (it used to open with default options and reshape the tree
+/// into leveling), `stats` reports the recorded policy, and only an open that names another
+/// policy changes it.
+#[test]
+fn compact_and_stats_keep_a_tiered_database_tiered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    succeeds(&["bench", "--num=20000", "--value_size=100", "--merge_policy=tiering:3", "--benchmarks=fillrandom"], &db);
+    let tiering: wisckey::MergePolicy = "tiering:3".parse().expect("tiering:3");
+    let wisckey::MergePolicy::Wacky(knobs) = tiering else { panic!("tiering is a Wacky policy") };
+    let expected = format!("merge_policy:     {knobs}");
+    let compacted = succeeds(&["compact"], &db);
+    assert!(compacted.contains(&expected), "compact kept the policy: {compacted}");
+    let stats = succeeds(&["stats"], &db);
+    assert!(stats.contains(&expected), "stats reads the recorded policy: {stats}");
+    let json = succeeds(&["stats", "--json"], &db);
+    assert!(json.contains(&format!("\"merge_policy\":\"{knobs}\"")), "{json}");
+    let reopened = wisckey::Db::open(&db, wisckey::Options::default().create_if_missing(false)).expect("open");
+    assert_eq!(reopened.stats().merge_policy, knobs.to_string(), "the library's default open too");
+    drop(reopened);
+    let named = wisckey::Db::open(&db, wisckey::Options::default().merge_policy(wisckey::MergePolicy::Leveling))
+        .expect("open naming leveling");
+    assert_eq!(named.stats().merge_policy, "leveling", "a named policy reshapes");
+    drop(named);
+    let stats = succeeds(&["stats"], &db);
+    assert!(stats.contains("merge_policy:     leveling"), "and is recorded from then on: {stats}");
 }

@@ -10,7 +10,9 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
 
 use super::sharing::{PinGuard, ReadOnlyView};
 use super::DbInner;
@@ -70,9 +72,14 @@ pub(crate) struct Capture<'a> {
     pub _pins: Option<PinGuard<'a>>,
 }
 
-/// How long a capture waits for a moment with no write group in flight (each group takes
-/// microseconds to a sync; the wait only ends in an error if writes never pause).
-const CAPTURE_PATIENCE: Duration = Duration::from_secs(10);
+/// What the write leader captured.
+struct Taken {
+    edit: VersionEdit,
+    head: LogPos,
+    end: LogPos,
+    sequence: u64,
+    snapshot: Option<Snapshot>,
+}
 
 impl DbInner {
     /// Capture the state a checkpoint or backup copies (see the module comment); with
@@ -82,54 +89,49 @@ impl DbInner {
             let snap = snapshot.then(|| self.snapshots.acquire(view.sequence));
             return Ok((self.capture_read_only(view)?, snap));
         }
-        let (edit, head, end, sequence, pins, snap) = self.capture_quiet(snapshot)?;
+        let (taken, pinned) = self.capture_as_leader(snapshot)?;
+        let mut pins = self.sharing.adopt_pins(pinned, Some(taken.head.file));
+        let snap = taken.snapshot;
         // The copy's manifest says the log is durable up to `end`; the source's log files
         // are made so (the linked ones are the same files).
         self.writes.sync_log_for_gc(self)?;
-        let mut capture = self.capture_files(edit, head, end, sequence, false)?;
+        let mut capture = self.capture_files(taken.edit, taken.head, taken.end, taken.sequence, false)?;
         let logs: Vec<u64> = capture.files.iter().filter_map(|f| log_number(&f.name)).collect();
-        let mut pins = pins;
         pins.narrow(&logs);
         capture._pins = Some(pins);
         Ok((capture, snap))
     }
 
-    /// The manifest state, log head and log end at a moment when no write group is in flight
-    /// (every sequence number handed out is published, so the log up to its end holds exactly
-    /// the writes up to the visible sequence number), with the captured files pinned. The
-    /// log's lock is only tried: waiting for it (a sync) would hold the DB mutex meanwhile.
-    #[allow(clippy::type_complexity)]
-    fn capture_quiet(
-        &self,
-        snapshot: bool,
-    ) -> Result<(VersionEdit, LogPos, LogPos, u64, PinGuard<'_>, Option<Snapshot>)> {
-        let deadline = Instant::now() + CAPTURE_PATIENCE;
-        loop {
-            {
-                let st = self.state.lock();
-                self.background_error(&st)?;
-                let seq = self.writes.visible_seq();
-                if st.last_seq == seq {
-                    if let Some(log) = self.writes.log.try_lock() {
-                        let end = LogPos { file: log.file_number(), offset: log.groups_end().offset };
-                        drop(log);
-                        let version = st.versions.current();
-                        let head = st.versions.log_head();
-                        let mut files: Vec<u64> = version.all_files().map(|(_, f)| f.number).collect();
-                        files.extend(st.versions.vlog_files().keys());
-                        let pins = self.sharing.pin(files, Some(head.file));
-                        let snap = snapshot.then(|| self.snapshots.acquire(seq));
-                        return Ok((st.versions.snapshot_edit(), head, end, seq, pins, snap));
-                    }
-                }
-            }
-            if Instant::now() >= deadline {
-                return Err(Error::Background {
-                    reason: format!("no pause between write groups in {CAPTURE_PATIENCE:?} to capture a checkpoint"),
-                });
-            }
-            std::thread::sleep(Duration::from_micros(100));
-        }
+    /// The manifest state (every keyspace's tree), log head and log end with no write group
+    /// in flight: taken as the write queue's leader (`run_exclusive`), so every sequence
+    /// number handed out is published and the log up to its end holds exactly the writes up
+    /// to the visible one. The captured files are pinned there too, under the DB mutex (see
+    /// `Sharing::pin_numbers`).
+    fn capture_as_leader(&self, snapshot: bool) -> Result<(Taken, Vec<u64>)> {
+        let out: Arc<Mutex<Option<(Taken, Vec<u64>)>>> = Arc::default();
+        let slot = out.clone();
+        self.writes.run_exclusive(self, move |db, st| {
+            // The log's lock may be held through a flush's fdatasync: wait for it without the
+            // DB mutex. No group can append meanwhile (this job leads the write queue), and the
+            // log head read below cannot pass this end.
+            let end = MutexGuard::unlocked(st, || {
+                let log = db.writes.log.lock();
+                LogPos { file: log.file_number(), offset: log.groups_end().offset }
+            });
+            db.background_error(st)?;
+            let edit = st.versions.snapshot_edit();
+            let head = st.versions.log_head();
+            let sequence = db.writes.visible_seq();
+            let mut files: Vec<u64> = st.versions.live_files().into_iter().collect();
+            files.extend(st.versions.vlog_files().keys());
+            db.sharing.pin_numbers(&files, Some(head.file));
+            // Acquired before anything can compact a version the sequence number still sees.
+            let snapshot = snapshot.then(|| db.snapshots.acquire(sequence));
+            *slot.lock() = Some((Taken { edit, head, end, sequence, snapshot }, files));
+            Ok(())
+        })?;
+        let taken = out.lock().take();
+        taken.ok_or_else(|| Error::invalid("the capture did not run"))
     }
 
     /// A read-only handle's capture: its view as its open replayed it. Its files stay as
@@ -158,11 +160,13 @@ impl DbInner {
             .filter(|(_, (kind, _))| matches!(kind, FileKind::Table | FileKind::Vlog | FileKind::Cold))
             .collect();
         let mut files = Vec::new();
-        for (_, meta) in &edit.added_files {
-            let name = filename::table_file_name(Path::new(""), meta.number);
+        let tables: Vec<(u64, u64)> =
+            edit.tree_edits().flat_map(|e| e.added_files.iter().map(|(_, m)| (m.number, m.size))).collect();
+        for (number, size) in tables {
+            let name = filename::table_file_name(Path::new(""), number);
             files.push(CapturedFile {
                 name: name.to_string_lossy().into_owned(),
-                len: meta.size,
+                len: size,
                 copy: false,
                 stable: true,
             });

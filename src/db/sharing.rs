@@ -130,15 +130,20 @@ impl Sharing {
         }
     }
 
-    /// Pin `files`, and every number from `floor` on, until the guard is dropped. Called
-    /// under the DB mutex with the capture it protects, so a GC step recorded after the
-    /// capture sees the pin before it punches (see `may_change_in_place`).
-    pub(crate) fn pin(&self, files: Vec<u64>, floor: Option<u64>) -> PinGuard<'_> {
+    /// Pin `files`, and every number from `floor` on, until `adopt_pins` hands the pins to a
+    /// guard. Called under the DB mutex with the capture it protects, so a GC step recorded
+    /// after the capture sees the pin before it punches (see `may_change_in_place`).
+    pub(crate) fn pin_numbers(&self, files: &[u64], floor: Option<u64>) {
         let mut pins = self.pins.lock();
-        for &f in &files {
+        for &f in files {
             *pins.files.entry(f).or_insert(0) += 1;
         }
         pins.floors.extend(floor);
+    }
+
+    /// The guard over pins `pin_numbers` took (the same `files` and `floor`): dropping it
+    /// unpins them.
+    pub(crate) fn adopt_pins(&self, files: Vec<u64>, floor: Option<u64>) -> PinGuard<'_> {
         PinGuard { sharing: self, files, floor }
     }
 
