@@ -179,7 +179,7 @@ pub fn run(args: TuneArgs) -> CliResult {
 
 /// Print the tuning of `input` (for keyspace `keyspace`, when one is named).
 fn answer(args: &TuneArgs, input: &TuningInput, keyspace: Option<&str>) {
-    let input = input.clone();
+    let input = *input;
     let tuning = continuum::tune(&input);
     let flush = args.flush_bytes.unwrap_or(args.write_buffer_size) as f64;
     let predicted: Vec<Candidate> =
