@@ -1,7 +1,7 @@
 //! Checkpoints, backups and read-only handles: copy a live database in one step (hard links),
 //! keep writing to it, and see that the copy still holds the state it was taken at; read the
 //! database from a second, read-only handle while the writer goes on; back it up twice (the
-//! second backup copies almost nothing) and restore.
+//! second backup copies almost nothing) and restore. Every keyspace goes along.
 //!
 //! `cargo run --example checkpoint`
 
@@ -16,6 +16,11 @@ fn main() -> wisckey::Result<()> {
     for i in 0..500u32 {
         db.put(format!("key{i:04}").as_bytes(), &value(0))?;
     }
+    // A second keyspace, written in one batch with the default one.
+    let events = db.create_keyspace("events", Options::default())?;
+    let mut batch = wisckey::WriteBatch::new();
+    batch.put("key0007-seen", "yes").put_in(&events, "event:1", "signup");
+    db.write(&wisckey::WriteOptions::default(), &batch)?;
     db.flush()?;
 
     // A checkpoint: a database of its own, at one sequence number, made of hard links.
@@ -33,13 +38,15 @@ fn main() -> wisckey::Result<()> {
     db.compact_range(None, None)?;
     db.run_gc(0.0)?;
     assert_eq!(reader.get(b"key0007")?.as_deref(), Some(&value(0)[..]));
+    assert_eq!(reader.keyspace("events")?.get("event:1")?.as_deref(), Some(&b"signup"[..]));
     assert!(matches!(reader.put(b"x", b"y"), Err(wisckey::Error::ReadOnly { .. })));
     drop(reader);
 
     // The checkpoint did not follow the overwrites, compaction or GC.
     let snapshot_copy = Db::open(&copy, Options::default())?;
     assert_eq!(snapshot_copy.get(b"key0007")?.as_deref(), Some(&value(0)[..]));
-    assert_eq!(snapshot_copy.scan(&ReadOptions::default())?.count(), 500);
+    assert_eq!(snapshot_copy.scan(&ReadOptions::default())?.count(), 501);
+    assert_eq!(snapshot_copy.keyspace("events")?.get("event:1")?.as_deref(), Some(&b"signup"[..]));
     assert!(snapshot_copy.verify()?.is_healthy());
     drop(snapshot_copy);
 
@@ -58,6 +65,7 @@ fn main() -> wisckey::Result<()> {
     wisckey::restore_backup(&backups, None, &restored, &Options::default())?;
     let back = Db::open(&restored, Options::default())?;
     assert_eq!(back.get(b"key0007")?.as_deref(), Some(&value(1)[..]));
+    assert_eq!(back.keyspaces(), ["default", "events"]);
     drop(back);
 
     db.close()?;

@@ -8,6 +8,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,13 +18,46 @@ use common::{assert_view_matches, make_value, owned_map, Model};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use wisckey::fs::{CrashMode, FaultFs, MemFs, Vfs};
-use wisckey::{Db, Error, Options, ReadOptions, WriteOptions};
+use wisckey::{Db, Error, Options, ReadOptions, WriteBatch, WriteOptions};
 
 const SRC: &str = "/src";
 const CKPT: &str = "/ckpt";
 
-fn contents(db: &Db, ro: &ReadOptions, ctx: &str) -> Model {
-    db.scan(ro).and_then(owned_map).unwrap_or_else(|e| panic!("{ctx}: scan failed: {e}"))
+/// Every keyspace's contents by name.
+type Models = BTreeMap<String, Model>;
+
+/// Every keyspace of `db` and what it holds at `ro`'s snapshot (the names as of now).
+fn all_contents(db: &Db, ro: &ReadOptions, ctx: &str) -> Models {
+    (db.keyspaces().into_iter())
+        .map(|name| {
+            let ks = db.keyspace(&name).unwrap_or_else(|e| panic!("{ctx}: keyspace {name}: {e}"));
+            let model = ks.scan(ro).and_then(owned_map).unwrap_or_else(|e| panic!("{ctx}: scan {name}: {e}"));
+            (name, model)
+        })
+        .collect()
+}
+
+/// `db` holds exactly `want`: the same keyspaces, the default one read every way
+/// (`assert_view_matches`), the others scanned both ways.
+fn assert_keyspaces_match(db: &Db, want: &Models, ctx: &str) {
+    let names = sorted(db.keyspaces());
+    assert!(names.iter().eq(want.keys()), "{ctx}: keyspaces {names:?}");
+    for (name, model) in want {
+        if name == wisckey::DEFAULT_KEYSPACE_NAME {
+            assert_view_matches(db, &ReadOptions::default(), model, &format!("{ctx}: default keyspace"));
+            continue;
+        }
+        let ks = db.keyspace(name).unwrap_or_else(|e| panic!("{ctx}: keyspace {name}: {e}"));
+        let fwd = ks.scan(&ReadOptions::default()).and_then(owned_map).expect("scan");
+        assert!(fwd == *model, "{ctx}: keyspace {name} holds {} entries, its model {}", fwd.len(), model.len());
+        let back: Vec<Vec<u8>> = ks.range::<&[u8], _>(..).expect("range").rev().map(|r| r.expect("entry").0).collect();
+        assert!(back.iter().eq(model.keys().rev()), "{ctx}: keyspace {name} read backwards");
+    }
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
 }
 
 fn assert_healthy(db: &Db, ctx: &str) {
@@ -32,7 +66,8 @@ fn assert_healthy(db: &Db, ctx: &str) {
 }
 
 /// Separated values, small log files and tables: a short script fills several log files,
-/// flushes, compacts and collects; no background thread, so every run makes the same calls.
+/// flushes, compacts and collects; background work has nothing to do but finish a dropped
+/// keyspace (the script waits for that), so every run makes the same calls.
 fn script_options(vfs: Arc<dyn Vfs>) -> Options {
     common::small_log_options(vfs, 64)
         .log_file_bytes(8 << 10)
@@ -41,61 +76,120 @@ fn script_options(vfs: Arc<dyn Vfs>) -> Options {
         .l0_compaction_trigger(8)
 }
 
+/// The keyspaces of the script besides the default one: `EVENTS` (tiered, its own separation
+/// threshold) lives on; `DOOMED` is dropped after the checkpoint, which must still hold it.
+const EVENTS: &str = "events";
+const DOOMED: &str = "doomed";
+
 #[derive(Debug, Clone)]
 enum Step {
-    Put(u32, u64, bool),
-    Delete(u32),
+    CreateKeyspace(&'static str),
+    /// Put key, version, synced, in a keyspace.
+    Put(&'static str, u32, u64, bool),
+    Delete(&'static str, u32),
+    /// One batch putting the key in the default keyspace and in `EVENTS`.
+    CrossBatch(u32, u64),
     Flush,
-    Compact,
+    Compact(&'static str),
     /// `run_gc` at this garbage ratio (percent).
     Gc(u32),
     Checkpoint,
+    DropKeyspace(&'static str),
+    /// `wait_for_background_work` (a dropped keyspace's tables go).
+    Settle,
 }
 
 fn key(i: u32) -> Vec<u8> {
     format!("k{i:03}").into_bytes()
 }
 
-/// Rounds of overwrites (some synced) each flushed, a compaction that counts the garbage, a
-/// collection of the files that are all garbage, unsynced overwrites, the checkpoint (which
-/// links the last round's value file), then more overwrites, deletes and collections that
-/// punch and delete the files the checkpoint links.
+fn keyspace(db: &Db, name: &str) -> wisckey::Result<wisckey::Keyspace> {
+    db.keyspace(name)
+}
+
+/// Rounds of overwrites (some synced) in three keyspaces, each flushed, a compaction that
+/// counts the garbage, a collection of the files that are all garbage, unsynced overwrites
+/// and batches across keyspaces, the checkpoint (which links the last round's value file),
+/// then more overwrites, deletes, a dropped keyspace and collections that punch and delete
+/// the files the checkpoint links.
 fn script() -> Vec<Step> {
-    let mut steps = Vec::new();
+    let mut steps = vec![Step::CreateKeyspace(EVENTS), Step::CreateKeyspace(DOOMED)];
     let mut version = 0;
     let mut round = |steps: &mut Vec<Step>, n: u32, sync_every: u32| {
         for i in 0..n {
             version += 1;
-            steps.push(Step::Put(i, version, sync_every > 0 && i % sync_every == 0));
+            let ks = [wisckey::DEFAULT_KEYSPACE_NAME, EVENTS, DOOMED][(i % 3) as usize];
+            steps.push(Step::Put(ks, i, version, sync_every > 0 && i % sync_every == 0));
         }
     };
     for _ in 0..4 {
         round(&mut steps, 24, 7);
         steps.push(Step::Flush);
     }
-    steps.extend([Step::Compact, Step::Gc(90)]);
+    steps.extend([Step::Compact(wisckey::DEFAULT_KEYSPACE_NAME), Step::Compact(EVENTS), Step::Gc(90)]);
     round(&mut steps, 12, 0);
-    steps.push(Step::Delete(20));
+    steps.extend([Step::CrossBatch(30, 1), Step::CrossBatch(31, 2)]);
+    steps.push(Step::Delete(wisckey::DEFAULT_KEYSPACE_NAME, 21));
     steps.push(Step::Checkpoint);
     for _ in 0..2 {
         round(&mut steps, 24, 5);
         steps.push(Step::Flush);
     }
-    steps.extend([Step::Delete(3), Step::Compact, Step::Gc(0), Step::Compact, Step::Gc(0)]);
+    steps.extend([Step::DropKeyspace(DOOMED), Step::Settle, Step::CrossBatch(30, 3)]);
+    steps.extend([Step::Delete(EVENTS, 4), Step::Compact(wisckey::DEFAULT_KEYSPACE_NAME), Step::Compact(EVENTS)]);
+    steps.extend([Step::Gc(0), Step::Compact(wisckey::DEFAULT_KEYSPACE_NAME), Step::Gc(0)]);
     steps
 }
 
-/// What a run of the script did: the model after every attempted step, the last one
+/// What a run of the script did: the models after every attempted step, the last one
 /// whose success promised durability, and how the checkpoint step ended.
 struct Run {
-    models: Vec<Model>,
+    models: Vec<Models>,
     floor: usize,
     gc_runs_at_checkpoint: u64,
-    checkpoint: Option<(Model, Result<wisckey::CheckpointInfo, String>)>,
+    checkpoint: Option<(Models, Result<wisckey::CheckpointInfo, String>)>,
+}
+
+/// Apply `step` to `db`, and to `next` what it does.
+fn apply(db: &Db, step: &Step, next: &mut Models) -> wisckey::Result<()> {
+    let value = |k: u32, v: u64| make_value(&key(k), v, 300);
+    match *step {
+        Step::CreateKeyspace(name) => {
+            next.insert(name.to_string(), Model::new());
+            let opts = Options::default().merge_policy(wisckey::MergePolicy::tiering(3)).min_separated_value_bytes(128);
+            db.create_keyspace(name, opts).map(|_| ())
+        }
+        Step::Put(ks, k, v, sync) => {
+            next.get_mut(ks).expect("model").insert(key(k), value(k, v));
+            keyspace(db, ks)?.put_opt(&WriteOptions { sync }, key(k), value(k, v))
+        }
+        Step::Delete(ks, k) => {
+            next.get_mut(ks).expect("model").remove(&key(k));
+            keyspace(db, ks)?.delete(key(k))
+        }
+        Step::CrossBatch(k, v) => {
+            let events = keyspace(db, EVENTS)?;
+            let mut batch = WriteBatch::new();
+            batch.put(key(k), value(k, v)).put_in(&events, key(k), value(k, v + 1));
+            next.get_mut(wisckey::DEFAULT_KEYSPACE_NAME).expect("model").insert(key(k), value(k, v));
+            next.get_mut(EVENTS).expect("model").insert(key(k), value(k, v + 1));
+            db.write(&WriteOptions::default(), &batch)
+        }
+        Step::Flush => db.flush(),
+        Step::Compact(ks) => keyspace(db, ks)?.compact_range(None, None),
+        Step::Gc(percent) => db.run_gc(f64::from(percent) / 100.0).map(|_| ()),
+        Step::Checkpoint => unreachable!("run() takes the checkpoint"),
+        Step::DropKeyspace(name) => {
+            next.remove(name);
+            db.drop_keyspace(name)
+        }
+        Step::Settle => db.wait_for_background_work(),
+    }
 }
 
 fn run(fs: &FaultFs, options: &Options, steps: &[Step]) -> (Option<Db>, Run) {
-    let mut out = Run { models: vec![Model::new()], floor: 0, gc_runs_at_checkpoint: 0, checkpoint: None };
+    let first: Models = [(wisckey::DEFAULT_KEYSPACE_NAME.to_string(), Model::new())].into();
+    let mut out = Run { models: vec![first], floor: 0, gc_runs_at_checkpoint: 0, checkpoint: None };
     let db = match Db::open(SRC, options.clone()) {
         Ok(db) => db,
         Err(e) => {
@@ -106,26 +200,19 @@ fn run(fs: &FaultFs, options: &Options, steps: &[Step]) -> (Option<Db>, Run) {
     for (i, step) in steps.iter().enumerate() {
         let mut next = out.models.last().expect("models").clone();
         let r = match step {
-            Step::Put(k, v, sync) => {
-                next.insert(key(*k), make_value(&key(*k), *v, 300));
-                db.put_opt(&WriteOptions { sync: *sync }, &key(*k), &make_value(&key(*k), *v, 300))
-            }
-            Step::Delete(k) => {
-                next.remove(&key(*k));
-                db.delete(&key(*k))
-            }
-            Step::Flush => db.flush(),
-            Step::Compact => db.compact_range(None, None),
-            Step::Gc(percent) => db.run_gc(f64::from(*percent) / 100.0).map(|_| ()),
             Step::Checkpoint => {
                 out.gc_runs_at_checkpoint = db.stats().gc_runs;
                 let r = db.checkpoint(CKPT);
                 out.checkpoint = Some((next.clone(), r.as_ref().map(|i| i.clone()).map_err(|e| e.to_string())));
                 r.map(|_| ())
             }
+            step => apply(&db, step, &mut next),
         };
         out.models.push(next);
-        let durable = matches!(step, Step::Put(_, _, true) | Step::Flush | Step::Checkpoint);
+        let durable = matches!(
+            step,
+            Step::Put(_, _, _, true) | Step::Flush | Step::Checkpoint | Step::CreateKeyspace(_) | Step::DropKeyspace(_)
+        );
         match r {
             Ok(()) if durable => out.floor = out.models.len() - 1,
             Ok(()) => {}
@@ -138,9 +225,9 @@ fn run(fs: &FaultFs, options: &Options, steps: &[Step]) -> (Option<Db>, Run) {
     (Some(db), out)
 }
 
-/// The checkpoint after a crash: complete (opens, verifies, holds exactly `want`) or
-/// unfinished (no open takes it for a database). Returns whether it is complete.
-fn check_checkpoint(fs: &FaultFs, options: &Options, want: &Model, finished: bool, ctx: &str) -> bool {
+/// The checkpoint after a crash: complete (opens, verifies, holds exactly `want` in every
+/// keyspace) or unfinished (no open takes it for a database). Returns whether it is complete.
+fn check_checkpoint(fs: &FaultFs, options: &Options, want: &Models, finished: bool, ctx: &str) -> bool {
     let has_current = fs.exists(&Path::new(CKPT).join("CURRENT"));
     assert!(has_current || !finished, "{ctx}: the checkpoint returned Ok but left no CURRENT");
     if !has_current {
@@ -149,7 +236,7 @@ fn check_checkpoint(fs: &FaultFs, options: &Options, want: &Model, finished: boo
         return false;
     }
     let ro = Db::open_read_only(CKPT, options.clone()).unwrap_or_else(|e| panic!("{ctx}: checkpoint open: {e}"));
-    assert_view_matches(&ro, &ReadOptions::default(), want, &format!("{ctx}: checkpoint (read-only)"));
+    assert_keyspaces_match(&ro, want, &format!("{ctx}: checkpoint (read-only)"));
     assert_healthy(&ro, &format!("{ctx}: checkpoint"));
     true
 }
@@ -161,8 +248,9 @@ fn every_crash_point_of_a_checkpoint_between_writes_and_gc_leaves_both_databases
     let (db, out) = run(&dry, &script_options(Arc::new(dry.clone())), &steps);
     let db = db.expect("dry run opens");
     assert_eq!(out.models.len(), steps.len() + 1, "the dry run must complete");
-    let (_, info) = out.checkpoint.clone().expect("the script checkpoints");
+    let (want, info) = out.checkpoint.clone().expect("the script checkpoints");
     let info = info.expect("dry-run checkpoint");
+    assert_eq!(want.len(), 3, "the checkpoint holds three keyspaces");
     let gc_before = out.gc_runs_at_checkpoint;
     let gc_after = db.stats().gc_runs - gc_before;
     assert!(
@@ -176,8 +264,9 @@ fn every_crash_point_of_a_checkpoint_between_writes_and_gc_leaves_both_databases
     let stride = (total / max_points.max(1)).max(1);
     eprintln!("checkpoint script: {total} mutating fs calls; crashing after every {stride}");
     const MODES: [CrashMode; 3] = [CrashMode::DropUnsynced, CrashMode::TearUnsynced, CrashMode::CorruptUnsynced];
-    let mut complete = 0;
+    let (mut complete, mut points) = (0, 0);
     for n in (0..=total).step_by(stride as usize) {
+        points += 1;
         let mode = MODES[(n / stride) as usize % MODES.len()];
         let fs = FaultFs::in_memory(n);
         let options = script_options(Arc::new(fs.clone()));
@@ -188,25 +277,36 @@ fn every_crash_point_of_a_checkpoint_between_writes_and_gc_leaves_both_databases
         drop(db);
         fs.crash(mode).expect("crash");
         let src = Db::open(SRC, options.clone()).unwrap_or_else(|e| panic!("{ctx}: source reopen: {e}"));
-        let state = contents(&src, &ReadOptions::default(), &ctx);
+        let state = all_contents(&src, &ReadOptions::default(), &ctx);
         assert!(
             (out.floor..out.models.len()).any(|j| out.models[j] == state),
-            "{ctx}: the source is not a durable prefix of the script (floor {})",
-            out.floor
+            "{ctx}: the source is not a durable prefix of the script (floor {}); keyspaces {:?}",
+            out.floor,
+            state.keys().collect::<Vec<_>>()
         );
         let Some((want, result)) = &out.checkpoint else { continue };
         if !check_checkpoint(&fs, &options, want, result.is_ok(), &ctx) {
             continue;
         }
         complete += 1;
-        // The source goes on overwriting and collecting everything the checkpoint links.
-        for i in 0..30 {
-            src.put(&key(i), &make_value(&key(i), 10_000 + u64::from(i), 300)).expect("write after reopen");
+        // The source goes on overwriting, dropping and collecting everything the checkpoint
+        // links.
+        for name in src.keyspaces() {
+            let ks = src.keyspace(&name).expect("keyspace");
+            for i in 0..30 {
+                ks.put(key(i), make_value(&key(i), 10_000 + u64::from(i), 300)).expect("write after reopen");
+            }
+            ks.compact_range(None, None).expect("compact");
+        }
+        if src.keyspaces().iter().any(|n| n == DOOMED) {
+            src.drop_keyspace(DOOMED).expect("drop");
         }
         src.flush().and_then(|_| src.compact_range(None, None)).expect("flush and compact");
         src.run_gc(0.0).and_then(|_| src.compact_range(None, None)).and_then(|_| src.run_gc(0.0)).expect("gc");
+        src.wait_for_background_work().expect("settle");
         check_checkpoint(&fs, &options, want, true, &format!("{ctx}, after the source's GC"));
     }
+    eprintln!("{points} crash points; {complete} left a complete checkpoint, checked again after the source's GC");
     assert!(complete > 0, "no crash point left a complete checkpoint");
 }
 
@@ -302,40 +402,59 @@ fn a_checkpoint_under_overwrites_gc_and_lwc_reads_exactly_the_source_at_its_sequ
             .l0_compaction_trigger(2)
     };
     let db = Arc::new(Db::open(&src_dir, options()).expect("open"));
+    // A tiered keyspace written with the default one (cross-keyspace batches), and one the
+    // source drops after the checkpoint.
+    let events = db.create_keyspace(EVENTS, Options::default().merge_policy(wisckey::MergePolicy::tiering(3)));
+    let doomed = db.create_keyspace(DOOMED, Options::default()).expect("create");
+    let events = events.expect("create");
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
         let (db, stop) = (db.clone(), stop.clone());
         std::thread::spawn(move || {
             let mut rng = StdRng::seed_from_u64(7);
-            let mut model = Model::new();
+            let mut models = Models::new();
             let mut version = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 version += 1;
                 let k = format!("key{:04}", rng.gen_range(0..800)).into_bytes();
+                let model = models.entry(wisckey::DEFAULT_KEYSPACE_NAME.to_string()).or_default();
                 if rng.gen_bool(0.05) {
                     db.delete(&k).expect("delete");
                     model.remove(&k);
+                } else if rng.gen_bool(0.3) {
+                    let (v, e) = (make_value(&k, version, rng.gen_range(80..600)), make_value(&k, version, 90));
+                    let mut batch = WriteBatch::new();
+                    batch.put(&k, &v).put_in(&events, &k, &e);
+                    db.write(&WriteOptions::default(), &batch).expect("batch");
+                    model.insert(k.clone(), v);
+                    models.entry(EVENTS.to_string()).or_default().insert(k, e);
                 } else {
                     let v = make_value(&k, version, rng.gen_range(80..600));
                     db.put(&k, &v).expect("put");
                     model.insert(k, v);
                 }
             }
-            model
+            models
         })
     };
+    for i in 0..300u32 {
+        doomed.put(key(i), make_value(&key(i), 1, 200)).expect("put");
+    }
     std::thread::sleep(Duration::from_millis(300));
     let (info, snap) = db.checkpoint_with_snapshot(&ckpt_dir).expect("checkpoint under load");
     let at = ReadOptions { snapshot: Some(snap), ..Default::default() };
-    let want = contents(&db, &at, "source at the checkpoint's sequence number");
+    let want = all_contents(&db, &at, "source at the checkpoint's sequence number");
     drop(at);
+    assert_eq!(want[DOOMED].len(), 300, "the dropped keyspace is in the checkpoint");
     let before = db.stats();
+    db.drop_keyspace(DOOMED).expect("drop");
     let until = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < until {
         db.run_gc(0.2).expect("gc");
         std::thread::sleep(Duration::from_millis(20));
     }
     db.compact_range(None, None).expect("compact");
+    db.keyspace(EVENTS).and_then(|ks| ks.compact_range(None, None)).expect("compact events");
     db.run_gc(0.0).expect("gc");
     let s = db.stats();
     eprintln!(
@@ -353,11 +472,15 @@ fn a_checkpoint_under_overwrites_gc_and_lwc_reads_exactly_the_source_at_its_sequ
     );
     assert!(s.gc_runs > before.gc_runs, "the source must collect after the checkpoint");
     assert!(s.last_sequence > info.sequence, "the writer must go on after the checkpoint");
+    assert!(s.num_segments_appended > before.num_segments_appended, "light-weight compaction must append");
     let ckpt = Db::open(&ckpt_dir, options()).expect("open the checkpoint");
     assert_healthy(&ckpt, "checkpoint");
-    assert_view_matches(&ckpt, &ReadOptions::default(), &want, "checkpoint");
+    assert_keyspaces_match(&ckpt, &want, "checkpoint");
     stop.store(true, Ordering::Relaxed);
-    let model = writer.join().expect("writer");
-    assert_view_matches(&db, &ReadOptions::default(), &model, "source after the load");
+    let models = writer.join().expect("writer");
+    for (name, model) in &models {
+        let got = db.keyspace(name).and_then(|ks| ks.scan(&ReadOptions::default())).and_then(owned_map);
+        assert!(got.expect("scan") == *model, "source keyspace {name} after the load");
+    }
     assert_healthy(&db, "source");
 }

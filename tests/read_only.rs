@@ -206,6 +206,58 @@ fn a_read_only_handle_refuses_every_change_and_opens_beside_the_writer() {
     assert!(matches!(Db::open_read_only("/nothing", opts()), Err(Error::NotADatabase { .. })));
 }
 
+/// Every keyspace's contents, by name.
+fn keyspace_contents(db: &Db) -> std::collections::BTreeMap<String, Model> {
+    (db.keyspaces().into_iter())
+        .map(|name| {
+            let ks = db.keyspace(&name).expect("keyspace");
+            let model = ks.scan(&ReadOptions::default()).and_then(common::owned_map).expect("scan");
+            (name, model)
+        })
+        .collect()
+}
+
+/// A read-only handle sees every keyspace as it was at its open — a batch across two of them
+/// whole, a keyspace the writer drops afterwards still there — and refuses keyspace changes;
+/// a backup and its restore hold every keyspace too.
+#[test]
+fn a_read_only_handle_and_a_backup_see_every_keyspace() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (dir, backups, restored) = (tmp.path().join("db"), tmp.path().join("backups"), tmp.path().join("restored"));
+    let db = Db::open(&dir, options()).expect("open");
+    let events = db.create_keyspace("events", Options::default().min_separated_value_bytes(16)).expect("create");
+    let doomed = db.create_keyspace("doomed", Options::default()).expect("create");
+    let mut model = Model::new();
+    write_round(&db, &mut model, 0, 200);
+    db.flush().expect("flush");
+    for i in 0..50u32 {
+        let mut batch = WriteBatch::new();
+        batch.put(key(i), b"default side").put_in(&events, key(i), make_value(&key(i), 1, 120));
+        db.write(&WriteOptions::default(), &batch).expect("cross-keyspace batch");
+        doomed.put(key(i), b"doomed").expect("put");
+    }
+    // Synced: what reached the files is what a reader sees.
+    db.put_opt(&WriteOptions::synced(), b"last", b"synced").expect("put");
+    let at_open = keyspace_contents(&db);
+    assert_eq!(at_open.len(), 3);
+    let ro = Db::open_read_only(&dir, options()).expect("open read-only");
+    assert_eq!(keyspace_contents(&ro), at_open, "the reader sees every keyspace");
+    let backup = db.backup(&backups).expect("backup");
+    db.drop_keyspace("doomed").expect("drop");
+    for i in 0..50u32 {
+        events.put(key(i), b"after the reader opened").expect("put");
+    }
+    db.flush().and_then(|_| db.compact_range(None, None)).and_then(|_| db.run_gc(0.0).map(|_| ())).expect("settle");
+    assert_eq!(keyspace_contents(&ro), at_open, "the reader keeps its view of every keyspace");
+    assert!(matches!(ro.drop_keyspace("events"), Err(Error::ReadOnly { .. })));
+    assert!(matches!(ro.keyspace("events").and_then(|ks| ks.put("x", "y")), Err(Error::ReadOnly { .. })));
+    drop(ro);
+    wisckey::restore_backup(&backups, Some(backup.id), &restored, &Options::default()).expect("restore");
+    let back = Db::open(&restored, options()).expect("open the restored database");
+    assert_eq!(keyspace_contents(&back), at_open, "the restored backup holds every keyspace");
+    assert!(back.verify().expect("verify").is_healthy());
+}
+
 #[test]
 fn backups_copy_only_what_changed_and_restore_exactly() {
     let tmp = tempfile::tempdir().expect("tempdir");
