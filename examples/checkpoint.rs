@@ -14,7 +14,7 @@ fn main() -> wisckey::Result<()> {
     let db = Db::open(&dir, Options::default())?;
     let value = |round: u32| vec![b'a' + round as u8; 4 << 10];
     for i in 0..500u32 {
-        db.put(format!("key{i:04}").as_bytes(), &value(0))?;
+        db.put(format!("key{i:04}").as_bytes(), value(0))?;
     }
     // A second keyspace, written in one batch with the default one.
     let events = db.create_keyspace("events", Options::default())?;
@@ -33,7 +33,7 @@ fn main() -> wisckey::Result<()> {
     // A read-only handle sees the database as it opens; the writer goes on meanwhile.
     let reader = Db::open_read_only(&dir, Options::default())?;
     for i in 0..500u32 {
-        db.put(format!("key{i:04}").as_bytes(), &value(1))?;
+        db.put(format!("key{i:04}").as_bytes(), value(1))?;
     }
     db.compact_range(None, None)?;
     db.run_gc(0.0)?;

@@ -343,7 +343,7 @@ fn later_punches_compactions_and_appends_in_either_database_leave_the_other_alon
     let write_round = |db: &Db, model: &mut Model, round: u64| {
         for i in 0..60u32 {
             let v = make_value(&key(i), round * 100 + u64::from(i), 200);
-            db.put(&key(i), &v).expect("put");
+            db.put(key(i), &v).expect("put");
             model.insert(key(i), v);
         }
         db.flush().and_then(|_| db.wait_for_background_work()).expect("settle");

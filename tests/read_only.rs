@@ -104,7 +104,7 @@ fn a_child_reader_sees_the_database_as_it_opened_while_the_writer_overwrites_and
     // Some of round 0 in tables, the rest only in the log: the child replays that part.
     db.flush().expect("flush");
     for i in 0..40 {
-        db.put(&key(i), &make_value(&key(i), u64::from(i), 100 + (i as usize % 5) * 100)).expect("rewrite");
+        db.put(key(i), make_value(&key(i), u64::from(i), 100 + (i as usize % 5) * 100)).expect("rewrite");
     }
     let mut child = Command::new(std::env::current_exe().expect("test binary"))
         .args([
@@ -279,7 +279,7 @@ fn backups_copy_only_what_changed_and_restore_exactly() {
     // A few writes that stay in the log file being appended: only their bytes are copied.
     for i in 0..5u32 {
         let v = make_value(&key(i), 99_000 + u64::from(i), 150);
-        db.put(&key(i), &v).expect("put");
+        db.put(key(i), &v).expect("put");
         model.insert(key(i), v);
     }
     let grown = db.backup(&backups).expect("backup 3");

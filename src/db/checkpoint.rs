@@ -79,6 +79,8 @@ struct Taken {
     end: LogPos,
     sequence: u64,
     snapshot: Option<Snapshot>,
+    /// The file numbers pinned (the floor aside).
+    pinned: Vec<u64>,
 }
 
 impl DbInner {
@@ -89,8 +91,8 @@ impl DbInner {
             let snap = snapshot.then(|| self.snapshots.acquire(view.sequence));
             return Ok((self.capture_read_only(view)?, snap));
         }
-        let (taken, pinned) = self.capture_as_leader(snapshot)?;
-        let mut pins = self.sharing.adopt_pins(pinned, Some(taken.head.file));
+        let taken = self.capture_as_leader(snapshot)?;
+        let mut pins = self.sharing.adopt_pins(taken.pinned, Some(taken.head.file));
         let snap = taken.snapshot;
         // The copy's manifest says the log is durable up to `end`; the source's log files
         // are made so (the linked ones are the same files).
@@ -107,8 +109,8 @@ impl DbInner {
     /// number handed out is published and the log up to its end holds exactly the writes up
     /// to the visible one. The captured files are pinned there too, under the DB mutex (see
     /// `Sharing::pin_numbers`).
-    fn capture_as_leader(&self, snapshot: bool) -> Result<(Taken, Vec<u64>)> {
-        let out: Arc<Mutex<Option<(Taken, Vec<u64>)>>> = Arc::default();
+    fn capture_as_leader(&self, snapshot: bool) -> Result<Taken> {
+        let out: Arc<Mutex<Option<Taken>>> = Arc::default();
         let slot = out.clone();
         self.writes.run_exclusive(self, move |db, st| {
             // The log's lock may be held through a flush's fdatasync: wait for it without the
@@ -127,7 +129,7 @@ impl DbInner {
             db.sharing.pin_numbers(&files, Some(head.file));
             // Acquired before anything can compact a version the sequence number still sees.
             let snapshot = snapshot.then(|| db.snapshots.acquire(sequence));
-            *slot.lock() = Some((Taken { edit, head, end, sequence, snapshot }, files));
+            *slot.lock() = Some(Taken { edit, head, end, sequence, snapshot, pinned: files });
             Ok(())
         })?;
         let taken = out.lock().take();
