@@ -136,7 +136,7 @@ impl Scheduler {
                 let old = db.writes.log.lock().unsynced_old();
                 crate::log::writer::sync_old_files(&old)?;
                 if let Some(end) = imm.log_end() {
-                    db.writes.log.lock().sync_to(end)?;
+                    db.writes.sync_log_to(end)?;
                 }
                 let meta = write_level0_table(&db.vfs, &db.dir, flush_opts, &imm, number)?;
                 db.cache_flushed_values(&imm);

@@ -445,12 +445,41 @@ impl WriteQueue {
     /// shadowed by writes that may not be synced yet). A failed sync leaves the log's state
     /// unknown, so it stops writes like a failed synced write does.
     pub(crate) fn sync_log_for_gc(&self, db: &DbInner) -> Result<()> {
-        let r = self.log.lock().sync();
+        let r = self.sync_log_detached();
         if let Err(e) = &r {
             tracing::error!(error = %e, "log sync before value-log GC failed; the database is read-only until resume()");
             db.state.lock().bg_error.get_or_insert_with(|| e.duplicate());
         }
         r
+    }
+
+    /// Make the log durable up to `end` (a flush does, before the manifest records `end` as
+    /// the log head), without holding the log while the device works.
+    pub(crate) fn sync_log_to(&self, end: LogPos) -> Result<()> {
+        if *self.durable.lock() >= end {
+            return Ok(());
+        }
+        {
+            let mut log = self.log.lock();
+            if end.file != log.file_number() {
+                // The file rolled since: only older files and the directory are left to sync.
+                return log.sync_to(end);
+            }
+        }
+        self.sync_log_detached()
+    }
+
+    /// Sync every group written so far with the log's lock held only to start and to record
+    /// the sync (`LogWriter::begin_sync`): an `fdatasync` of a log file can take as long as
+    /// writing tens of megabytes, and the write leader appending behind it would make every
+    /// user write wait that long.
+    fn sync_log_detached(&self) -> Result<()> {
+        let ticket = self.log.lock().begin_sync()?;
+        if let Some(t) = ticket {
+            t.run()?;
+            self.log.lock().finish_sync(&t);
+        }
+        Ok(())
     }
 
     /// Leave the read-only state after a background error.

@@ -148,6 +148,12 @@ impl Table {
         };
         let data_end = footer.data_end();
         let mapping = file.mapping().cloned();
+        if mapping.is_some() {
+            // A lookup's fault should read its own page, not the kernel's read-around (up to
+            // the device's read-ahead, megabytes here) when the tree outgrows the page cache:
+            // scans read ahead themselves (`BlockReadahead::advise_mapped`). A hint only.
+            let _ = file.advise(0, 0, crate::fs::Advice::Random);
+        }
         // Every block takes at least its trailer, which bounds a damaged block count.
         let max_blocks = usize::try_from(data_end / BLOCK_TRAILER_LEN as u64).unwrap_or(usize::MAX);
         let blocks = usize::try_from(props.num_data_blocks).unwrap_or(usize::MAX).min(max_blocks);
@@ -411,6 +417,9 @@ impl Table {
         readahead: Option<&mut BlockReadahead>,
     ) -> Result<Arc<Block>> {
         if let Some(map) = &self.mapping {
+            if let Some(ra) = readahead.filter(|ra| ra.active()) {
+                ra.advise_mapped(&*self.file, handle, self.data_end);
+            }
             let slot = ordinal.and_then(|i| self.mapped_blocks.get(i));
             let made = slot.and_then(OnceLock::get).filter(|b| b.file_offset() == handle.offset);
             if let Some(b) = made.filter(|_| !reads.verify_checksums) {
@@ -426,7 +435,8 @@ impl Table {
             return Ok(b);
         }
         let raw = match readahead {
-            Some(ra) if ra.active() => ra.read(&*self.file, handle, self.data_end)?,
+            // The buffer reads forward: a reverse scan reads block by block.
+            Some(ra) if ra.active() && !ra.backward => ra.read(&*self.file, handle, self.data_end)?,
             _ => read_block(&*self.file, handle, self.data_end)?,
         };
         self.cache_block(handle, raw, reads.fill_cache)
@@ -495,31 +505,61 @@ const READAHEAD_AFTER: u32 = 2;
 const READAHEAD_MIN_BYTES: usize = 16 << 10;
 const READAHEAD_MAX_BYTES: usize = 256 << 10;
 
-/// Sequential-scan detection and read-ahead buffer of one iterator: once blocks are loaded
-/// in file order, cache misses are served from one large read instead of one read per
-/// block (a system call per 4 KiB block dominates a scan otherwise).
+/// Sequential-scan detection and read-ahead of one iterator: once blocks are loaded in file
+/// order (either way), cache misses are served from one large read instead of one read per
+/// block (a system call per 4 KiB block dominates a scan otherwise), and a mapped file's
+/// pages ahead are asked for (`MADV_WILLNEED`: its mapping is advised for random access).
 #[derive(Debug, Default)]
 struct BlockReadahead {
     buf: Vec<u8>,
     /// File offset of `buf[0]`.
     buf_offset: u64,
-    /// End (with trailer) of the last block loaded.
-    last_end: Option<u64>,
+    /// Start and end (with trailer) of the last block loaded.
+    last: Option<(u64, u64)>,
     /// Blocks loaded in file order in a row.
     sequential: u32,
+    /// The run goes towards the start of the file (a reverse scan).
+    backward: bool,
     next_size: usize,
+    /// How far ahead of the scan a mapped file's pages were asked for: an end going forward,
+    /// a start going backward.
+    advised: Option<u64>,
 }
 
 impl BlockReadahead {
     /// Record that the iterator moves to the block at `h`.
     fn observe(&mut self, h: BlockHandle) {
-        if self.last_end == Some(h.offset) {
+        let (forward, backward) = match self.last {
+            Some((start, end)) => (end == h.offset, h.end_with_trailer() == start),
+            None => (false, false),
+        };
+        if (forward && !self.backward) || (backward && (self.backward || self.sequential == 0)) {
+            self.backward = backward && !forward;
             self.sequential += 1;
         } else {
             self.sequential = 0;
+            self.backward = false;
             self.next_size = READAHEAD_MIN_BYTES;
+            self.advised = None;
         }
-        self.last_end = Some(h.end_with_trailer());
+        self.last = Some((h.offset, h.end_with_trailer()));
+    }
+
+    /// Ask for the pages of a mapped `file` ahead of the block at `h` once fewer than half a
+    /// read-ahead's worth is left asked for, `next_size` at a time (doubling to the most).
+    fn advise_mapped(&mut self, file: &dyn RandomAccessFile, h: BlockHandle, limit: u64) {
+        let size = self.next_size.max(READAHEAD_MIN_BYTES) as u64;
+        let range = if self.backward {
+            let from = self.advised.unwrap_or(h.end_with_trailer());
+            (from + size / 2 > h.offset).then(|| (from.saturating_sub(size), from))
+        } else {
+            let from = self.advised.unwrap_or(h.offset);
+            (from < h.offset + size / 2).then(|| (from, (from + size).min(limit)))
+        };
+        let Some((start, end)) = range.filter(|(s, e)| e > s) else { return };
+        let _ = file.advise(start, end - start, crate::fs::Advice::WillNeed);
+        self.advised = Some(if self.backward { start } else { end });
+        self.next_size = (self.next_size.max(READAHEAD_MIN_BYTES) * 2).min(READAHEAD_MAX_BYTES);
     }
 
     fn active(&self) -> bool {

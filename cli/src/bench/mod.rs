@@ -228,7 +228,12 @@ impl Bench {
         }
         Ok(Bench {
             db: Some(db),
-            live: LiveKeys::new(args.num, args.key_size as usize),
+            // A byte per key, only when `stats` will report space: at 100 M keys it would
+            // otherwise be 100 MB of the benchmark's own memory beside the engine's.
+            live: LiveKeys::new(
+                if args.benchmark_names().any(|n| n == "stats") { args.num } else { 0 },
+                args.key_size as usize,
+            ),
             live_known: !args.use_existing_db,
             args,
             path,
@@ -311,12 +316,19 @@ impl Bench {
             (1..=threads as u32).map(|i| self.args.seed.wrapping_add(self.thread_count + i)).collect();
         // Write benchmarks always keep latencies: their tail (p99, p99.9) is where stalls show.
         let latencies = self.args.histogram || spec.writes;
+        // Write benchmarks also report how long writers waited for the engine (GC's pacing,
+        // flush and compaction stalls) while they ran.
+        let waits_before = spec.writes.then(|| self.db().map(|db| report::Waits::of(&db.stats()))).transpose()?;
         let stats = run_threads(&ctx, spec.method, &seeds, progress.as_ref(), latencies)?;
         if let Some(pb) = progress {
             pb.finish_and_clear();
         }
         self.thread_count += threads as u32;
-        self.report(&stats.summary(name, threads));
+        let mut summary = stats.summary(name, threads);
+        if let Some(before) = waits_before {
+            summary.waits = Some(report::Waits::of(&self.db()?.stats()).since(&before));
+        }
+        self.report(&summary);
         Ok(())
     }
 
