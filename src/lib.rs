@@ -34,6 +34,9 @@
 //! [`RecoveryMode::SkipDamaged`] salvages what can be kept and [`Db::recovery_report`] says
 //! what was lost ([`RecoveryReport`], [`LostRange`]).
 //!
+//! [`inspect`] reads a database's files one by one (tables, the manifest, log files) and its
+//! tree's shape, read-only, for diagnostic tools such as `wisckey dump`.
+//!
 //! Cargo feature `test-util` adds `fs::FaultFs`, a file system that injects crashes, I/O
 //! errors and bit flips, for testing code built on the engine.
 
@@ -45,6 +48,7 @@ mod db;
 mod error;
 mod filename;
 pub mod fs;
+pub mod inspect;
 mod internal_iter;
 mod key;
 mod log;
@@ -59,7 +63,8 @@ mod vlog;
 mod write_batch;
 
 pub use db::{
-    destroy, Db, DbIterator, DbStats, Entries, GcReport, LostRange, RecoveryReport, VerifyReport, WorkloadCounts,
+    destroy, Db, DbIterator, DbStats, Entries, GcReport, Keyspace, LostRange, Range, RecoveryReport, VerifyReport,
+    WorkloadCounts, DEFAULT_KEYSPACE_NAME, MAX_KEYSPACE_NAME_BYTES,
 };
 pub use error::{Error, Result};
 pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};

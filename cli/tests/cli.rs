@@ -91,7 +91,7 @@ fn verify_fails_on_damage_before_synced_log_groups_and_repair_salvages_with_a_re
     let db = wisckey::Db::open(&db_dir, options()).expect("open");
     for i in 0..300u32 {
         let value = format!("{i}-{}", "w".repeat(150));
-        db.put_opt(&wisckey::WriteOptions::synced(), &key(i), value.as_bytes()).expect("put");
+        db.put_opt(&wisckey::WriteOptions::synced(), key(i), value.as_bytes()).expect("put");
     }
     db.close().expect("close");
     let mut logs: Vec<PathBuf> = std::fs::read_dir(&db_dir)
@@ -119,7 +119,7 @@ fn verify_fails_on_damage_before_synced_log_groups_and_repair_salvages_with_a_re
     assert!(ok.contains("healthy"), "verify after repair: {ok}");
     // Every key but the one or two in the damaged group reads back.
     let db = wisckey::Db::open(&db_dir, options()).expect("open after repair");
-    let present = (0..300u32).filter(|&i| db.get(&key(i)).expect("get").is_some()).count();
+    let present = (0..300u32).filter(|&i| db.get(key(i)).expect("get").is_some()).count();
     assert!((297..300).contains(&present), "{present} of 300 keys kept");
 }
 
@@ -243,4 +243,66 @@ fn tune_refuses_a_mix_of_nothing() {
     let out = Command::new(env!("CARGO_BIN_EXE_wisckey")).args(["tune", "--num=1000"]).output().expect("run");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--writes"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The admin commands open a database with the shaping options it recorded: `compact` on a
+/// tiered database keeps it tiered (it used to open with default options and reshape the tree
+/// into leveling), `stats` reports the recorded policy, and only an open that names another
+/// policy changes it.
+#[test]
+fn compact_and_stats_keep_a_tiered_database_tiered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    succeeds(&["bench", "--num=20000", "--value_size=100", "--merge_policy=tiering:3", "--benchmarks=fillrandom"], &db);
+    let tiering: wisckey::MergePolicy = "tiering:3".parse().expect("tiering:3");
+    let wisckey::MergePolicy::Wacky(knobs) = tiering else { panic!("tiering is a Wacky policy") };
+    let expected = format!("merge_policy:     {knobs}");
+    let compacted = succeeds(&["compact"], &db);
+    assert!(compacted.contains(&expected), "compact kept the policy: {compacted}");
+    let stats = succeeds(&["stats"], &db);
+    assert!(stats.contains(&expected), "stats reads the recorded policy: {stats}");
+    let json = succeeds(&["stats", "--json"], &db);
+    assert!(json.contains(&format!("\"merge_policy\":\"{knobs}\"")), "{json}");
+    let reopened = wisckey::Db::open(&db, wisckey::Options::default().create_if_missing(false)).expect("open");
+    assert_eq!(reopened.stats().merge_policy, knobs.to_string(), "the library's default open too");
+    drop(reopened);
+    let named = wisckey::Db::open(&db, wisckey::Options::default().merge_policy(wisckey::MergePolicy::Leveling))
+        .expect("open naming leveling");
+    assert_eq!(named.stats().merge_policy, "leveling", "a named policy reshapes");
+    drop(named);
+    let stats = succeeds(&["stats"], &db);
+    assert!(stats.contains("merge_policy:     leveling"), "and is recorded from then on: {stats}");
+}
+
+/// `tune --db` answers per keyspace, each for its own recorded mix: a keyspace that only takes
+/// writes and one that only answers lookups of absent keys get different designs.
+#[test]
+fn tune_answers_for_each_keyspace_from_its_own_recorded_mix() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    {
+        let db = wisckey::Db::open(&path, wisckey::Options::default()).expect("open");
+        let writes = db.create_keyspace("writes", wisckey::Options::default()).expect("create");
+        let lookups = db.create_keyspace("lookups", wisckey::Options::default()).expect("create");
+        for i in 0..20_000u32 {
+            writes.put(format!("w{i:08}"), [7u8; 100]).expect("put");
+            lookups.put(format!("l{i:08}"), [7u8; 100]).expect("put");
+        }
+        db.flush().expect("flush");
+        for i in 0..200_000u32 {
+            assert!(lookups.get(format!("absent{i}")).expect("get").is_none());
+        }
+        db.close().expect("close");
+    }
+    let out = succeeds(&["tune"], &path);
+    let chosen = |ks: &str| -> String {
+        let at = out.find(&format!("keyspace {ks}:")).unwrap_or_else(|| panic!("no answer for {ks}: {out}"));
+        let line = out[at..].lines().find(|l| l.starts_with("chosen: ")).expect("a chosen line");
+        line.to_string()
+    };
+    assert_ne!(chosen("writes"), chosen("lookups"), "{out}");
+    let one = succeeds(&["tune", "--keyspace", "writes"], &path);
+    assert!(one.lines().next().is_some_and(|l| l.starts_with("workload: reads 0.00")), "{one}");
+    let missing = wisckey(&["tune", "--keyspace", "nope"], &path);
+    assert!(!missing.status.success());
 }

@@ -3,6 +3,8 @@
 use std::sync::Arc;
 
 use crate::fs::{PosixFs, Vfs};
+
+mod recorded;
 pub use crate::sst::compression::Compression;
 
 /// What recovery does where the log after the manifest's head breaks off (damaged bytes, a
@@ -208,8 +210,22 @@ pub struct Options {
     /// error while the kernel faults a mapped page in raises SIGBUS instead of returning
     /// an error; `false` reads every value with `pread`.
     pub mmap_value_reads: bool,
+    /// Let the engine move the merge policy along the Wacky continuum by itself as the
+    /// workload shifts (per keyspace; recorded with the shaping settings): it counts the
+    /// operations over a sliding window, re-runs the cost model every
+    /// `auto_tune_interval_ms`, and moves to the predicted cheapest design when that saves
+    /// more than `AUTO_TUNE_HYSTERESIS` of the design in force, while the model's predictions
+    /// for the design in force match what the tree measures. Off by default (see
+    /// docs/BENCHMARKS.md for what it buys). With it on, the policy the database recorded
+    /// wins over a named `merge_policy`, which only sets where a new database starts.
+    pub auto_tune: bool,
+    /// How often the auto-tuner looks at each keyspace's workload (default 1000 ms).
+    pub auto_tune_interval_ms: u64,
     /// The filesystem to use (real files by default; in-memory or fault-injecting in tests).
     pub vfs: Arc<dyn Vfs>,
+    /// The shaping settings named through their setters (`recorded.rs`): those win over what
+    /// the manifest recorded; the others take the recorded value at open.
+    named_shape: std::collections::BTreeSet<&'static str>,
 }
 
 impl std::fmt::Debug for Options {
@@ -268,7 +284,10 @@ impl Default for Options {
             gc_space_amp_stall: 1.4,
             io_uring: true,
             mmap_value_reads: true,
+            auto_tune: false,
+            auto_tune_interval_ms: 1000,
             vfs: Arc::new(PosixFs::new()),
+            named_shape: std::collections::BTreeSet::new(),
         }
     }
 }
@@ -280,6 +299,19 @@ macro_rules! setter {
         #[must_use]
         pub fn $name(mut self, v: $ty) -> Self {
             self.$name = v;
+            self
+        }
+    };
+}
+
+/// A setter of a setting that shapes files (`recorded.rs`): naming it overrides the record.
+macro_rules! shape_setter {
+    ($name:ident: $ty:ty) => {
+        #[doc = concat!("Set [`Options::", stringify!($name), "`] (overriding the value the database recorded).")]
+        #[must_use]
+        pub fn $name(mut self, v: $ty) -> Self {
+            self.$name = v;
+            self.named_shape.insert(stringify!($name));
             self
         }
     };
@@ -307,29 +339,29 @@ impl Options {
     setter!(value_cache_bytes: u64);
     setter!(prepopulate_value_cache: PrepopulateValueCache);
     setter!(max_open_files: usize);
-    setter!(block_size_bytes: usize);
-    setter!(block_restart_interval: usize);
-    setter!(target_file_size_bytes: u64);
-    setter!(compression: Compression);
-    setter!(bloom_bits_per_key: Vec<f64>);
-    setter!(filter_allocation: FilterAllocation);
-    setter!(merge_policy: MergePolicy);
-    setter!(light_weight_compaction: bool);
-    setter!(lwc_max_segments: u64);
-    setter!(lwc_max_table_bytes: u64);
+    shape_setter!(block_size_bytes: usize);
+    shape_setter!(block_restart_interval: usize);
+    shape_setter!(target_file_size_bytes: u64);
+    shape_setter!(compression: Compression);
+    shape_setter!(bloom_bits_per_key: Vec<f64>);
+    shape_setter!(filter_allocation: FilterAllocation);
+    shape_setter!(merge_policy: MergePolicy);
+    shape_setter!(light_weight_compaction: bool);
+    shape_setter!(lwc_max_segments: u64);
+    shape_setter!(lwc_max_table_bytes: u64);
     setter!(compaction_threads: usize);
     setter!(compaction_nice: Option<i32>);
     setter!(defer_compaction_syncs: Option<bool>);
     setter!(l0_compaction_trigger: usize);
     setter!(l0_slowdown_trigger: usize);
     setter!(l0_stop_trigger: usize);
-    setter!(max_bytes_for_level_base: u64);
-    setter!(level_size_ratio: u64);
-    setter!(num_levels: usize);
+    shape_setter!(max_bytes_for_level_base: u64);
+    shape_setter!(level_size_ratio: u64);
+    shape_setter!(num_levels: usize);
     setter!(log_file_bytes: u64);
     setter!(log_buffer_bytes: usize);
     setter!(recovery_mode: RecoveryMode);
-    setter!(min_separated_value_bytes: usize);
+    shape_setter!(min_separated_value_bytes: usize);
     setter!(gc_garbage_ratio: f64);
     setter!(gc_interval_ms: u64);
     setter!(gc_chunk_bytes: u64);
@@ -338,6 +370,8 @@ impl Options {
     setter!(gc_space_amp_stall: f64);
     setter!(io_uring: bool);
     setter!(mmap_value_reads: bool);
+    shape_setter!(auto_tune: bool);
+    setter!(auto_tune_interval_ms: u64);
     setter!(vfs: Arc<dyn Vfs>);
 
     /// Table-building options for a table written to `level`.
