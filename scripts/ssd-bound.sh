@@ -115,6 +115,7 @@ run_in_cgroup() {
 engine_cmd() { # engine phase num value_size (phase "load": fillrandom,overwrite)
   local e="$1" p="$2" n="$3" v="$4" existing=1
   [ "$p" != load ] || { existing=0; p=fillrandom,overwrite; }
+  [ "$p" != fillrandom ] || existing=0 # a load without the overwrite pass
   local r="$reads"
   case "$p" in readseq|readreverse) r="$n" ;; esac
   case "$e" in
