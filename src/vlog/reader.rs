@@ -490,7 +490,7 @@ impl VlogReader {
     /// `None` for one in `DIRECT_SAMPLE` of them (read through the page cache, so its hit
     /// count can turn direct mode off) and where direct reads are unsupported.
     fn sampled_direct_file(&self, number: u64) -> Option<Arc<dyn RandomAccessFile>> {
-        if self.misses.fetch_add(1, Ordering::Relaxed) % DIRECT_SAMPLE == 0 {
+        if self.misses.fetch_add(1, Ordering::Relaxed).is_multiple_of(DIRECT_SAMPLE) {
             return None;
         }
         self.direct_file(number)
