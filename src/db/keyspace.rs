@@ -413,19 +413,6 @@ impl DbInner {
             Ok(())
         })
     }
-
-    /// The id of keyspace `id` if it may be written now; else the error a writer gets.
-    pub(crate) fn check_writable(st: &super::State, id: u32) -> Result<()> {
-        match st.trees.get(&id) {
-            Some(t) if !t.dropped => Ok(()),
-            _ => Err(st.missing_keyspace(id)),
-        }
-    }
-
-    /// The id of every keyspace a memtable made now holds a list for.
-    pub(crate) fn live_keyspace_ids(st: &super::State) -> Vec<u32> {
-        st.trees.iter().filter(|(_, t)| !t.dropped).map(|(&id, _)| id).collect()
-    }
 }
 
 impl super::write::WriteQueue {

@@ -255,6 +255,27 @@ impl State {
         }
     }
 
+    /// The id of keyspace `id` if it may be written now; else the error a writer gets.
+    pub(crate) fn check_writable(&self, id: u32) -> Result<()> {
+        match self.trees.get(&id) {
+            Some(t) if !t.dropped => Ok(()),
+            _ => Err(self.missing_keyspace(id)),
+        }
+    }
+
+    /// The id of every keyspace a memtable made now holds a list for.
+    pub(crate) fn live_keyspace_ids(&self) -> Vec<u32> {
+        self.trees.iter().filter(|(_, t)| !t.dropped).map(|(&id, _)| id).collect()
+    }
+
+    /// The memtables, newest first.
+    pub(super) fn mems(&self) -> read::Mems {
+        let mut mems = smallvec::SmallVec::with_capacity(1 + self.imms.len());
+        mems.push(self.mem.clone());
+        mems.extend(self.imms.iter().rev().cloned());
+        mems
+    }
+
     /// Whether any running compaction holds a level of any keyspace.
     fn compactions_running(&self) -> bool {
         self.trees.values().any(|t| !t.busy_levels.is_empty())
