@@ -7,6 +7,7 @@ mod cold;
 mod gc;
 mod gc_pacing;
 mod iter;
+mod properties;
 mod read;
 mod recovery;
 mod repair;
@@ -313,7 +314,9 @@ impl Db {
         };
         let block_cache = (options.block_cache_bytes > 0)
             .then(|| crate::sst::block_cache::new_block_cache(options.block_cache_bytes));
-        let table_cache = Arc::new(TableCache::new(vfs.clone(), dir.clone(), options.max_open_files, block_cache));
+        let read_options = crate::sst::TableReadOptions::from_options(&options);
+        let table_cache =
+            Arc::new(TableCache::new(vfs.clone(), dir.clone(), options.max_open_files, block_cache, read_options));
         let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone(), options.io_uring)
             .with_mapped_reads(options.mmap_value_reads)
             .with_value_cache(options.value_cache_bytes);

@@ -120,7 +120,7 @@ impl DbInner {
                 children.push(Box::new(RunIterator::new(self.table_cache.clone(), run.files.clone(), false)));
             }
         }
-        let mut it = MergingIterator::new(children);
+        let mut it = MergingIterator::new(children, self.table_cache.order().clone());
         it.seek_to_first()?;
         while it.valid() {
             let is_pointer = crate::key::parse_internal_key(it.key()).is_some_and(|k| k.kind == ValueKind::Pointer);
@@ -329,9 +329,10 @@ impl DbInner {
         // still read.
         let pins = (view.mems, view.version.clone(), reader);
         let samples = IterSamples { db: Arc::clone(self), version: view.version.clone() };
+        let order = self.table_cache.order().clone();
         Ok(DbIterator::new(
-            Box::new(MergingIterator::new(children)),
-            view.seq,
+            Box::new(MergingIterator::new(children, order.clone())),
+            (view.seq, order),
             (ro.lower_bound.clone(), ro.upper_bound.clone()),
             Arc::new(ScanValues {
                 db: Arc::clone(self),

@@ -40,9 +40,9 @@ pub(super) fn recover(
     // the log may be opened.
     let existing = vfs.exists(&filename::current_file_name(dir));
     let mut versions = if existing {
-        VersionSet::load(vfs.clone(), dir, opts.num_levels)?
+        VersionSet::load_in(vfs.clone(), dir, opts.num_levels, opts.key_order())?
     } else {
-        VersionSet::create(vfs.clone(), dir, opts.num_levels, policy_name)?
+        VersionSet::create_in(vfs.clone(), dir, opts.num_levels, policy_name, opts.key_order())?
     };
     if versions.policy() != policy_name {
         tracing::info!(was = versions.policy(), now = policy_name, "compaction policy changed since the last open");
@@ -72,8 +72,15 @@ pub(super) fn recover(
         false => None,
     };
     let manifest_seq = versions.last_sequence();
-    let mut replay =
-        Replay { vfs, dir, opts, policy, versions: &mut versions, mem: Arc::new(Memtable::default()), applied: None };
+    let mut replay = Replay {
+        vfs,
+        dir,
+        opts,
+        policy,
+        versions: &mut versions,
+        mem: Arc::new(Memtable::new(opts.key_order())),
+        applied: None,
+    };
     for seg in &plan.apply {
         replay.segment(seg)?;
     }
@@ -343,7 +350,7 @@ impl Replay<'_> {
         let last = self.versions.last_sequence().max(self.applied.unwrap_or(0));
         self.versions.set_last_sequence(last);
         self.versions.log_and_apply(edit)?;
-        self.mem = Arc::new(Memtable::default());
+        self.mem = Arc::new(Memtable::new(self.opts.key_order()));
         Ok(())
     }
 }

@@ -101,7 +101,9 @@ impl DbInner {
     fn verify_table(&self, meta: &FileMeta, report: &mut VerifyReport) {
         report.tables_checked += 1;
         let path = table_file_name(&self.dir, meta.number);
-        let opened = self.vfs.open_read(&path).and_then(|file| Table::open(file, meta.number, meta.size, None));
+        let ro = crate::sst::TableReadOptions::from_options(&self.opts);
+        let opened =
+            self.vfs.open_read(&path).and_then(|file| Table::open_with(file, meta.number, meta.size, None, &ro));
         let table = match opened {
             Ok(t) => Arc::new(t),
             Err(e) => return report.error(e),
@@ -120,6 +122,7 @@ impl DbInner {
             let why = format!("holds {} segments, the manifest says {}", table.num_segments(), meta.segments.max(1));
             report.error(bad(why));
         }
+        let order = self.table_cache.order();
         let mut it = table.iter(false);
         it.seek_to_first()?;
         let mut prev: Option<Vec<u8>> = None;
@@ -131,12 +134,12 @@ impl DbInner {
                 return Err(bad(format!("malformed key at entry {entries}")));
             }
             if let Some(prev) = &prev {
-                if key::compare_internal(prev, ikey) != Ordering::Less {
+                if order.compare_internal(prev, ikey) != Ordering::Less {
                     report.error(bad(format!("entry {entries}: keys out of order")));
                 }
             }
-            let outside = key::compare_internal(ikey, &meta.smallest) == Ordering::Less
-                || key::compare_internal(ikey, &meta.largest) == Ordering::Greater;
+            let outside = order.compare_internal(ikey, &meta.smallest) == Ordering::Less
+                || order.compare_internal(ikey, &meta.largest) == Ordering::Greater;
             if outside {
                 report.error(bad(format!("entry {entries}: key outside the file's manifest key range")));
             }

@@ -309,7 +309,7 @@ impl DbInner {
             log.groups_end()
         };
         st.mem.set_log_end(end);
-        let fresh = Arc::new(Memtable::with_pool(self.chunk_pool.clone()));
+        let fresh = Arc::new(Memtable::with_pool(self.chunk_pool.clone(), self.opts.key_order()));
         let full = std::mem::replace(&mut st.mem, fresh);
         st.imms.push_back(full);
         self.flush_cv.notify_one();

@@ -10,6 +10,7 @@ mod skiplist;
 
 pub use kept::ChunkPool;
 
+use crate::comparator::KeyOrder;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
@@ -158,10 +159,16 @@ impl Memtable {
         }
     }
 
-    /// A memtable whose kept values go into chunks of `pool`, reused across memtables.
-    pub fn with_pool(pool: Arc<ChunkPool>) -> Memtable {
-        let map = skiplist::SkipList::new(Some(pool.nodes.clone()));
+    /// A memtable of keys in `order` whose kept values go into chunks of `pool`, reused across
+    /// memtables.
+    pub fn with_pool(pool: Arc<ChunkPool>, order: KeyOrder) -> Memtable {
+        let map = skiplist::SkipList::new(Some(pool.nodes.clone()), order);
         Memtable { map, arena: kept::KeptArena::with_pool(pool), ..Memtable::default() }
+    }
+
+    /// An empty memtable of keys in `order` (with chunks of its own).
+    pub fn new(order: KeyOrder) -> Memtable {
+        Memtable { map: skiplist::SkipList::new(None, order), ..Memtable::default() }
     }
 
     /// Bytes of separated values the memtable keeps in memory.

@@ -8,7 +8,8 @@ use std::sync::{Arc, Weak};
 
 use super::edit::VersionEdit;
 use super::manifest::{read_current, read_manifest, set_current, ManifestWriter};
-use super::{ApplyError, Builder, Version, COMPARATOR_NAME, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
+use super::{ApplyError, Builder, Version, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
+use crate::comparator::KeyOrder;
 use crate::error::{Error, Result};
 use crate::filename::{current_file_name, manifest_file_name};
 use crate::fs::Vfs;
@@ -63,6 +64,8 @@ fn apply_vlog_edits(files: &mut BTreeMap<u64, VlogFileStats>, edit: &VersionEdit
 pub struct VersionSet {
     vfs: Arc<dyn Vfs>,
     dir: PathBuf,
+    /// The key order; its name is what the manifest records.
+    order: KeyOrder,
     policy: String,
     next_file_number: u64,
     last_sequence: u64,
@@ -103,13 +106,15 @@ impl std::fmt::Debug for VersionSet {
 }
 
 impl VersionSet {
-    fn blank(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize, policy: &str) -> Result<Self> {
+    fn blank(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize, policy: &str, order: KeyOrder) -> Result<Self> {
         if num_levels == 0 {
             return Err(Error::invalid("num_levels must be at least 1"));
         }
         Ok(VersionSet {
             vfs,
             dir: dir.to_path_buf(),
+            current: Arc::new(Version::empty_in(num_levels, order.clone())),
+            order,
             policy: policy.to_string(),
             next_file_number: 1,
             last_sequence: 0,
@@ -118,7 +123,6 @@ impl VersionSet {
             log_durable: LogPos::default(),
             compact_pointers: vec![None; num_levels],
             vlog_files: BTreeMap::new(),
-            current: Arc::new(Version::empty(num_levels)),
             current_id: 0,
             older: Vec::new(),
             manifest: None,
@@ -128,13 +132,26 @@ impl VersionSet {
         })
     }
 
-    /// Start a new database in `dir`: `MANIFEST-000001` holding the initial edit, then `CURRENT`.
+    /// `create_in` for keys in bytewise order.
+    #[cfg(test)]
     pub fn create(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize, policy: &str) -> Result<VersionSet> {
+        Self::create_in(vfs, dir, num_levels, policy, KeyOrder::default())
+    }
+
+    /// Start a new database of keys in `order` in `dir`: `MANIFEST-000001` holding the initial
+    /// edit (which records the order's name), then `CURRENT`.
+    pub fn create_in(
+        vfs: Arc<dyn Vfs>,
+        dir: &Path,
+        num_levels: usize,
+        policy: &str,
+        order: KeyOrder,
+    ) -> Result<VersionSet> {
         if vfs.exists(&current_file_name(dir)) {
             return Err(Error::AlreadyExists { path: dir.to_path_buf() });
         }
         vfs.create_dir_all(dir)?;
-        let mut set = Self::blank(vfs, dir, num_levels, policy)?;
+        let mut set = Self::blank(vfs, dir, num_levels, policy, order)?;
         set.write_new_manifest()?;
         Ok(set)
     }
@@ -152,10 +169,17 @@ impl VersionSet {
         Ok(set)
     }
 
-    /// `recover` without writing anything: the state the manifest holds. Call
-    /// `start_manifest` before the first `log_and_apply`.
+    /// `load_in` for keys in bytewise order (tests and tools).
+    #[cfg(any(test, feature = "test-util"))]
     pub fn load(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize) -> Result<VersionSet> {
-        let mut set = Self::blank(vfs, dir, num_levels, "")?;
+        Self::load_in(vfs, dir, num_levels, KeyOrder::default())
+    }
+
+    /// `recover` without writing anything: the state the manifest holds, whose key order must
+    /// be `order` (by name: another is `Error::IncompatibleOptions`). Call `start_manifest`
+    /// before the first `log_and_apply`.
+    pub fn load_in(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize, order: KeyOrder) -> Result<VersionSet> {
+        let mut set = Self::blank(vfs, dir, num_levels, "", order)?;
         let number = read_current(&*set.vfs, dir)?;
         let path = manifest_file_name(dir, number);
         if !set.vfs.exists(&path) {
@@ -188,12 +212,12 @@ impl VersionSet {
                 "ignoring torn record at the end of the manifest"
             );
         }
-        let mut builder = Builder::new(&Version::empty(num_levels));
+        let mut builder = Builder::new(&Version::empty_in(num_levels, self.order.clone()));
         let (mut comparator, mut next_file, mut last_seq) = (None, None, None);
         let mut last_offset = 0;
         for (offset, edit) in &contents.edits {
             last_offset = *offset;
-            check_format(&self.dir, edit)?;
+            check_format(&self.dir, edit, self.order.name())?;
             builder.apply(edit).map_err(|e| self.apply_error(e, path, *offset))?;
             comparator = edit.comparator.clone().or(comparator);
             next_file = edit.next_file_number.or(next_file);
@@ -258,7 +282,7 @@ impl VersionSet {
     /// On error nothing is installed, but the edit may or may not be on disk: the caller must
     /// not delete the files the edit adds (treat it as a background error).
     pub fn log_and_apply(&mut self, mut edit: VersionEdit) -> Result<Arc<Version>> {
-        if edit.comparator.as_deref().is_some_and(|c| c != COMPARATOR_NAME) {
+        if edit.comparator.as_deref().is_some_and(|c| c != self.order.name()) {
             return Err(Error::invalid(format!("an edit cannot change the comparator to {:?}", edit.comparator)));
         }
         let mut builder = Builder::new(&self.current);
@@ -362,7 +386,7 @@ impl VersionSet {
         let vlog_garbage =
             (self.vlog_files.iter()).filter(|(_, s)| s.garbage_bytes > 0).map(|(&n, s)| (n, s.garbage_bytes)).collect();
         VersionEdit {
-            comparator: Some(COMPARATOR_NAME.to_string()),
+            comparator: Some(self.order.name().to_string()),
             format_version: Some(FORMAT_VERSION),
             next_file_number: Some(self.next_file_number),
             last_sequence: Some(self.last_sequence),
@@ -491,11 +515,16 @@ impl VersionSet {
     }
 }
 
-/// Refuse manifests of another key order or a newer format.
-fn check_format(dir: &Path, edit: &VersionEdit) -> Result<()> {
+/// Refuse manifests of another key order than `comparator` (LevelDB's "does not match existing
+/// comparator") or of a newer format.
+fn check_format(dir: &Path, edit: &VersionEdit, comparator: &str) -> Result<()> {
     let refuse = |reason: String| Error::NotADatabase { path: dir.to_path_buf(), reason };
-    if let Some(c) = edit.comparator.as_deref().filter(|&c| c != COMPARATOR_NAME) {
-        return Err(refuse(format!("it uses comparator {c:?}, not {COMPARATOR_NAME:?}")));
+    if let Some(c) = edit.comparator.as_deref().filter(|&c| c != comparator) {
+        return Err(Error::IncompatibleOptions {
+            option: "comparator",
+            existing: format!("{c:?}, the key order the database was created with"),
+            given: format!("{comparator:?}"),
+        });
     }
     if let Some(v) = edit.format_version.filter(|v| !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(v)) {
         return Err(refuse(format!(
