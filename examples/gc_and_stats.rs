@@ -33,7 +33,7 @@ fn main() -> wisckey::Result<()> {
     let report = db.run_gc(0.5)?;
     let after = db.stats();
     println!(
-        "GC collected {} files: read {} KiB, re-put {} KiB of live values; {} KiB of value log left",
+        "GC collected {} files: read {} KiB, moved {} KiB of live values to cold files; {} KiB of value log left",
         report.files_collected,
         report.bytes_read >> 10,
         report.bytes_rewritten >> 10,

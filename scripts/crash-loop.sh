@@ -5,7 +5,7 @@
 #
 # Usage: scripts/crash-loop.sh [N=200]   (env: THREADS, KEYS, SEED, KEEP=1 keeps the temp dir,
 #        POLICY=<merge policy> e.g. tiering or bush, COMPACTION_THREADS (default 2, the engine's),
-#        LWC=1 for light-weight compaction)
+#        LWC=1 for light-weight compaction, which works under leveling only)
 set -euo pipefail
 
 cycles=${1:-200}

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Value-log GC under sustained overwrites (issues 5 and 16): NUM x 4 KB, fillrandom + three
+# Value-log GC under sustained overwrites (docs/BENCHMARKS.md §5): NUM x 4 KB, fillrandom + three
 # overwrites, under several GC configurations and RocksDB BlobDB's own db_bench with its GC on,
 # ROUNDS times alternating. Prints each run, then per configuration the medians of the last
-# overwrite's micros/op and p99, space amplification (du / live bytes), and the bytes GC re-put
+# overwrite's micros/op and p99, space amplification (du / live bytes), and the bytes GC moved
 # per byte overwritten.
 # usage: scripts/gc-bench.sh [ROUNDS] [NUM] [CONFIGS]
 #   CONFIGS: space-separated names from the table below (default: all of them)
@@ -67,7 +67,7 @@ rows = {}
 for line in open(sys.argv[1]):
     name, *vals = line.split()
     rows.setdefault(name, []).append([float(v) for v in vals])
-print("| config | last overwrite µs/op (median; runs) | p99 µs | space amp (du / live) | du MB | writers waited for GC, s | bytes re-put per byte overwritten |")
+print("| config | last overwrite µs/op (median; runs) | p99 µs | space amp (du / live) | du MB | writers waited for GC, s | bytes GC moved per byte overwritten |")
 print("|---|---:|---:|---:|---:|---:|---:|")
 for name, rs in rows.items():
     def med(i):

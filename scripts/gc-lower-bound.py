@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How many bytes must any log-structured GC move to hold a space bound? (issue 16)
+"""How many bytes must any log-structured GC move to hold a space bound? (docs/BENCHMARKS.md §5)
 
 Simulates an ideal value-log collector on the update stream of YCSB A+F (`wisckey ycsb
 --workload=a,f --records=200000 --operations=1000000`: 1M updates in all, YCSB's scrambled

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Light-weight compaction side by side (issue 15): NUM x VALUE_SIZE fillrandom under wisckey's
+# Light-weight compaction side by side (docs/BENCHMARKS.md §13): NUM x VALUE_SIZE fillrandom under wisckey's
 # leveled compaction and with light-weight compaction (--lwc=1), LevelDB 1.23 and RocksDB 7.8
-# leveled (their own db_bench, the issue's flags), ROUNDS times alternating. On wisckey's
+# leveled (their own db_bench, at the same shape), ROUNDS times alternating. On wisckey's
 # loaded trees also readrandom and seekrandom --seek_nexts=10 (while compaction goes on, as
 # db_bench does), and with SETTLED=1 both again once compaction has caught up
 # (waitforcompaction). Prints each run, then medians: fillrandom µs/op, compaction bytes

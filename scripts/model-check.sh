@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Model vs machine (issue 14): for configurations across the Wacky continuum, load NUM unique
+# Model vs machine (docs/BENCHMARKS.md §9): for configurations across the Wacky continuum, load NUM unique
 # keys in a scattered order (fillshuffle, 100 B values, 1 MiB write buffer, 5 filter bits per
 # key) and compare the measured write amplification ((flush + compaction bytes) / flush bytes)
 # and filters probed per zero-result lookup (100 lookups every NUM/100 writes, each time once

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Monkey against uniform filter bits at the same budget (issue 14): for each merge policy, load
+# Monkey against uniform filter bits at the same budget (docs/BENCHMARKS.md §7): for each merge policy, load
 # NUM keys (fillrandom, 100 B values, 4 MiB write buffer, 5 filter bits per key on average) with
 # each allocation and count Bloom false positives per zero-result lookup twice:
 #   - over the load: 100 absent-key lookups every NUM/100 writes, each once compaction has

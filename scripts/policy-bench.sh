@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Merge policies side by side (issue 14): NUM x 100 B fillrandom under wisckey leveling,
-# tiering and LSM-bush, RocksDB leveled and universal (its own db_bench, the issue's flags), and LevelDB 1.23,
+# Merge policies side by side (docs/BENCHMARKS.md §8): NUM x 100 B fillrandom under wisckey leveling,
+# tiering and LSM-bush, RocksDB leveled and universal (its own db_bench, the flags below), and LevelDB 1.23,
 # ROUNDS times alternating. Prints each run's micros/op and compaction bytes written, then the
 # medians.
 # usage: scripts/policy-bench.sh [NUM] [ROUNDS]   (env WISCKEY_BIN pins a binary; TIERING=tiering:N)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures recovery time after `kill -9` with a full, unflushed memtable (issue: reopen <= 1 s).
+# Measures recovery time after `kill -9` with a full, unflushed memtable (the aim: reopen in at most 1 s).
 # usage: scripts/recovery-time.sh [WRITE_BUFFER_BYTES]   (default 64 MiB)
 set -euo pipefail
 cd "$(dirname "$0")/.."

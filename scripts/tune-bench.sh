@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# Tuner acceptance (issue 14): for three mixes — 90 % writes / 10 % reads; 10 % writes / 90 %
+# The tuner against the presets (docs/BENCHMARKS.md §10): for three mixes — 90 % writes / 10 % reads; 10 % writes / 90 %
 # reads, half of them of absent keys; 60 % writes / 40 % short scans (seek + 10 nexts) — the
 # configuration `wisckey tune` picks against the presets and RocksDB 7.8 leveled and universal
-# (the issue's db_bench flags). Each run loads NUM unique keys (100 B values) into a fresh
+# (the db_bench flags below). Each run loads NUM unique keys (100 B values) into a fresh
 # database and waits for its compactions (so the mix does not pay the load's debt), then times
 # MIXOPS operations of the mix on it (mix 2 draws keys from 2·NUM, so half the reads miss;
 # RocksDB runs readrandomwriterandom, and mixgraph for the scans). ROUNDS rounds,
-# alternating; prints every run's ops/s, then medians and the ratios the issue asks for.
+# alternating; prints every run's ops/s, then medians and the ratios against the best preset and RocksDB.
 # usage: scripts/tune-bench.sh [NUM] [MIXOPS] [ROUNDS]   (env WISCKEY_BIN pins a binary;
 #        EXTRA="--max_background_compactions=2" adds wisckey flags)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # MIXOPS defaults to 2M: the model averages over compaction cycles, and a window of a few
-# flushes measured whether one merge fell inside it (docs/BENCHMARKS.md §10).
+# flushes measured whether one merge fell inside it (docs/bench/history/continuum.md, §10).
 num="${1:-4000000}"; mixops="${2:-2000000}"; rounds="${3:-3}"
 bin="${WISCKEY_BIN:-target/release/wisckey}"
 [ -n "${WISCKEY_BIN:-}" ] || cargo build --release -p wisckey-cli >&2

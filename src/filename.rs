@@ -21,7 +21,8 @@ pub enum FileKind {
     Lock,
     /// `NNNNNN.dbtmp` — written then renamed (CURRENT is written this way).
     Temp,
-    /// `LOG` or `LOG.old` — the human-readable info log.
+    /// `LOG` or `LOG.old` — LevelDB's info log. The engine writes none (it logs through
+    /// `tracing`); the names are recognised so `destroy` removes one left in the directory.
     InfoLog,
     /// `WORKLOAD` — the operation counts `wisckey tune --db` reads (`db/workload.rs`).
     Workload,

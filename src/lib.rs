@@ -47,11 +47,12 @@ mod error;
 mod filename;
 mod filter_policy;
 pub mod fs;
-mod iter;
+mod internal_iter;
 mod key;
 mod log;
 mod memtable;
 mod options;
+mod snapshot;
 mod sst;
 mod util;
 mod value;
@@ -61,8 +62,7 @@ mod write_batch;
 
 pub use comparator::{BytewiseComparator, Comparator};
 pub use db::{
-    destroy, Db, DbIterator, DbStats, Entries, GcReport, LostRange, RecoveryReport, Snapshot, VerifyReport,
-    WorkloadCounts,
+    destroy, Db, DbIterator, DbStats, Entries, GcReport, LostRange, RecoveryReport, VerifyReport, WorkloadCounts,
 };
 pub use error::{Error, Result};
 pub use filter_policy::FilterPolicy;
@@ -70,6 +70,7 @@ pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use options::{
     Compression, FilterAllocation, MergePolicy, Options, PrepopulateValueCache, ReadOptions, RecoveryMode, WriteOptions,
 };
+pub use snapshot::Snapshot;
 pub use value::Value;
 pub use write_batch::{BatchIter, BatchOp, WriteBatch};
 
@@ -78,13 +79,13 @@ pub use write_batch::{BatchIter, BatchOp, WriteBatch};
 #[cfg(feature = "test-util")]
 #[doc(hidden)]
 pub mod internals {
-    pub use crate::iter::InternalIterator;
+    pub use crate::internal_iter::InternalIterator;
     pub use crate::key::{make_internal_key, seek_key, user_key, ValueKind, MAX_SEQ};
     pub use crate::log::{encode_group, group_crc, LogPos, LogReader};
     pub use crate::sst::block::{Block, BlockIter};
     pub use crate::sst::block_builder::BlockBuilder;
     pub use crate::sst::dtable::SegmentWriter;
-    pub use crate::sst::{Table, TableBuilder, TableOptions, TableReadOptions};
+    pub use crate::sst::{BlockReads, Table, TableBuilder, TableOptions, TableReadOptions};
     pub use crate::util::crc;
     pub use crate::version::{FileMeta, VersionEdit, VersionSet};
     pub use crate::vlog::ValuePointer;

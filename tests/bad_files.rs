@@ -230,3 +230,54 @@ fn fewer_levels_than_the_data_uses_is_incompatible_options() {
     let db = Db::open(dir.path(), opts).expect("reopen with the original levels");
     assert_eq!(contents(&db).expect("scan"), model);
 }
+
+/// Flip one byte of `needle`'s first occurrence in a table file of `dir` (the page cache and
+/// every mapping of the file see the change); returns the table it was found in.
+fn flip_in_tables(dir: &Path, needle: &[u8]) -> PathBuf {
+    for entry in fs::read_dir(dir).expect("read_dir") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_none_or(|e| e != "sst") {
+            continue;
+        }
+        let mut bytes = fs::read(&path).expect("read table");
+        if let Some(at) = bytes.windows(needle.len()).position(|w| w == needle) {
+            bytes[at + needle.len() / 2] ^= 0x20;
+            let f = fs::OpenOptions::new().write(true).open(&path).expect("open table for writing");
+            std::os::unix::fs::FileExt::write_all_at(&f, &bytes[at..at + needle.len()], at as u64).expect("write");
+            return path;
+        }
+    }
+    panic!("{needle:?} is in no table");
+}
+
+#[test]
+fn a_block_damaged_after_its_first_read_is_caught_by_verify_checksums_and_paranoid_checks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut model = Model::new();
+    let db = Db::open(dir.path(), options()).expect("open");
+    write_batch_and_flush(&db, 1, 200, &mut model);
+    let (key, value) = kv(1, 100);
+    // The block is loaded from the table's mapping and checked once.
+    assert_eq!(db.get(&key).expect("get").as_deref(), Some(&value[..]));
+    let table = flip_in_tables(dir.path(), &value);
+
+    // The default path trusts a block it checked before: the flipped byte comes back.
+    let plain = db.get(&key).expect("a default get does not check the block again");
+    assert_ne!(plain.as_deref(), Some(&value[..]), "the flip must reach the mapping for this test to mean anything");
+
+    let verifying = ReadOptions { verify_checksums: true, ..Default::default() };
+    match db.get_opt(&verifying, &key) {
+        Err(Error::Corruption { file, .. }) => assert_eq!(file, table, "the error names the damaged table"),
+        other => panic!("verify_checksums must report the damaged block, got {other:?}"),
+    }
+    let mut it = db.iter(&verifying).expect("iter");
+    let scan = it.seek(&key);
+    assert!(matches!(scan, Err(Error::Corruption { .. })), "a verifying iterator reports it too: {scan:?}");
+    drop(it);
+    drop(db);
+
+    let db = Db::open(dir.path(), options().paranoid_checks(true)).expect("reopen paranoid");
+    // A fresh open checks the block at its first load anyway; paranoid_checks keeps checking.
+    assert!(matches!(db.get(&key), Err(Error::Corruption { .. })), "first load after reopen");
+    assert!(matches!(db.get(&key), Err(Error::Corruption { .. })), "paranoid_checks checks every load");
+}

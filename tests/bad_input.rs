@@ -483,3 +483,23 @@ fn compaction_threads_run_at_the_nice_value_asked_for() {
     assert_eq!(niced("wisckey-flush"), 0, "the flush thread keeps its priority");
     db.close().expect("close");
 }
+
+#[test]
+fn light_weight_compaction_under_a_wacky_policy_is_refused_and_nothing_is_created() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    for policy in ["tiering", "lazy-leveling", "bush", "wacky:T=4,K=1,Z=1,C=1,X=2"] {
+        let opts = Options::default().merge_policy(policy.parse().expect("policy")).light_weight_compaction(true);
+        match Db::open(&path, opts) {
+            Err(Error::InvalidArgument { reason }) => {
+                assert!(reason.contains("light_weight_compaction"), "{policy}: the error names the option: {reason}")
+            }
+            Err(e) => panic!("{policy}: wrong error {e:?}"),
+            Ok(_) => panic!("{policy}: light-weight compaction was silently ignored"),
+        }
+        assert!(!path.exists(), "{policy}: a refused open created {path:?}");
+    }
+    // Leveling takes it.
+    let db = Db::open(&path, Options::default().light_weight_compaction(true)).expect("leveling with LWC");
+    db.put(b"k", b"v").expect("put");
+}

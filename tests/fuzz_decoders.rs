@@ -10,9 +10,9 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use wisckey::fs::{MemFs, Vfs};
 use wisckey::internals::{
-    encode_group, group_crc, make_internal_key, seek_key, user_key, Block, BlockBuilder, BlockIter, FileMeta,
-    InternalIterator, LogPos, LogReader, SegmentWriter, Table, TableBuilder, TableOptions, ValueKind, ValuePointer,
-    VersionEdit, MAX_SEQ,
+    encode_group, group_crc, make_internal_key, seek_key, user_key, Block, BlockBuilder, BlockIter, BlockReads,
+    FileMeta, InternalIterator, LogPos, LogReader, SegmentWriter, Table, TableBuilder, TableOptions, ValueKind,
+    ValuePointer, VersionEdit, MAX_SEQ,
 };
 use wisckey::{BatchIter, BatchOp, Compression, WriteBatch};
 
@@ -268,13 +268,17 @@ fn probe_table(bytes: &[u8], keys: &[Vec<u8>]) -> wisckey::Result<Probe> {
     let scanned = scan(&table).ok();
     let gets = keys
         .iter()
-        .map(|k| table.get(&seek_key(k, MAX_SEQ), false).map(|g| g.map(|(kind, v)| (vec![kind as u8], v.to_vec()))))
+        .map(|k| {
+            table
+                .get(&seek_key(k, MAX_SEQ), BlockReads::filling(false))
+                .map(|g| g.map(|(kind, v)| (vec![kind as u8], v.to_vec())))
+        })
         .collect();
     Ok((scanned, gets))
 }
 
 fn scan(table: &Arc<Table>) -> wisckey::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let mut it = table.iter(false);
+    let mut it = table.iter(BlockReads::filling(false));
     it.seek_to_first()?;
     let mut out = Vec::new();
     while it.valid() && out.len() < 100_000 {

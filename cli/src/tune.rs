@@ -199,7 +199,7 @@ pub fn run(args: TuneArgs) -> CliResult {
         );
     }
     println!();
-    println!("write_amp: writes per entry (flush included, Eq 14 x B); zero_ios / read_ios: I/Os of a lookup of an absent / existing key (Eq 15); runs: runs a short scan seeks (V); cost: Eq 16's average lookup I/Os per operation (a block written counts --write_cost_ratio).");
+    println!("write_amp: times each entry is written, its flush included, counted for the policy as built (the model's stand-in for the paper's Eq 14 x B, which --json prints as paper_write_amp); zero_ios / read_ios: I/Os of a lookup of an absent / existing key (Eq 15); runs: runs a short scan seeks (V); cost: Eq 16's average lookup I/Os per operation, with this write_amp for W and a block written counting --write_cost_ratio.");
     Ok(())
 }
 

@@ -244,3 +244,32 @@ fn tune_refuses_a_mix_of_nothing() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--writes"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// The admin commands open a database with the shaping options it recorded: `compact` on a
+/// tiered database keeps it tiered (it used to open with default options and reshape the tree
+/// into leveling), `stats` reports the recorded policy, and only an open that names another
+/// policy changes it.
+#[test]
+fn compact_and_stats_keep_a_tiered_database_tiered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    succeeds(&["bench", "--num=20000", "--value_size=100", "--merge_policy=tiering:3", "--benchmarks=fillrandom"], &db);
+    let tiering: wisckey::MergePolicy = "tiering:3".parse().expect("tiering:3");
+    let wisckey::MergePolicy::Wacky(knobs) = tiering else { panic!("tiering is a Wacky policy") };
+    let expected = format!("merge_policy:     {knobs}");
+    let compacted = succeeds(&["compact"], &db);
+    assert!(compacted.contains(&expected), "compact kept the policy: {compacted}");
+    let stats = succeeds(&["stats"], &db);
+    assert!(stats.contains(&expected), "stats reads the recorded policy: {stats}");
+    let json = succeeds(&["stats", "--json"], &db);
+    assert!(json.contains(&format!("\"merge_policy\":\"{knobs}\"")), "{json}");
+    let reopened = wisckey::Db::open(&db, wisckey::Options::default().create_if_missing(false)).expect("open");
+    assert_eq!(reopened.stats().merge_policy, knobs.to_string(), "the library's default open too");
+    drop(reopened);
+    let named = wisckey::Db::open(&db, wisckey::Options::default().merge_policy(wisckey::MergePolicy::Leveling))
+        .expect("open naming leveling");
+    assert_eq!(named.stats().merge_policy, "leveling", "a named policy reshapes");
+    drop(named);
+    let stats = succeeds(&["stats"], &db);
+    assert!(stats.contains("merge_policy:     leveling"), "and is recorded from then on: {stats}");
+}

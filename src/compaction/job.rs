@@ -10,7 +10,7 @@ use crate::compaction::CompactionTask;
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::fs::{SyncBatch, Vfs};
-use crate::iter::{InternalIterator, MergingIterator};
+use crate::internal_iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind, MAX_SEQ};
 use crate::sst::table_cache::TableCache;
 use crate::sst::{TableBuilder, TableOptions};
@@ -31,6 +31,15 @@ pub struct JobContext<'a> {
     /// Sync the outputs together at the job's end (`Options::defer_compaction_syncs`), not
     /// each as it is finished.
     pub defer_syncs: bool,
+    /// Check every input block against its checksum again (`Options::paranoid_checks`).
+    pub verify_inputs: bool,
+}
+
+impl JobContext<'_> {
+    /// How the job reads its input tables: nothing enters the block cache.
+    pub fn input_reads(&self) -> crate::sst::BlockReads {
+        crate::sst::BlockReads { fill_cache: false, verify_checksums: self.verify_inputs }
+    }
 }
 
 /// Result of a compaction job.
@@ -193,7 +202,7 @@ pub(crate) fn input_iterators(ctx: &JobContext<'_>, task: &CompactionTask) -> Ve
         runs.sort_by_key(|r| std::cmp::Reverse(r.0));
         for (_, mut files) in runs {
             files.sort_by(|a, b| ctx.table_cache.order().compare_internal(&a.smallest, &b.smallest));
-            children.push(Box::new(RunIterator::new(ctx.table_cache.clone(), files.into(), false)));
+            children.push(Box::new(RunIterator::new(ctx.table_cache.clone(), files.into(), ctx.input_reads())));
         }
     }
     children

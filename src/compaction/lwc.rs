@@ -6,7 +6,9 @@
 //! level below, or, in the deepest level, rewritten into tables of the target size.
 //!
 //! Metadata aggregation (§III-B) is the manifest's in-memory `Version`: it already holds every
-//! child table's key range, so splitting a victim reads only the victim.
+//! child table's key range, so splitting a victim reads none of the targets' data. An append
+//! reads its victims whole and, of each target, only what opening it through the table cache
+//! reads (footer, segment directory, each segment's index, filter and properties).
 
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -17,7 +19,7 @@ use crate::comparator::KeyOrder;
 use crate::error::Result;
 use crate::filename::table_file_name;
 use crate::fs::SyncBatch;
-use crate::iter::{InternalIterator, MergingIterator};
+use crate::internal_iter::{InternalIterator, MergingIterator};
 use crate::key::user_key;
 use crate::sst::dtable::SegmentWriter;
 use crate::version::{FileMeta, Version};

@@ -214,6 +214,20 @@ pub trait CompactionPolicy: Send + Sync {
     fn table_options(&self, version: &Version, run: &NewRun<'_>) -> TableOptions;
 }
 
+/// The options' level-0 triggers, as a policy keeps them (not the whole `Options`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct L0Triggers {
+    pub compaction: usize,
+    pub slowdown: usize,
+    pub stop: usize,
+}
+
+impl L0Triggers {
+    pub fn from_options(o: &crate::options::Options) -> Self {
+        L0Triggers { compaction: o.l0_compaction_trigger, slowdown: o.l0_slowdown_trigger, stop: o.l0_stop_trigger }
+    }
+}
+
 /// Write back-pressure from level 0 (LevelDB's slowdown and stop triggers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct L0Limits {
@@ -226,18 +240,18 @@ impl L0Limits {
     /// that merges level 0 later than the options' trigger (many runs under tiering) also lets
     /// level 0 hold twice `merge_at` runs before writers slow and half as many again before
     /// they stop: level 0 keeps taking flushes while it merges, and a merge that empties many
-    /// runs into a large level takes long (a 26-run level 0 with four flushes of slack stalled
-    /// writers 1.3 s of a 2.65 s 90 %-write mix while it merged 220 MB). At the options' own
-    /// trigger (leveling) their triggers stand as set.
-    pub fn above(o: &crate::options::Options, merge_at: usize) -> Self {
-        let slowdown_gap = o.l0_slowdown_trigger.saturating_sub(o.l0_compaction_trigger);
-        let mut stop_gap = o.l0_stop_trigger.saturating_sub(o.l0_slowdown_trigger);
-        let mut slowdown = o.l0_slowdown_trigger.max(merge_at.saturating_add(slowdown_gap));
-        if merge_at > o.l0_compaction_trigger {
+    /// runs into a large level takes long (with a few flushes of slack, a level 0 of many runs
+    /// stalled a write-heavy mix through much of its merge: docs/BENCHMARKS.md §10). At the
+    /// options' own trigger (leveling) their triggers stand as set.
+    pub fn above(t: L0Triggers, merge_at: usize) -> Self {
+        let slowdown_gap = t.slowdown.saturating_sub(t.compaction);
+        let mut stop_gap = t.stop.saturating_sub(t.slowdown);
+        let mut slowdown = t.slowdown.max(merge_at.saturating_add(slowdown_gap));
+        if merge_at > t.compaction {
             slowdown = slowdown.max(merge_at.saturating_mul(2));
             stop_gap = stop_gap.max(merge_at / 2);
         }
-        let stop = o.l0_stop_trigger.max(slowdown.saturating_add(stop_gap));
+        let stop = t.stop.max(slowdown.saturating_add(stop_gap));
         L0Limits { slowdown_files: slowdown, stop_files: stop }
     }
 
@@ -346,19 +360,19 @@ mod tests {
     #[test]
     fn write_pressure_steps_up_at_the_slowdown_and_stop_counts() {
         let o = crate::options::Options::default();
-        let l = L0Limits::above(&o, 4);
+        let l = L0Limits::above(L0Triggers::from_options(&o), 4);
         assert_eq!((l.slowdown_files, l.stop_files), (20, 36), "RocksDB's triggers");
         assert_eq!(l.pressure(l.slowdown_files - 1), WritePressure::None);
         assert_eq!(l.pressure(l.slowdown_files), WritePressure::Slowdown);
         assert_eq!(l.pressure(l.stop_files), WritePressure::Stop);
         // A level 0 that merges at 26 runs takes as many again before writers slow.
-        let wide = L0Limits::above(&o, 26);
+        let wide = L0Limits::above(L0Triggers::from_options(&o), 26);
         assert_eq!((wide.slowdown_files, wide.stop_files), (52, 68));
         // Triggers a user set stand under a policy that merges at them.
         let tight = o.clone().l0_compaction_trigger(4).l0_slowdown_trigger(5).l0_stop_trigger(6);
-        assert_eq!(L0Limits::above(&tight, 4), L0Limits { slowdown_files: 5, stop_files: 6 });
+        assert_eq!(L0Limits::above(L0Triggers::from_options(&tight), 4), L0Limits { slowdown_files: 5, stop_files: 6 });
         // "Never stall" does not overflow.
         let never = o.l0_slowdown_trigger(usize::MAX).l0_stop_trigger(usize::MAX);
-        assert_eq!(L0Limits::above(&never, 30).stop_files, usize::MAX);
+        assert_eq!(L0Limits::above(L0Triggers::from_options(&never), 30).stop_files, usize::MAX);
     }
 }

@@ -3,8 +3,8 @@
 //! Eq 12, for a filter memory budget), runs a short range scan probes, and the filter memory;
 //! and a workload's average cost per operation (Eq 16).
 
+use super::monkey::{allocate_bits_grouped, false_positive_rate};
 use super::shape::Shape;
-use crate::compaction::policy::monkey::{allocate_bits_grouped, false_positive_rate};
 
 /// Predicted costs of a shape.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -179,13 +179,12 @@ pub struct Workload {
 
 /// ϕ's default: a compaction writing one block of entries costs this many lookup I/Os. The
 /// paper counts both as one storage I/O (ϕ = 1: a disk-bound tree); in a tree whose blocks sit
-/// in memory (the page cache, as on this 24 GB machine) a lookup's "I/O" is a cached block
-/// probe (2.2 µs per lookup measured with 2M × 100 B entries) while compaction merges and
-/// writes a 32-entry block in 14.5 µs of CPU (250 MB/s), 6.6×; compaction runs on its own
-/// thread, so about half of that reaches the operations' throughput. Every ϕ from 2 to 4.5
-/// picks the same designs for the three mixes of `scripts/tune-bench.sh`, each within 10 % of
-/// the best preset measured; ϕ = 1 picked one at 0.37× for 90 % writes, ϕ = 6.6 one at 0.92×
-/// for 60 % writes / 40 % scans (docs/BENCHMARKS.md §10).
+/// in memory (the page cache) a lookup's "I/O" is a cached block probe, while compaction
+/// merges and writes a block in CPU time several times longer; compaction runs on its own
+/// thread, so about half of that reaches the operations' throughput. A range of ϕ around this
+/// one picks the same designs for the three mixes of `scripts/tune-bench.sh`, close to the
+/// best preset measured, where ϕ = 1 and a ϕ twice this picked designs well behind it
+/// (docs/BENCHMARKS.md §10 has the measurements).
 pub const DEFAULT_WRITE_COST_RATIO: f64 = 3.0;
 
 impl Workload {

@@ -32,11 +32,10 @@ pub struct TuningInput {
     pub preset_margin: f64,
 }
 
-/// The model's resolution when it ranks two designs. Its components are within ±25 % of the
-/// machine (docs/BENCHMARKS.md §9), and the ranking inside a few per cent did not hold there:
-/// a lazy-leveling design predicted 2 % cheaper than the preset at T = 10 ran 0.85–0.89× as fast
-/// in three builds, while a leveled design predicted 4.9 % ahead of the nearest preset ran
-/// 1.12–1.25× as fast (§10).
+/// The model's resolution when it ranks two designs. Its components come close to the machine
+/// but not exactly (docs/BENCHMARKS.md §9), and between designs predicted within a few per cent
+/// of each other its ranking did not hold there, while a design predicted clearly ahead of the
+/// presets did run ahead of them (docs/BENCHMARKS.md §10).
 pub const DEFAULT_PRESET_MARGIN: f64 = 0.03;
 
 /// One configuration with its predicted costs.

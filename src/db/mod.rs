@@ -1,17 +1,15 @@
-//! The database handle: opening (with recovery), the public API, and the shared state that the
-//! write path (`write.rs`), the read path (`read.rs`) and the background threads
-//! (`background.rs`) work on.
+//! The database handle: opening (with recovery), the public API, and the shared state
+//! (`DbInner`) that the read path (`read.rs`) and the three jobs work on — the write queue
+//! (`write.rs`), the background scheduler (`scheduler.rs`) and value-log GC (`gc/`).
 
-mod background;
-mod cold;
 mod gc;
-mod gc_pacing;
-mod iter;
 mod properties;
 mod read;
 mod recovery;
 mod repair;
-mod snapshot;
+mod scheduler;
+mod sweep;
+mod user_iter;
 mod verify;
 mod workload;
 mod write;
@@ -22,12 +20,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 
 pub use gc::GcReport;
-pub use iter::{DbIterator, Entries};
 pub use repair::{LostRange, RecoveryReport, LOST_DIR};
-pub use snapshot::Snapshot;
+pub use user_iter::{DbIterator, Entries};
 pub use verify::VerifyReport;
 pub use workload::WorkloadCounts;
 
@@ -36,20 +33,21 @@ use crate::compaction::{CompactionPolicy, WritePressure};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{FileLock, Vfs};
-use crate::log::LogWriter;
 use crate::memtable::Memtable;
 use crate::options::{Options, ReadOptions, WriteOptions};
+use crate::snapshot::{Snapshot, SnapshotList};
 use crate::sst::table_cache::TableCache;
 use crate::value::Value;
 use crate::version::VersionSet;
 use crate::write_batch::WriteBatch;
-use snapshot::SnapshotList;
 use write::WriterSlot;
 
 /// Counters and shape of the database, for `wisckey bench ... stats` and monitoring.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct DbStats {
+    /// The merge policy in force (`leveling` or the Wacky knobs, as `MergePolicy` parses them).
+    pub merge_policy: String,
     /// Key + value bytes handed to put/delete/write by the user.
     pub user_bytes_written: u64,
     /// Bytes appended to the log (value log).
@@ -123,7 +121,7 @@ pub struct DbStats {
     pub gc_runs: u64,
     /// Bytes of value log GC read.
     pub gc_bytes_read: u64,
-    /// Bytes of live values GC re-put at the head of the log.
+    /// Bytes of live values GC moved to cold value files (collections and `reorganize_vlog`).
     pub gc_bytes_rewritten: u64,
     /// Bytes GC gave back to the file system (holes punched, files deleted).
     pub gc_bytes_freed: u64,
@@ -234,47 +232,26 @@ pub(crate) struct State {
     pressure: (u64, WritePressure),
 }
 
-/// Everything the handle and the background threads share.
+/// Everything the handle and the background threads share: the state under the DB mutex, the
+/// files, caches and counters every path uses, and the three jobs that own their own fields —
+/// the write queue (group commit and the log), the background scheduler (flushes and
+/// compactions) and value-log GC.
 pub(crate) struct DbInner {
     dir: PathBuf,
     opts: Options,
     vfs: Arc<dyn Vfs>,
     state: Mutex<State>,
-    /// Signalled whenever background work finishes (stalled writers and waiters re-check).
-    bg_cv: Condvar,
-    flush_cv: Condvar,
-    compact_cv: Condvar,
-    gc_cv: Condvar,
-    /// Fully collected vLog files waiting for readers older than the given sequence number.
-    gc_pending: Mutex<Vec<(u64, u64)>>,
-    /// vLog files GC found damaged; it leaves them alone (as evidence).
-    gc_damaged: Mutex<HashSet<u64>>,
-    gc_lock: Mutex<()>,
-    /// GC's cold value file output (hot/cold separation).
-    cold: Mutex<cold::ColdOutput>,
-    seek_stats: Mutex<read::SeekStats>,
-    /// Flush count when GC last compacted the whole tree to refresh discard statistics.
-    gc_stats_refreshed_at: Mutex<u64>,
-    /// Writers wait here while GC is behind (`Options::gc_space_amp_stall`).
-    gc_pacing: gc_pacing::GcPacing,
-    /// The log appender; taken by the write leader and by flushes (lock order: state, then log).
-    log: Arc<Mutex<LogWriter>>,
-    /// Set by the log writer when its file has passed `log_file_bytes`.
-    log_roll_due: Arc<std::sync::atomic::AtomicBool>,
-    /// How far the log is durable (`LogWriter::durable`), read by value-log GC without the
-    /// log's lock.
-    log_durable: Arc<Mutex<crate::log::LogPos>>,
-    /// GC asks the next memtable switch to roll the log file, so the values in it can be
-    /// collected once the memtable is flushed (the space stall is on and no file is behind
-    /// the log head).
-    gc_roll_requested: std::sync::atomic::AtomicBool,
+    /// Group commit: the log appender and the sequence number readers may see.
+    writes: write::WriteQueue,
+    /// Flush and compaction threads, and what they wait on.
+    scheduler: scheduler::Scheduler,
+    /// Value-log garbage collection.
+    gc: gc::Gc,
     table_cache: Arc<TableCache>,
     /// Chunks the memtables copy the values they keep into, reused across memtables.
     chunk_pool: Arc<crate::memtable::ChunkPool>,
     vlog: crate::vlog::VlogReader,
     snapshots: Arc<SnapshotList>,
-    /// Every write with a sequence number <= this is fully applied and readable.
-    visible_seq: AtomicU64,
     policy: Box<dyn CompactionPolicy>,
     counters: Counters,
     workload: workload::WorkloadCounters,
@@ -308,10 +285,6 @@ impl Db {
         let dir = path.as_ref().to_path_buf();
         let vfs = options.vfs.clone();
         let lock = prepare_dir(&*vfs, &dir, &options)?;
-        let policy: Box<dyn CompactionPolicy> = match options.merge_policy {
-            crate::options::MergePolicy::Leveling => Box::new(LeveledPolicy::from_options(&options)),
-            crate::options::MergePolicy::Wacky(knobs) => Box::new(WackyPolicy::new(&options, knobs)),
-        };
         let block_cache = (options.block_cache_bytes > 0)
             .then(|| crate::sst::block_cache::new_block_cache(options.block_cache_bytes));
         let read_options = crate::sst::TableReadOptions::from_options(&options);
@@ -320,15 +293,15 @@ impl Db {
         let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone(), options.io_uring)
             .with_mapped_reads(options.mmap_value_reads)
             .with_value_cache(options.value_cache_bytes);
-        let mut recovered = recovery::recover(&vfs, &dir, &options, &*policy)?;
-        cold::find_cold_files(&*vfs, &dir, &mut recovered.versions, &vlog)?;
-        let cold = cold::ColdOutput::after_recovery(&recovered.mem, &vlog, recovered.log.file_number());
+        // Recovery settles the options: what the caller did not name comes from the manifest.
+        let mut recovered = recovery::recover(&vfs, &dir, options)?;
+        let (options, policy) =
+            (recovered.options.clone(), recovered.policy.take().expect("recovery builds the policy"));
+        gc::find_cold_files(&*vfs, &dir, &mut recovered.versions, &vlog)?;
+        let gc = gc::Gc::after_recovery(&recovered.mem, &vlog, recovered.log.file_number(), options.memtable_log_bytes);
         let recovery_report = recovered.report;
-        let log_roll_due = recovered.log.roll_due();
-        let log_durable = recovered.log.durable();
-        let log = Arc::new(Mutex::new(recovered.log));
-        vlog.attach_log(&log);
-        let gc_pacing = gc_pacing::GcPacing::new(options.memtable_log_bytes);
+        let writes = write::WriteQueue::new(recovered.log, recovered.last_seq);
+        vlog.attach_log(writes.log.clone());
         // The active memtable, the immutable ones, and as much again being reclaimed.
         let memtables = options.max_immutable_memtables as u64 + 2;
         let pool_bytes = options.memtable_log_bytes.saturating_mul(memtables);
@@ -348,25 +321,12 @@ impl Db {
                 busy_levels: Vec::new(),
                 pressure: (u64::MAX, WritePressure::None),
             }),
-            visible_seq: AtomicU64::new(recovered.last_seq),
-            log,
-            log_roll_due,
-            log_durable,
-            gc_roll_requested: std::sync::atomic::AtomicBool::new(false),
+            writes,
+            scheduler: scheduler::Scheduler::default(),
+            gc,
             dir,
             opts: options,
             vfs,
-            bg_cv: Condvar::new(),
-            flush_cv: Condvar::new(),
-            compact_cv: Condvar::new(),
-            gc_cv: Condvar::new(),
-            gc_pending: Mutex::new(Vec::new()),
-            gc_damaged: Mutex::new(HashSet::new()),
-            gc_lock: Mutex::new(()),
-            cold: Mutex::new(cold),
-            seek_stats: Mutex::new(read::SeekStats::default()),
-            gc_stats_refreshed_at: Mutex::new(0),
-            gc_pacing,
             table_cache,
             chunk_pool,
             vlog,
@@ -375,7 +335,7 @@ impl Db {
             counters: Counters::default(),
             workload: workload::WorkloadCounters::load(&*vfs_for_workload, &dir_for_workload),
         });
-        let threads = background::spawn(&inner)?;
+        let threads = scheduler::spawn(&inner)?;
         inner.delete_obsolete_files(&mut inner.state.lock());
         Ok(Db { inner, threads: Mutex::new(threads), lock: Mutex::new(Some(lock)), recovery_report })
     }
@@ -392,7 +352,7 @@ impl Db {
         let mut b = WriteBatch::with_capacity(crate::write_batch::op_len(key.len(), value.len()));
         b.put(key, value);
         self.inner.workload.writes.fetch_add(1, Ordering::Relaxed);
-        self.inner.write(wo.sync, b)
+        self.inner.writes.write(&self.inner, wo.sync, b)
     }
 
     /// Remove `key` (not synced: see `delete_opt`). Deleting a missing key is not an error.
@@ -405,13 +365,13 @@ impl Db {
         self.inner.workload.writes.fetch_add(1, Ordering::Relaxed);
         let mut b = WriteBatch::new();
         b.delete(key);
-        self.inner.write(wo.sync, b)
+        self.inner.writes.write(&self.inner, wo.sync, b)
     }
 
     /// Apply a batch atomically: after a crash either all of it or none of it is there.
     pub fn write(&self, wo: &WriteOptions, batch: &WriteBatch) -> Result<()> {
         self.inner.workload.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        self.inner.write(wo.sync, batch.clone())
+        self.inner.writes.write(&self.inner, wo.sync, batch.clone())
     }
 
     /// The value of `key` now, `None` if it is absent or deleted. The value is a shared handle
@@ -479,18 +439,18 @@ impl Db {
 
     /// A consistent view of the database as of now.
     pub fn snapshot(&self) -> Snapshot {
-        self.inner.snapshots.acquire(self.inner.visible_seq.load(Ordering::Acquire))
+        self.inner.snapshots.acquire(self.inner.writes.visible_seq())
     }
 
     /// Flush the memtable to an SSTable and wait for it.
     pub fn flush(&self) -> Result<()> {
-        self.inner.flush()
+        self.inner.scheduler.flush(&self.inner)
     }
 
     /// Compact every file overlapping `[begin, end]` (user keys; None = unbounded) down to
     /// the deepest level holding data in that range.
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        self.inner.compact_range(begin, end)
+        self.inner.scheduler.compact_range(&self.inner, begin, end)
     }
 
     /// Block until no flush, automatic compaction or value-log GC is pending: the GC rounds
@@ -499,24 +459,24 @@ impl Db {
     /// stopped by an old snapshot or iterator ends the wait; a GC error is logged and left to
     /// the GC thread's retry, not returned.
     pub fn wait_for_background_work(&self) -> Result<()> {
-        self.inner.wait_for_background_work()
+        self.inner.scheduler.wait_for_background_work(&self.inner)
     }
 
     /// Counters and shape of the database now.
     pub fn stats(&self) -> DbStats {
-        DbStats { vlog_space_amp_estimate: self.inner.vlog_space_amp(), ..self.inner.stats() }
+        DbStats { vlog_space_amp_estimate: self.inner.gc.vlog_space_amp(&self.inner), ..self.inner.stats() }
     }
 
     /// Collect value-log files whose garbage ratio is at least `min_garbage_ratio` now
     /// (background GC does the same with `Options::gc_garbage_ratio`).
     pub fn run_gc(&self, min_garbage_ratio: f64) -> Result<GcReport> {
-        self.inner.run_gc(min_garbage_ratio)
+        self.inner.gc.run_gc(&self.inner, min_garbage_ratio)
     }
 
     /// Rewrite every separated value in key order (then collect the old copies), so range
     /// scans after a random load read the value log sequentially.
     pub fn reorganize_vlog(&self) -> Result<GcReport> {
-        self.inner.reorganize()
+        self.inner.gc.reorganize(&self.inner)
     }
 
     /// What the open left out of the database when it salvaged a damaged log
@@ -532,7 +492,7 @@ impl Db {
 
     /// Leave the read-only state entered after a background I/O error (e.g. once space is freed).
     pub fn resume(&self) -> Result<()> {
-        self.inner.resume()
+        self.inner.writes.resume(&self.inner)
     }
 
     /// Write the log buffer out, stop background work and release the lock.
@@ -553,13 +513,13 @@ impl Db {
             }
             // Let queued writers finish before the log is closed.
             while !st.writers.is_empty() {
-                self.inner.bg_cv.wait_for(&mut st, std::time::Duration::from_millis(10));
+                self.inner.scheduler.progress.wait_for(&mut st, std::time::Duration::from_millis(10));
             }
             st.shutting_down = true;
-            self.inner.flush_cv.notify_all();
-            self.inner.compact_cv.notify_all();
-            self.inner.gc_cv.notify_all();
-            self.inner.bg_cv.notify_all();
+            self.inner.scheduler.flush_cv.notify_all();
+            self.inner.scheduler.compact_cv.notify_all();
+            self.inner.gc.cv.notify_all();
+            self.inner.scheduler.progress.notify_all();
         }
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
@@ -579,7 +539,7 @@ impl Db {
     /// before that point — even damage that took the last marks with it — is not a torn tail.
     fn record_clean_close(&self) -> Result<()> {
         let end = {
-            let mut log = self.inner.log.lock();
+            let mut log = self.inner.writes.log.lock();
             log.sync_sealed()?;
             log.end()
         };
@@ -600,8 +560,16 @@ impl Drop for Db {
     }
 }
 
+/// The compaction policy `o` asks for.
+pub(super) fn policy_for(o: &Options) -> Box<dyn CompactionPolicy> {
+    match o.merge_policy {
+        crate::options::MergePolicy::Leveling => Box::new(LeveledPolicy::from_options(o)),
+        crate::options::MergePolicy::Wacky(knobs) => Box::new(WackyPolicy::new(o, knobs)),
+    }
+}
+
 /// Reject option values that cannot work.
-fn validate_options(o: &Options) -> Result<()> {
+pub(super) fn validate_options(o: &Options) -> Result<()> {
     let bad = |what: &str| Err(Error::invalid(what.to_string()));
     if o.write_buffer_bytes < 1024 {
         return bad("write_buffer_bytes must be at least 1 KiB");
@@ -625,6 +593,12 @@ fn validate_options(o: &Options) -> Result<()> {
     }
     if let crate::options::MergePolicy::Wacky(k) = &o.merge_policy {
         k.validate().map_err(|e| Error::invalid(format!("merge policy: {e}")))?;
+        if o.light_weight_compaction {
+            return Err(Error::invalid(format!(
+                "light_weight_compaction appends to the tables of a leveled level; merge policy {k} keeps \
+                 several runs per level: use MergePolicy::Leveling with it, or turn it off"
+            )));
+        }
     }
     if o.compaction_threads == 0 || o.compaction_threads > 16 {
         return bad("compaction_threads must be between 1 and 16");

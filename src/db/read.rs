@@ -6,14 +6,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{add, DbInner, DbStats};
-use crate::db::iter::sampling::{ReadSampleSink, ReadSampler};
-use crate::db::iter::{DbIterator, ValueSource};
+use crate::db::user_iter::sampling::{ReadSampleSink, ReadSampler};
+use crate::db::user_iter::{DbIterator, ValueSource};
 use crate::error::Result;
-use crate::iter::{InternalIterator, MergingIterator};
+use crate::internal_iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::ReadOptions;
 use crate::sst::filter::FilterHash;
+use crate::sst::BlockReads;
 use crate::value::Value;
 use crate::version::run_iter::{RunIterator, SeekObserver};
 use crate::version::{FileMeta, Version};
@@ -23,9 +24,9 @@ use crate::vlog::{Access, CacheUse, PendingRead, ValuePointer};
 /// one it searched in vain; a table charged more than `max(100, size / 16 KiB)` times is
 /// compacted. Searched means past the table's filter (a block read): LevelDB charges a table
 /// whose filter turned the lookup away too, so every lookup of a key deep in a settled tree
-/// charged level 1's table for a probe that cost a filter's cache line. 400k lookups of one
-/// settled 4M × 512 B tree wrote 0.48 GB of compaction that way, and light-weight compaction
-/// went on from each such compaction's appends to collapses and splits (590 compactions).
+/// charged level 1's table for a probe that cost a filter's cache line: a read-only workload
+/// rewrote a settled tree, and under light-weight compaction each such compaction led on to
+/// splits and collapses (docs/BENCHMARKS.md §12).
 /// Under light-weight compaction also its read-side counterpart: an iterator's seek into a
 /// table of `n` segments charges it `n - 1` (one block read per extra segment), and a table
 /// charged as much is collapsed in place (`Reason::Collapse`).
@@ -117,7 +118,11 @@ impl DbInner {
         }
         for level in &view.version.levels {
             for run in &level.runs {
-                children.push(Box::new(RunIterator::new(self.table_cache.clone(), run.files.clone(), false)));
+                children.push(Box::new(RunIterator::new(
+                    self.table_cache.clone(),
+                    run.files.clone(),
+                    BlockReads::filling(false),
+                )));
             }
         }
         let mut it = MergingIterator::new(children, self.table_cache.order().clone());
@@ -134,7 +139,7 @@ impl DbInner {
 
     /// The newest entry for `user_key` in `view` (see `get_latest_entry`).
     pub(crate) fn latest_entry_in(&self, view: &LatestView, user_key: &[u8]) -> Result<Option<(ValueKind, Value)>> {
-        self.get_entry(&view.0, user_key, true, false)
+        self.get_entry(&view.0, user_key, BlockReads::filling(true), false)
     }
 
     fn view(&self, ro: &ReadOptions) -> View {
@@ -146,10 +151,10 @@ impl DbInner {
         // Read under the lock that fixed the memtables: a leader publishes `visible_seq` and
         // switches memtables only while holding it. So every write at or below `seq` is in
         // these memtables or this Version, and every later one goes into `mems[0]` or a newer
-        // memtable — which GC's conditional re-put relies on (`CheckedAt`).
+        // memtable — which GC's conditional pointer puts rely on (`CheckedAt`).
         let seq = match &ro.snapshot {
             Some(s) => s.sequence(),
-            None => self.visible_seq.load(Ordering::Acquire),
+            None => self.writes.visible_seq(),
         };
         drop(st);
         View { mems, version, seq }
@@ -158,23 +163,28 @@ impl DbInner {
     /// A view for a reader that must keep its separated values readable (iterators,
     /// `multi_get`), with its registration as a reader. It registers *before* its sequence
     /// number is read: value-log GC then either sees it (and keeps the files it may read) or
-    /// had made its re-puts visible before, so the view already points at the new copies.
-    fn registered_view(&self, ro: &ReadOptions) -> (View, crate::Snapshot) {
+    /// had made its pointer puts visible before, so the view already points at the new copies.
+    fn registered_view(&self, ro: &ReadOptions) -> (View, crate::snapshot::Snapshot) {
         let reader = match &ro.snapshot {
             Some(s) => s.clone(),
-            None => self.snapshots.acquire(self.visible_seq.load(Ordering::Acquire)),
+            None => self.snapshots.acquire(self.writes.visible_seq()),
         };
         (self.view(ro), reader)
     }
 
-    fn fill_cache(&self, ro: &ReadOptions) -> bool {
-        ro.fill_cache.unwrap_or(true)
+    /// How `ro`'s table reads use blocks: the block cache as it asks, and every block checked
+    /// again when it asks for that or the database was opened with `paranoid_checks`.
+    fn block_reads(&self, ro: &ReadOptions) -> BlockReads {
+        BlockReads {
+            fill_cache: ro.fill_cache.unwrap_or(true),
+            verify_checksums: ro.verify_checksums || self.opts.paranoid_checks,
+        }
     }
 
     pub(crate) fn get(&self, ro: &ReadOptions, user_key: &[u8]) -> Result<Option<Value>> {
-        let fill = self.fill_cache(ro);
-        let cache = CacheUse::filling(fill);
-        let mut entry = self.get_entry(&self.view(ro), user_key, fill, true)?;
+        let reads = self.block_reads(ro);
+        let cache = CacheUse::filling(reads.fill_cache);
+        let mut entry = self.get_entry(&self.view(ro), user_key, reads, true)?;
         // A get does not register as a reader (that would cost every lookup two trips through
         // the snapshot list), so value-log GC may move the value and delete its old file
         // between the lookup and the read. GC deletes only after the new copy is visible:
@@ -186,7 +196,7 @@ impl DbInner {
                 Ok(v) => return Ok(Some(v)),
                 Err(e) if ro.snapshot.is_some() => return Err(e),
                 Err(e) => {
-                    let again = self.get_entry(&self.view(ro), user_key, fill, true)?;
+                    let again = self.get_entry(&self.view(ro), user_key, reads, true)?;
                     if again == entry {
                         return Err(e);
                     }
@@ -204,14 +214,20 @@ impl DbInner {
     /// reading a separated value (GC compares the pointer itself).
     pub(crate) fn get_latest_entry(&self, user_key: &[u8]) -> Result<Option<(ValueKind, Value)>> {
         let view = self.view(&ReadOptions::default());
-        self.get_entry(&view, user_key, true, false)
+        self.get_entry(&view, user_key, BlockReads::filling(true), false)
     }
 
     /// The newest entry for `user_key` visible in `view`: `None` when absent, the kind and
     /// stored bytes otherwise (deletions included). With `kept`, a pointer whose value a
     /// memtable keeps comes back as that value (kind `Value`): the user's reads want the value;
     /// GC and verification want the pointer.
-    fn get_entry(&self, view: &View, user_key: &[u8], fill: bool, kept: bool) -> Result<Option<(ValueKind, Value)>> {
+    fn get_entry(
+        &self,
+        view: &View,
+        user_key: &[u8],
+        reads: BlockReads,
+        kept: bool,
+    ) -> Result<Option<(ValueKind, Value)>> {
         for m in &view.mems {
             match m.get(user_key, view.seq, kept) {
                 Lookup::Found(kind, v) => return Ok(Some((kind, Value::from(v)))),
@@ -229,7 +245,7 @@ impl DbInner {
         for (level, file) in view.version.files_for_key(user_key) {
             let table = self.table_cache.get(file.number, file.size)?;
             add(&self.counters.filter_probes, 1);
-            let probe = table.get_filtered(&seek, hash, fill)?;
+            let probe = table.get_filtered(&seek, hash, reads)?;
             if !probe.passed {
                 continue;
             }
@@ -251,9 +267,9 @@ impl DbInner {
     }
 
     fn charge_seek(&self, level: usize, file: &Arc<FileMeta>) {
-        let s = &mut *self.seek_stats.lock();
+        let s = &mut *self.scheduler.seek_stats.lock();
         if charge(&mut s.charges, &mut s.candidate, level, file, 1) {
-            self.compact_cv.notify_one();
+            self.scheduler.compact_cv.notify_one();
         }
     }
 
@@ -276,12 +292,12 @@ impl DbInner {
         // Registered like a snapshot: value-log GC keeps what these pointers name until the
         // reads are done.
         let (view, _reader) = self.registered_view(ro);
-        let fill = self.fill_cache(ro);
-        let cache = CacheUse::filling(fill);
+        let reads = self.block_reads(ro);
+        let cache = CacheUse::filling(reads.fill_cache);
         let mut out = Vec::with_capacity(keys.len());
         // At most `MULTI_GET_BATCH` per batch: more would not fit the ring at once.
         for chunk in keys.chunks(ro.readahead_values.clamp(1, MULTI_GET_BATCH)) {
-            let entries = chunk.iter().map(|k| self.get_entry(&view, k, fill, true)).collect::<Result<Vec<_>>>()?;
+            let entries = chunk.iter().map(|k| self.get_entry(&view, k, reads, true)).collect::<Result<Vec<_>>>()?;
             // Entries whose value is read in the background; the others are resolved in place.
             let ptrs: Vec<Option<(ValuePointer, &[u8])>> = entries
                 .iter()
@@ -309,7 +325,7 @@ impl DbInner {
 
     pub(crate) fn iter(self: &Arc<Self>, ro: &ReadOptions) -> Result<DbIterator> {
         let (view, reader) = self.registered_view(ro);
-        let fill = self.fill_cache(ro);
+        let reads = self.block_reads(ro);
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         for m in &view.mems {
             children.push(Box::new(m.iter()));
@@ -318,7 +334,7 @@ impl DbInner {
         let observer = self.opts.light_weight_compaction.then(|| Arc::clone(self) as Arc<dyn SeekObserver>);
         for (l, level) in view.version.levels.iter().enumerate() {
             for run in &level.runs {
-                let mut it = RunIterator::new(self.table_cache.clone(), run.files.clone(), fill);
+                let mut it = RunIterator::new(self.table_cache.clone(), run.files.clone(), reads);
                 if let Some(o) = observer.as_ref().filter(|_| l > 0) {
                     it = it.observed(l, Arc::clone(o));
                 }
@@ -337,7 +353,7 @@ impl DbInner {
             Arc::new(ScanValues {
                 db: Arc::clone(self),
                 stream: CacheUse::filling(ro.fill_cache.unwrap_or(false)),
-                batch: CacheUse::filling(fill),
+                batch: CacheUse::filling(reads.fill_cache),
             }),
             ro.readahead_values,
             Box::new(pins),
@@ -397,8 +413,9 @@ impl DbInner {
             }
         }
         DbStats {
+            merge_policy: self.opts.shape_value("merge_policy").unwrap_or_default(),
             user_bytes_written: load(&c.user_bytes),
-            log_bytes_written: self.log.lock().bytes_appended,
+            log_bytes_written: self.writes.log.lock().bytes_appended,
             flush_bytes_written: load(&c.flush_bytes),
             compaction_bytes_written: load(&c.compaction_written),
             compaction_bytes_read: load(&c.compaction_read),
@@ -427,7 +444,7 @@ impl DbInner {
             vlog_garbage_bytes,
             memtable_bytes,
             memtable_kept_bytes,
-            last_sequence: self.visible_seq.load(Ordering::Acquire),
+            last_sequence: self.writes.visible_seq(),
             gc_runs: load(&c.gc_runs),
             gc_bytes_read: load(&c.gc_bytes_read),
             gc_bytes_rewritten: load(&c.gc_bytes_rewritten),
@@ -449,8 +466,7 @@ impl DbInner {
 /// How an iterator reads separated values: through scan handles (read-ahead advice), using the
 /// value cache as its `fill_cache` says. Unless `fill_cache` asks for it, values read one by
 /// one as the iterator streams along do not enter the value cache (a long scan would push the
-/// hot values out, and churning 800 MB of 4 KiB values through it cost `readseq` a quarter of
-/// its speed, measured); the batches of `scan_from`, whose length is known and short, do.
+/// hot values out, and the churn slowed the scan itself: docs/BENCHMARKS.md §6); the batches of `scan_from`, whose length is known and short, do.
 struct ScanValues {
     db: Arc<DbInner>,
     stream: CacheUse,
@@ -492,7 +508,7 @@ impl ValueSource for ScanValues {
         self.db.vlog.read_batch(wanted, self.batch)
     }
 
-    fn read_region(&self, region: crate::db::iter::regions::Region) {
+    fn read_region(&self, region: crate::db::user_iter::regions::Region) {
         self.db.vlog.will_need(region.file, region.offset, region.len);
     }
 }
@@ -522,9 +538,9 @@ impl ReadSampleSink for IterSamples {
 
 impl SeekObserver for DbInner {
     fn sought(&self, level: usize, file: &Arc<FileMeta>) {
-        let s = &mut *self.seek_stats.lock();
+        let s = &mut *self.scheduler.seek_stats.lock();
         if charge(&mut s.segment_charges, &mut s.collapse, level, file, file.segments.saturating_sub(1)) {
-            self.compact_cv.notify_one();
+            self.scheduler.compact_cv.notify_one();
         }
     }
 }

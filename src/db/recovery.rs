@@ -8,15 +8,15 @@ use crate::compaction::{CompactionPolicy, NewRun};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::background::write_level0_table;
 use super::repair::{self, RecoveryReport};
+use super::scheduler::write_level0_table;
 use crate::error::{Error, Result};
 use crate::filename::{self, vlog_file_name, FileKind};
 use crate::fs::Vfs;
 use crate::log::{self, LogPos, LogReader, LogRecord, LogSurvey, LogWriter, Segment};
 use crate::memtable::Memtable;
 use crate::options::{Options, RecoveryMode};
-use crate::version::{VersionEdit, VersionSet};
+use crate::version::{LoadedManifest, VersionEdit, VersionSet};
 
 /// What recovery hands to the new DB.
 pub(super) struct Recovered {
@@ -26,29 +26,45 @@ pub(super) struct Recovered {
     pub log: LogWriter,
     /// Set when a salvage mode left something out.
     pub report: Option<RecoveryReport>,
+    /// The options the database opens with: the caller's, with every shaping setting it did
+    /// not name taken from the manifest.
+    pub options: Options,
+    /// The compaction policy of those options (taken by the open).
+    pub policy: Option<Box<dyn CompactionPolicy>>,
 }
 
-pub(super) fn recover(
-    vfs: &Arc<dyn Vfs>,
-    dir: &Path,
-    opts: &Options,
-    policy: &dyn CompactionPolicy,
-) -> Result<Recovered> {
-    let name = policy.name();
-    let policy_name = name.as_str();
+pub(super) fn recover(vfs: &Arc<dyn Vfs>, dir: &Path, mut options: Options) -> Result<Recovered> {
     // The manifest is only read here: nothing on disk changes until the log survey has said
     // the log may be opened.
     let existing = vfs.exists(&filename::current_file_name(dir));
-    let mut versions = if existing {
-        VersionSet::load_in(vfs.clone(), dir, opts.num_levels, opts.key_order())?
-    } else {
-        VersionSet::create_in(vfs.clone(), dir, opts.num_levels, policy_name, opts.key_order())?
+    let manifest = if existing { Some(LoadedManifest::read(&**vfs, dir)?) } else { None };
+    if let Some(m) = &manifest {
+        settle_options(&mut options, &m.recorded_options())?;
+    }
+    let opts = &options;
+    let owned_policy = super::policy_for(opts);
+    let name = owned_policy.name();
+    let policy_name = name.as_str();
+    let mut versions = match manifest {
+        Some(m) => VersionSet::from_manifest(vfs.clone(), dir, m, opts.num_levels, opts.key_order())?,
+        None => {
+            let record = opts.shape_record();
+            VersionSet::create_with_options(
+                vfs.clone(),
+                dir,
+                opts.num_levels,
+                policy_name,
+                (&record, opts.key_order()),
+            )?
+        }
     };
     if versions.policy() != policy_name {
         tracing::info!(was = versions.policy(), now = policy_name, "compaction policy changed since the last open");
         // The snapshot opening the new manifest records it.
         versions.set_policy(policy_name);
     }
+    versions.set_recorded_options(opts.shape_record());
+    let policy = &*owned_policy;
     let head = versions.log_head();
     let logs = log_files_from(&**vfs, dir, head.file)?;
     if head.offset > 0 && !logs.contains(&head.file) {
@@ -103,7 +119,22 @@ pub(super) fn recover(
     };
     let mem = replay.mem;
     let last_seq = versions.last_sequence();
-    Ok(Recovered { mem, versions, last_seq, log, report })
+    Ok(Recovered { mem, versions, last_seq, log, report, options, policy: Some(owned_policy) })
+}
+
+/// Take the recorded value of every shaping option the caller did not name, say in the log
+/// which named ones differ from the record (compaction reshapes the tree to them), and check
+/// the options that result.
+fn settle_options(options: &mut Options, recorded: &str) -> Result<()> {
+    for r in options.adopt_shape_record(recorded) {
+        tracing::info!(
+            setting = r.setting,
+            recorded = %r.recorded,
+            now = %r.now,
+            "an option that shapes the tree differs from what the database recorded; compaction reshapes it"
+        );
+    }
+    super::validate_options(options)
 }
 
 /// What to replay, what to cut, whether this is a salvage.
@@ -322,8 +353,8 @@ impl Replay<'_> {
     }
 
     /// Insert a batch of record groups. One thread: the memtable takes one writer at a time
-    /// (its arena skiplist), and replaying from two threads measured no faster
-    /// (`scripts/recovery-time.sh`: 0.082–0.098 s against 0.084–0.097 s).
+    /// (its arena skiplist), and replaying from two threads was no faster
+    /// (docs/BENCHMARKS.md §4).
     fn apply_batch(&mut self, records: &[LogRecord]) {
         let (mem, min_separated) = (&self.mem, self.opts.min_separated_value_bytes);
         for rec in records {

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use super::DbInner;
 use crate::error::{Error, Result};
 use crate::filename::{self, table_file_name, vlog_file_name, FileKind};
-use crate::iter::InternalIterator;
+use crate::internal_iter::InternalIterator;
 use crate::key::{self, ValueKind};
 use crate::log::LogPos;
-use crate::sst::Table;
+use crate::sst::{BlockReads, Table};
 use crate::version::FileMeta;
 use crate::vlog::{Access, CacheUse, ValuePointer};
 
@@ -123,7 +123,8 @@ impl DbInner {
             report.error(bad(why));
         }
         let order = self.table_cache.order();
-        let mut it = table.iter(false);
+        // Every block checked against its checksum, even one a read checked before.
+        let mut it = table.iter(BlockReads { fill_cache: false, verify_checksums: true });
         it.seek_to_first()?;
         let mut prev: Option<Vec<u8>> = None;
         let mut entries = 0u64;

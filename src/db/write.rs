@@ -2,7 +2,7 @@
 //! as one record group with one `fdatasync` for every sync writer in it (group commit), inserts
 //! it into the memtable, and hands the result to the followers.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,11 +13,44 @@ use super::{add, DbInner, State};
 use crate::compaction::WritePressure;
 use crate::error::Result;
 use crate::key::ValueKind;
-use crate::log;
+use crate::log::{self, LogPos, LogWriter};
 use crate::memtable::Memtable;
 use crate::vlog::ValuePointer;
 use crate::write_batch::{BatchIter, BatchOp, WriteBatch};
 use bytes::Bytes;
+
+/// Group commit: the log appender and what the write leader publishes. The queue of writers
+/// itself lives in `State`, under the DB mutex, because the leader makes room in the memtable
+/// and takes sequence numbers in the same critical section (LevelDB's design). Its methods
+/// take the database they write to (`db`).
+pub(crate) struct WriteQueue {
+    /// The log appender; taken by the write leader and by flushes (lock order: state, then log).
+    pub(super) log: Arc<Mutex<LogWriter>>,
+    /// Set by the log writer when its file has passed `log_file_bytes`.
+    roll_due: Arc<AtomicBool>,
+    /// How far the log is durable (`LogWriter::durable`), read by value-log GC without the
+    /// log's lock.
+    pub(super) durable: Arc<Mutex<LogPos>>,
+    /// Every write with a sequence number <= this is fully applied and readable.
+    pub(super) visible_seq: AtomicU64,
+}
+
+impl WriteQueue {
+    /// The queue over a recovered log, whose last write has sequence number `last_seq`.
+    pub(super) fn new(log: LogWriter, last_seq: u64) -> Self {
+        WriteQueue {
+            roll_due: log.roll_due(),
+            durable: log.durable(),
+            log: Arc::new(Mutex::new(log)),
+            visible_seq: AtomicU64::new(last_seq),
+        }
+    }
+
+    /// The sequence number of the newest write readers may see.
+    pub(crate) fn visible_seq(&self) -> u64 {
+        self.visible_seq.load(Ordering::Acquire)
+    }
+}
 
 /// A queued write.
 pub(crate) struct WriterSlot {
@@ -29,9 +62,9 @@ pub(crate) struct WriterSlot {
     sync: bool,
     /// A flush request: switch the memtable instead of writing.
     force_switch: bool,
-    /// A value-log GC relocation: `batch` points keys at moved copies of their values (or
-    /// re-puts them), and op *i* is applied only if the key's newest entry is still the
-    /// pointer `gc_old[i]` (a user write in between wins).
+    /// A value-log GC relocation: `batch` points keys at moved copies of their values, and op
+    /// *i* is applied only if the key's newest entry is still the pointer `gc_old[i]` (a user
+    /// write in between wins).
     gc_old: Option<Condition>,
     result: Mutex<Option<Result<()>>>,
     cv: Condvar,
@@ -43,8 +76,12 @@ pub(crate) struct Condition {
     checked: Option<CheckedAt>,
 }
 
-/// What the leader does to the log besides appending its group.
+/// The leader's group as the log sees it: its sequence numbers, and what the leader does to the
+/// log besides appending it.
 struct LogOp {
+    /// The group's first sequence number and its op count.
+    first_seq: u64,
+    count: u32,
     /// Roll to this file number first (the file has passed `log_file_bytes`).
     roll_to: Option<u64>,
     /// More writers are queued: leave the sync mark for the next group's write.
@@ -55,62 +92,72 @@ struct LogOp {
 const MAX_GROUP_BYTES: usize = 1 << 20;
 const SMALL_LEADER_BYTES: usize = 128 << 10;
 
-impl DbInner {
+impl WriteQueue {
     /// Commit `batch` (or, with an empty batch and `force_switch`, switch the memtable).
-    pub(crate) fn write(&self, sync: bool, mut batch: WriteBatch) -> Result<()> {
+    pub(crate) fn write(&self, db: &DbInner, sync: bool, mut batch: WriteBatch) -> Result<()> {
         batch.check()?;
-        // Wait for GC outside the queue: GC's own re-puts go through the queue and must not
+        // Wait for GC outside the queue: GC's own pointer puts go through the queue and must not
         // queue up behind a writer that waits for them.
-        add(&self.counters.gc_stall_micros, self.gc_pacing.wait_for_gc(batch.approximate_size()));
-        self.enqueue(WriterSlot {
-            ops: take_ops(&mut batch),
-            batch,
-            sync,
-            force_switch: false,
-            gc_old: None,
-            result: Mutex::new(None),
-            cv: Condvar::new(),
-        })
+        add(&db.counters.gc_stall_micros, db.gc.pacing.wait_for_gc(batch.approximate_size()));
+        self.enqueue(
+            db,
+            WriterSlot {
+                ops: take_ops(&mut batch),
+                batch,
+                sync,
+                force_switch: false,
+                gc_old: None,
+                result: Mutex::new(None),
+                cv: Condvar::new(),
+            },
+        )
     }
 
-    /// Re-put relocated values (see `WriterSlot::gc_old`); durable when it returns if `sync`
+    /// Log the pointers of relocated values (see `WriterSlot::gc_old`); durable when it returns if `sync`
     /// (a later synced write makes an unsynced one durable too: the log is a prefix).
     /// `checked`: the view in which GC found these pointers live, if it did (the leader then
     /// re-checks only keys written after it).
     pub(crate) fn gc_write(
         &self,
+        db: &DbInner,
         mut batch: WriteBatch,
         old: Vec<ValuePointer>,
         checked: Option<CheckedAt>,
         sync: bool,
     ) -> Result<()> {
-        self.enqueue(WriterSlot {
-            ops: take_ops(&mut batch),
-            batch,
-            sync,
-            force_switch: false,
-            gc_old: Some(Condition { old, checked }),
-            result: Mutex::new(None),
-            cv: Condvar::new(),
-        })
+        self.enqueue(
+            db,
+            WriterSlot {
+                ops: take_ops(&mut batch),
+                batch,
+                sync,
+                force_switch: false,
+                gc_old: Some(Condition { old, checked }),
+                result: Mutex::new(None),
+                cv: Condvar::new(),
+            },
+        )
     }
 
     /// Make the active memtable immutable (if it holds anything) through the write queue.
-    pub(crate) fn force_switch(&self) -> Result<()> {
-        self.enqueue(WriterSlot {
-            ops: Bytes::new(),
-            batch: WriteBatch::new(),
-            sync: false,
-            force_switch: true,
-            gc_old: None,
-            result: Mutex::new(None),
-            cv: Condvar::new(),
-        })
+    pub(crate) fn force_switch(&self, db: &DbInner) -> Result<()> {
+        self.enqueue(
+            db,
+            WriterSlot {
+                ops: Bytes::new(),
+                batch: WriteBatch::new(),
+                sync: false,
+                force_switch: true,
+                gc_old: None,
+                result: Mutex::new(None),
+                cv: Condvar::new(),
+            },
+        )
     }
 
-    fn enqueue(&self, slot: WriterSlot) -> Result<()> {
+    fn enqueue(&self, db: &DbInner, slot: WriterSlot) -> Result<()> {
         let slot = Arc::new(slot);
-        let mut st = self.state.lock();
+        let mut st = db.state.lock();
         st.writers.push_back(slot.clone());
         loop {
             if let Some(r) = slot.result.lock().take() {
@@ -121,7 +168,7 @@ impl DbInner {
             }
             slot.cv.wait(&mut st);
         }
-        let (n, result) = self.lead_group(&mut st);
+        let (n, result) = self.lead_group(db, &mut st);
         for _ in 0..n {
             let Some(w) = st.writers.pop_front() else {
                 break;
@@ -138,22 +185,22 @@ impl DbInner {
             next.cv.notify_one();
         }
         if st.writers.is_empty() {
-            self.bg_cv.notify_all();
+            db.scheduler.progress.notify_all();
         }
         result
     }
 
     /// Run the group led by the front writer; returns how many writers it covered.
-    fn lead_group(&self, st: &mut MutexGuard<'_, State>) -> (usize, Result<()>) {
+    fn lead_group(&self, db: &DbInner, st: &mut MutexGuard<'_, State>) -> (usize, Result<()>) {
         let leader = st.writers[0].clone();
-        if let Err(e) = self.make_room_for_write(st, leader.force_switch) {
+        if let Err(e) = self.make_room_for_write(db, st, leader.force_switch) {
             return (1, Err(e));
         }
         if leader.force_switch {
             return (1, Ok(()));
         }
         let (n, gc_batch) = match &leader.gc_old {
-            Some(reloc) => match self.still_pointing(st, (&leader.ops, leader.batch.len()), reloc) {
+            Some(reloc) => match self.still_pointing(db, st, (&leader.ops, leader.batch.len()), reloc) {
                 Ok(b) => (1, b.map(|mut b| (take_ops(&mut b), b))),
                 Err(e) => return (1, Err(e)),
             },
@@ -175,18 +222,17 @@ impl DbInner {
         // A log file past `log_file_bytes` rolls before this group (its number is taken here,
         // under the state lock; the flag is read without the log lock, which a flush may hold
         // through an fdatasync); the group then goes into the new file.
-        let roll_to = self.log_roll_due.load(Ordering::Acquire).then(|| st.versions.new_file_number());
+        let roll_to = self.roll_due.load(Ordering::Acquire).then(|| st.versions.new_file_number());
         // With writers queued behind this group, the sync mark rides along with the next
         // group's write instead of costing a write of its own.
         let mark_later = st.writers.len() > n;
-        let log_op = LogOp { roll_to, mark_later };
-        let r =
-            MutexGuard::unlocked(st, || self.append_and_apply(&batches, sync, first_seq, count as u32, &mem, log_op));
+        let log_op = LogOp { first_seq, count: count as u32, roll_to, mark_later };
+        let r = MutexGuard::unlocked(st, || self.append_and_apply(db, &batches, sync, &mem, log_op));
         match &r {
             Ok(()) => {
                 self.visible_seq.store(first_seq + count - 1, Ordering::Release);
                 if leader.gc_old.is_none() {
-                    add(&self.counters.user_bytes, batches.iter().map(|(_, b)| b.user_bytes).sum());
+                    add(&db.counters.user_bytes, batches.iter().map(|(_, b)| b.user_bytes).sum());
                 }
             }
             Err(e) => {
@@ -203,13 +249,13 @@ impl DbInner {
     /// Append the group to the log (syncing if any writer asked), then apply it to `mem`.
     fn append_and_apply(
         &self,
+        db: &DbInner,
         group: &[(&Bytes, &WriteBatch)],
         sync: bool,
-        first_seq: u64,
-        count: u32,
         mem: &Memtable,
         log_op: LogOp,
     ) -> Result<()> {
+        let LogOp { first_seq, count, .. } = log_op;
         let joined;
         let rep: &Bytes = match group {
             [(one, _)] => one,
@@ -223,7 +269,7 @@ impl DbInner {
             }
         };
         // Checksums are computed before taking the log lock: large values cost most here.
-        let separated = log::separated_values(rep, self.opts.min_separated_value_bytes);
+        let separated = log::separated_values(rep, db.opts.min_separated_value_bytes);
         let crc = log::group_crc(first_seq, count, rep);
         let pos = {
             let mut log = self.log.lock();
@@ -240,65 +286,63 @@ impl DbInner {
             }
             pos
         };
-        if self.opts.prepopulate_value_cache == crate::options::PrepopulateValueCache::OnWrite {
-            self.vlog.prepopulate(pos, rep, &separated);
+        if db.opts.prepopulate_value_cache == crate::options::PrepopulateValueCache::OnWrite {
+            db.vlog.prepopulate(pos, rep, &separated);
         }
-        let keep =
-            (self.opts.memtable_kept_value_max_bytes > 0).then_some((rep, self.opts.memtable_kept_value_max_bytes));
+        let keep = (db.opts.memtable_kept_value_max_bytes > 0).then_some((rep, db.opts.memtable_kept_value_max_bytes));
         mem.apply_group(pos, first_seq, rep, &separated, keep);
         Ok(())
     }
 
     /// Wait (bounded) until the memtable has room, switching it when full; slows writers down
     /// a little when L0 is crowded and stops them when it is full (LevelDB's MakeRoomForWrite).
-    fn make_room_for_write(&self, st: &mut MutexGuard<'_, State>, mut force: bool) -> Result<()> {
+    fn make_room_for_write(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, mut force: bool) -> Result<()> {
         let mut allow_delay = !force;
         loop {
-            self.background_error(st)?;
-            let pressure = self.write_pressure(st);
+            db.background_error(st)?;
+            let pressure = self.write_pressure(db, st);
             if allow_delay && pressure != WritePressure::None {
                 let t = Instant::now();
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
-                add(&self.counters.stall_micros, t.elapsed().as_micros() as u64);
+                add(&db.counters.stall_micros, t.elapsed().as_micros() as u64);
                 allow_delay = false;
-            } else if (!force && !self.memtable_full(&st.mem)) || (force && st.mem.is_empty()) {
+            } else if (!force && !self.memtable_full(db, &st.mem)) || (force && st.mem.is_empty()) {
                 return Ok(());
-            } else if st.imms.len() >= self.opts.max_immutable_memtables || pressure == WritePressure::Stop {
+            } else if st.imms.len() >= db.opts.max_immutable_memtables || pressure == WritePressure::Stop {
                 let t = Instant::now();
-                self.flush_cv.notify_one();
-                self.compact_cv.notify_one();
-                self.bg_cv.wait_for(st, Duration::from_millis(100));
-                add(&self.counters.stall_micros, t.elapsed().as_micros() as u64);
+                db.scheduler.flush_cv.notify_one();
+                db.scheduler.compact_cv.notify_one();
+                db.scheduler.progress.wait_for(st, Duration::from_millis(100));
+                add(&db.counters.stall_micros, t.elapsed().as_micros() as u64);
             } else {
-                self.switch_memtable(st)?;
+                self.switch_memtable(db, st)?;
                 force = false;
             }
         }
     }
 
     /// The policy's answer for the current version, memoised until the version changes.
-    fn write_pressure(&self, st: &mut State) -> WritePressure {
+    fn write_pressure(&self, db: &DbInner, st: &mut State) -> WritePressure {
         let id = st.versions.current_id();
         if st.pressure.0 != id {
-            st.pressure = (id, self.policy.write_pressure(&st.versions.current()));
+            st.pressure = (id, db.policy.write_pressure(&st.versions.current()));
         }
         st.pressure.1
     }
 
-    fn memtable_full(&self, mem: &Memtable) -> bool {
-        mem.approximate_bytes() as usize >= self.opts.write_buffer_bytes
-            || mem.log_bytes() >= self.opts.memtable_log_bytes
+    fn memtable_full(&self, db: &DbInner, mem: &Memtable) -> bool {
+        mem.approximate_bytes() as usize >= db.opts.write_buffer_bytes || mem.log_bytes() >= db.opts.memtable_log_bytes
     }
 
     /// Make the active memtable immutable and start a new one (rolling the log file if due).
-    fn switch_memtable(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+    fn switch_memtable(&self, db: &DbInner, st: &mut MutexGuard<'_, State>) -> Result<()> {
         let end = {
             let mut log = self.log.lock();
             // A log file that only served as a write-ahead log (no separated values point into
             // it) is rolled at every switch, so it can be deleted as soon as the memtable is
             // flushed (LevelDB's behaviour); one holding values is rolled by size.
             let holds_values = st.mem.vlog_bytes().contains_key(&log.file_number());
-            let gc_wants_roll = self.gc_roll_requested.swap(false, Ordering::AcqRel);
+            let gc_wants_roll = db.gc.roll_requested.swap(false, Ordering::AcqRel);
             if log.should_roll() || !holds_values || gc_wants_roll {
                 let n = st.versions.new_file_number();
                 if let Err(e) = log.roll(n, st.last_seq + 1) {
@@ -309,15 +353,15 @@ impl DbInner {
             log.groups_end()
         };
         st.mem.set_log_end(end);
-        let fresh = Arc::new(Memtable::with_pool(self.chunk_pool.clone(), self.opts.key_order()));
+        let fresh = Arc::new(Memtable::with_pool(db.chunk_pool.clone(), db.opts.key_order()));
         let full = std::mem::replace(&mut st.mem, fresh);
         st.imms.push_back(full);
-        self.flush_cv.notify_one();
+        db.scheduler.flush_cv.notify_one();
         Ok(())
     }
 }
 
-impl DbInner {
+impl WriteQueue {
     /// The ops of a GC relocation batch whose key still points at the old address. When GC
     /// found them live in a view whose active memtable has not been flushed since, every
     /// write after that view is in that memtable or a newer one: a key none of them wrote
@@ -326,6 +370,7 @@ impl DbInner {
     /// written as it is, without a copy).
     fn still_pointing(
         &self,
+        db: &DbInner,
         st: &mut MutexGuard<'_, State>,
         (ops, count): (&[u8], usize),
         reloc: &Condition,
@@ -344,7 +389,7 @@ impl DbInner {
                 };
                 live.push(match &since {
                     Some((seq, mems)) => mems.iter().all(|m| m.newest_seq(key).is_none_or(|s| s <= *seq)),
-                    None => self.points_to(key, old)?,
+                    None => self.points_to(db, key, old)?,
                 });
             }
             if live.len() == count && live.iter().all(|&l| l) {
@@ -363,8 +408,8 @@ impl DbInner {
     }
 
     /// Whether the newest entry of `key` is the pointer `old` (a full lookup).
-    fn points_to(&self, key: &[u8], old: &ValuePointer) -> Result<bool> {
-        Ok(match self.get_latest_entry(key)? {
+    fn points_to(&self, db: &DbInner, key: &[u8], old: &ValuePointer) -> Result<bool> {
+        Ok(match db.get_latest_entry(key)? {
             Some((ValueKind::Pointer, cur)) => {
                 ValuePointer::decode(&cur).is_some_and(|p| p.file == old.file && p.offset == old.offset)
             }
@@ -395,34 +440,22 @@ fn group_size(st: &State, leader: &WriterSlot) -> usize {
     n
 }
 
-impl DbInner {
-    /// Flush the active memtable and wait until every immutable memtable is on disk.
-    pub(crate) fn flush(&self) -> Result<()> {
-        self.force_switch()?;
-        let mut st = self.state.lock();
-        while !st.imms.is_empty() {
-            self.background_error(&st)?;
-            self.flush_cv.notify_one();
-            self.bg_cv.wait_for(&mut st, Duration::from_millis(100));
-        }
-        Ok(())
-    }
-
+impl WriteQueue {
     /// Make every log group written so far durable (GC does this before it frees values
     /// shadowed by writes that may not be synced yet). A failed sync leaves the log's state
     /// unknown, so it stops writes like a failed synced write does.
-    pub(crate) fn sync_log_for_gc(&self) -> Result<()> {
+    pub(crate) fn sync_log_for_gc(&self, db: &DbInner) -> Result<()> {
         let r = self.log.lock().sync();
         if let Err(e) = &r {
             tracing::error!(error = %e, "log sync before value-log GC failed; the database is read-only until resume()");
-            self.state.lock().bg_error.get_or_insert_with(|| e.duplicate());
+            db.state.lock().bg_error.get_or_insert_with(|| e.duplicate());
         }
         r
     }
 
     /// Leave the read-only state after a background error.
-    pub(crate) fn resume(&self) -> Result<()> {
-        let mut st = self.state.lock();
+    pub(crate) fn resume(&self, db: &DbInner) -> Result<()> {
+        let mut st = db.state.lock();
         if st.bg_error.is_none() {
             return Ok(());
         }
@@ -431,56 +464,10 @@ impl DbInner {
             return Err(e);
         }
         st.bg_error = None;
-        self.flush_cv.notify_all();
-        self.compact_cv.notify_all();
-        self.bg_cv.notify_all();
+        db.scheduler.flush_cv.notify_all();
+        db.scheduler.compact_cv.notify_all();
+        db.scheduler.progress.notify_all();
         Ok(())
-    }
-
-    /// Wait until nothing is left to flush, the policy wants no compaction and value-log GC
-    /// has nothing to collect.
-    pub(crate) fn wait_for_background_work(&self) -> Result<()> {
-        self.wait_for_flush_and_compaction()?;
-        if self.opts.gc_interval_ms == 0 {
-            return Ok(());
-        }
-        // The GC rounds due now run here, in the caller (`gc_round` takes GC's lock: the GC
-        // thread waits meanwhile), as RocksDB's `WaitForCompact` covers BlobDB's GC, which
-        // runs inside compaction. Left to the GC thread, a load's collection ran on into the
-        // reads after it (measured: 16 KiB values, a read pass 1.3-1.8x slower). A round
-        // collects one file: at most one round per file there is now (and one for a file a
-        // roll adds), so writers elsewhere cannot keep the wait going.
-        let mut rounds = self.state.lock().versions.vlog_files().len() + 1;
-        while rounds > 0 {
-            rounds -= 1;
-            let round = self.gc_round();
-            self.wait_for_flush_and_compaction()?;
-            match round {
-                Ok(super::gc::GcRound::Collected | super::gc::GcRound::Rolled) => {}
-                Ok(super::gc::GcRound::Idle | super::gc::GcRound::Pinned) => break,
-                // As the GC thread does: not the caller's failure, the thread retries later.
-                Err(e) => {
-                    tracing::warn!(error = %e, "value-log GC failed while waiting for background work");
-                    self.release_writers();
-                    break;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Block until no flush or automatic compaction is pending.
-    fn wait_for_flush_and_compaction(&self) -> Result<()> {
-        let mut st = self.state.lock();
-        loop {
-            self.background_error(&st)?;
-            if st.imms.is_empty() && st.busy_levels.is_empty() && self.pick_compaction(&st).is_none() {
-                return Ok(());
-            }
-            self.flush_cv.notify_one();
-            self.compact_cv.notify_one();
-            self.bg_cv.wait_for(&mut st, Duration::from_millis(100));
-        }
     }
 }
 
@@ -513,7 +500,7 @@ mod tests {
         }
     }
 
-    /// GC found `keys` live in a view, then `between` ran, then GC re-puts them conditionally.
+    /// GC found `keys` live in a view, then `between` ran, then GC moves them conditionally.
     fn relocate_after(db: &Db, keys: &[&[u8]], between: impl FnOnce()) {
         let (_view, checked) = db.inner.liveness_view();
         let old: Vec<ValuePointer> = keys.iter().map(|k| pointer(db, k)).collect();
@@ -522,7 +509,7 @@ mod tests {
             batch.put(k, &db.get(k).unwrap().unwrap());
         }
         between();
-        db.inner.gc_write(batch, old, Some(checked), true).unwrap();
+        db.inner.writes.gc_write(&db.inner, batch, old, Some(checked), true).unwrap();
     }
 
     #[test]

@@ -26,7 +26,7 @@ static LOCKED_PATHS: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
 /// Most table files mapped at once, over every database of the process (two at the default
 /// `Options::max_open_files`); tables opened beyond it are read with `pread` (and hold a file
 /// descriptor), so the kernel's map count (65530 by default, `vm.max_map_count`) stays far.
-/// LevelDB's 1000 measured too few: a 20M × 100 B tree has 1300 tables.
+/// LevelDB's 1000 was too few for light-weight compaction's trees (docs/BENCHMARKS.md §13).
 const MAX_MAPPED_FILES: usize = 16384;
 
 /// Live `FileMapping`s of this process.

@@ -1,7 +1,7 @@
 //! `SyncBatch`: the files one background job wrote, synced together at its end instead of each
 //! as it is finished. An `fsync` right after a table is written waits for the device to take
-//! every byte of it (8 ms a 2 MiB table on this SSD, and the job's thread did nothing else
-//! meanwhile). Writeback starts as each file is finished, the job goes on building the next,
+//! every byte of it, and the job's thread did nothing else meanwhile (docs/BENCHMARKS.md §13).
+//! Writeback starts as each file is finished, the job goes on building the next,
 //! and by the final syncs most bytes are already on the device.
 //!
 //! Used when `Options::defer_compaction_syncs` is in force (by default under light-weight

@@ -1,6 +1,6 @@
 //! The log (value log): append-only files `NNNNNN.vlog` of record groups. Every write batch
 //! (or group-committed set of batches) becomes one record group; the log is the write-ahead
-//! log, and later issues keep large values in it (WiscKey). Format: `docs/format/log.md`.
+//! log, and the home of large values (WiscKey's value log). Format: `docs/format/log.md`.
 //!
 //! ```text
 //! record group := crc32c u32 | len u32 | first_seq u64 | count u32 | ops[len]
@@ -18,6 +18,26 @@ pub use mark::Mark;
 pub use reader::{LogReader, LogRecord, ReadOutcome};
 pub use survey::{LogBreak, LogSurvey, Segment};
 pub use writer::{DurableExtent, LogWriter};
+
+/// What a reader of the value log needs from the appender, and nothing more: the ops still in
+/// its buffer (not yet handed to their file) and the extent of the log no truncation can reach.
+/// The value-log reader holds this trait, so it does not know the writer.
+pub trait BufferedOps: Send + Sync {
+    /// The `len` op bytes at `offset` of log file `file`, if they are still in the buffer.
+    fn read_buffered(&self, file: u64, offset: u64, len: usize) -> Option<Vec<u8>>;
+    /// The part of the log that can never be truncated away (safe to map).
+    fn extent(&self) -> std::sync::Arc<DurableExtent>;
+}
+
+impl BufferedOps for parking_lot::Mutex<LogWriter> {
+    fn read_buffered(&self, file: u64, offset: u64, len: usize) -> Option<Vec<u8>> {
+        self.lock().read_buffered(file, offset, len)
+    }
+
+    fn extent(&self) -> std::sync::Arc<DurableExtent> {
+        self.lock().extent()
+    }
+}
 
 use crate::write_batch::{BatchIter, BatchOp};
 
@@ -83,9 +103,10 @@ pub fn separated_values(ops: &[u8], min_separated_value_bytes: usize) -> Vec<Sep
     out
 }
 
-/// The crc of a record group: over the header fields and all ops, in one pass. (Folding in the
-/// crcs of large values already computed with `crc32c_combine` cost 14 µs a 100 KiB value,
-/// against 1.8 µs for a second pass over its bytes.)
+/// The crc of a record group: over the header fields and all ops, in one pass. For a
+/// separated value this is the second pass over its bytes (`separated_values` computed its
+/// own crc first): folding that crc in with `crc32c_combine` cost more than reading the value
+/// again (docs/BENCHMARKS.md §11).
 pub fn group_crc(first_seq: u64, count: u32, ops: &[u8]) -> u32 {
     crate::util::crc_extend(crate::util::crc(&header_fields(first_seq, count, ops.len())), ops)
 }

@@ -1,8 +1,8 @@
 //! Where a memtable keeps the separated values of its writes: copied into large chunks, each
 //! value a shared slice of its chunk, and the chunks reused once every handle into them is
-//! gone. Fresh memory costs a page fault per 4 KiB on first touch (twice the cost of writing a
-//! 4 KiB value to the log, measured); reused memory costs nothing, so a database writing at
-//! full speed keeps the values of its memtables for the price of a copy.
+//! gone. Fresh memory costs a page fault per 4 KiB on first touch (more than writing the value
+//! to the log costs: docs/BENCHMARKS.md §11); reused memory costs nothing, so a database writing
+//! at full speed keeps the values of its memtables for the price of a copy.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

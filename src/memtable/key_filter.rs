@@ -2,7 +2,7 @@
 //! `memtable_whole_key_filtering`), so a lookup of a key the memtable does not hold costs one
 //! cache line instead of a skiplist search. Most lookups are such misses: user `get`s of keys
 //! written before the last flush, and value-log GC, which asks the newest entry of every key
-//! in a chunk (profiled: the skiplist searches were a fifth of GC's CPU time).
+//! in a chunk (the skiplist searches were a large share of GC's CPU time in a profile).
 //!
 //! Register-blocked: all probes of a key fall in one 64-bit word, so an insert is one atomic
 //! `fetch_or` and a query one load. Inserts come from the single write leader, queries from

@@ -12,7 +12,7 @@ pub use kept::ChunkPool;
 
 use crate::comparator::KeyOrder;
 use crate::error::Result;
-use crate::iter::InternalIterator;
+use crate::internal_iter::InternalIterator;
 use crate::key::{self, ValueKind};
 use crate::log::{self, LogPos, SeparatedValue};
 use crate::value::Value;

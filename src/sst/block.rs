@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::comparator::KeyOrder;
 use crate::error::{Error, Result};
 use crate::fs::FileMapping;
-use crate::iter::InternalIterator;
+use crate::internal_iter::InternalIterator;
 use crate::util::coding::{decode_fixed32, get_varint32};
 use crate::value::Value;
 

@@ -87,7 +87,7 @@ impl std::fmt::Debug for SegmentCascade {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::iter::InternalIterator;
+    use crate::internal_iter::InternalIterator;
     use crate::key::{make_internal_key, ValueKind};
     use crate::sst::block_builder::BlockBuilder;
     use rand::rngs::StdRng;

@@ -235,10 +235,15 @@ mod tests {
         for (uk, versions) in &newest {
             for at in [MAX_SEQ, 150] {
                 let want = versions.iter().find(|(seq, _, _)| *seq <= at).map(|(_, kind, v)| (*kind, v.clone()));
-                let found = t.get(&seek_key(uk, at), false).unwrap().map(|(kind, v)| (kind, v.to_vec()));
+                let found = t
+                    .get(&seek_key(uk, at), crate::sst::BlockReads::filling(false))
+                    .unwrap()
+                    .map(|(kind, v)| (kind, v.to_vec()));
                 assert_eq!(found, want, "{} at {at}", String::from_utf8_lossy(uk));
                 // The DB's path: each segment's filter asked once, with the key hashed once.
-                let probe = t.get_filtered(&seek_key(uk, at), FilterHash::of(uk), false).unwrap();
+                let probe = t
+                    .get_filtered(&seek_key(uk, at), FilterHash::of(uk), crate::sst::BlockReads::filling(false))
+                    .unwrap();
                 assert!(probe.passed, "{}: a segment holds it, so its filter lets it in", String::from_utf8_lossy(uk));
                 assert_eq!(
                     probe.found.map(|(kind, v)| (kind, v.to_vec())),
@@ -278,7 +283,7 @@ mod tests {
     #[test]
     fn seeks_into_a_dtable_land_and_step_like_a_sorted_model() {
         use crate::fs::PosixFs;
-        use crate::iter::InternalIterator;
+        use crate::internal_iter::InternalIterator;
         use rand::{Rng, SeedableRng};
         let dir = tempfile::tempdir().unwrap();
         let fss: [(Arc<dyn Vfs>, bool); 2] = [(Arc::new(PosixFs::new()), true), (Arc::new(MemFs::new()), false)];
@@ -299,7 +304,7 @@ mod tests {
                 let uk = format!("k{:03}", rng.gen_range(0..1000));
                 let seq = [MAX_SEQ, 150, 1500, 2400][round % 4];
                 let target = seek_key(uk.as_bytes(), seq);
-                let mut it = t.iter(false);
+                let mut it = t.iter(crate::sst::BlockReads::filling(false));
                 it.seek(&target).unwrap();
                 let mut at = model.partition_point(|(k, _)| compare_internal(k, &target).is_lt());
                 for _ in 0..6 {

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use crate::iter::InternalIterator;
+use crate::internal_iter::InternalIterator;
 use crate::key::user_key;
 
 use super::block::{Block, BlockIter};

@@ -13,7 +13,7 @@ use crate::comparator::KeyOrder;
 use crate::error::{Error, Result};
 use crate::filter_policy::FilterPolicy;
 use crate::fs::{FileMapping, RandomAccessFile};
-use crate::iter::{InternalIterator, MergingIterator};
+use crate::internal_iter::{InternalIterator, MergingIterator};
 use crate::key::{user_key, ValueKind};
 use crate::sst::block_cache::BlockCache;
 use crate::value::Value;
@@ -320,9 +320,9 @@ impl Table {
     /// key of `seek_ikey`, behind the Bloom filters (`get_filtered`, which the DB calls: it
     /// hashes the key once per lookup and counts what the filters answered).
     #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]
-    pub fn get(&self, seek_ikey: &[u8], fill_cache: bool) -> Result<Option<(ValueKind, Value)>> {
+    pub fn get(&self, seek_ikey: &[u8], reads: BlockReads) -> Result<Option<(ValueKind, Value)>> {
         let hash = FilterHash::of(user_key(seek_ikey));
-        Ok(self.get_filtered(seek_ikey, hash, fill_cache)?.found)
+        Ok(self.get_filtered(seek_ikey, hash, reads)?.found)
     }
 
     /// A point lookup behind the filters, each segment's filter asked once (newest segment
@@ -331,7 +331,7 @@ impl Table {
     /// counts (a pass that finds nothing is a false positive). The entry comes back as its
     /// kind and its value as a handle (`BlockIter::value_handle`: shared with a block-cached
     /// block); an entry whose key does not parse is corruption.
-    pub fn get_filtered(&self, seek_ikey: &[u8], hash: FilterHash, fill_cache: bool) -> Result<Probe> {
+    pub fn get_filtered(&self, seek_ikey: &[u8], hash: FilterHash, reads: BlockReads) -> Result<Probe> {
         let mut probe = Probe { passed: false, found: None };
         if !self.older.is_empty() {
             for f in self.segments().filter_map(|s| s.filter.as_ref()) {
@@ -342,7 +342,7 @@ impl Table {
         for s in self.segments() {
             if s.segment_may_contain(hash, uk) {
                 probe.passed = true;
-                probe.found = s.segment_get(seek_ikey, fill_cache)?;
+                probe.found = s.segment_get(seek_ikey, reads)?;
                 if probe.found.is_some() {
                     break;
                 }
@@ -352,9 +352,10 @@ impl Table {
     }
 
     /// `get_filtered` within this segment alone, its filter not asked.
-    fn segment_get(&self, seek_ikey: &[u8], fill_cache: bool) -> Result<Option<(ValueKind, Value)>> {
+    fn segment_get(&self, seek_ikey: &[u8], reads: BlockReads) -> Result<Option<(ValueKind, Value)>> {
         let uk = user_key(seek_ikey);
-        if let Some((_, block)) = self.fenced_block(seek_ikey) {
+        // A block made before was checked when it was made; a verifying read checks again.
+        if let Some((_, block)) = self.fenced_block(seek_ikey).filter(|_| !reads.verify_checksums) {
             let mut it = block.iter_in(&self.order);
             it.seek(seek_ikey)?;
             if it.valid() {
@@ -368,7 +369,7 @@ impl Table {
         // separator lies past its block's last key and the target falls in that gap.
         while index.valid() {
             let handle = self.decode_handle(index.value())?;
-            let block = self.load_block(handle, index.current_restart(), fill_cache, None)?;
+            let block = self.load_block(handle, index.current_restart(), reads, None)?;
             let mut it = BlockIter::with_order(block, self.order.clone());
             it.seek(seek_ikey)?;
             if it.valid() {
@@ -393,13 +394,13 @@ impl Table {
 
     /// An iterator over the whole table (initially not positioned); over a DTable, the merge
     /// of its segments.
-    pub fn iter(self: &Arc<Self>, fill_cache: bool) -> TableIterator {
+    pub fn iter(self: &Arc<Self>, reads: BlockReads) -> TableIterator {
         if self.older.is_empty() {
-            return TableIterator::Plain(self.segment_iter(fill_cache));
+            return TableIterator::Plain(self.segment_iter(reads));
         }
         let mut children = Vec::with_capacity(1 + self.older.len());
-        children.push(self.segment_iter(fill_cache));
-        children.extend(self.older.iter().map(|s| s.segment_iter(fill_cache)));
+        children.push(self.segment_iter(reads));
+        children.extend(self.older.iter().map(|s| s.segment_iter(reads)));
         TableIterator::Segments(Box::new(SegmentsIterator {
             table: Arc::clone(self),
             merge: MergingIterator::new(children, self.order.clone()),
@@ -407,14 +408,14 @@ impl Table {
     }
 
     /// An iterator over this segment alone.
-    fn segment_iter(self: &Arc<Self>, fill_cache: bool) -> SegmentIterator {
+    fn segment_iter(self: &Arc<Self>, reads: BlockReads) -> SegmentIterator {
         SegmentIterator {
             index: self.index.iter_in(&self.order),
             table: Arc::clone(self),
             data: None,
             data_handle: BlockHandle::default(),
             index_at: None,
-            fill_cache,
+            reads,
             readahead: BlockReadahead::default(),
         }
     }
@@ -487,15 +488,16 @@ impl Table {
         &self,
         handle: BlockHandle,
         ordinal: Option<usize>,
-        fill_cache: bool,
+        reads: BlockReads,
         readahead: Option<&mut BlockReadahead>,
     ) -> Result<Arc<Block>> {
         if let Some(map) = &self.mapping {
             let slot = ordinal.and_then(|i| self.mapped_blocks.get(i));
-            if let Some(b) = slot.and_then(OnceLock::get).filter(|b| b.file_offset() == handle.offset) {
+            let made = slot.and_then(OnceLock::get).filter(|b| b.file_offset() == handle.offset);
+            if let Some(b) = made.filter(|_| !reads.verify_checksums) {
                 return Ok(Arc::clone(b));
             }
-            let block = self.load_mapped_block(map, handle, fill_cache)?;
+            let block = self.load_mapped_block(map, handle, reads)?;
             if let Some(slot) = slot.filter(|_| block.is_mapped()) {
                 let _ = slot.set(Arc::clone(&block));
             }
@@ -508,7 +510,7 @@ impl Table {
             Some(ra) if ra.active() => ra.read(&*self.file, handle, self.data_end)?,
             _ => read_block(&*self.file, handle, self.data_end)?,
         };
-        self.cache_block(handle, raw, fill_cache)
+        self.cache_block(handle, raw, reads.fill_cache)
     }
 
     fn cached_block(&self, handle: BlockHandle) -> Option<Arc<Block>> {
@@ -525,9 +527,10 @@ impl Table {
     }
 
     /// A data block of a mapped file: an uncompressed one borrows the mapping (checksum
-    /// verified on its first load only); a compressed one is decompressed from the mapping
-    /// once and kept in the block cache like a block read with `pread`.
-    fn load_mapped_block(&self, map: &Arc<FileMapping>, h: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
+    /// verified on its first load only, or at every load with `reads.verify_checksums`); a
+    /// compressed one is decompressed from the mapping once and kept in the block cache like a
+    /// block read with `pread`.
+    fn load_mapped_block(&self, map: &Arc<FileMapping>, h: BlockHandle, reads: BlockReads) -> Result<Arc<Block>> {
         let len = stored_len(&self.path, h, self.data_end)?;
         let start = usize::try_from(h.offset).unwrap_or(usize::MAX);
         let Some(stored) = start.checked_add(len).and_then(|end| map.get(start..end)) else {
@@ -540,7 +543,7 @@ impl Table {
         // `stored_len` includes the trailer; its first byte is the compression type.
         let size = len - BLOCK_TRAILER_LEN;
         if stored[size] == TYPE_NONE {
-            if !self.verified.contains(h.offset) {
+            if reads.verify_checksums || !self.verified.contains(h.offset) {
                 verify_block(stored, h, &self.path)?;
                 self.verified.insert(h.offset);
             }
@@ -552,7 +555,7 @@ impl Table {
         }
         let (size, kind) = verify_block(stored, h, &self.path)?;
         let raw = decompress_slice(kind, &stored[..size], &self.path, h.offset)?;
-        self.cache_block(h, raw, fill_cache)
+        self.cache_block(h, raw, reads.fill_cache)
     }
 }
 
@@ -623,6 +626,28 @@ impl BlockReadahead {
         }
         let start = (h.offset - self.buf_offset) as usize;
         decode_block(self.buf[start..start + len].to_vec(), h, file.path())
+    }
+}
+
+/// How a read uses a table's data blocks: whether a block it reads enters the block cache,
+/// and whether every block it touches is checked against its checksum again. By default a
+/// mapped block is checked at its first load only (a table's blocks are then read in place
+/// with no further work); a verifying read (`ReadOptions::verify_checksums`,
+/// `Options::paranoid_checks`) checks the stored bytes at every load, so damage to a file
+/// after its blocks were first read is reported rather than returned. Blocks in the block
+/// cache are copies checked when they were read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockReads {
+    /// Put blocks read from the file into the block cache.
+    pub fill_cache: bool,
+    /// Check every block's checksum at every load.
+    pub verify_checksums: bool,
+}
+
+impl BlockReads {
+    /// Reads that fill the cache (or not), checking blocks at their first load only.
+    pub const fn filling(fill_cache: bool) -> BlockReads {
+        BlockReads { fill_cache, verify_checksums: false }
     }
 }
 
@@ -736,7 +761,7 @@ pub struct SegmentIterator {
     /// positioned yet. Whatever
     /// moves on from the block positions it first (`index_ready`).
     index_at: Option<usize>,
-    fill_cache: bool,
+    reads: BlockReads,
     readahead: BlockReadahead,
 }
 
@@ -753,7 +778,7 @@ impl SegmentIterator {
         }
         self.readahead.observe(handle);
         let ra = Some(&mut self.readahead);
-        let block = self.table.load_block(handle, self.index.current_restart(), self.fill_cache, ra)?;
+        let block = self.table.load_block(handle, self.index.current_restart(), self.reads, ra)?;
         if self.readahead.sequential > 0 {
             block.prefetch();
         }
@@ -776,7 +801,8 @@ impl SegmentIterator {
     /// Stand in index entry `i`'s block when it was made before (`Table::made_block`), the
     /// index cursor left to position later; false when it was not.
     fn take_made_block(&mut self, i: usize) -> bool {
-        let Some(block) = self.table.made_block(i) else {
+        let made = self.table.made_block(i).filter(|_| !self.reads.verify_checksums);
+        let Some(block) = made else {
             return false;
         };
         let handle = BlockHandle { offset: block.file_offset(), size: block.data().len() as u64 };

@@ -59,6 +59,9 @@ pub struct VersionEdit {
     pub added_files: Vec<(u32, FileMeta)>,
     /// Name and knobs of the compaction policy the database was written with.
     pub policy: Option<String>,
+    /// The settings that shape the tree's files (`name=value` lines, `options/recorded.rs`):
+    /// an open that does not name a setting takes the recorded value.
+    pub options: Option<String>,
     /// `(value-log file, bytes)`: separated values in that file that tables now reference.
     pub vlog_added: Vec<(u64, u64)>,
     /// `(value-log file, bytes)`: separated values in that file that no table references any
@@ -100,6 +103,7 @@ const TAG_LOG_DURABLE: u32 = 14;
 /// An added file with segments appended (a DTable): the added-file fields, then the segment
 /// count. A plain table keeps tag 9, so databases without DTables read as before.
 const TAG_ADDED_DTABLE: u32 = 15;
+const TAG_OPTIONS: u32 = 16;
 
 impl VersionEdit {
     /// Append the tagged encoding of this edit to `dst`.
@@ -153,6 +157,10 @@ impl VersionEdit {
         if let Some(p) = &self.policy {
             put_varint32(dst, TAG_POLICY);
             put_length_prefixed(dst, p.as_bytes());
+        }
+        if let Some(o) = &self.options {
+            put_varint32(dst, TAG_OPTIONS);
+            put_length_prefixed(dst, o.as_bytes());
         }
         self.encode_vlog_fields(dst);
     }
@@ -256,6 +264,10 @@ impl VersionEdit {
             TAG_POLICY => {
                 let s = utf8(r.length_prefixed().ok_or_else(|| trunc("policy"))?, "policy")?;
                 set_once(&mut self.policy, s, "policy")
+            }
+            TAG_OPTIONS => {
+                let s = utf8(r.length_prefixed().ok_or_else(|| trunc("options"))?, "options")?;
+                set_once(&mut self.options, s, "options")
             }
             TAG_VLOG_ADDED => {
                 let v = get_vlog_bytes(r).ok_or_else(|| trunc("vlog bytes added"))?;
@@ -384,12 +396,13 @@ mod tests {
             deleted_files in proptest::collection::vec((any::<u32>(), any::<u64>()), 0..6),
             added_files in proptest::collection::vec((any::<u32>(), file_meta()), 0..6),
             policy in proptest::option::of(".{0,30}"),
+            options in proptest::option::of(".{0,60}"),
             vlog_added in proptest::collection::vec((any::<u64>(), any::<u64>()), 0..5),
             vlog_garbage in proptest::collection::vec((any::<u64>(), any::<u64>()), 0..5),
             vlog_files_deleted in proptest::collection::vec(any::<u64>(), 0..5),
         ) -> VersionEdit {
             VersionEdit { comparator, format_version, next_file_number, last_sequence, log_head,
-                vlog_tail, log_durable, compact_pointers, deleted_files, added_files, policy, vlog_added,
+                vlog_tail, log_durable, compact_pointers, deleted_files, added_files, policy, options, vlog_added,
                 vlog_garbage, vlog_files_deleted }
         }
     }
@@ -397,7 +410,7 @@ mod tests {
     /// Bytes that look like an edit: known (and a few unknown) tags followed by short random
     /// payloads, so the decoder of every field sees garbage, not just the tag parser.
     fn tagged_garbage() -> impl Strategy<Value = Vec<u8>> {
-        let field = (0u32..16, proptest::collection::vec(any::<u8>(), 0..12));
+        let field = (0u32..18, proptest::collection::vec(any::<u8>(), 0..12));
         proptest::collection::vec(field, 0..8).prop_map(|fields| {
             let mut b = Vec::new();
             for (tag, payload) in fields {

@@ -16,15 +16,16 @@ pub mod run_iter;
 pub mod set;
 
 pub use edit::{FileMeta, VersionEdit};
-pub use set::VersionSet;
+pub use set::{LoadedManifest, VersionSet};
 
 /// The name of the default (bytewise) key order, as the manifest records it.
 #[cfg(test)]
 pub const COMPARATOR_NAME: &str = crate::comparator::BYTEWISE_NAME;
 
 /// The on-disk format version this code writes. 2: log files carry marks (start and sync
-/// marks, docs/format/log.md), which builds of version 1 would read as damage.
-pub const FORMAT_VERSION: u32 = 2;
+/// marks, docs/format/log.md), which builds of version 1 would read as damage. 3: the manifest
+/// records the shaping options (tag 16), which builds of version 2 do not know.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The oldest format version this code reads (1: logs without marks).
 pub const OLDEST_FORMAT_VERSION: u32 = 1;

@@ -5,9 +5,9 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::iter::InternalIterator;
+use crate::internal_iter::InternalIterator;
 use crate::sst::table_cache::TableCache;
-use crate::sst::TableIterator;
+use crate::sst::{BlockReads, TableIterator};
 use crate::version::FileMeta;
 
 /// Told which table of several segments a seek landed in (the DB charges it, and collapses
@@ -20,7 +20,7 @@ pub trait SeekObserver: Send + Sync {
 pub struct RunIterator {
     cache: Arc<TableCache>,
     files: Arc<[Arc<FileMeta>]>,
-    fill_cache: bool,
+    reads: BlockReads,
     idx: usize,
     cur: Option<TableIterator>,
     /// The run's level and who hears of seeks into tables of several segments.
@@ -28,8 +28,8 @@ pub struct RunIterator {
 }
 
 impl RunIterator {
-    pub fn new(cache: Arc<TableCache>, files: Arc<[Arc<FileMeta>]>, fill_cache: bool) -> Self {
-        RunIterator { cache, files, fill_cache, idx: 0, cur: None, observer: None }
+    pub fn new(cache: Arc<TableCache>, files: Arc<[Arc<FileMeta>]>, reads: BlockReads) -> Self {
+        RunIterator { cache, files, reads, idx: 0, cur: None, observer: None }
     }
 
     /// Report every seek landing in a table of several segments of this run (level `level`).
@@ -41,7 +41,7 @@ impl RunIterator {
     fn open(&mut self, idx: usize) -> Result<()> {
         self.idx = idx;
         self.cur = match self.files.get(idx) {
-            Some(f) => Some(self.cache.get(f.number, f.size)?.iter(self.fill_cache)),
+            Some(f) => Some(self.cache.get(f.number, f.size)?.iter(self.reads)),
             None => None,
         };
         Ok(())

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
 use super::edit::VersionEdit;
-use super::manifest::{read_current, read_manifest, set_current, ManifestWriter};
+use super::manifest::{read_current, read_manifest, set_current, ManifestContents, ManifestWriter};
 use super::{ApplyError, Builder, Version, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 use crate::comparator::KeyOrder;
 use crate::error::{Error, Result};
@@ -60,6 +60,51 @@ fn apply_vlog_edits(files: &mut BTreeMap<u64, VlogFileStats>, edit: &VersionEdit
     }
 }
 
+/// The shaping options a manifest recorded: its options record, or (a manifest written before
+/// format 3) the merge policy as that one setting.
+fn recorded_options(options: &str, policy: &str) -> String {
+    match (options.is_empty(), policy.is_empty()) {
+        (false, _) => options.to_string(),
+        // Leveling recorded itself as `leveled(T=..)` (the level size ratio is its own setting).
+        (true, false) if policy.starts_with("leveled") => "merge_policy=leveling\n".to_string(),
+        (true, false) => format!("merge_policy={policy}\n"),
+        (true, true) => String::new(),
+    }
+}
+
+/// The current manifest, read but not yet replayed: its recorded options can decide the
+/// options the database opens with (`num_levels` among them) before the Version is built.
+pub struct LoadedManifest {
+    number: u64,
+    path: PathBuf,
+    contents: ManifestContents,
+}
+
+impl LoadedManifest {
+    /// Read the manifest `CURRENT` names.
+    pub fn read(vfs: &dyn Vfs, dir: &Path) -> Result<LoadedManifest> {
+        let number = read_current(vfs, dir)?;
+        let path = manifest_file_name(dir, number);
+        if !vfs.exists(&path) {
+            return Err(Error::corruption(
+                current_file_name(dir),
+                0,
+                format!("CURRENT names {path:?}, which does not exist"),
+            ));
+        }
+        let contents = read_manifest(vfs, &path)?;
+        Ok(LoadedManifest { number, path, contents })
+    }
+
+    /// The shaping options the last edits recorded (see `VersionSet::recorded_options`).
+    pub fn recorded_options(&self) -> String {
+        let last = |f: fn(&VersionEdit) -> &Option<String>| {
+            self.contents.edits.iter().rev().find_map(|(_, e)| f(e).clone()).unwrap_or_default()
+        };
+        recorded_options(&last(|e| &e.options), &last(|e| &e.policy))
+    }
+}
+
 /// The live state of the database's file set. See `docs/format/manifest.md`.
 pub struct VersionSet {
     vfs: Arc<dyn Vfs>,
@@ -67,6 +112,8 @@ pub struct VersionSet {
     /// The key order; its name is what the manifest records.
     order: KeyOrder,
     policy: String,
+    /// The shaping options recorded (`VersionEdit::options`); empty before format 3.
+    options: String,
     next_file_number: u64,
     last_sequence: u64,
     log_head: LogPos,
@@ -116,6 +163,7 @@ impl VersionSet {
             current: Arc::new(Version::empty_in(num_levels, order.clone())),
             order,
             policy: policy.to_string(),
+            options: String::new(),
             next_file_number: 1,
             last_sequence: 0,
             log_head: LogPos::default(),
@@ -132,26 +180,27 @@ impl VersionSet {
         })
     }
 
-    /// `create_in` for keys in bytewise order.
-    #[cfg(test)]
+    /// Start a new database of bytewise-ordered keys in `dir`: `MANIFEST-000001` holding the
+    /// initial edit, then `CURRENT`.
     pub fn create(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize, policy: &str) -> Result<VersionSet> {
-        Self::create_in(vfs, dir, num_levels, policy, KeyOrder::default())
+        Self::create_with_options(vfs, dir, num_levels, policy, ("", KeyOrder::default()))
     }
 
-    /// Start a new database of keys in `order` in `dir`: `MANIFEST-000001` holding the initial
-    /// edit (which records the order's name), then `CURRENT`.
-    pub fn create_in(
+    /// `create` for keys in `order` (whose name the first manifest records), recording the
+    /// shaping options `options` too.
+    pub fn create_with_options(
         vfs: Arc<dyn Vfs>,
         dir: &Path,
         num_levels: usize,
         policy: &str,
-        order: KeyOrder,
+        (options, order): (&str, KeyOrder),
     ) -> Result<VersionSet> {
         if vfs.exists(&current_file_name(dir)) {
             return Err(Error::AlreadyExists { path: dir.to_path_buf() });
         }
         vfs.create_dir_all(dir)?;
         let mut set = Self::blank(vfs, dir, num_levels, policy, order)?;
+        set.options = options.to_string();
         set.write_new_manifest()?;
         Ok(set)
     }
@@ -169,27 +218,25 @@ impl VersionSet {
         Ok(set)
     }
 
-    /// `load_in` for keys in bytewise order (tests and tools).
-    #[cfg(any(test, feature = "test-util"))]
+    /// `recover` without writing anything: the state the manifest holds (of bytewise-ordered
+    /// keys). Call `start_manifest` before the first `log_and_apply`.
     pub fn load(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize) -> Result<VersionSet> {
-        Self::load_in(vfs, dir, num_levels, KeyOrder::default())
+        let manifest = LoadedManifest::read(&*vfs, dir)?;
+        Self::from_manifest(vfs, dir, manifest, num_levels, KeyOrder::default())
     }
 
-    /// `recover` without writing anything: the state the manifest holds, whose key order must
-    /// be `order` (by name: another is `Error::IncompatibleOptions`). Call `start_manifest`
-    /// before the first `log_and_apply`.
-    pub fn load_in(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize, order: KeyOrder) -> Result<VersionSet> {
+    /// `load` from a manifest already read (whose recorded options decided `num_levels`), whose
+    /// key order must be `order` (by name: another is `Error::IncompatibleOptions`).
+    pub fn from_manifest(
+        vfs: Arc<dyn Vfs>,
+        dir: &Path,
+        manifest: LoadedManifest,
+        num_levels: usize,
+        order: KeyOrder,
+    ) -> Result<VersionSet> {
         let mut set = Self::blank(vfs, dir, num_levels, "", order)?;
-        let number = read_current(&*set.vfs, dir)?;
-        let path = manifest_file_name(dir, number);
-        if !set.vfs.exists(&path) {
-            return Err(Error::corruption(
-                current_file_name(dir),
-                0,
-                format!("CURRENT names {path:?}, which does not exist"),
-            ));
-        }
-        set.replay(&path, num_levels)?;
+        let LoadedManifest { number, path, contents } = manifest;
+        set.replay(&path, contents, num_levels)?;
         set.manifest_file_number = number;
         set.mark_file_number_used(number);
         Ok(set)
@@ -202,8 +249,7 @@ impl VersionSet {
     }
 
     /// Rebuild state from the manifest at `path`.
-    fn replay(&mut self, path: &Path, num_levels: usize) -> Result<()> {
-        let contents = read_manifest(&*self.vfs, path)?;
+    fn replay(&mut self, path: &Path, contents: ManifestContents, num_levels: usize) -> Result<()> {
         if contents.dropped_bytes > 0 {
             tracing::warn!(
                 manifest = %path.display(),
@@ -265,6 +311,9 @@ impl VersionSet {
         }
         if let Some(p) = &edit.policy {
             self.policy = p.clone();
+        }
+        if let Some(o) = &edit.options {
+            self.options = o.clone();
         }
         for (level, key) in &edit.compact_pointers {
             if let Some(slot) = self.compact_pointers.get_mut(*level as usize) {
@@ -397,6 +446,7 @@ impl VersionSet {
             deleted_files: Vec::new(),
             added_files,
             policy: Some(self.policy.clone()),
+            options: (!self.options.is_empty()).then(|| self.options.clone()),
             vlog_added,
             vlog_garbage,
             vlog_files_deleted: Vec::new(),
@@ -462,6 +512,18 @@ impl VersionSet {
     /// Oldest live value-log address (moved forward by GC).
     pub fn vlog_tail(&self) -> LogPos {
         self.vlog_tail
+    }
+
+    /// The shaping options the database recorded (`name=value` lines; before format 3 only
+    /// the merge policy was recorded, which reads as that one line).
+    pub fn recorded_options(&self) -> String {
+        recorded_options(&self.options, &self.policy)
+    }
+
+    /// Record `options` as the shaping options in force from the next manifest snapshot on
+    /// (the snapshot that opens a manifest carries them).
+    pub fn set_recorded_options(&mut self, options: String) {
+        self.options = options;
     }
 
     /// Name of the compaction policy the database was last opened with.

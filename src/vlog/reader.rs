@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::filename::{cold_file_name, vlog_file_name};
 use crate::fs::{Advice, FileMapping, RandomAccessFile, Vfs};
 use crate::key::ValueKind;
-use crate::log::{DurableExtent, LogWriter};
+use crate::log::{BufferedOps, DurableExtent};
 use crate::util::coding::Reader;
 use crate::value::Value;
 
@@ -46,7 +46,7 @@ pub struct VlogReader {
     /// head's synced bytes never do.
     extent: OnceLock<Arc<DurableExtent>>,
     /// The log appender, whose buffer holds the ops not yet handed to a file (set at open).
-    log: OnceLock<Arc<Mutex<LogWriter>>>,
+    log: OnceLock<Arc<dyn BufferedOps>>,
     /// Page-cache probes of scans in a row that found their value cached (saturating): a
     /// new scan trusts the cache (reads through mappings) when the last many did.
     warm_probes: AtomicU32,
@@ -74,10 +74,9 @@ const POINT_PROBE_EVERY: u32 = 8;
 
 /// Point reads of ops up to this size may copy out of a mapping (while the page cache is
 /// trusted to hold the log): a copy out of the mapping beat `pread`'s copy in the kernel even
-/// for large values (measured: 100 KiB values over 256 MiB of warm data, 8.6 against 9.7 µs a
-/// read, medians of 3). Reads of pages that are not cached fault them in a few pages at a
-/// time, which the probe of every `POINT_PROBE_EVERY`th read catches; larger ops are read
-/// with one system call.
+/// for large values (docs/BENCHMARKS.md §11). Reads of pages that are not cached fault them in
+/// a few pages at a time, which the probe of every `POINT_PROBE_EVERY`th read catches; larger
+/// ops are read with one system call.
 const MAPPED_POINT_MAX_BYTES: u32 = 1 << 20;
 
 thread_local! {
@@ -185,9 +184,9 @@ impl VlogReader {
     /// Read through the log appender `log` (set once at open): ops still in its buffer are
     /// read from there, and only its durable extent of the log is ever mapped (until then,
     /// nothing is).
-    pub fn attach_log(&self, log: &Arc<Mutex<LogWriter>>) {
-        let _ = self.extent.set(log.lock().extent());
-        let _ = self.log.set(log.clone());
+    pub fn attach_log(&self, log: Arc<dyn BufferedOps>) {
+        let _ = self.extent.set(log.extent());
+        let _ = self.log.set(log);
     }
 
     /// Record that value file `number` is a cold value file (before any pointer into it is
@@ -314,8 +313,7 @@ impl VlogReader {
     /// file, which GC only appends to (a failed append leaves its bytes; nothing truncates a
     /// cold file) and syncs before any pointer into it is logged. Cold files are numbered
     /// after the log file being written when GC starts them, so the log's extent alone left
-    /// every value GC moved to pread (measured: a 16 KiB read pass during GC, 3 500 bytes of
-    /// `read` per lookup against 350 with GC off, 1.3-1.8x slower).
+    /// every value GC moved to `pread`, and reads during GC ran slower (docs/BENCHMARKS.md §11).
     fn never_truncated(&self, number: u64, end: u64) -> bool {
         self.extent.get().is_some_and(|e| e.covers(number, end)) || self.is_cold(number)
     }
@@ -434,7 +432,7 @@ impl VlogReader {
 
     /// The op bytes at `ptr` if they are still in the log appender's buffer.
     fn read_buffered(&self, ptr: &ValuePointer) -> Option<Vec<u8>> {
-        self.log.get()?.lock().read_buffered(ptr.file, ptr.offset, ptr.op_len as usize)
+        self.log.get()?.read_buffered(ptr.file, ptr.offset, ptr.op_len as usize)
     }
 
     /// Read the op bytes a pointer names from its file.
@@ -532,9 +530,9 @@ impl VlogReader {
     }
 
     /// Check that `op` (read at `ptr`) is a put of `user_key` whose value matches the pointer's
-    /// crc, and return the value: a slice of the op's own buffer (a scan reads gigabytes: a
-    /// second allocation and copy per value cost a quarter of a warm scan), which the value
-    /// cache keeps too.
+    /// crc, and return the value: a slice of the op's own buffer (a scan reads gigabytes, and a
+    /// second allocation and copy per value was a large share of a warm scan: docs/BENCHMARKS.md
+    /// §6), which the value cache keeps too.
     fn verify_op(&self, ptr: &ValuePointer, op: Vec<u8>, user_key: &[u8], cache: CacheUse) -> Result<Value> {
         self.verify_shared(ptr, Value::from(op), user_key, cache)
     }
@@ -626,6 +624,7 @@ fn start_region_reader() -> Option<SyncSender<RegionRead>> {
 mod tests {
     use super::*;
     use crate::fs::{MemFs, PosixFs};
+    use crate::log::LogWriter;
 
     fn bytes(reader: &VlogReader, ptr: &ValuePointer) -> Option<Vec<u8>> {
         reader.with_mapped_op(ptr, <[u8]>::to_vec)
@@ -668,7 +667,7 @@ mod tests {
         let reader = VlogReader::new(vfs.clone(), dir.path().to_path_buf(), false);
         let ptr = |offset: u64, op_len: u32| ValuePointer { file: 5, offset, op_len, value_crc: 0 };
         assert_eq!(bytes(&reader, &ptr(100, 50)), None, "nothing is mapped before the extent is known");
-        reader.attach_log(&sealed_below(6));
+        reader.attach_log(sealed_below(6));
         assert_eq!(bytes(&reader, &ptr(100, 50)), Some(vec![1; 50]));
         // The file grows past the mapping: a little, no new mapping; a lot, a new one.
         append(&*vfs, &path, 1 << 20, 2);
@@ -685,10 +684,10 @@ mod tests {
         mem.create_dir_all(std::path::Path::new("/d")).unwrap();
         append(&*mem, &vlog_file_name(std::path::Path::new("/d"), 5), 4096, 1);
         let reader = VlogReader::new(mem, "/d".into(), false);
-        reader.attach_log(&sealed_below(6));
+        reader.attach_log(sealed_below(6));
         assert_eq!(bytes(&reader, &ptr(0, 8)), None, "in-memory files are never mapped");
         let off = VlogReader::new(vfs, dir.path().to_path_buf(), false).with_mapped_reads(false);
-        off.attach_log(&sealed_below(6));
+        off.attach_log(sealed_below(6));
         assert_eq!(bytes(&off, &ptr(0, 8)), None, "mapped reads turned off");
     }
 
@@ -699,7 +698,7 @@ mod tests {
         append(&*vfs, &crate::filename::cold_file_name(dir.path(), 9), 8192, 4);
         append(&*vfs, &vlog_file_name(dir.path(), 11), 8192, 5);
         let reader = VlogReader::new(vfs, dir.path().to_path_buf(), false);
-        reader.attach_log(&sealed_below(7));
+        reader.attach_log(sealed_below(7));
         let ptr = |file: u64| ValuePointer { file, offset: 100, op_len: 50, value_crc: 0 };
         assert_eq!(bytes(&reader, &ptr(9)), None, "not known to be cold yet: past the log head");
         reader.add_cold(9);
@@ -715,7 +714,7 @@ mod tests {
         let file = vfs.create(&vlog_file_name(dir, 3)).unwrap();
         let log = Arc::new(Mutex::new(LogWriter::new(vfs.clone(), dir, 3, file, 0, 1 << 20, 1 << 30, 1)));
         let reader = VlogReader::new(vfs, dir.to_path_buf(), false);
-        reader.attach_log(&log);
+        reader.attach_log(log.clone());
         let mut batch = crate::WriteBatch::new();
         batch.put(b"key", &[7u8; 500]);
         let values = crate::log::separated_values(&batch.rep, 100);

@@ -24,8 +24,8 @@ use std::sync::Arc;
 
 use super::monkey::{FilterPlan, SteadyLevel};
 use crate::compaction::{
-    pick_drop, Choice, CompactionInput, CompactionPolicy, CompactionTask, L0Limits, NewRun, PickContext, Reason,
-    WritePressure,
+    pick_drop, Choice, CompactionInput, CompactionPolicy, CompactionTask, L0Limits, L0Triggers, NewRun, PickContext,
+    Reason, WritePressure,
 };
 use crate::continuum::{Knobs, Shape};
 use crate::options::Options;
@@ -35,13 +35,13 @@ use crate::version::{FileMeta, SortedRun, Version};
 /// A Wacky policy for one setting of the knobs.
 #[derive(Debug, Clone)]
 pub struct WackyPolicy {
-    pub knobs: Knobs,
-    pub num_levels: usize,
+    knobs: Knobs,
+    num_levels: usize,
     /// F: the write buffer, the size of a flushed run.
-    pub buffer_bytes: f64,
-    pub filters: FilterPlan,
+    buffer_bytes: f64,
+    filters: FilterPlan,
     /// The options' L0 triggers, raised above where the shape merges level 0.
-    options_limits: Options,
+    l0_triggers: L0Triggers,
 }
 
 fn run_bytes(r: &SortedRun) -> u64 {
@@ -67,10 +67,7 @@ impl WackyPolicy {
             num_levels: o.num_levels.max(2),
             buffer_bytes: o.write_buffer_bytes.max(1) as f64,
             filters: FilterPlan::from_options(o),
-            options_limits: Options::default()
-                .l0_compaction_trigger(o.l0_compaction_trigger)
-                .l0_slowdown_trigger(o.l0_slowdown_trigger)
-                .l0_stop_trigger(o.l0_stop_trigger),
+            l0_triggers: L0Triggers::from_options(o),
         }
     }
 
@@ -148,14 +145,14 @@ impl WackyPolicy {
     }
 
     /// Level `i` goes down whole: it is full, or it is a tiered level holding more than a_i
-    /// runs (arrivals smaller than N_{i−1} fill a_i runs before the level's bytes; merging
-    /// its newest runs in place instead would rewrite them for nothing, since the spill
-    /// rewrites them anyway). Level 0's arrivals are flushes, whose tables are smaller than
-    /// the buffer F the shape counts in (a 4 MiB memtable of 100 B values flushes 2.4 MB):
-    /// eleven of them fit a level 0 of 27 MB that a_0 = 9 runs bound, and merging the two
-    /// newest in place on each flush past the ninth wrote 6 % of a 10M-key tiered load
-    /// again. Level 0 still merges in place (`join_active`) while it holds less than half its
-    /// capacity: flushes far smaller than F (manual ones) would otherwise spill as tiny runs.
+    /// runs (arrivals smaller than N_{i−1} fill a_i runs before the level's bytes; merging its
+    /// newest runs in place instead would rewrite them for nothing, since the spill rewrites
+    /// them anyway). Level 0's arrivals are flushes, whose tables are smaller than the buffer F
+    /// the shape counts in (a 4 MiB memtable of 100 B values flushes 2.4 MB): more of them fit
+    /// level 0's bytes than a_0 runs, and merging the two newest in place on each flush past
+    /// a_0 rewrote them again and again (docs/BENCHMARKS.md §8). Level 0 still merges in place
+    /// (`join_active`) while it holds less than half its capacity: flushes far smaller than F
+    /// (manual ones) would otherwise spill as tiny runs.
     fn spills(&self, v: &Version, shape: &Shape, i: usize) -> bool {
         let l = &shape.levels[i];
         let over_runs = l.max_runs > 1
@@ -317,12 +314,12 @@ impl CompactionPolicy for WackyPolicy {
     /// twice the smaller count and stop at half as many again (`L0Limits::above`).
     fn write_pressure(&self, v: &Version) -> WritePressure {
         let runs = v.num_runs(0);
-        if runs < self.options_limits.l0_slowdown_trigger {
+        if runs < self.l0_triggers.slowdown {
             return WritePressure::None;
         }
         let l0 = &self.shape(v).levels[0];
         let fill_runs = (l0.capacity_bytes / self.buffer_bytes.max(1.0)).ceil().max(1.0) as usize;
-        L0Limits::above(&self.options_limits, l0.max_runs.min(fill_runs) + 1).pressure(runs)
+        L0Limits::above(self.l0_triggers, l0.max_runs.min(fill_runs) + 1).pressure(runs)
     }
 
     /// Monkey's bits for the steady tree (`steady_level`), with flushes as large as the

@@ -16,7 +16,7 @@ use crate::sst::compression::Compression;
 
 /// `Table::get` with the value copied out, to compare with the model's vectors.
 fn get_vec(t: &Table, ikey: &[u8], fill: bool) -> Result<Option<(ValueKind, Vec<u8>)>> {
-    t.get(ikey, fill).map(|hit| hit.map(|(kind, v)| (kind, v.to_vec())))
+    t.get(ikey, BlockReads::filling(fill)).map(|hit| hit.map(|(kind, v)| (kind, v.to_vec())))
 }
 
 /// What `Table::get` answers for a model entry: its kind and value.
@@ -137,7 +137,7 @@ fn open(file: &MemFile, cache: Option<Arc<BlockCache>>) -> Result<Arc<Table>> {
 
 /// Every entry of `t`, read forward (also used by the DTable tests).
 pub(crate) fn scan_forward(t: &Arc<Table>) -> Result<Model> {
-    let mut it = t.iter(true);
+    let mut it = t.iter(BlockReads::filling(true));
     let mut out = Vec::new();
     it.seek_to_first()?;
     while it.valid() {
@@ -149,7 +149,7 @@ pub(crate) fn scan_forward(t: &Arc<Table>) -> Result<Model> {
 
 /// Every entry of `t`, read backward, in key order.
 pub(crate) fn scan_backward(t: &Arc<Table>) -> Result<Model> {
-    let mut it = t.iter(true);
+    let mut it = t.iter(BlockReads::filling(true));
     let mut out = Vec::new();
     it.seek_to_last()?;
     while it.valid() {
@@ -181,7 +181,7 @@ fn check_table(model: &Model, t: &Arc<Table>, seed: u64) {
         assert_eq!(get_vec(t, &newest, true).unwrap(), model_get(model, &newest));
     }
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut it = t.iter(false);
+    let mut it = t.iter(BlockReads::filling(false));
     for _ in 0..2000 {
         let u = rng.gen_range(0..2_000_001u64);
         let target = make_internal_key(format!("user{u:08}").as_bytes(), rng.gen_range(0..1 << 41), ValueKind::Value);
@@ -407,7 +407,7 @@ fn mapped_tables_round_trip_with_and_without_compression() {
         check_table(&model, &t, 17);
         // Again, now with every block verified (and compressed ones cached).
         check_table(&model, &t, 18);
-        let mut it = t.iter(true);
+        let mut it = t.iter(BlockReads::filling(true));
         it.seek_to_first().unwrap();
         let TableIterator::Plain(plain) = &it else { panic!("a plain table") };
         let block = plain.data.as_ref().unwrap().block();
@@ -439,7 +439,7 @@ fn seeks_answered_by_the_fences_alone_land_and_step_like_index_seeks() {
         let target = make_internal_key(format!("user{u:08}").as_bytes(), rng.gen_range(0..1 << 41), ValueKind::Value);
         fenced += usize::from(t.fenced_block(&target).is_some());
         assert_eq!(get_vec(&t, &target, false).unwrap(), model_get(&model, &target));
-        let mut it = t.iter(false);
+        let mut it = t.iter(BlockReads::filling(false));
         it.seek(&target).unwrap();
         let mut at = model_seek(&model, &target);
         for _ in 0..12 {
@@ -588,7 +588,7 @@ proptest! {
         let t = open(&file, Some(new_block_cache(4096))).unwrap();
         prop_assert_eq!(scan_forward(&t).unwrap(), model.clone());
         prop_assert_eq!(scan_backward(&t).unwrap(), model.clone());
-        let mut it = t.iter(true);
+        let mut it = t.iter(BlockReads::filling(true));
         for (uk, seq) in targets {
             let target = seek_key(&uk, seq);
             prop_assert_eq!(get_vec(&t, &target, true).unwrap(), model_get(&model, &target));

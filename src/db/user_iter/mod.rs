@@ -23,7 +23,7 @@ use self::regions::{Region, ValueRegions};
 use self::window::Window;
 use crate::comparator::KeyOrder;
 use crate::error::Result;
-use crate::iter::InternalIterator;
+use crate::internal_iter::InternalIterator;
 use crate::key::ValueKind;
 use crate::value::Value;
 use crate::vlog::{PendingRead, ValuePointer};

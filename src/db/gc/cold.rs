@@ -4,7 +4,7 @@
 //! is likely to outlive the next (LFS's age sorting): cold files fill with long-lived data
 //! and the log files with hot data that dies young, so GC rarely moves the same value twice.
 //!
-//! Protocol (docs/design.md, "Cold value files"): register the file in the manifest, create
+//! Protocol (docs/design.md, "Value-log garbage collection"): register the file in the manifest, create
 //! it; append the chunk's live values as one record group and `fdatasync`; only then log the
 //! pointer ops (conditional, through the write leader). A crash before the pointers are
 //! logged leaves unreferenced bytes in a cold file (never read); after, the values are
@@ -13,9 +13,9 @@
 //! file.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::Ordering;
 
-use super::DbInner;
+use super::Gc;
+use crate::db::DbInner;
 use crate::error::Result;
 use crate::filename::cold_file_name;
 use crate::fs::WritableFile;
@@ -53,20 +53,21 @@ struct ColdFile {
     len: u64,
 }
 
-/// Live values re-put by GC, and the pointers that made them live (the condition).
+/// Live values GC moves to a cold file, and the pointers that made them live (the condition).
 pub(crate) struct Relocation {
     pub puts: WriteBatch,
     pub old: Vec<ValuePointer>,
 }
 
-impl DbInner {
+impl Gc {
     /// Move the relocations' values to the cold file (one `fdatasync` for all of them) and
     /// log the new pointers, each op applied only if its key still points at its old copy
     /// (`checked`: the view in which GC found them live). Returns the value bytes written.
     pub(crate) fn relocate(
         &self,
+        db: &DbInner,
         pieces: Vec<Relocation>,
-        checked: Option<super::read::CheckedAt>,
+        checked: Option<crate::db::read::CheckedAt>,
         sync: bool,
     ) -> Result<u64> {
         let pieces: Vec<Relocation> = pieces.into_iter().filter(|r| !r.puts.is_empty()).collect();
@@ -76,7 +77,7 @@ impl DbInner {
         let mut out = self.cold.lock();
         let mut logged = Vec::with_capacity(pieces.len());
         for r in &pieces {
-            logged.push(self.cold_append(&mut out, &r.puts)?);
+            logged.push(self.cold_append(db, &mut out, &r.puts)?);
         }
         let active = out.active.as_mut().map(|a| a.number);
         if let Some(a) = out.active.as_mut() {
@@ -90,10 +91,10 @@ impl DbInner {
         let mut bytes = 0;
         for (i, ((pointers, cold), r)) in logged.into_iter().zip(pieces).enumerate() {
             // Recorded before the write too: a failed write may still have reached the log.
-            out.logged_in.insert(cold, self.log.lock().file_number());
-            self.gc_write(pointers, r.old, checked.clone(), sync && i == last)?;
+            out.logged_in.insert(cold, db.writes.log.lock().file_number());
+            db.writes.gc_write(db, pointers, r.old, checked.clone(), sync && i == last)?;
             bytes += r.puts.user_bytes;
-            out.logged_in.insert(cold, self.log.lock().file_number());
+            out.logged_in.insert(cold, db.writes.log.lock().file_number());
         }
         debug_assert!(active.is_none_or(|a| out.logged_in.contains_key(&a)));
         Ok(bytes)
@@ -101,8 +102,8 @@ impl DbInner {
 
     /// Append `puts` to the active cold file (starting one when there is none or it is full)
     /// as one record group; returns the batch of pointer ops naming the copies, and the file.
-    fn cold_append(&self, out: &mut ColdOutput, puts: &WriteBatch) -> Result<(WriteBatch, u64)> {
-        if out.active.as_ref().is_some_and(|a| a.len >= self.opts.log_file_bytes) {
+    fn cold_append(&self, db: &DbInner, out: &mut ColdOutput, puts: &WriteBatch) -> Result<(WriteBatch, u64)> {
+        if out.active.as_ref().is_some_and(|a| a.len >= db.opts.log_file_bytes) {
             // It may hold an earlier piece of this relocation, not synced yet: pointers into
             // it are logged once the whole relocation is durable (a full file left unsynced
             // here lost GC-moved values at a power loss).
@@ -112,11 +113,11 @@ impl DbInner {
         }
         let a = match out.active {
             Some(ref mut a) => a,
-            None => out.active.insert(self.new_cold_file()?),
+            None => out.active.insert(self.new_cold_file(db)?),
         };
         let values = log::separated_values(&puts.rep, 0);
         // Any non-zero sequence number: a cold file is never replayed, only read by GC.
-        let first_seq = self.visible_seq.load(Ordering::Acquire).max(1);
+        let first_seq = db.writes.visible_seq().max(1);
         let count = puts.len() as u32;
         // Header and ops appended apart: a group copied whole cost a copy of every value moved.
         let crc = log::group_crc(first_seq, count, &puts.rep);
@@ -128,7 +129,7 @@ impl DbInner {
         let at = a.len;
         let group_len = log::group_len(puts.rep.len());
         a.len += group_len;
-        super::add(&self.counters.cold_bytes, group_len);
+        crate::db::add(&db.counters.cold_bytes, group_len);
         let mut pointers = WriteBatch::with_capacity(puts.len() * 40);
         let keys = puts.iter().filter_map(|op| match op {
             Ok(BatchOp::Put { key, .. }) => Some(key),
@@ -144,16 +145,16 @@ impl DbInner {
 
     /// Register a new cold file in the manifest, then create it: a cold file on disk is
     /// always known to the manifest (the sweep deletes the others).
-    fn new_cold_file(&self) -> Result<ColdFile> {
+    fn new_cold_file(&self, db: &DbInner) -> Result<ColdFile> {
         let number = {
-            let mut st = self.state.lock();
+            let mut st = db.state.lock();
             let n = st.versions.new_file_number();
             st.versions.log_and_apply(VersionEdit { vlog_added: vec![(n, 0)], ..Default::default() })?;
             n
         };
-        self.vlog.add_cold(number);
-        let file = self.vfs.create(&cold_file_name(&self.dir, number))?;
-        self.vfs.sync_dir(&self.dir)?;
+        db.vlog.add_cold(number);
+        let file = db.vfs.create(&cold_file_name(&db.dir, number))?;
+        db.vfs.sync_dir(&db.dir)?;
         tracing::debug!(number, "cold value file started");
         Ok(ColdFile { number, file, len: 0 })
     }
@@ -170,7 +171,7 @@ impl DbInner {
 
 /// At open: tell the reader which value files are cold, and drop the manifest's registration
 /// of cold files that were never created (a crash between the two steps of `new_cold_file`).
-pub(super) fn find_cold_files(
+pub(crate) fn find_cold_files(
     vfs: &dyn crate::fs::Vfs,
     dir: &std::path::Path,
     versions: &mut VersionSet,

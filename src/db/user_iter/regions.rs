@@ -8,7 +8,8 @@
 //! region misses the page cache, more of its values there are likely to be read too (a scan
 //! that went this far tends to go on as far again), so the region is read whole with one large
 //! sequential request and later values come from the page cache. The device reads large
-//! requests an order of magnitude faster per byte than scattered 4 KiB ones.
+//! requests much faster per byte than scattered 4 KiB ones (this machine's figures:
+//! docs/BENCHMARKS.md).
 //!
 //! Short scans over scattered values rarely read several in one region, so they keep reading
 //! value by value.

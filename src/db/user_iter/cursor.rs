@@ -8,7 +8,7 @@ use super::sampling::ReadSampler;
 use super::Step;
 use crate::comparator::KeyOrder;
 use crate::error::Result;
-use crate::iter::InternalIterator;
+use crate::internal_iter::InternalIterator;
 use crate::key::{self, ValueKind, MAX_SEQ};
 
 #[derive(Clone, Copy, PartialEq, Eq)]

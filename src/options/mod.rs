@@ -5,6 +5,8 @@ use std::sync::Arc;
 use crate::comparator::{Comparator, KeyOrder};
 use crate::filter_policy::FilterPolicy;
 use crate::fs::{PosixFs, Vfs};
+
+mod recorded;
 pub use crate::sst::compression::Compression;
 
 /// What recovery does where the log after the manifest's head breaks off (damaged bytes, a
@@ -40,7 +42,15 @@ pub struct Options {
     pub create_if_missing: bool,
     /// Refuse to open a database that already exists (default: off).
     pub error_if_exists: bool,
-    /// Check every block checksum on read (always on for the log and the manifest).
+    /// Check every table block against its checksum at every read — gets, iterators and
+    /// compaction inputs — as `ReadOptions::verify_checksums` does for one read (default: off,
+    /// as LevelDB's). What is always checked: every log record group and manifest record
+    /// when it is read, a table's index, filter and footer when it is opened, a data block
+    /// read with `pread` or from a compressed table when it is read, an uncompressed block
+    /// read in place from its mapping at its first load, and every separated value read from
+    /// a file, a mapping or the log buffer (the value cache holds values already checked).
+    /// Without this option, damage done to a mapped table after one of its blocks was first
+    /// loaded goes unnoticed until `Db::verify` or a reopen.
     pub paranoid_checks: bool,
     /// Size at which the active memtable becomes immutable and is flushed (its entries: keys,
     /// inline values and value pointers). Default 8 MiB: with separated values an entry is a
@@ -48,7 +58,7 @@ pub struct Options {
     /// newest ~70k writes,
     /// whose values it keeps in memory (`memtable_kept_value_max_bytes`, up to `memtable_log_bytes`):
     /// 50k records of 1 KB, a dataset that fits in RocksDB's and fjall's 64 MiB memtables,
-    /// are read from memory here too (docs/BENCHMARKS.md).
+    /// are read from memory here too (docs/BENCHMARKS.md §11).
     pub write_buffer_bytes: usize,
     /// A memtable is also switched once it covers this many bytes of log: with separated
     /// values it holds only small pointers, and this bounds how much log a recovery replays
@@ -61,9 +71,8 @@ pub struct Options {
     /// copied into 1 MiB chunks that are reused once a flushed memtable's values are all
     /// dropped; up to `memtable_log_bytes` of memory per memtable. The memory's first touch
     /// costs a page fault per 4 KiB, which a write of a large value would pay for little gain
-    /// (a read of a large value is mostly the copy): measured on 200k × 4 KiB `fillrandom`,
-    /// keeping 4 KiB values made it 1.7× slower, while keeping 1 KiB values made YCSB C and E
-    /// over 50k records 1.6× and 2× faster (docs/BENCHMARKS.md).
+    /// (a read of a large value is mostly the copy), while keeping small values makes reads of
+    /// recent writes much faster (docs/BENCHMARKS.md §11 measures both).
     pub memtable_kept_value_max_bytes: usize,
     /// Immutable memtables allowed to wait for flush before writers stall.
     pub max_immutable_memtables: usize,
@@ -83,9 +92,9 @@ pub struct Options {
     pub prepopulate_value_cache: PrepopulateValueCache,
     /// Table readers kept open at once (the table cache: each holds its index and filter in
     /// memory, about 2 % of its size at 100 B values; a mapped table holds no file descriptor).
-    /// Default 8192, 16 GiB of 2 MiB tables. LevelDB's 1000 halved point-lookup speed on a
-    /// 20M × 100 B light-weight-compaction tree of 1300 tables (12.2–13.5 against
-    /// 5.7–6.7 µs/op): every lookup past 1000 tables reopened one.
+    /// Default 8192, 16 GiB of 2 MiB tables: LevelDB's 1000 was too few for the trees of
+    /// light-weight compaction, whose splits write smaller tables, and every lookup past 1000
+    /// tables reopened one (docs/BENCHMARKS.md §13).
     pub max_open_files: usize,
     /// Uncompressed size of an SSTable data block.
     pub block_size_bytes: usize,
@@ -109,14 +118,14 @@ pub struct Options {
     pub merge_policy: MergePolicy,
     /// Light-weight compaction (LWC-tree) on leveled levels: a compaction appends the victim's
     /// entries to the overlapping tables of the next level as sorted segments instead of
-    /// rewriting those tables (docs/design.md, "Light-weight compaction"). Default off.
+    /// rewriting those tables (docs/design.md, "Light-weight compaction"). Default off. It works
+    /// with `MergePolicy::Leveling` only: opening with a Wacky policy and this on is an error.
     pub light_weight_compaction: bool,
     /// Under light-weight compaction, a table with more segments than this is compacted down
     /// (or, in the deepest level, rewritten into tables of `target_file_size_bytes`) before more
     /// is appended to it. Each segment is one more filter probe per lookup and one more cursor
-    /// per seek. Default 2: 10M × 100 B, seekrandom with 10 nexts ran 11.7 µs/op at 2 segments,
-    /// 14.9 at 4, 18.3 at 8 and 22.9 at 16 (11.0 without light-weight compaction), while the
-    /// load wrote about as many compaction bytes at 2 as at 4 or 8 (docs/BENCHMARKS.md §13).
+    /// per seek. Default 2: the only limit whose seeks kept up with leveling's, while more
+    /// segments per table saved the load hardly any compaction bytes (docs/BENCHMARKS.md §13).
     pub lwc_max_segments: u64,
     /// Under light-weight compaction, a table grown past this many bytes is rewritten the same
     /// way. `0` (the default) means 4 × `target_file_size_bytes`; at least 2 × that size is
@@ -124,29 +133,25 @@ pub struct Options {
     pub lwc_max_table_bytes: u64,
     /// Threads carrying out compactions; more than one lets compactions of disjoint levels run
     /// at once (a long merge into the largest level need not hold up level 0). Default 2, as
-    /// RocksDB's two background jobs: 10M × 100 B `fillrandom` on 2 cores ran 15 % faster
-    /// under leveling (4.09–4.26 → 3.43–3.47 µs/op) and 20 % faster under tiering (2.59–2.68
-    /// → 2.10–2.14), writers stalled a third as long.
+    /// RocksDB's two background jobs: even on 2 cores, loads ran faster under leveling and
+    /// tiering than with one thread, and writers stalled less (docs/BENCHMARKS.md §8).
     pub compaction_threads: usize,
     /// Added to the compaction threads' nice value (Linux; 0 leaves them at the process's
     /// priority, up to 19). A positive value lets foreground readers and writers take the CPU
     /// first on a machine with fewer cores than busy threads, and compaction gets the rest.
     /// `None` (the default): 10 under light-weight compaction, 0 otherwise. Light-weight
-    /// compaction writes about 40 % fewer bytes, so it keeps up from the leftover CPU: 20M ×
-    /// 100 B on 2 cores, lookups and seeks right after the load ran 14–24 % faster and the load
-    /// itself 3–4 % faster. Leveling's merges bound how fast a load can go, and at a lower
-    /// priority they fell behind: 1M × 100 B seeks after a load were 22 % slower
+    /// compaction writes fewer bytes, so it keeps up from the leftover CPU, and lookups and
+    /// seeks right after a load got faster; leveling's merges bound how fast a load can go,
+    /// and at a lower priority they fell behind and the seeks after a load got slower
     /// (docs/BENCHMARKS.md §13).
     pub compaction_nice: Option<i32>,
     /// Whether a compaction syncs its output files together at its end (each handed to the
     /// device's writeback as it is finished) instead of each as it is finished. `None` (the
     /// default): on under light-weight compaction, off otherwise. Deferred, a compaction
     /// thread encodes the next table while the device writes the last; synced one by one it
-    /// waits through every write (an `fsync` after a 2 MiB table averaged 8.2 ms here). On
-    /// this 2-core machine, deferred syncs (measured together with a writeback every MiB of
-    /// each table) made 4M × 512 B `fillrandom` about 1.2–1.3× faster with LWC and 1.2×
-    /// without; but 1M × 100 B `fillrandom`, a burst whose compactions mostly run after it,
-    /// ran 14 % slower without LWC (the background took the CPU from the writer sooner), so
+    /// waits through every write. Deferred syncs made sustained loads faster with and without
+    /// light-weight compaction, but a short burst under leveling, whose compactions mostly
+    /// run after it, got slower (the background took the CPU from the writer sooner), so
     /// leveling keeps one sync per table by default (docs/BENCHMARKS.md §13).
     pub defer_compaction_syncs: Option<bool>,
     /// L0 file count that triggers a compaction.
@@ -154,10 +159,9 @@ pub struct Options {
     /// L0 file count at which each write is delayed by 1 ms. Default 20 (and a stop at 36),
     /// RocksDB's, not LevelDB's 8 and 12: a level 0 that may grow while a compaction runs is
     /// merged into level 1 in fewer, larger compactions, each rewriting level 1 once for more
-    /// new data. 5M × 100 B fillrandom + overwrite wrote 4.20 GB of compaction instead of 5.93
-    /// and stalled 6.0 s instead of 9.6; 1M × 100 B loaded 1.36× and overwrote 1.40× faster
-    /// (medians of 3), for a readrandom 5 % slower right after the load (more level-0 tables
-    /// to probe until compaction catches up).
+    /// new data: loads write fewer compaction bytes, stall less and run faster, for lookups a
+    /// little slower right after a load (more level-0 tables to probe until compaction catches
+    /// up; docs/BENCHMARKS.md §12).
     pub l0_slowdown_trigger: usize,
     /// L0 file count at which writes stop until compaction catches up (default 36).
     pub l0_stop_trigger: usize,
@@ -183,7 +187,8 @@ pub struct Options {
     /// How often the background GC thread looks for work; `0` turns automatic GC off
     /// (`Db::run_gc` still works).
     pub gc_interval_ms: u64,
-    /// Bytes of vLog one GC step reads before it re-puts the live values and frees space.
+    /// Bytes of vLog one GC step reads before it moves the live values to a cold value file
+    /// and frees space.
     pub gc_chunk_bytes: u64,
     /// Pause between GC steps, leaving the disk to foreground writes.
     pub gc_pause_ms: u64,
@@ -193,10 +198,9 @@ pub struct Options {
     pub gc_space_amp_target: f64,
     /// Space amplification above which user writes wait for GC to free space (while GC has
     /// a file it can collect). Trades write throughput for a bound on disk use; `0` turns
-    /// it off. The default, 1.4, was chosen from measurements of sustained 4 KB overwrites
-    /// (docs/BENCHMARKS.md §5): a whole database of about 1.5× its live bytes, faster than
-    /// RocksDB BlobDB with its GC on (which ends at 1.9×); 1.2 holds about 1.2× at 0.6× the
-    /// write throughput.
+    /// it off. The default, 1.4, was chosen from sustained 4 KB overwrites: the database ends
+    /// in less space than RocksDB BlobDB with its GC on, and writes faster; a tighter bound
+    /// holds less space at a lower write throughput (docs/BENCHMARKS.md §5).
     pub gc_space_amp_stall: f64,
     /// Read separated values in parallel through io_uring when the kernel allows it (checked
     /// once at open; a thread pool of `pread`s is used otherwise, and for non-POSIX files).
@@ -221,6 +225,9 @@ pub struct Options {
     pub filter_policy: Option<Arc<dyn FilterPolicy>>,
     /// The filesystem to use (real files by default; in-memory or fault-injecting in tests).
     pub vfs: Arc<dyn Vfs>,
+    /// The shaping settings named through their setters (`recorded.rs`): those win over what
+    /// the manifest recorded; the others take the recorded value at open.
+    named_shape: std::collections::BTreeSet<&'static str>,
 }
 
 impl std::fmt::Debug for Options {
@@ -241,7 +248,7 @@ impl Default for Options {
         Options {
             create_if_missing: true,
             error_if_exists: false,
-            paranoid_checks: true,
+            paranoid_checks: false,
             write_buffer_bytes: 8 << 20,
             max_immutable_memtables: 2,
             memtable_log_bytes: 64 << 20,
@@ -284,6 +291,7 @@ impl Default for Options {
             comparator: None,
             filter_policy: None,
             vfs: Arc::new(PosixFs::new()),
+            named_shape: std::collections::BTreeSet::new(),
         }
     }
 }
@@ -295,6 +303,19 @@ macro_rules! setter {
         #[must_use]
         pub fn $name(mut self, v: $ty) -> Self {
             self.$name = v;
+            self
+        }
+    };
+}
+
+/// A setter of a setting that shapes files (`recorded.rs`): naming it overrides the record.
+macro_rules! shape_setter {
+    ($name:ident: $ty:ty) => {
+        #[doc = concat!("Set [`Options::", stringify!($name), "`] (overriding the value the database recorded).")]
+        #[must_use]
+        pub fn $name(mut self, v: $ty) -> Self {
+            self.$name = v;
+            self.named_shape.insert(stringify!($name));
             self
         }
     };
@@ -322,29 +343,29 @@ impl Options {
     setter!(value_cache_bytes: u64);
     setter!(prepopulate_value_cache: PrepopulateValueCache);
     setter!(max_open_files: usize);
-    setter!(block_size_bytes: usize);
-    setter!(block_restart_interval: usize);
-    setter!(target_file_size_bytes: u64);
-    setter!(compression: Compression);
-    setter!(bloom_bits_per_key: Vec<f64>);
-    setter!(filter_allocation: FilterAllocation);
-    setter!(merge_policy: MergePolicy);
-    setter!(light_weight_compaction: bool);
-    setter!(lwc_max_segments: u64);
-    setter!(lwc_max_table_bytes: u64);
+    shape_setter!(block_size_bytes: usize);
+    shape_setter!(block_restart_interval: usize);
+    shape_setter!(target_file_size_bytes: u64);
+    shape_setter!(compression: Compression);
+    shape_setter!(bloom_bits_per_key: Vec<f64>);
+    shape_setter!(filter_allocation: FilterAllocation);
+    shape_setter!(merge_policy: MergePolicy);
+    shape_setter!(light_weight_compaction: bool);
+    shape_setter!(lwc_max_segments: u64);
+    shape_setter!(lwc_max_table_bytes: u64);
     setter!(compaction_threads: usize);
     setter!(compaction_nice: Option<i32>);
     setter!(defer_compaction_syncs: Option<bool>);
     setter!(l0_compaction_trigger: usize);
     setter!(l0_slowdown_trigger: usize);
     setter!(l0_stop_trigger: usize);
-    setter!(max_bytes_for_level_base: u64);
-    setter!(level_size_ratio: u64);
-    setter!(num_levels: usize);
+    shape_setter!(max_bytes_for_level_base: u64);
+    shape_setter!(level_size_ratio: u64);
+    shape_setter!(num_levels: usize);
     setter!(log_file_bytes: u64);
     setter!(log_buffer_bytes: usize);
     setter!(recovery_mode: RecoveryMode);
-    setter!(min_separated_value_bytes: usize);
+    shape_setter!(min_separated_value_bytes: usize);
     setter!(gc_garbage_ratio: f64);
     setter!(gc_interval_ms: u64);
     setter!(gc_chunk_bytes: u64);
@@ -462,10 +483,10 @@ pub enum FilterAllocation {
     /// an absent key meets, summed over all runs: small runs (L0 files, upper levels) get
     /// more bits, the largest level slightly fewer. Decided when a table is written, for the
     /// policy's steady tree (a load's backlog of L0 files drains; a tiered level fills up).
-    /// The default: over a 10M-key load it measured 0.49× the false positives per absent-key
-    /// lookup of `Uniform` on a leveled tree and 0.50× on a tiered one, holding at most the
-    /// same memory (docs/BENCHMARKS.md §7). A tree of one run, or of runs of similar size,
-    /// leaves Monkey little to gain: a 200k-key leveled tree ended at 1.19×.
+    /// The default: over a load it meets far fewer false positives per absent-key lookup than
+    /// `Uniform`, on leveled and tiered trees alike, holding at most the same memory. A tree of
+    /// one run, or of runs of similar size, leaves Monkey little to gain, and a small tree may
+    /// end with more (docs/BENCHMARKS.md §7).
     #[default]
     Monkey,
 }
@@ -488,14 +509,16 @@ impl WriteOptions {
 #[derive(Clone)]
 pub struct ReadOptions {
     /// Read as of this snapshot (default: the latest state).
-    pub snapshot: Option<crate::Snapshot>,
+    pub snapshot: Option<crate::snapshot::Snapshot>,
     /// Keep blocks and separated values read by this call in the block and value caches
     /// (turn off for big scans, so they do not push the hot data out). Cached values are used
     /// either way. `None` (the default): gets, `multi_get` and `scan_from` fill both caches;
     /// an iterator fills the block cache but not the value cache with the values it streams
     /// through (`Some(true)` makes it fill that too).
     pub fill_cache: Option<bool>,
-    /// Verify block checksums even when `paranoid_checks` is off.
+    /// Check every table block this read touches against its checksum, even one checked
+    /// before (by default a block read in place from a mapped table is checked at its first
+    /// load only; see `Options::paranoid_checks` for what is always checked). Default: off.
     pub verify_checksums: bool,
     /// Iterator lower bound (inclusive), user key.
     pub lower_bound: Option<Vec<u8>>,

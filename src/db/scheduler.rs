@@ -1,22 +1,23 @@
-//! Background work: one thread flushes immutable memtables to level-0 tables, others
+//! The background scheduler: one thread flushes immutable memtables to level-0 tables, others
 //! (`Options::compaction_threads`) carry out what the policy picks — at once only where they
 //! touch disjoint levels; all install their results through the manifest and then delete files
-//! no Version needs any more.
+//! no Version needs any more. Callers that wait for background work (stalled writers, `flush`,
+//! `compact_range`, `wait_for_background_work`) wait on its condition variables.
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
-use parking_lot::MutexGuard;
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use super::{add, add_at_level, DbInner, State};
 use crate::compaction::job::{self, JobContext};
 use crate::compaction::lwc::{self, AppendTask};
 use crate::compaction::{Choice, CompactionTask, DropTask, NewRun, PickContext, Reason};
 use crate::error::{Error, Result};
-use crate::filename::{table_file_name, FileKind};
+use crate::filename::table_file_name;
 use crate::fs::Vfs;
 use crate::key;
 use crate::memtable::Memtable;
@@ -24,7 +25,21 @@ use crate::sst::{TableBuilder, TableOptions};
 use crate::version::Version;
 use crate::version::{FileMeta, VersionEdit};
 
-/// Start the flush and compaction threads.
+/// The flush and compaction threads' signals, and the seek statistics that feed seek-triggered
+/// compaction. Its methods take the database they work on (`db`).
+#[derive(Default)]
+pub(crate) struct Scheduler {
+    /// Wakes the flush thread (a memtable became immutable; shutdown).
+    pub(super) flush_cv: Condvar,
+    /// Wakes the compaction threads (a flush or compaction changed the tree; shutdown).
+    pub(super) compact_cv: Condvar,
+    /// Signalled whenever background work finishes: stalled writers and waiters re-check.
+    pub(super) progress: Condvar,
+    /// Tables charged by lookups and iterator samples (LevelDB's seek compaction).
+    pub(super) seek_stats: Mutex<super::read::SeekStats>,
+}
+
+/// Start the flush, GC and compaction threads.
 pub(super) fn spawn(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
     let spawn_one = |name: &str, f: fn(&DbInner)| {
         let me = inner.clone();
@@ -33,10 +48,12 @@ pub(super) fn spawn(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
             .spawn(move || f(&me))
             .map_err(|e| Error::io("spawn background thread", &inner.dir, e))
     };
-    let mut threads =
-        vec![spawn_one("wisckey-flush", DbInner::flush_loop)?, spawn_one("wisckey-gc", DbInner::gc_loop)?];
+    let mut threads = vec![
+        spawn_one("wisckey-flush", |db| db.scheduler.flush_loop(db))?,
+        spawn_one("wisckey-gc", |db| db.gc.gc_loop(db))?,
+    ];
     for _ in 0..inner.opts.compaction_threads.max(1) {
-        threads.push(spawn_one("wisckey-compact", DbInner::compaction_loop)?);
+        threads.push(spawn_one("wisckey-compact", |db| db.scheduler.compaction_loop(db))?);
     }
     Ok(threads)
 }
@@ -86,9 +103,9 @@ pub(super) fn write_level0_table(
     }))
 }
 
-impl DbInner {
-    fn flush_loop(&self) {
-        let mut st = self.state.lock();
+impl Scheduler {
+    fn flush_loop(&self, db: &DbInner) {
+        let mut st = db.state.lock();
         loop {
             if st.shutting_down {
                 return;
@@ -104,28 +121,28 @@ impl DbInner {
             // table joining a deep level that level's bits, not those of a small new L0 run.
             let v = st.versions.current();
             let (level, joins) = match imm.user_key_range() {
-                Some((lo, hi)) if st.busy_levels.is_empty() => self.policy.place_flush(&v, &lo, &hi),
+                Some((lo, hi)) if st.busy_levels.is_empty() => db.policy.place_flush(&v, &lo, &hi),
                 _ => (0, None),
             };
-            let flush_bytes = imm.flushed_bytes_of(self.opts.write_buffer_bytes as u64).unwrap_or(0);
+            let flush_bytes = imm.flushed_bytes_of(db.opts.write_buffer_bytes as u64).unwrap_or(0);
             let run = NewRun { level, bytes: imm.entry_bytes(), joins, consumed: &[], flush_bytes };
-            let flush_opts = self.policy.table_options(&v, &run);
+            let flush_opts = db.policy.table_options(&v, &run);
             // Not held while the table is written: a pinned Version keeps replaced tables on disk.
             drop(v);
             let built = MutexGuard::unlocked(&mut st, || {
                 // The manifest will say the log up to `imm`'s end is redundant: make sure that
                 // part of the log is durable first, or a crash could leave the log shorter than
                 // the recorded head and later appends would be skipped at recovery.
-                let old = self.log.lock().unsynced_old();
+                let old = db.writes.log.lock().unsynced_old();
                 crate::log::writer::sync_old_files(&old)?;
                 if let Some(end) = imm.log_end() {
-                    self.log.lock().sync_to(end)?;
+                    db.writes.log.lock().sync_to(end)?;
                 }
-                let meta = write_level0_table(&self.vfs, &self.dir, flush_opts, &imm, number)?;
-                self.cache_flushed_values(&imm);
+                let meta = write_level0_table(&db.vfs, &db.dir, flush_opts, &imm, number)?;
+                db.cache_flushed_values(&imm);
                 Ok(meta)
             });
-            let r = built.and_then(|meta| self.install_flush(&mut st, &imm, meta));
+            let r = built.and_then(|meta| self.install_flush(db, &mut st, &imm, meta));
             st.pending_outputs.remove(&number);
             match r {
                 Ok(()) => {
@@ -136,43 +153,49 @@ impl DbInner {
                     st.bg_error = Some(e);
                 }
             }
-            self.bg_cv.notify_all();
+            self.progress.notify_all();
             self.compact_cv.notify_one();
             // A flush adds value bytes and may move the head past a file GC can now take.
-            self.gc_cv.notify_one();
-            self.delete_obsolete_files(&mut st);
+            db.gc.cv.notify_one();
+            db.delete_obsolete_files(&mut st);
         }
     }
 
-    fn install_flush(&self, st: &mut MutexGuard<'_, State>, imm: &Memtable, meta: Option<FileMeta>) -> Result<()> {
+    fn install_flush(
+        &self,
+        db: &DbInner,
+        st: &mut MutexGuard<'_, State>,
+        imm: &Memtable,
+        meta: Option<FileMeta>,
+    ) -> Result<()> {
         let mut edit = VersionEdit::default();
         if let Some(mut meta) = meta {
             let v = st.versions.current();
             // While a compaction runs, its outputs are not yet visible: placing a table below
             // L0 could then overlap them, so flushes go to L0.
             let (lo, hi) = (key::user_key(&meta.smallest), key::user_key(&meta.largest));
-            let (level, run) = if st.busy_levels.is_empty() { self.policy.place_flush(&v, lo, hi) } else { (0, None) };
+            let (level, run) = if st.busy_levels.is_empty() { db.policy.place_flush(&v, lo, hi) } else { (0, None) };
             meta.run = run.unwrap_or(meta.number);
-            add(&self.counters.flush_bytes, meta.size);
+            add(&db.counters.flush_bytes, meta.size);
             edit.added_files.push((level as u32, meta));
         }
         // Tables now point into these log files: record it in the same edit that moves the log
         // head past them, so the sweep never sees them as deletable.
         edit.vlog_added = imm.vlog_bytes().into_iter().collect();
         let flushed: u64 = edit.vlog_added.iter().map(|(_, b)| b).sum();
-        add(&self.counters.vlog_user_bytes_flushed, flushed.saturating_sub(imm.moved_vlog_bytes()));
+        add(&db.counters.vlog_user_bytes_flushed, flushed.saturating_sub(imm.moved_vlog_bytes()));
         if let Some(end) = imm.log_end() {
             edit.log_head = Some(end);
         }
-        let last = st.versions.last_sequence().max(self.visible_seq.load(Ordering::Acquire));
+        let last = st.versions.last_sequence().max(db.writes.visible_seq());
         st.versions.set_last_sequence(last);
         st.versions.log_and_apply(edit)?;
-        add(&self.counters.flushes, 1);
+        add(&db.counters.flushes, 1);
         Ok(())
     }
 
     /// What the policy wants done now that no running compaction is in the way of, if anything.
-    pub(super) fn pick_compaction(&self, st: &State) -> Option<Choice> {
+    pub(super) fn pick_compaction(&self, db: &DbInner, st: &State) -> Option<Choice> {
         let version = st.versions.current();
         let pointers: Vec<Option<Vec<u8>>> =
             (0..version.num_levels()).map(|l| st.versions.compact_pointer(l).map(|p| p.to_vec())).collect();
@@ -184,20 +207,20 @@ impl DbInner {
             collapse_candidate,
             busy_levels: &st.busy_levels,
         };
-        self.policy.pick(&ctx)
+        db.policy.pick(&ctx)
     }
 
-    fn compaction_loop(&self) {
-        lower_thread_priority(self.opts.compaction_nice_in_force());
-        let mut st = self.state.lock();
+    fn compaction_loop(&self, db: &DbInner) {
+        lower_thread_priority(db.opts.compaction_nice_in_force());
+        let mut st = db.state.lock();
         loop {
             if st.shutting_down {
                 return;
             }
-            let choice = if st.bg_error.is_none() { self.pick_compaction(&st) } else { None };
+            let choice = if st.bg_error.is_none() { self.pick_compaction(db, &st) } else { None };
             match choice {
                 Some(choice) => {
-                    if let Err(e) = self.run_choice(&mut st, choice) {
+                    if let Err(e) = self.run_choice(db, &mut st, choice) {
                         tracing::error!(error = %e, "compaction failed; the database is read-only until resume()");
                         st.bg_error = Some(e);
                     }
@@ -208,25 +231,25 @@ impl DbInner {
     }
 
     /// Carry out `choice` with its levels marked busy (the state lock released during I/O).
-    fn run_choice(&self, st: &mut MutexGuard<'_, State>, choice: Choice) -> Result<()> {
+    fn run_choice(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, choice: Choice) -> Result<()> {
         let levels = choice.levels();
         st.busy_levels.extend_from_slice(&levels);
         match choice.reason() {
             Reason::Seeks => self.seek_stats.lock().candidate = None,
             Reason::Collapse => {
                 self.seek_stats.lock().collapse = None;
-                add(&self.counters.table_collapses, 1);
+                add(&db.counters.table_collapses, 1);
             }
             _ => {}
         }
         if choice.reason() == Reason::Split {
-            add(&self.counters.table_splits, 1);
+            add(&db.counters.table_splits, 1);
         }
         let r = match &choice {
-            Choice::Move(t) => self.install_move(st, t),
-            Choice::Merge(t) => self.run_merge(st, t),
-            Choice::Append(a) => self.run_append(st, a),
-            Choice::Drop(d) => self.install_drop(st, d),
+            Choice::Move(t) => self.install_move(db, st, t),
+            Choice::Merge(t) => self.run_merge(db, st, t),
+            Choice::Append(a) => self.run_append(db, st, a),
+            Choice::Drop(d) => self.install_drop(db, st, d),
         };
         // Two running jobs may share a level (a new run spilled into a tiered level that is
         // merging): free this job's marks only.
@@ -235,10 +258,10 @@ impl DbInner {
                 st.busy_levels.swap_remove(at);
             }
         }
-        self.bg_cv.notify_all();
+        self.progress.notify_all();
         // Freed levels may unblock a choice another compaction thread passed over.
         self.compact_cv.notify_all();
-        self.delete_obsolete_files(st);
+        db.delete_obsolete_files(st);
         r
     }
 
@@ -257,7 +280,7 @@ impl DbInner {
     /// Re-parent the task's tables to the output level without rewriting them: into the run
     /// the task names, or each input run as a run of its own with a fresh id (newer than every
     /// run there; fresh ids keep the input runs' order).
-    fn install_move(&self, st: &mut MutexGuard<'_, State>, task: &CompactionTask) -> Result<()> {
+    fn install_move(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, task: &CompactionTask) -> Result<()> {
         let mut edit = Self::input_removal(task);
         let mut old_runs: Vec<u64> = task.input_files().map(|(_, f)| f.run).collect();
         old_runs.sort_unstable();
@@ -270,18 +293,18 @@ impl DbInner {
             edit.added_files.push((task.output_level as u32, moved));
         }
         st.versions.log_and_apply(edit)?;
-        add(&self.counters.trivial_moves, 1);
-        add_at_level(&self.counters.moved_by_level, task.output_level, task.input_files().map(|(_, f)| f.size).sum());
-        add(&self.counters.compactions, 1);
+        add(&db.counters.trivial_moves, 1);
+        add_at_level(&db.counters.moved_by_level, task.output_level, task.input_files().map(|(_, f)| f.size).sum());
+        add(&db.counters.compactions, 1);
         Ok(())
     }
 
     /// Delete tables outright.
-    fn install_drop(&self, st: &mut MutexGuard<'_, State>, d: &DropTask) -> Result<()> {
+    fn install_drop(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, d: &DropTask) -> Result<()> {
         let deleted_files = d.files.iter().map(|f| (d.level as u32, f.number)).collect();
         let edit = VersionEdit { deleted_files, ..Default::default() };
         st.versions.log_and_apply(edit)?;
-        add(&self.counters.tables_dropped, d.files.len() as u64);
+        add(&db.counters.tables_dropped, d.files.len() as u64);
         Ok(())
     }
 
@@ -289,17 +312,18 @@ impl DbInner {
     /// numbers it allocates are protected from deletion until the caller drops the returned list.
     fn unlocked_job<T>(
         &self,
+        db: &DbInner,
         st: &mut MutexGuard<'_, State>,
         task: &CompactionTask,
         job: impl FnOnce(&JobContext<'_>, &Version) -> Result<T>,
     ) -> (Result<T>, Vec<u64>) {
         let version = st.versions.current();
-        let smallest_snapshot = self.snapshots.smallest(self.visible_seq.load(Ordering::Acquire));
+        let smallest_snapshot = db.snapshots.smallest(db.writes.visible_seq());
         let consumed: Vec<u64> = task.input_files().map(|(_, f)| f.number).collect();
         let flush_bytes = [&st.mem]
             .into_iter()
             .chain(st.imms.iter())
-            .find_map(|m| m.flushed_bytes_of(self.opts.write_buffer_bytes as u64));
+            .find_map(|m| m.flushed_bytes_of(db.opts.write_buffer_bytes as u64));
         let new_run = NewRun {
             level: task.output_level,
             bytes: task.input_bytes(),
@@ -307,25 +331,26 @@ impl DbInner {
             consumed: &consumed,
             flush_bytes: flush_bytes.unwrap_or(0),
         };
-        let table_options = self.policy.table_options(&version, &new_run);
+        let table_options = db.policy.table_options(&version, &new_run);
         let allocated = parking_lot::Mutex::new(Vec::new());
         let out = MutexGuard::unlocked(st, || {
             let alloc = || {
-                let mut s = self.state.lock();
+                let mut s = db.state.lock();
                 let n = s.versions.new_file_number();
                 s.pending_outputs.insert(n);
                 allocated.lock().push(n);
                 n
             };
             let ctx = JobContext {
-                vfs: &self.vfs,
-                dir: &self.dir,
-                table_cache: &self.table_cache,
+                vfs: &db.vfs,
+                dir: &db.dir,
+                table_cache: &db.table_cache,
                 table_options,
-                target_file_bytes: self.opts.target_file_size_bytes,
+                target_file_bytes: db.opts.target_file_size_bytes,
                 smallest_snapshot,
                 new_file_number: &alloc,
-                defer_syncs: self.opts.defer_compaction_syncs_in_force(),
+                defer_syncs: db.opts.defer_compaction_syncs_in_force(),
+                verify_inputs: db.opts.paranoid_checks,
             };
             job(&ctx, &version)
         });
@@ -333,11 +358,11 @@ impl DbInner {
     }
 
     /// Merge the task's inputs with the state lock released during I/O, then install them.
-    fn run_merge(&self, st: &mut MutexGuard<'_, State>, task: &CompactionTask) -> Result<()> {
+    fn run_merge(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, task: &CompactionTask) -> Result<()> {
         let mut edit = Self::input_removal(task);
-        let (out, allocated) = self.unlocked_job(st, task, |ctx, v| job::run_compaction(ctx, task, v));
-        let r = out.and_then(|out| self.vfs.sync_dir(&self.dir).map(|_| out)).and_then(|out| {
-            self.record_vlog_garbage(st, &mut edit, &out.vlog_garbage);
+        let (out, allocated) = self.unlocked_job(db, st, task, |ctx, v| job::run_compaction(ctx, task, v));
+        let r = out.and_then(|out| db.vfs.sync_dir(&db.dir).map(|_| out)).and_then(|out| {
+            self.record_vlog_garbage(db, st, &mut edit, &out.vlog_garbage);
             for f in &out.files {
                 edit.added_files.push((task.output_level as u32, f.clone()));
             }
@@ -347,7 +372,7 @@ impl DbInner {
             st.pending_outputs.remove(&n);
         }
         let out = r?;
-        self.count_compaction(task.output_level, out.bytes_read, out.bytes_written);
+        self.count_compaction(db, task.output_level, out.bytes_read, out.bytes_written);
         tracing::debug!(
             reason = ?task.reason,
             levels = ?task.inputs.iter().map(|i| (i.level, i.files.len())).collect::<Vec<_>>(),
@@ -364,72 +389,78 @@ impl DbInner {
     /// the victims' removal and the targets' new lengths in one manifest edit. Until that edit
     /// is durable the manifest names the targets at their old lengths, where their old footers
     /// are: a crash leaves the old tree, and the unrecorded bytes stay as dead space.
-    fn run_append(&self, st: &mut MutexGuard<'_, State>, a: &AppendTask) -> Result<()> {
+    fn run_append(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, a: &AppendTask) -> Result<()> {
         let mut edit = Self::input_removal(&a.task);
         // An append creates no file, so it has no allocated numbers to release.
-        let (out, _) = self.unlocked_job(st, &a.task, |ctx, v| lwc::run_append(ctx, a, v));
+        let (out, _) = self.unlocked_job(db, st, &a.task, |ctx, v| lwc::run_append(ctx, a, v));
         let out = out?;
-        self.record_vlog_garbage(st, &mut edit, &out.vlog_garbage);
+        self.record_vlog_garbage(db, st, &mut edit, &out.vlog_garbage);
         let level = a.task.output_level as u32;
         for f in &out.files {
             edit.deleted_files.push((level, f.number));
             edit.added_files.push((level, f.clone()));
         }
         st.versions.log_and_apply(edit)?;
-        self.count_compaction(a.task.output_level, out.bytes_read, out.bytes_written);
-        add(&self.counters.segments_appended, out.files.len() as u64);
+        self.count_compaction(db, a.task.output_level, out.bytes_read, out.bytes_written);
+        add(&db.counters.segments_appended, out.files.len() as u64);
         Ok(())
     }
 
     /// Put a job's dropped separated-value bytes in `edit` (the discard statistics) and count
     /// them; pointers into files GC already collected are GC's own doing, not overwrites.
-    fn record_vlog_garbage(&self, st: &MutexGuard<'_, State>, edit: &mut VersionEdit, garbage: &BTreeMap<u64, u64>) {
+    fn record_vlog_garbage(
+        &self,
+        db: &DbInner,
+        st: &MutexGuard<'_, State>,
+        edit: &mut VersionEdit,
+        garbage: &BTreeMap<u64, u64>,
+    ) {
         edit.vlog_garbage = garbage.iter().map(|(&f, &b)| (f, b)).collect();
         let vlog_files = st.versions.vlog_files();
         let counted = garbage.iter().filter(|(f, _)| vlog_files.contains_key(f)).map(|(_, b)| b).sum();
-        add(&self.counters.vlog_garbage_counted, counted);
+        add(&db.counters.vlog_garbage_counted, counted);
     }
 
-    fn count_compaction(&self, output_level: usize, bytes_read: u64, bytes_written: u64) {
-        add(&self.counters.compaction_written, bytes_written);
-        add(&self.counters.compaction_read, bytes_read);
-        add_at_level(&self.counters.compaction_written_by_level, output_level, bytes_written);
-        add_at_level(&self.counters.compaction_read_by_level, output_level, bytes_read);
-        add(&self.counters.compactions, 1);
+    fn count_compaction(&self, db: &DbInner, output_level: usize, bytes_read: u64, bytes_written: u64) {
+        add(&db.counters.compaction_written, bytes_written);
+        add(&db.counters.compaction_read, bytes_read);
+        add_at_level(&db.counters.compaction_written_by_level, output_level, bytes_written);
+        add_at_level(&db.counters.compaction_read_by_level, output_level, bytes_read);
+        add(&db.counters.compactions, 1);
     }
 
     /// Flush, then merge everything overlapping `[begin, end]` down to the deepest level
     /// holding such data.
-    pub(crate) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        self.flush()?;
-        self.compact_tables(begin, end)
+    pub(crate) fn compact_range(&self, db: &DbInner, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.flush(db)?;
+        self.compact_tables(db, begin, end)
     }
 
     /// Compact the tables overlapping `[begin, end]` down to the last level that holds any,
     /// leaving the memtables alone.
-    pub(crate) fn compact_tables(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        let mut st = self.state.lock();
+    pub(crate) fn compact_tables(&self, db: &DbInner, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        let mut st = db.state.lock();
         let max_level = {
             // Not held across the loop: a pinned Version would keep replaced tables on disk.
             let v = st.versions.current();
             (0..v.num_levels()).rev().find(|&l| !v.overlapping_files(l, begin, end).is_empty()).unwrap_or(0)
         };
         for level in 0..max_level {
-            self.run_manual_task(&mut st, |v| self.policy.pick_range(v, level, begin, end))?;
+            self.run_manual_task(db, &mut st, |v| db.policy.pick_range(v, level, begin, end))?;
         }
         // Policies that keep several runs per level merge the deepest level's into one (and
         // light-weight compaction collapses its segments there). The deepest level is found
         // again: a background compaction since may have moved the range's tables further down.
-        self.run_manual_task(&mut st, |v| {
+        self.run_manual_task(db, &mut st, |v| {
             let deepest = (0..v.num_levels()).rev().find(|&l| !v.overlapping_files(l, begin, end).is_empty());
-            self.policy.pick_merge_runs(v, deepest.unwrap_or(max_level).max(max_level), begin, end)
+            db.policy.pick_merge_runs(v, deepest.unwrap_or(max_level).max(max_level), begin, end)
         })?;
         // A compaction of other levels that ran meanwhile may still pin a Version naming the
         // tables replaced here: once none runs, they go.
         while !st.busy_levels.is_empty() {
-            self.bg_cv.wait(&mut st);
+            self.progress.wait(&mut st);
         }
-        self.delete_obsolete_files(&mut st);
+        db.delete_obsolete_files(&mut st);
         Ok(())
     }
 
@@ -437,17 +468,18 @@ impl DbInner {
     /// Version, if any; a failure becomes the background error.
     fn run_manual_task(
         &self,
+        db: &DbInner,
         st: &mut MutexGuard<'_, State>,
         pick: impl FnOnce(&Version) -> Option<CompactionTask>,
     ) -> Result<()> {
         while !st.busy_levels.is_empty() {
-            self.bg_cv.wait(st);
+            self.progress.wait(st);
         }
-        self.background_error(st)?;
+        db.background_error(st)?;
         // The Version is dropped before the task runs: pinned, it would keep replaced tables.
         let task = pick(&st.versions.current());
         if let Some(task) = task {
-            if let Err(e) = self.run_choice(st, Choice::Merge(task)) {
+            if let Err(e) = self.run_choice(db, st, Choice::Merge(task)) {
                 st.bg_error = Some(e.duplicate());
                 return Err(e);
             }
@@ -455,54 +487,61 @@ impl DbInner {
         Ok(())
     }
 
-    /// Delete table files no live Version references, log files wholly before the log head,
-    /// and old manifests. Files numbered at or above the next file number at the time of the
-    /// check are left alone: a job may have just created them.
-    pub(super) fn delete_obsolete_files(&self, st: &mut MutexGuard<'_, State>) {
-        let mut live = st.versions.live_files();
-        live.extend(st.pending_outputs.iter().copied());
-        let head_file = st.versions.log_head().file;
-        let mut vlog_files: std::collections::HashSet<u64> = st.versions.vlog_files().keys().copied().collect();
-        // Collected by GC but still readable by an older snapshot or iterator.
-        vlog_files.extend(self.gc_pending.lock().iter().map(|(f, _)| *f));
-        let manifest = st.versions.manifest_file_number();
-        let bound = st.versions.next_file_number();
-        MutexGuard::unlocked(st, || {
-            let Ok(names) = self.vfs.list(&self.dir) else {
-                return;
-            };
-            for name in names {
-                let Some((kind, number)) = crate::filename::parse_file_name(&name) else {
-                    continue;
-                };
-                let obsolete = match kind {
-                    FileKind::Table => number < bound && !live.contains(&number),
-                    FileKind::Vlog => number < head_file && !vlog_files.contains(&number),
-                    // Registered in the manifest before it is created: one that is not any
-                    // more was collected (or its creation never finished).
-                    FileKind::Cold => number < bound && !vlog_files.contains(&number),
-                    FileKind::Manifest => number < manifest,
-                    FileKind::Temp => number < bound,
-                    _ => false,
-                };
-                if obsolete {
-                    match self.vfs.remove(&self.dir.join(&name)) {
-                        // The other background thread swept it first.
-                        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
-                        Err(e) => {
-                            tracing::warn!(file = %name, error = %e, "could not delete an obsolete file")
-                        }
-                        Ok(()) => {}
-                    }
-                    // Evicted after the removal: a reader racing it cannot open or map the
-                    // file again and keep its blocks allocated.
-                    match kind {
-                        FileKind::Table => self.table_cache.evict(number),
-                        FileKind::Vlog | FileKind::Cold => self.vlog.evict(number),
-                        _ => {}
-                    }
+    /// Flush the active memtable and wait until every immutable memtable is on disk.
+    pub(crate) fn flush(&self, db: &DbInner) -> Result<()> {
+        db.writes.force_switch(db)?;
+        let mut st = db.state.lock();
+        while !st.imms.is_empty() {
+            db.background_error(&st)?;
+            self.flush_cv.notify_one();
+            self.progress.wait_for(&mut st, Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// Wait until nothing is left to flush, the policy wants no compaction and value-log GC
+    /// has nothing to collect.
+    pub(crate) fn wait_for_background_work(&self, db: &DbInner) -> Result<()> {
+        self.wait_for_flush_and_compaction(db)?;
+        if db.opts.gc_interval_ms == 0 {
+            return Ok(());
+        }
+        // The GC rounds due now run here, in the caller (`gc_round` takes GC's lock: the GC
+        // thread waits meanwhile), as RocksDB's `WaitForCompact` covers BlobDB's GC, which
+        // runs inside compaction. Left to the GC thread, a load's collection ran on into the
+        // reads after it (a read pass ran slower: docs/BENCHMARKS.md §11). A round
+        // collects one file: at most one round per file there is now (and one for a file a
+        // roll adds), so writers elsewhere cannot keep the wait going.
+        let mut rounds = db.state.lock().versions.vlog_files().len() + 1;
+        while rounds > 0 {
+            rounds -= 1;
+            let round = db.gc.gc_round(db);
+            self.wait_for_flush_and_compaction(db)?;
+            match round {
+                Ok(super::gc::GcRound::Collected | super::gc::GcRound::Rolled) => {}
+                Ok(super::gc::GcRound::Idle | super::gc::GcRound::Pinned) => break,
+                // As the GC thread does: not the caller's failure, the thread retries later.
+                Err(e) => {
+                    tracing::warn!(error = %e, "value-log GC failed while waiting for background work");
+                    db.gc.release_writers();
+                    break;
                 }
             }
-        });
+        }
+        Ok(())
+    }
+
+    /// Block until no flush or automatic compaction is pending.
+    fn wait_for_flush_and_compaction(&self, db: &DbInner) -> Result<()> {
+        let mut st = db.state.lock();
+        loop {
+            db.background_error(&st)?;
+            if st.imms.is_empty() && st.busy_levels.is_empty() && self.pick_compaction(db, &st).is_none() {
+                return Ok(());
+            }
+            self.flush_cv.notify_one();
+            self.compact_cv.notify_one();
+            self.progress.wait_for(&mut st, Duration::from_millis(100));
+        }
     }
 }

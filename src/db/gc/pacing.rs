@@ -3,13 +3,17 @@
 //! proportion to its size and to how deep into that quarter the estimate is (RocksDB's
 //! delayed write rate); past the stall, and while GC has work it can do, writes wait for GC
 //! to free space (RocksDB stalls writers on pending compaction bytes the same way). Without it,
-//! writers that fill the page cache at 1 GB/s outrun a collector that must read, check and
-//! re-put every live value, and the space never comes back while the load lasts.
+//! writers that fill the page cache outrun a collector that must read, check and move every
+//! live value, and the space never comes back while the load lasts.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
+
+use super::{above, Gc};
+use crate::db::DbInner;
+use crate::error::Result;
 
 /// The longest one write waits for GC. Reaching it means GC is not making progress (a bug or
 /// an I/O problem GC reports itself); the write then goes ahead rather than hang.
@@ -140,6 +144,105 @@ impl GcPacing {
             self.cv.wait_for(&mut g, Duration::from_millis(10));
         }
         start.elapsed().as_micros() as u64
+    }
+}
+
+impl Gc {
+    /// Stall writers while the value log's space amplification `amp` is past
+    /// `gc_space_amp_stall`. Called only while GC has a file to collect, so a stall always
+    /// ends with GC freeing space. While a reader keeps collected files alive, collecting
+    /// more frees nothing: no stall.
+    pub(super) fn pace(&self, db: &DbInner, amp: f64) {
+        let readers_block_freeing = !self.pending.lock().is_empty();
+        let active = db.opts.gc_interval_ms > 0 && !readers_block_freeing;
+        let (target, stall) = (db.opts.gc_space_amp_target, db.opts.gc_space_amp_stall);
+        // The slowdown band: the last quarter before the stall.
+        let slow_from = stall - (stall - target).max(0.0) / 4.0;
+        let slowdown =
+            if active && target > 0.0 && stall > slow_from { (amp - slow_from) / (stall - slow_from) } else { 0.0 };
+        self.pacing.set_slowdown(slowdown);
+        self.pacing.set_stalled(active && above(amp, stall));
+        self.pacing.notify_progress();
+    }
+
+    /// Bytes the value-log files take on disk over the estimated live separated bytes: flushed
+    /// ones minus discard statistics, plus those only the memtables reference yet, minus the
+    /// share (the recent overwrite ratio) of the bytes whose overwrites compaction has not
+    /// counted yet: the memtables' and those flushed since GC last compacted the tree.
+    pub(crate) fn vlog_space_amp(&self, db: &DbInner) -> f64 {
+        let c = &db.counters;
+        // Users' writes only: GC's moves overwrite no live value (the copies they shadow go
+        // with the collected file), and counting them diluted the ratio by however much GC
+        // happened to be moving (the ratio came out well under the true one: docs/BENCHMARKS.md §5).
+        let user_flushed = c.vlog_user_bytes_flushed.load(Ordering::Relaxed);
+        let overwrites = self.pacing.overwrite_ratio(user_flushed, c.vlog_garbage_counted.load(Ordering::Relaxed));
+        let (live, files, unflushed) = {
+            let st = db.state.lock();
+            let flushed: u64 = st.versions.vlog_files().values().map(|b| b.live_bytes()).sum();
+            let mems = || std::iter::once(&st.mem).chain(st.imms.iter());
+            let unflushed: u64 = mems().map(|m| m.vlog_bytes().values().sum::<u64>()).sum();
+            let unflushed_user: u64 = unflushed.saturating_sub(mems().map(|m| m.moved_vlog_bytes()).sum());
+            // What users wrote in the memtables and in the tables flushed since the last full
+            // compaction overwrites values still counted live.
+            let uncounted = unflushed_user + self.pacing.flushed_since_refresh(user_flushed);
+            let live = flushed.saturating_sub((uncounted as f64 * overwrites) as u64) + unflushed;
+            let files: Vec<(u64, u64)> = st.versions.vlog_files().iter().map(|(f, b)| (*f, b.total_bytes)).collect();
+            (live, files, unflushed)
+        };
+        if live == 0 {
+            return 0.0;
+        }
+        // Each file's allocated bytes (holes punched out) times its separated share: inline
+        // values, deletes and WAL-only logs are not GC's to free, and files collected but
+        // kept for old readers are out of the manifest.
+        let disk: u64 = files
+            .iter()
+            .map(|&(f, separated)| {
+                let path = db.vlog.path(f);
+                let size = db.vfs.file_size(&path).unwrap_or(0);
+                let used = db.vfs.disk_usage(&path).unwrap_or(0).min(size);
+                if size == 0 {
+                    0
+                } else {
+                    (used as f64 * (separated.min(size) as f64 / size as f64)) as u64
+                }
+            })
+            .sum::<u64>()
+            + unflushed;
+        disk as f64 / live as f64
+    }
+
+    /// Discard statistics only learn about overwritten values when compaction merges the old
+    /// and new versions, and a key-value separated LSM-tree is tiny, so its upper levels rarely
+    /// fill up enough to be merged. When the tree is small next to the value log, compacting
+    /// all of it is cheap (a few MB against GBs of vLog) and makes the statistics exact.
+    /// Near the space target it refreshes after every flush instead of every fourth. Returns
+    /// whether the space estimate's inputs changed (it compacted, or moved the refresh mark).
+    pub(super) fn refresh_discard_stats(&self, db: &DbInner, eager: bool) -> Result<bool> {
+        let (tree_bytes, flushes) = {
+            let st = db.state.lock();
+            let v = st.versions.current();
+            ((0..v.num_levels()).map(|l| v.level_bytes(l)).sum::<u64>(), db.counters.flushes.load(Ordering::Relaxed))
+        };
+        let values: u64 = db.state.lock().versions.vlog_files().values().map(|b| b.total_bytes).sum();
+        let mut last = self.stats_refreshed_at.lock();
+        let every = if eager { 1 } else { 4 };
+        if tree_bytes.saturating_mul(20) > values {
+            // No whole-tree refresh at this size: the estimate relies on compaction's own
+            // counts and corrects only the memtables.
+            self.pacing.mark_refreshed(db.counters.vlog_user_bytes_flushed.load(Ordering::Relaxed));
+            return Ok(true);
+        }
+        if flushes < *last + every {
+            return Ok(false);
+        }
+        *last = flushes;
+        drop(last);
+        let flushed = db.counters.vlog_user_bytes_flushed.load(Ordering::Relaxed);
+        // The memtables stay: their overwrites are counted once they are flushed.
+        db.scheduler.compact_tables(db, None, None)?;
+        self.pacing.mark_refreshed(flushed);
+        Ok(true)
     }
 }
 

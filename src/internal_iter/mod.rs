@@ -1,5 +1,6 @@
-//! Internal iterators over internal keys (memtable, blocks, tables, levels, merges) and the
-//! user-facing `DbIterator` built on top of them.
+//! Internal iterators over internal keys (memtable, blocks, tables, levels, merges): the
+//! `InternalIterator` trait and the merging iterator. The user-facing `DbIterator` built on
+//! them is in `db/user_iter/`.
 
 use crate::error::Result;
 

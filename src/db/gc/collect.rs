@@ -1,0 +1,399 @@
+//! Collecting one value-log file, chunk by chunk: read a chunk and decide which of its puts
+//! are live (one pinned view, in key order), move the live values to a cold file and log their
+//! new pointers through the write leader, then — once the log is durable past those writes and
+//! no older reader can follow a pointer there — record the progress in the manifest and punch
+//! the chunk out (the file is deleted at its end).
+
+use std::time::Duration;
+
+use super::cold::Relocation;
+use super::{above, Gc, GcReport};
+use crate::db::read::{CheckedAt, LatestView};
+use crate::db::{add, DbInner};
+use crate::error::{Error, Result};
+use crate::key::ValueKind;
+use crate::log::{LogPos, LogReader, LogRecord, ReadOutcome, HEADER_LEN};
+use crate::version::VersionEdit;
+use crate::vlog::ValuePointer;
+use crate::write_batch::{BatchIter, BatchOp, WriteBatch};
+
+/// How collecting one chunk ended.
+enum ChunkDone {
+    /// Go on with the next chunk.
+    More,
+    /// The file is collected (or GC is shutting down).
+    FileDone,
+    /// A reader at this sequence number pins the moved chunk: stop collecting for now.
+    Pinned(u64),
+}
+
+/// Bytes of live values one GC write moves at most: its pointer batch leads the write queue
+/// alone, and user writers wait behind it.
+const GC_WRITE_BYTES: usize = 4 << 20;
+
+/// Chunks moved but not yet freed at most, before GC syncs the log itself (each is
+/// `gc_chunk_bytes` of the file it collects, still on disk).
+const MOVED_CHUNKS_UNSYNCED: usize = 3;
+
+/// A chunk whose live values were moved: freeing it waits until the log is durable to
+/// `log_at`.
+#[derive(Clone, Copy)]
+struct MovedChunk {
+    start: u64,
+    end: u64,
+    end_of_file: bool,
+    log_at: LogPos,
+}
+
+/// One chunk's work: live values to move and where the chunk ends.
+struct Chunk {
+    /// Moves of at most `GC_WRITE_BYTES` each.
+    pieces: Vec<Relocation>,
+    end: u64,
+    end_of_file: bool,
+    /// A cold file's group at `end` is not whole: a torn tail from a crash (GC syncs a cold
+    /// file before any pointer names its bytes) unless a pointer names bytes past it.
+    torn: bool,
+    bytes_read: u64,
+    /// The view the liveness answers came from: the write leader re-checks only what was
+    /// written after it.
+    checked: Option<CheckedAt>,
+}
+
+/// A put found in a chunk: its record, where its key and value sit in the record's ops, and
+/// the pointer a live entry would hold.
+struct ChunkPut {
+    rec: usize,
+    key: std::ops::Range<usize>,
+    value: std::ops::Range<usize>,
+    here: ValuePointer,
+}
+
+/// `live` cut into pieces whose ops add up to `GC_WRITE_BYTES` (each piece's last op takes it
+/// past that).
+fn pieces_of<'a, 'b>(live: &'a [&'b ChunkPut]) -> impl Iterator<Item = &'a [&'b ChunkPut]> {
+    let mut rest = live;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = 0usize;
+        let n = rest
+            .iter()
+            .position(|p| {
+                let full = bytes >= GC_WRITE_BYTES;
+                bytes += p.here.op_len as usize;
+                full
+            })
+            .unwrap_or(rest.len());
+        let (piece, tail) = rest.split_at(n);
+        rest = tail;
+        Some(piece)
+    })
+}
+
+/// The puts of one record group, as `ChunkPut`s of record number `rec`.
+fn collect_puts(rec: &LogRecord, index: usize, out: &mut Vec<ChunkPut>) {
+    let base = rec.ops.as_ptr() as usize;
+    let mut ops = BatchIter::over(&rec.ops);
+    loop {
+        let op_start = ops.offset();
+        let Some(Ok(op)) = ops.next() else { break };
+        let BatchOp::Put { key, value } = op else { continue };
+        let range = |s: &[u8]| (s.as_ptr() as usize - base)..(s.as_ptr() as usize - base + s.len());
+        out.push(ChunkPut {
+            rec: index,
+            key: range(key),
+            value: range(value),
+            here: ValuePointer {
+                file: rec.pos.file,
+                offset: rec.pos.offset + (HEADER_LEN + op_start) as u64,
+                op_len: (ops.offset() - op_start) as u32,
+                value_crc: 0,
+            },
+        });
+    }
+}
+
+impl Gc {
+    /// Collect `file` from `start`. A helper thread reads and checks the next chunk while
+    /// this one is moved and freed, so each half keeps a core busy (at most three chunks are
+    /// in memory). A liveness answer that went stale meanwhile is safe: the write leader
+    /// re-checks every key before it logs a pointer.
+    /// Returns the sequence number of a reader that made it stop early, if one did.
+    pub(super) fn gc_file(&self, db: &DbInner, file: u64, start: u64, report: &mut GcReport) -> Result<Option<u64>> {
+        let r = self.gc_file_chunks(db, file, start, report);
+        if let Err(e) = &r {
+            if e.is_corruption() {
+                tracing::warn!(file, error = %e, "value-log GC found damage; leaving this file alone from now on");
+                self.damaged.lock().insert(file);
+            }
+        }
+        r
+    }
+
+    fn gc_file_chunks(&self, db: &DbInner, file: u64, start: u64, report: &mut GcReport) -> Result<Option<u64>> {
+        let path = db.vlog.path(file);
+        let mut reader = LogReader::new(db.vfs.open_read(&path)?, file, start)?;
+        std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Chunk>>(1);
+            s.spawn(move || loop {
+                let chunk = self.read_chunk(db, &mut reader);
+                let last = !matches!(&chunk, Ok(c) if !c.end_of_file);
+                // A closed channel means the collector stopped (error or shutdown).
+                if tx.send(chunk).is_err() || last {
+                    return;
+                }
+            });
+            let mut chunk_start = start;
+            let mut moved = std::collections::VecDeque::new();
+            for chunk in rx {
+                let chunk = chunk?;
+                let end = chunk.end;
+                moved.push_back(self.move_chunk(db, file, chunk_start, chunk, report)?);
+                match self.free_moved_chunks(db, file, &mut moved, report)? {
+                    ChunkDone::More => chunk_start = end,
+                    ChunkDone::FileDone => return Ok(None),
+                    ChunkDone::Pinned(seq) => return Ok(Some(seq)),
+                }
+            }
+            Ok(None)
+        })
+    }
+
+    /// Move a chunk's live values to a cold file (synced, pointer puts logged but not synced) and
+    /// say what freeing the chunk waits for.
+    fn move_chunk(
+        &self,
+        db: &DbInner,
+        file: u64,
+        chunk_start: u64,
+        chunk: Chunk,
+        report: &mut GcReport,
+    ) -> Result<MovedChunk> {
+        report.bytes_read += chunk.bytes_read;
+        add(&db.counters.gc_bytes_read, chunk.bytes_read);
+        if chunk.torn && db.points_past(file, chunk.end)? {
+            let path = db.vlog.path(file);
+            return Err(Error::corruption(
+                path,
+                chunk.end,
+                "value-log GC: damaged record group in a cold value file holding live values",
+            ));
+        }
+        let bytes = self.relocate(db, chunk.pieces, chunk.checked, false)?;
+        tracing::debug!(file, chunk_start, bytes_read = chunk.bytes_read, bytes_moved = bytes, "value-log GC chunk");
+        report.bytes_rewritten += bytes;
+        add(&db.counters.gc_bytes_rewritten, bytes);
+        // Every write the liveness view saw and every pointer put is before the log's end now.
+        let log_at = db.writes.log.lock().groups_end();
+        Ok(MovedChunk { start: chunk_start, end: chunk.end, end_of_file: chunk.end_of_file, log_at })
+    }
+
+    /// Free the moved chunks, oldest first, whose writes are durable: values were judged dead
+    /// against a view that includes unsynced writes, a crash can lose those (as a suffix), and
+    /// the old values they shadow must then still be there; the pointer puts must survive too.
+    /// The log becomes durable by itself at every memtable flush and synced write, so GC waits
+    /// for that instead of forcing each chunk's unsynced user writes to disk (what GC forces to
+    /// disk, not what it computes, sets its cost: docs/BENCHMARKS.md §5). It syncs the log itself at
+    /// the end of a file, when writers wait for space, or past `MOVED_CHUNKS_UNSYNCED` chunks.
+    /// A reader older than the moves pins the old copies: GC waits a little for it, then
+    /// stops (the chunk stays, the tail is recorded, the next round resumes after it), so disk
+    /// use grows by at most a few chunks while old readers last.
+    fn free_moved_chunks(
+        &self,
+        db: &DbInner,
+        file: u64,
+        moved: &mut std::collections::VecDeque<MovedChunk>,
+        report: &mut GcReport,
+    ) -> Result<ChunkDone> {
+        let last = moved.back().map(|m| (m.end_of_file, m.log_at));
+        let Some((end_of_file, newest)) = last else { return Ok(ChunkDone::More) };
+        let force =
+            end_of_file || moved.len() > MOVED_CHUNKS_UNSYNCED || self.pacing.is_stalled() || self.is_shutting_down(db);
+        if force && *db.writes.durable.lock() < newest {
+            db.writes.sync_log_for_gc(db)?;
+        }
+        while let Some(m) = moved.front().copied() {
+            if *db.writes.durable.lock() < m.log_at {
+                break;
+            }
+            moved.pop_front();
+            if let done @ (ChunkDone::FileDone | ChunkDone::Pinned(_)) = self.free_chunk(db, file, m, report)? {
+                return Ok(done);
+            }
+        }
+        if self.is_shutting_down(db) {
+            return Ok(ChunkDone::FileDone);
+        }
+        // Leave the disk and the CPU to foreground work between chunks, unless the value
+        // log is past its space target (writers may be waiting for this very chunk).
+        let amp = self.vlog_space_amp(db);
+        self.pace(db, amp);
+        if !self.pacing.is_stalled() && !above(amp, db.opts.gc_space_amp_target) {
+            std::thread::sleep(Duration::from_millis(db.opts.gc_pause_ms));
+        }
+        Ok(ChunkDone::More)
+    }
+
+    /// Record a moved chunk as collected and give its space back (the file at its end).
+    fn free_chunk(&self, db: &DbInner, file: u64, m: MovedChunk, report: &mut GcReport) -> Result<ChunkDone> {
+        let install_seq = db.writes.visible_seq();
+        let free = self.wait_for_readers(db, install_seq);
+        self.record_gc_progress(db, file, m.end, m.end_of_file, install_seq, free)?;
+        let pinned = || ChunkDone::Pinned(db.snapshots.oldest().unwrap_or(0));
+        if m.end_of_file {
+            tracing::info!(file, bytes_read = report.bytes_read, "value-log file collected");
+            report.files_collected += 1;
+            add(&db.counters.gc_runs, 1);
+            return Ok(if free { ChunkDone::FileDone } else { pinned() });
+        }
+        if !free {
+            return Ok(pinned());
+        }
+        self.punch(db, file, m.start, m.end);
+        Ok(ChunkDone::More)
+    }
+
+    /// Read groups until `gc_chunk_bytes`, keeping the puts whose key still points here.
+    /// Liveness is decided for the whole chunk against one pinned view, in key order (one
+    /// trip through the state lock, and neighbouring keys share table blocks); the live
+    /// values are moved in that order too, so collected data comes out sorted by key.
+    fn read_chunk(&self, db: &DbInner, reader: &mut LogReader) -> Result<Chunk> {
+        let start = reader.offset();
+        let mut recs: Vec<Vec<u8>> = Vec::new();
+        let mut puts: Vec<ChunkPut> = Vec::new();
+        let (mut end_of_file, mut torn) = (false, false);
+        while reader.offset() - start < db.opts.gc_chunk_bytes {
+            let rec = match reader.next_record()? {
+                Ok(rec) => rec,
+                Err(ReadOutcome::Clean) => {
+                    end_of_file = true;
+                    break;
+                }
+                Err(ReadOutcome::Damaged { .. }) if db.vlog.is_cold(reader.number()) => {
+                    (end_of_file, torn) = (true, true);
+                    break;
+                }
+                Err(ReadOutcome::Damaged { offset, reason }) => {
+                    return Err(Error::corruption(reader.path().clone(), offset, format!("value-log GC: {reason}")));
+                }
+            };
+            collect_puts(&rec, recs.len(), &mut puts);
+            recs.push(rec.ops);
+        }
+        let end = reader.offset();
+        let key_of = |p: &ChunkPut| &recs[p.rec][p.key.clone()];
+        puts.sort_by(|a, b| key_of(a).cmp(key_of(b)));
+        let (view, checked) = db.liveness_view();
+        let mut live = Vec::with_capacity(puts.len());
+        for p in &puts {
+            if self.points_at(db, &view, key_of(p), &p.here)? {
+                live.push(p);
+            }
+        }
+        let mut c =
+            Chunk { pieces: Vec::new(), end, end_of_file, torn, bytes_read: end - start, checked: Some(checked) };
+        // Each piece's batch is sized once: a growing one copied its values again at every
+        // doubling and faulted in fresh pages for them.
+        for piece in pieces_of(&live) {
+            let bytes = piece.iter().map(|p| p.here.op_len as usize).sum();
+            let mut r = Relocation { puts: WriteBatch::with_capacity(bytes), old: Vec::with_capacity(piece.len()) };
+            for p in piece {
+                r.puts.put(key_of(p), &recs[p.rec][p.value.clone()]);
+                r.old.push(p.here);
+            }
+            c.pieces.push(r);
+        }
+        Ok(c)
+    }
+
+    /// Whether the newest entry of `key` in `view` is a pointer to `at`.
+    fn points_at(&self, db: &DbInner, view: &LatestView, key: &[u8], at: &ValuePointer) -> Result<bool> {
+        Ok(match db.latest_entry_in(view, key)? {
+            Some((ValueKind::Pointer, cur)) => {
+                ValuePointer::decode(&cur).is_some_and(|p| p.file == at.file && p.offset == at.offset)
+            }
+            _ => false,
+        })
+    }
+
+    /// Persist the GC tail; at the end of a file also drop it from the manifest — unless an
+    /// older reader still needs it, in which case that waits in `gc_pending`.
+    fn record_gc_progress(
+        &self,
+        db: &DbInner,
+        file: u64,
+        end: u64,
+        end_of_file: bool,
+        install_seq: u64,
+        free: bool,
+    ) -> Result<()> {
+        let mut edit = VersionEdit { vlog_tail: Some(LogPos { file, offset: end }), ..Default::default() };
+        // A collected file leaves the manifest at once, so GC never picks it again (its
+        // punched chunks would read back as zeros). While an older reader may still need it,
+        // only the in-memory `gc_pending` set keeps the sweep from deleting it; after a
+        // restart there are no such readers and the sweep removes it.
+        let free_now = end_of_file && free;
+        if end_of_file {
+            edit.vlog_files_deleted.push(file);
+            if !free_now {
+                self.pending.lock().push((file, install_seq));
+            }
+        }
+        let mut st = db.state.lock();
+        // What is still allocated: punched chunks were counted when they were punched.
+        let size = db.vfs.disk_usage(&db.vlog.path(file)).unwrap_or(0);
+        st.versions.log_and_apply(edit)?;
+        if free_now {
+            add(&db.counters.gc_bytes_freed, size);
+            db.vlog.evict(file);
+            db.delete_obsolete_files(&mut st);
+        }
+        Ok(())
+    }
+
+    /// Free `[start, end)` of a collected vLog file; without hole punching the space comes
+    /// back when the whole file is deleted.
+    fn punch(&self, db: &DbInner, file: u64, start: u64, end: u64) {
+        // Cached copies of the values there are of no use to anyone now (every reader that
+        // could follow a pointer here is gone), only taking space.
+        db.vlog.forget_range(file, start, end);
+        let path = db.vlog.path(file);
+        match db.vfs.punch_hole(&path, start, end - start) {
+            Ok(true) => add(&db.counters.gc_bytes_freed, end - start),
+            Ok(false) => {
+                tracing::info!(file = ?path, "filesystem cannot punch holes; space returns when the file is deleted")
+            }
+            Err(e) => tracing::warn!(file = ?path, error = %e, "punching a hole into a collected vLog range failed"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put_of(op_len: u32) -> ChunkPut {
+        ChunkPut { rec: 0, key: 0..0, value: 0..0, here: ValuePointer { file: 1, offset: 0, op_len, value_crc: 0 } }
+    }
+
+    #[test]
+    fn pieces_cover_every_live_put_in_order_and_close_once_past_the_write_bound() {
+        let sizes = [3 << 20, 2 << 20, 100, 5 << 20, 1 << 20, 4 << 20, 7];
+        let puts: Vec<ChunkPut> = sizes.iter().map(|&n| put_of(n)).collect();
+        let live: Vec<&ChunkPut> = puts.iter().collect();
+        let pieces: Vec<&[&ChunkPut]> = pieces_of(&live).collect();
+        let flat: Vec<u32> = pieces.iter().flat_map(|p| p.iter().map(|c| c.here.op_len)).collect();
+        assert_eq!(flat, sizes, "every put once, in order");
+        for (i, piece) in pieces.iter().enumerate() {
+            let bytes: usize = piece.iter().map(|p| p.here.op_len as usize).sum();
+            let before_last = bytes - piece.last().map_or(0, |p| p.here.op_len as usize);
+            assert!(before_last < GC_WRITE_BYTES, "piece {i} went on past the bound");
+            if i + 1 < pieces.len() {
+                assert!(bytes >= GC_WRITE_BYTES, "piece {i} closed early at {bytes} bytes");
+            }
+        }
+        assert_eq!(pieces_of(&[]).count(), 0);
+    }
+}
