@@ -53,6 +53,16 @@ unsafe fn update(o: *mut leveldb_options_t, f: impl FnOnce(&mut Options)) {
     })
 }
 
+/// Apply setter `f` to the options behind `o`: a setting made through its setter counts as
+/// named, so it wins over what an existing database recorded (the shaping settings).
+///
+/// # Safety
+/// As `update`.
+unsafe fn set(o: *mut leveldb_options_t, f: impl FnOnce(Options) -> Options) {
+    // SAFETY: the caller's promise.
+    unsafe { update(o, |opts| *opts = f(std::mem::take(opts))) }
+}
+
 /// LevelDB's `ClipToRange`: `v` into `[lo, hi]`.
 fn clip(v: usize, lo: usize, hi: usize) -> usize {
     v.clamp(lo, hi)
@@ -90,13 +100,19 @@ pub unsafe extern "C" fn leveldb_options_set_filter_policy(o: *mut leveldb_optio
     let kind = quietly(None, || unsafe { handle(p, "filter policy") }.ok().map(|p| p.kind.clone()));
     // SAFETY: as above, for `o`.
     unsafe {
-        update(o, |opts| {
-            let default_bits = Options::default().bloom_bits_per_key;
-            (opts.filter_policy, opts.bloom_bits_per_key) = match kind {
-                Some(PolicyKind::Custom(c)) => (Some(c as Arc<dyn FilterPolicy>), default_bits),
-                Some(PolicyKind::Bloom(bits)) => (None, vec![f64::from(bits.max(0))]),
-                None => (None, default_bits),
-            };
+        update(o, |opts| match kind {
+            Some(PolicyKind::Custom(c)) => {
+                opts.filter_policy = Some(c as Arc<dyn FilterPolicy>);
+                opts.bloom_bits_per_key = Options::default().bloom_bits_per_key;
+            }
+            Some(PolicyKind::Bloom(bits)) => {
+                *opts = std::mem::take(opts).bloom_bits_per_key(vec![f64::from(bits.max(0))]);
+                opts.filter_policy = None;
+            }
+            None => {
+                opts.filter_policy = None;
+                opts.bloom_bits_per_key = Options::default().bloom_bits_per_key;
+            }
         })
     }
 }
@@ -158,7 +174,7 @@ pub unsafe extern "C" fn leveldb_options_set_cache(o: *mut leveldb_options_t, c:
 #[no_mangle]
 pub unsafe extern "C" fn leveldb_options_set_block_size(o: *mut leveldb_options_t, v: usize) {
     // SAFETY: c.h's contract.
-    unsafe { update(o, |opts| opts.block_size_bytes = clip(v, 1 << 10, 4 << 20)) }
+    unsafe { set(o, |opts| opts.block_size_bytes(clip(v, 1 << 10, 4 << 20))) }
 }
 
 /// Entries between restart points of a data block (at least 1).
@@ -166,14 +182,14 @@ pub unsafe extern "C" fn leveldb_options_set_block_size(o: *mut leveldb_options_
 pub unsafe extern "C" fn leveldb_options_set_block_restart_interval(o: *mut leveldb_options_t, v: c_int) {
     let v = usize::try_from(v).unwrap_or(1).max(1);
     // SAFETY: c.h's contract.
-    unsafe { update(o, |opts| opts.block_restart_interval = v) }
+    unsafe { set(o, |opts| opts.block_restart_interval(v)) }
 }
 
 /// Target size of a table (LevelDB's range: 1 MiB to 1 GiB).
 #[no_mangle]
 pub unsafe extern "C" fn leveldb_options_set_max_file_size(o: *mut leveldb_options_t, v: usize) {
     // SAFETY: c.h's contract.
-    unsafe { update(o, |opts| opts.target_file_size_bytes = clip(v, 1 << 20, 1 << 30) as u64) }
+    unsafe { set(o, |opts| opts.target_file_size_bytes(clip(v, 1 << 20, 1 << 30) as u64)) }
 }
 
 /// `leveldb_no_compression` (0) or `leveldb_snappy_compression` (1, served by lz4: wisckey has
@@ -185,8 +201,10 @@ pub unsafe extern "C" fn leveldb_options_set_compression(o: *mut leveldb_options
         1 => Some(Compression::Lz4),
         _ => None,
     };
-    // SAFETY: c.h's contract.
-    unsafe { update(o, |opts| opts.compression = c.unwrap_or(opts.compression)) }
+    if let Some(c) = c {
+        // SAFETY: c.h's contract.
+        unsafe { set(o, |opts| opts.compression(c)) }
+    }
 }
 
 /// New read options (LevelDB's defaults).
