@@ -32,6 +32,7 @@ prefix="$(cd "$prefix" && pwd)"
 install -m 755 "$target/libwisckey_c.so" "$prefix/lib/libwisckey_c.so"
 install -m 644 "$target/libwisckey_c.a" "$prefix/lib/libwisckey_c.a"
 install -m 644 capi/include/leveldb/c.h capi/include/leveldb/export.h capi/include/leveldb/LICENSE \
+  capi/include/leveldb/AUTHORS \
   "$prefix/include/leveldb/"
 # The static library needs the system libraries Rust's standard library uses.
 cat >"$prefix/lib/pkgconfig/wisckey_c.pc" <<PC
