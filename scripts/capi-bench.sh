@@ -32,7 +32,7 @@ fi
 for r in $(seq "$rounds"); do
   echo "round $r of $rounds" >&2
   { echo "== wisckey-rust"
-    "$bin" bench --benchmarks=fillrandom,readrandom --num="$num" --value_size="$vsz" | grep -E ' : '
+    "$bin" bench --benchmarks=fillrandom,readrandom --num="$num" --value_size="$vsz" 2>/dev/null | grep -E ' : '
     echo "== wisckey-c"
     "$out/c_bench" --num="$num" --value_size="$vsz"
     if [ -n "$ldb" ]; then
