@@ -181,7 +181,9 @@ impl VersionSet {
     }
 
     /// Start a new database of bytewise-ordered keys in `dir`: `MANIFEST-000001` holding the
-    /// initial edit, then `CURRENT`.
+    /// initial edit, then `CURRENT` (tests and tools; the database opens through
+    /// `create_with_options`).
+    #[cfg(any(test, feature = "test-util"))]
     pub fn create(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize, policy: &str) -> Result<VersionSet> {
         Self::create_with_options(vfs, dir, num_levels, policy, ("", KeyOrder::default()))
     }
@@ -219,7 +221,9 @@ impl VersionSet {
     }
 
     /// `recover` without writing anything: the state the manifest holds (of bytewise-ordered
-    /// keys). Call `start_manifest` before the first `log_and_apply`.
+    /// keys). Call `start_manifest` before the first `log_and_apply` (tests and tools; the
+    /// database opens through `from_manifest`).
+    #[cfg(any(test, feature = "test-util"))]
     pub fn load(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize) -> Result<VersionSet> {
         let manifest = LoadedManifest::read(&*vfs, dir)?;
         Self::from_manifest(vfs, dir, manifest, num_levels, KeyOrder::default())
@@ -516,6 +520,7 @@ impl VersionSet {
 
     /// The shaping options the database recorded (`name=value` lines; before format 3 only
     /// the merge policy was recorded, which reads as that one line).
+    #[cfg(any(test, feature = "test-util"))]
     pub fn recorded_options(&self) -> String {
         recorded_options(&self.options, &self.policy)
     }
