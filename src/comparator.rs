@@ -164,6 +164,11 @@ impl KeyOrder {
         let (us, ul) = (user_key(start), user_key(limit));
         let mut short = us.to_vec();
         c.find_shortest_separator(&mut short, ul);
+        // Outside the contract (`start <= k < limit`): one past `limit` would misdirect index
+        // searches, so none that is not below it is taken.
+        if self.compare_user(&short, ul) != Ordering::Less {
+            return start.to_vec();
+        }
         self.shortened(start, us, short)
     }
 
@@ -234,6 +239,28 @@ mod tests {
         // A key of one byte cannot shorten.
         let k = make_internal_key(b"z", 4, ValueKind::Value);
         assert_eq!(o.short_successor(&k), k);
+    }
+
+    /// Offers `limit` itself as the separator, which the contract (`k < limit`) excludes.
+    struct Careless;
+    impl Comparator for Careless {
+        fn name(&self) -> &str {
+            "test.careless"
+        }
+        fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+            a.cmp(b)
+        }
+        fn find_shortest_separator(&self, start: &mut Vec<u8>, limit: &[u8]) {
+            *start = limit.to_vec();
+        }
+    }
+
+    #[test]
+    fn a_separator_at_or_past_the_limit_is_not_taken() {
+        let c: Arc<dyn Comparator> = Arc::new(Careless);
+        let o = KeyOrder::new(Some(&c));
+        let (s, l) = (make_internal_key(b"abcdef", 4, ValueKind::Value), make_internal_key(b"b", 9, ValueKind::Value));
+        assert_eq!(o.shortest_separator(&s, &l), s);
     }
 
     #[test]
