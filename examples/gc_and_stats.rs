@@ -14,7 +14,7 @@ fn main() -> wisckey::Result<()> {
     let value = |round: u32| vec![b'a' + round as u8; 8 << 10];
     for round in 0..4u32 {
         for i in 0..200u32 {
-            db.put(format!("key{i:04}").as_bytes(), &value(round))?;
+            db.put(format!("key{i:04}").as_bytes(), value(round))?;
         }
         // Each round in its own table, so compaction meets the versions it replaces.
         db.flush()?;

@@ -76,6 +76,24 @@ pub enum Error {
     /// The database was closed.
     #[error("database is closed")]
     Closed,
+    /// No keyspace of this name exists (never created, or dropped).
+    #[error("no keyspace named {name:?}")]
+    UnknownKeyspace {
+        /// The name asked for.
+        name: String,
+    },
+    /// The keyspace was dropped while a handle to it (or a batch naming it) was still in use.
+    #[error("keyspace {name:?} was dropped")]
+    KeyspaceDropped {
+        /// The keyspace's name.
+        name: String,
+    },
+    /// A keyspace of this name exists already.
+    #[error("a keyspace named {name:?} exists already")]
+    KeyspaceExists {
+        /// The name.
+        name: String,
+    },
 }
 
 impl Error {
@@ -116,6 +134,9 @@ impl Error {
             }
             Error::Background { reason } => Error::Background { reason: reason.clone() },
             Error::Closed => Error::Closed,
+            Error::UnknownKeyspace { name } => Error::UnknownKeyspace { name: name.clone() },
+            Error::KeyspaceDropped { name } => Error::KeyspaceDropped { name: name.clone() },
+            Error::KeyspaceExists { name } => Error::KeyspaceExists { name: name.clone() },
         }
     }
 

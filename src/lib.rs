@@ -34,6 +34,9 @@
 //! [`RecoveryMode::SkipDamaged`] salvages what can be kept and [`Db::recovery_report`] says
 //! what was lost ([`RecoveryReport`], [`LostRange`]).
 //!
+//! [`inspect`] reads a database's files one by one (tables, the manifest, log files) and its
+//! tree's shape, read-only, for diagnostic tools such as `wisckey dump`.
+//!
 //! Cargo feature `test-util` adds `fs::FaultFs`, a file system that injects crashes, I/O
 //! errors and bit flips, for testing code built on the engine.
 
@@ -47,6 +50,7 @@ mod error;
 mod filename;
 mod filter_policy;
 pub mod fs;
+pub mod inspect;
 mod internal_iter;
 mod key;
 mod log;
@@ -62,7 +66,8 @@ mod write_batch;
 
 pub use comparator::{BytewiseComparator, Comparator};
 pub use db::{
-    destroy, Db, DbIterator, DbStats, Entries, GcReport, LostRange, RecoveryReport, VerifyReport, WorkloadCounts,
+    destroy, Db, DbIterator, DbStats, Entries, GcReport, Keyspace, LostRange, Range, RecoveryReport, VerifyReport,
+    WorkloadCounts, DEFAULT_KEYSPACE_NAME, MAX_KEYSPACE_NAME_BYTES,
 };
 pub use error::{Error, Result};
 pub use filter_policy::FilterPolicy;

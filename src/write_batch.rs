@@ -1,5 +1,6 @@
-//! A write batch: a list of puts and deletes applied atomically, encoded exactly as the ops of
-//! one log record group (`docs/format/log.md`), so the log writer copies it without re-encoding.
+//! A write batch: a list of puts, deletes and range deletes, in any keyspaces, applied
+//! atomically, encoded exactly as the ops of one log record group (`docs/format/log.md`), so
+//! the log writer copies it without re-encoding.
 
 use crate::error::{Error, Result};
 use crate::key::{ValueKind, MAX_KEY_BYTES, MAX_VALUE_BYTES};
@@ -30,33 +31,57 @@ pub enum BatchOp<'a> {
         /// The encoded pointer.
         pointer: &'a [u8],
     },
+    /// Remove every key in `[begin, end)`.
+    DeleteRange {
+        /// The first key removed.
+        begin: &'a [u8],
+        /// The first key past the range (not removed).
+        end: &'a [u8],
+    },
 }
 
 impl<'a> BatchOp<'a> {
     /// The key the op writes.
+    /// The key the op writes (a range delete's first key).
     pub fn key(&self) -> &'a [u8] {
         match *self {
             BatchOp::Put { key, .. } | BatchOp::Delete { key } | BatchOp::PutPointer { key, .. } => key,
+            BatchOp::DeleteRange { begin, .. } => begin,
         }
     }
 }
 
-/// Bytes of one encoded op with a key and value of these lengths.
+/// The op kind byte of a range delete (point kinds are `ValueKind`'s: 0, 1, 2).
+pub(crate) const KIND_RANGE_DELETE: u8 = 3;
+
+/// Set in an op's kind byte when a varint keyspace id follows it (absent: the default
+/// keyspace, so a batch of the default keyspace encodes as before keyspaces existed).
+pub(crate) const KIND_KEYSPACE_FLAG: u8 = 0x80;
+
+fn varint_len(n: usize) -> usize {
+    (usize::BITS - (n | 1).leading_zeros()).div_ceil(7) as usize
+}
+
+/// Bytes of one encoded op of the default keyspace with a key and value of these lengths.
 pub(crate) fn op_len(key: usize, value: usize) -> usize {
-    let varint = |n: usize| (usize::BITS - (n | 1).leading_zeros()).div_ceil(7) as usize;
-    1 + varint(key) + varint(value) + key + value
+    1 + varint_len(key) + varint_len(value) + key + value
 }
 
 /// Puts and deletes applied atomically by `Db::write`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteBatch {
-    /// Encoded ops: `kind u8 | varint klen | varint vlen | key | value` each.
+    /// Encoded ops: `kind u8 | [varint keyspace] | varint klen | varint vlen | key | value` each.
     pub(crate) rep: Vec<u8>,
     pub(crate) count: u32,
     /// Key + value bytes (for write-amplification accounting).
     pub(crate) user_bytes: u64,
     /// First invalid argument seen by put/delete; reported by `Db::write`.
     pub(crate) error: Option<String>,
+    /// The keyspaces other than the default one the batch writes (each once): a writer checks
+    /// them, and a batch of the default keyspace costs nothing for them.
+    pub(crate) other_keyspaces: Vec<u32>,
+    /// The batch holds a range delete.
+    pub(crate) has_range_deletes: bool,
 }
 
 impl WriteBatch {
@@ -70,26 +95,78 @@ impl WriteBatch {
         WriteBatch { rep: Vec::with_capacity(bytes), ..Self::default() }
     }
 
-    /// Queue `key = value`.
-    pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
-        self.push(ValueKind::Value, key, value)
+    /// Queue `key = value` in the default keyspace.
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
+        self.push(0, ValueKind::Value as u8, key.as_ref(), value.as_ref())
     }
 
-    /// Queue the deletion of `key`.
-    pub fn delete(&mut self, key: &[u8]) -> &mut Self {
-        self.push(ValueKind::Deletion, key, &[])
+    /// Queue the deletion of `key` in the default keyspace.
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
+        self.push(0, ValueKind::Deletion as u8, key.as_ref(), &[])
     }
 
-    /// Queue `key` → an encoded value pointer (GC's relocation to a cold value file). Not
-    /// counted as user bytes.
-    pub(crate) fn put_pointer(&mut self, key: &[u8], pointer: &[u8]) -> &mut Self {
+    /// Queue the deletion of every key in `[begin, end)` of the default keyspace (a range
+    /// tombstone: one op whatever the range holds). `begin > end` makes `Db::write` fail.
+    pub fn delete_range(&mut self, begin: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> &mut Self {
+        self.push_range(0, begin.as_ref(), end.as_ref())
+    }
+
+    /// Queue `key = value` in keyspace `ks`.
+    pub fn put_in(&mut self, ks: &crate::Keyspace, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
+        self.push(ks.id(), ValueKind::Value as u8, key.as_ref(), value.as_ref())
+    }
+
+    /// Queue the deletion of `key` in keyspace `ks`.
+    pub fn delete_in(&mut self, ks: &crate::Keyspace, key: impl AsRef<[u8]>) -> &mut Self {
+        self.push(ks.id(), ValueKind::Deletion as u8, key.as_ref(), &[])
+    }
+
+    /// Queue the deletion of every key in `[begin, end)` of keyspace `ks`.
+    pub fn delete_range_in(
+        &mut self,
+        ks: &crate::Keyspace,
+        begin: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        self.push_range(ks.id(), begin.as_ref(), end.as_ref())
+    }
+
+    /// Queue `key` → an encoded value pointer in keyspace `keyspace` (GC's relocation to a
+    /// cold value file). Not counted as user bytes.
+    pub(crate) fn put_pointer(&mut self, keyspace: u32, key: &[u8], pointer: &[u8]) -> &mut Self {
         let user_bytes = self.user_bytes;
-        self.push(ValueKind::Pointer, key, pointer);
+        self.push(keyspace, ValueKind::Pointer as u8, key, pointer);
         self.user_bytes = user_bytes;
         self
     }
 
-    fn push(&mut self, kind: ValueKind, key: &[u8], value: &[u8]) -> &mut Self {
+    /// Queue `key = value` in keyspace `keyspace` by id (GC's moves, the engine's own writes).
+    pub(crate) fn put_raw(&mut self, keyspace: u32, key: &[u8], value: &[u8]) -> &mut Self {
+        self.push(keyspace, ValueKind::Value as u8, key, value)
+    }
+
+    /// Queue the deletion of `key` in keyspace `keyspace` by id.
+    pub(crate) fn delete_raw(&mut self, keyspace: u32, key: &[u8]) -> &mut Self {
+        self.push(keyspace, ValueKind::Deletion as u8, key, &[])
+    }
+
+    /// Queue a range delete of `[begin, end)` in keyspace `keyspace` by id.
+    pub(crate) fn delete_range_raw(&mut self, keyspace: u32, begin: &[u8], end: &[u8]) -> &mut Self {
+        self.push_range(keyspace, begin, end)
+    }
+
+    fn push_range(&mut self, keyspace: u32, begin: &[u8], end: &[u8]) -> &mut Self {
+        if begin > end {
+            self.error.get_or_insert_with(|| {
+                format!("delete_range: begin {begin:?} is past end {end:?} (the range is [begin, end))")
+            });
+            return self;
+        }
+        self.has_range_deletes = true;
+        self.push(keyspace, KIND_RANGE_DELETE, begin, end)
+    }
+
+    fn push(&mut self, keyspace: u32, kind: u8, key: &[u8], value: &[u8]) -> &mut Self {
         if key.len() > MAX_KEY_BYTES || value.len() > MAX_VALUE_BYTES {
             self.error.get_or_insert_with(|| {
                 format!(
@@ -100,7 +177,15 @@ impl WriteBatch {
             });
             return self;
         }
-        self.rep.push(kind as u8);
+        if keyspace == 0 {
+            self.rep.push(kind);
+        } else {
+            self.rep.push(kind | KIND_KEYSPACE_FLAG);
+            put_varint32(&mut self.rep, keyspace);
+            if !self.other_keyspaces.contains(&keyspace) {
+                self.other_keyspaces.push(keyspace);
+            }
+        }
         put_varint32(&mut self.rep, key.len() as u32);
         put_varint32(&mut self.rep, value.len() as u32);
         self.rep.extend_from_slice(key);
@@ -135,6 +220,12 @@ impl WriteBatch {
         self.rep.extend_from_slice(&other.rep);
         self.count += other.count;
         self.user_bytes += other.user_bytes;
+        self.has_range_deletes |= other.has_range_deletes;
+        for &ks in &other.other_keyspaces {
+            if !self.other_keyspaces.contains(&ks) {
+                self.other_keyspaces.push(ks);
+            }
+        }
         if self.error.is_none() {
             self.error.clone_from(&other.error);
         }
@@ -147,7 +238,8 @@ impl WriteBatch {
         }
     }
 
-    /// The ops in order.
+    /// The ops in order, each with the id of the keyspace it writes (`Keyspace::id`; 0 is the
+    /// default keyspace).
     pub fn iter(&self) -> BatchIter<'_> {
         BatchIter { r: Reader::new(&self.rep) }
     }
@@ -169,24 +261,35 @@ impl<'a> BatchIter<'a> {
         self.r.pos()
     }
 
-    fn decode(&mut self) -> Option<BatchOp<'a>> {
-        let kind = self.r.u8()?;
+    fn decode(&mut self) -> Option<(u32, BatchOp<'a>)> {
+        let byte = self.r.u8()?;
+        let keyspace = match byte & KIND_KEYSPACE_FLAG {
+            0 => 0,
+            // A flagged op names a keyspace other than the default one.
+            _ => Some(self.r.varint32()?).filter(|&ks| ks != 0)?,
+        };
+        let kind = byte & !KIND_KEYSPACE_FLAG;
         let klen = self.r.varint32()? as usize;
         let vlen = self.r.varint32()? as usize;
         let key = self.r.bytes(klen)?;
         let value = self.r.bytes(vlen)?;
-        match ValueKind::from_u8(kind)? {
-            ValueKind::Value => Some(BatchOp::Put { key, value }),
-            ValueKind::Deletion if vlen == 0 => Some(BatchOp::Delete { key }),
-            // An encoded pointer is 7 to 28 bytes.
-            ValueKind::Pointer if (7..=28).contains(&vlen) => Some(BatchOp::PutPointer { key, pointer: value }),
-            _ => None,
+        if kind == KIND_RANGE_DELETE {
+            return (key <= value).then_some((keyspace, BatchOp::DeleteRange { begin: key, end: value }));
         }
+        let op = match ValueKind::from_u8(kind)? {
+            ValueKind::Value => BatchOp::Put { key, value },
+            ValueKind::Deletion if vlen == 0 => BatchOp::Delete { key },
+            // An encoded pointer is 7 to 28 bytes.
+            ValueKind::Pointer if (7..=28).contains(&vlen) => BatchOp::PutPointer { key, pointer: value },
+            _ => return None,
+        };
+        Some((keyspace, op))
     }
 }
 
 impl<'a> Iterator for BatchIter<'a> {
-    type Item = std::result::Result<BatchOp<'a>, usize>;
+    /// The op and the keyspace it writes, or the offset of a malformed op.
+    type Item = std::result::Result<(u32, BatchOp<'a>), usize>;
 
     /// `Err(offset)` names the offset of the malformed op; iteration stops after it.
     fn next(&mut self) -> Option<Self::Item> {
@@ -212,7 +315,7 @@ mod tests {
     fn op_len_is_the_encoded_size_of_one_put() {
         for (k, v) in [(0, 0), (1, 127), (16, 128), (127, 16383), (128, 16384), (300, 100_000)] {
             let mut b = WriteBatch::new();
-            b.put(&vec![1u8; k], &vec![2u8; v]);
+            b.put(vec![1u8; k], vec![2u8; v]);
             assert_eq!(op_len(k, v), b.rep.len(), "key {k} value {v}");
         }
     }
@@ -225,12 +328,46 @@ mod tests {
         assert_eq!(
             ops,
             vec![
-                BatchOp::Put { key: b"a", value: b"1" },
-                BatchOp::Delete { key: b"b" },
-                BatchOp::Put { key: b"", value: b"" }
+                (0, BatchOp::Put { key: b"a", value: b"1" }),
+                (0, BatchOp::Delete { key: b"b" }),
+                (0, BatchOp::Put { key: b"", value: b"" })
             ]
         );
         assert_eq!(b.len(), 3);
+    }
+
+    #[test]
+    fn ops_of_other_keyspaces_and_range_deletes_round_trip_and_the_default_encodes_as_before() {
+        let mut b = WriteBatch::new();
+        b.put_raw(7, b"k", b"v").delete_range(b"a", b"c").put_pointer(300, b"p", &[9; 8]);
+        b.push_range(2, b"x", b"y");
+        let ops: Vec<_> = b.iter().collect::<std::result::Result<_, _>>().unwrap();
+        assert_eq!(
+            ops,
+            vec![
+                (7, BatchOp::Put { key: b"k", value: b"v" }),
+                (0, BatchOp::DeleteRange { begin: b"a", end: b"c" }),
+                (300, BatchOp::PutPointer { key: b"p", pointer: &[9; 8] }),
+                (2, BatchOp::DeleteRange { begin: b"x", end: b"y" }),
+            ]
+        );
+        assert_eq!(b.other_keyspaces, vec![7, 300, 2]);
+        let mut plain = WriteBatch::new();
+        plain.put(b"k", b"v");
+        assert_eq!(plain.rep, [1, 1, 1, b'k', b'v'], "a default-keyspace op has no keyspace bytes");
+        assert_eq!(op_len(1, 1), plain.rep.len());
+    }
+
+    #[test]
+    fn a_range_with_begin_past_end_is_an_invalid_argument_and_a_flagged_default_is_malformed() {
+        let mut b = WriteBatch::new();
+        b.delete_range(b"z", b"a");
+        assert!(matches!(b.check(), Err(Error::InvalidArgument { .. })));
+        assert!(b.is_empty());
+        // The flag with keyspace 0, and a range whose end precedes its begin, do not decode.
+        for bad in [&[0x81, 0, 1, 0, b'k'][..], &[KIND_RANGE_DELETE, 1, 1, b'z', b'a'][..]] {
+            assert_eq!(BatchIter::over(bad).next(), Some(Err(0)), "{bad:?}");
+        }
     }
 
     #[test]
@@ -246,7 +383,7 @@ mod tests {
     #[test]
     fn oversized_key_is_an_invalid_argument() {
         let mut b = WriteBatch::new();
-        b.put(&vec![0u8; MAX_KEY_BYTES + 1], b"v");
+        b.put(vec![0u8; MAX_KEY_BYTES + 1], b"v");
         assert!(matches!(b.check(), Err(Error::InvalidArgument { .. })));
     }
 }

@@ -48,7 +48,7 @@ fn batch_with_one_oversized_key_is_rejected_as_a_whole() {
     let db = Db::open("/db", mem_options()).expect("open");
     let mut batch = WriteBatch::new();
     batch.put(b"good-before", b"1");
-    batch.put(&vec![b'k'; MAX_KEY_BYTES + 1], b"v");
+    batch.put(vec![b'k'; MAX_KEY_BYTES + 1], b"v");
     batch.put(b"good-after", b"2");
     let e = db.write(&WriteOptions::default(), &batch).expect_err("batch must fail");
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");

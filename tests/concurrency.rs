@@ -84,9 +84,9 @@ fn writer(db: &Db, w: usize, rounds: u64, progress: &Progress) -> Vec<u64> {
         let mut batch = WriteBatch::new();
         for half in [b'a', b'b'] {
             if is_deletion(v) {
-                batch.delete(&pair_key(w, p, half));
+                batch.delete(pair_key(w, p, half));
             } else {
-                batch.put(&pair_key(w, p, half), &pair_value(w, p, half, v));
+                batch.put(pair_key(w, p, half), pair_value(w, p, half, v));
             }
         }
         let wo = WriteOptions { sync: round % 50 == 0 };
@@ -255,7 +255,7 @@ fn concurrent_synced_writers_all_land_and_survive_reopen() {
             s.spawn(move || {
                 for i in 0..per_thread {
                     let k = format!("t{t}-{i:04}").into_bytes();
-                    db.put_opt(&WriteOptions::synced(), &k, &make_value(&k, i, 16)).expect("put");
+                    db.put_opt(&WriteOptions::synced(), &k, make_value(&k, i, 16)).expect("put");
                     assert!(db.get(&k).expect("get").is_some(), "own write of {} not visible", show(&k));
                 }
             });

@@ -43,7 +43,7 @@ fn false_positives_per_absent_lookup(allocation: FilterAllocation) -> (f64, Vec<
     {
         let db = Db::open(dir.path(), options(allocation, false)).expect("open");
         for i in 0..KEYS {
-            db.put(&key(i), format!("value-{i:08}").as_bytes()).expect("put");
+            db.put(key(i), format!("value-{i:08}").as_bytes()).expect("put");
         }
         db.compact_range(None, None).expect("compact");
     }
@@ -51,7 +51,7 @@ fn false_positives_per_absent_lookup(allocation: FilterAllocation) -> (f64, Vec<
     for file in 0..4 {
         for i in 0..2000 {
             let k = KEYS + file * 2000 + i;
-            db.put(&key(k), format!("value-{k:08}").as_bytes()).expect("put");
+            db.put(key(k), format!("value-{k:08}").as_bytes()).expect("put");
         }
         db.flush().expect("flush");
     }
@@ -90,13 +90,13 @@ fn a_database_written_with_monkey_reads_back_every_key_uniformly_reopened() {
     {
         let db = Db::open(dir.path(), options(FilterAllocation::Monkey, false)).expect("open");
         for i in 0..10_000 {
-            db.put(&key(i), &i.to_le_bytes()).expect("put");
+            db.put(key(i), i.to_le_bytes()).expect("put");
         }
     }
     // Filters carry their own probe count: a reader with other options reads them as written.
     let db = Db::open(dir.path(), options(FilterAllocation::Uniform, false)).expect("reopen");
     for i in 0..10_000u64 {
-        assert_eq!(db.get(&key(i)).expect("get").as_deref(), Some(&i.to_le_bytes()[..]), "key {i}");
+        assert_eq!(db.get(key(i)).expect("get").as_deref(), Some(&i.to_le_bytes()[..]), "key {i}");
     }
 }
 

@@ -44,7 +44,7 @@ fn load(db: &Db, keys: u64, rounds: u64, model: &mut Model) {
     for r in 0..rounds {
         for i in 0..keys {
             let k = (i * 7919 + r * 104_729) % keys;
-            db.put(&key(k), &value(k, r)).expect("put");
+            db.put(key(k), value(k, r)).expect("put");
             model.insert(key(k), value(k, r));
         }
     }
@@ -120,7 +120,7 @@ fn log_files_roll_at_their_size_in_the_middle_of_a_memtable() {
     let db = Db::open(dir.path(), opts()).expect("open");
     let mut model = Model::new();
     for i in 0..2500u64 {
-        db.put(&key(i), &value(i, 0)).expect("put");
+        db.put(key(i), value(i, 0)).expect("put");
         model.insert(key(i), value(i, 0));
     }
     assert_eq!(db.stats().num_flushes, 0, "one memtable throughout");

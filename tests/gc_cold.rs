@@ -43,13 +43,13 @@ fn files_with(dir: &Path, ext: &str) -> Vec<PathBuf> {
 fn load(db: &Db, n: u64, model: &mut Model) {
     for i in 0..n {
         let v = make_value(&key(i), i, 200);
-        db.put(&key(i), &v).unwrap();
+        db.put(key(i), &v).unwrap();
         model.insert(key(i), v);
     }
     for round in 1..3 {
         for i in 0..n / 2 {
             let v = make_value(&key(i), round * 1000 + i, 200);
-            db.put(&key(i), &v).unwrap();
+            db.put(key(i), &v).unwrap();
             model.insert(key(i), v);
         }
     }
@@ -89,7 +89,7 @@ fn a_cold_file_is_collected_once_its_values_are_overwritten() {
     assert!(!first_cold.is_empty());
     for i in 0..600 {
         let v = make_value(&key(i), 9000 + i, 200);
-        db.put(&key(i), &v).unwrap();
+        db.put(key(i), &v).unwrap();
         model.insert(key(i), v);
     }
     db.flush().unwrap();
@@ -133,7 +133,7 @@ fn a_torn_cold_tail_is_dropped_but_damage_to_live_cold_values_is_reported() {
     // Everything overwritten: GC collects the cold files, torn tail included.
     for i in 0..600 {
         let v = make_value(&key(i), 5000 + i, 200);
-        db.put(&key(i), &v).unwrap();
+        db.put(key(i), &v).unwrap();
         model.insert(key(i), v);
     }
     db.flush().unwrap();
@@ -149,10 +149,10 @@ fn a_torn_cold_tail_is_dropped_but_damage_to_live_cold_values_is_reported() {
     let victim = cold.first().expect("the last GC's survivors are in a cold file").clone();
     scribble(&victim, Some(100), &[0xAA; 32]);
     let db = Db::open(dir.path(), options()).unwrap();
-    let damaged = (0..600).filter(|i| db.get(&key(*i)).is_err_and(|e| e.is_corruption())).count();
+    let damaged = (0..600).filter(|i| db.get(key(*i)).is_err_and(|e| e.is_corruption())).count();
     assert!(damaged > 0, "a damaged live value must be reported, not returned");
     for i in 0..600 {
-        if let Ok(Some(v)) = db.get(&key(i)) {
+        if let Ok(Some(v)) = db.get(key(i)) {
             assert_eq!(Some(&v[..]), model.get(&key(i)).map(Vec::as_slice), "no wrong value is returned");
         }
     }

@@ -98,7 +98,7 @@ fn setup_on(fs: FaultFs, vfs: Arc<dyn Vfs>, workload_seed: u64) -> Fixture {
         }
     }
     for i in (0..KEYS).step_by(7) {
-        db.delete_opt(&sync, &key(i)).expect("setup delete");
+        db.delete_opt(&sync, key(i)).expect("setup delete");
         model.remove(&key(i));
     }
     db.compact_range(None, None).expect("setup compaction");
@@ -700,7 +700,7 @@ fn a_cold_file_filled_mid_relocation_is_synced_before_pointers_into_it_are_logge
     let k = |i: u64| format!("big{i:06}").into_bytes();
     let mut put = |db: &Db, i: u64, version: u64| {
         let v = make_value(&k(i), version, VALUE);
-        db.put(&k(i), &v).expect("put");
+        db.put(k(i), &v).expect("put");
         model.insert(k(i), v);
     };
     // Log file 1: keys of which half are overwritten below; log file 2: keys that stay.

@@ -44,7 +44,7 @@ fn overwrite(db: &Db, rounds: u32, model: &mut Model) {
         for i in 0..KEYS {
             let k = (i * 7919 + r * 104_729) % KEYS;
             let v = value(k, r);
-            db.put(&key(k), &v).unwrap();
+            db.put(key(k), &v).unwrap();
             model.insert(key(k), v);
         }
     }
@@ -140,7 +140,7 @@ fn waiting_for_background_work_returns_while_other_threads_keep_overwriting() {
             // Every key overwritten again and again: GC always finds garbage to collect.
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 for k in 0..KEYS {
-                    db.put(&key(k), &value(k, round)).unwrap();
+                    db.put(key(k), value(k, round)).unwrap();
                 }
                 round += 1;
             }

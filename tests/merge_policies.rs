@@ -133,7 +133,7 @@ fn a_table_of_tombstones_for_keys_nothing_holds_is_dropped_unread() {
         // Deletes of keys never written, fewer than one 4 KiB memtable holds (~96 bytes of
         // overhead each): a single table of tombstones only.
         for i in 0..25u64 {
-            db.delete(&key(i)).expect("delete");
+            db.delete(key(i)).expect("delete");
         }
         db.flush().expect("flush");
         db.wait_for_background_work().expect("wait");
@@ -141,7 +141,7 @@ fn a_table_of_tombstones_for_keys_nothing_holds_is_dropped_unread() {
         assert_eq!(s.num_tables_dropped, 1, "{policy:?}: {s:?}");
         assert_eq!(s.level_bytes.iter().sum::<u64>(), before, "{policy:?}: only the first table is left");
         assert_eq!(db.get(b"zzz").expect("get").as_deref(), Some(&b"1"[..]), "{policy:?}");
-        assert_eq!(db.get(&key(7)).expect("get"), None, "{policy:?}");
+        assert_eq!(db.get(key(7)).expect("get"), None, "{policy:?}");
     }
 }
 

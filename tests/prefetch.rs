@@ -224,7 +224,7 @@ fn multi_get_matches_get_for_present_absent_deleted_and_buffered_values() {
         let k = key(9);
         let got = db.multi_get(&ReadOptions::default(), &[&k, &k]).expect("multi_get");
         assert!(got[0].as_deref() == model.get(&k).map(Vec::as_slice) && got[0] == got[1]);
-        assert!(db.multi_get(&ReadOptions::default(), &[]).expect("empty").is_empty());
+        assert!(db.multi_get::<&[u8]>(&ReadOptions::default(), &[]).expect("empty").is_empty());
     }
 }
 

@@ -139,11 +139,11 @@ fn log_file_cut_below_the_log_head_is_corruption_not_an_empty_tail() {
     let db = Db::open("/db", opts()).expect("open");
     let synced = wisckey::WriteOptions::synced();
     for i in 0..40u64 {
-        db.put_opt(&synced, format!("k{i:02}").as_bytes(), &make_value(b"k", i, 300)).expect("put");
+        db.put_opt(&synced, format!("k{i:02}").as_bytes(), make_value(b"k", i, 300)).expect("put");
     }
     db.flush().expect("flush: the head moves into the log file, which holds values");
     for i in 40..45u64 {
-        db.put_opt(&synced, format!("k{i:02}").as_bytes(), &make_value(b"k", i, 300)).expect("put");
+        db.put_opt(&synced, format!("k{i:02}").as_bytes(), make_value(b"k", i, 300)).expect("put");
     }
     fs.halt();
     drop(db);
@@ -193,7 +193,7 @@ fn log_file_cut_right_after_a_roll_is_corruption_not_a_torn_tail() {
         } else {
             synced
         };
-        db.put_opt(&wo, format!("k{i:03}").as_bytes(), &make_value(b"k", i, 300)).expect("put");
+        db.put_opt(&wo, format!("k{i:03}").as_bytes(), make_value(b"k", i, 300)).expect("put");
         i += 1;
     }
     fs.halt();
@@ -221,7 +221,7 @@ fn workload_counts_add_up_across_reopens() {
         batch.delete(b"c");
         db.write(&wisckey::WriteOptions::default(), &batch).expect("write");
         db.get(b"a").expect("get");
-        db.multi_get(&wisckey::ReadOptions::default(), &[b"a", b"zz"]).expect("multi_get");
+        db.multi_get(&wisckey::ReadOptions::default(), &[&b"a"[..], b"zz"]).expect("multi_get");
         drop(db.iter(&wisckey::ReadOptions::default()).expect("iter"));
         let w = db.stats().workload;
         assert_eq!(

@@ -35,7 +35,7 @@ fn write_all(db: &Db, model: &mut Model, keys: impl Iterator<Item = u32>, versio
     let mut batch = WriteBatch::new();
     for i in keys {
         let v = make_value(&key(i), version, 300);
-        batch.put(&key(i), &v);
+        batch.put(key(i), &v);
         model.insert(key(i), v);
         if batch.len() == 16 {
             db.write(&Default::default(), &batch).expect("write");
@@ -125,7 +125,7 @@ fn reads_through_the_cache_stay_correct_while_gc_races_them() {
                 let mut rng = StdRng::seed_from_u64(t);
                 while !done.load(Ordering::Relaxed) {
                     let i = rng.gen_range(0..KEYS);
-                    let v = db.get(&key(i)).expect("get").expect("present");
+                    let v = db.get(key(i)).expect("get").expect("present");
                     assert!(valid(&key(i), &v), "get {}: a value the key never had", i);
                     let from = key(rng.gen_range(0..KEYS));
                     for (k, v) in db.scan_from(&ReadOptions::default(), &from, 20).expect("scan_from") {
@@ -201,16 +201,16 @@ fn value_handles_outlive_their_iterator_snapshot_and_database() {
     let snap = db.snapshot();
     let ro = ReadOptions { snapshot: Some(snap.clone()), ..ReadOptions::default() };
     let mut held: Vec<(Vec<u8>, Value)> = Vec::new();
-    held.push((key(3), db.get(&key(3)).expect("get").expect("present")));
+    held.push((key(3), db.get(key(3)).expect("get").expect("present")));
     held.push((b"inline".to_vec(), db.get(b"inline").expect("get").expect("present")));
     let mut it = db.iter(&ro).expect("iter");
     it.seek(&key(10)).expect("seek");
     held.push((it.key().to_vec(), it.value_handle()));
     drop(it);
-    held.extend(db.scan_from(&ro, &key(50), 5).expect("scan_from"));
+    held.extend(db.scan_from(&ro, key(50), 5).expect("scan_from"));
     held.extend(db.scan(&ro).expect("scan").take(3).map(|r| r.expect("entry")));
     let seven = key(7);
-    let got = db.multi_get(&ro, &[&seven, b"inline", b"absent"]).expect("multi_get");
+    let got = db.multi_get(&ro, &[&seven[..], b"inline", b"absent"]).expect("multi_get");
     held.push((key(7), got[0].clone().expect("present")));
     drop(ro);
     drop(snap);
@@ -322,7 +322,7 @@ fn values_kept_by_the_memtable_read_like_values_in_the_log() {
     let read_all_ways = |db: &Db, model: &Model, ctx: &str| {
         read_all(db, model, ctx);
         common::assert_view_matches(db, &ReadOptions::default(), model, ctx);
-        let got = db.scan_from(&ReadOptions::default(), &key(40), 30).expect("scan_from");
+        let got = db.scan_from(&ReadOptions::default(), key(40), 30).expect("scan_from");
         let want: Vec<_> = model_range(model, Some(&key(40)), None).into_iter().take(30).collect();
         assert!(got.into_iter().map(|(k, v)| (k, v.to_vec())).collect::<Vec<_>>() == want, "{ctx}: scan_from");
     };
@@ -333,9 +333,9 @@ fn values_kept_by_the_memtable_read_like_values_in_the_log() {
             .expect("open");
         let mut model = Model::new();
         write_all(&db, &mut model, 0..200, 1);
-        db.delete(&key(7)).expect("delete");
+        db.delete(key(7)).expect("delete");
         model.remove(&key(7));
-        db.put(&key(8), b"inline").expect("put");
+        db.put(key(8), b"inline").expect("put");
         model.insert(key(8), b"inline".to_vec());
         let kept = db.stats().memtable_kept_bytes;
         assert_eq!(kept > 0, keep, "kept bytes {kept} with keep={keep}");
@@ -363,11 +363,11 @@ fn scan_from_over_many_large_values_returns_them_all() {
     let mut model = Model::new();
     for i in 0..120u32 {
         let v = make_value(&key(i), 1, 100_000);
-        db.put(&key(i), &v).expect("put");
+        db.put(key(i), &v).expect("put");
         model.insert(key(i), v);
     }
     db.flush().expect("flush");
-    let got = db.scan_from(&ReadOptions::default(), &key(5), 100).expect("scan_from");
+    let got = db.scan_from(&ReadOptions::default(), key(5), 100).expect("scan_from");
     let want: Vec<_> = model_range(&model, Some(&key(5)), None).into_iter().take(100).collect();
     assert_eq!(got.len(), 100);
     assert!(got.into_iter().map(|(k, v)| (k, v.to_vec())).collect::<Vec<_>>() == want, "12 MB scanned in batches");
@@ -382,7 +382,7 @@ fn a_flush_hands_kept_values_to_the_value_cache() {
     let mut model = Model::new();
     for i in 0..50u32 {
         let v = make_value(&key(i), 1, 300);
-        db.put(&key(i), &v).expect("put");
+        db.put(key(i), &v).expect("put");
         model.insert(key(i), v);
     }
     write_all(&db, &mut model, 100..150, 1);
@@ -394,7 +394,7 @@ fn a_flush_hands_kept_values_to_the_value_cache() {
     assert_eq!(hits, 100, "every value is a hit after the flush");
     let off = Db::open("/off", options(fs.clone()).prepopulate_value_cache(PrepopulateValueCache::Off)).expect("open");
     for i in 0..50u32 {
-        off.put(&key(i), &make_value(&key(i), 1, 300)).expect("put");
+        off.put(key(i), make_value(&key(i), 1, 300)).expect("put");
     }
     off.flush().expect("flush");
     assert_eq!(off.stats().value_cache_entries, 0, "nothing is handed over when off");
@@ -421,7 +421,7 @@ fn an_iterator_streams_values_without_filling_the_cache_unless_asked() {
         drop(db);
         Db::open("/db", options(fs).prepopulate_value_cache(PrepopulateValueCache::Off)).expect("reopen")
     };
-    let got = db.scan_from(&ReadOptions::default(), &key(10), 20).expect("scan_from");
+    let got = db.scan_from(&ReadOptions::default(), key(10), 20).expect("scan_from");
     assert_eq!(got.len(), 20);
     assert_eq!(db.stats().value_cache_entries, 20);
 }
@@ -434,9 +434,9 @@ fn a_point_read_that_misses_the_cache_counts_one_miss() {
     write_all(&db, &mut model, 0..50, 1);
     db.flush().expect("flush");
     let before = db.stats();
-    assert!(db.get(&key(7)).expect("get").is_some());
+    assert!(db.get(key(7)).expect("get").is_some());
     let after = db.stats();
     assert_eq!(after.value_cache_misses - before.value_cache_misses, 1, "one lookup per read");
-    assert!(db.get(&key(7)).expect("get").is_some());
+    assert!(db.get(key(7)).expect("get").is_some());
     assert_eq!(db.stats().value_cache_hits - after.value_cache_hits, 1, "the second read hits");
 }

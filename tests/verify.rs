@@ -35,14 +35,14 @@ fn build_db(dir: &Path) {
         for i in 0..400u32 {
             let len = if i % 2 == 0 { 200 } else { 16 };
             let v = format!("{round}-{i}-{}", "v".repeat(len)).into_bytes();
-            db.put(&key(i), &v).expect("put");
+            db.put(key(i), &v).expect("put");
         }
     }
     db.put(MARKER_KEY, MARKER_VALUE).expect("put marker");
     db.flush().expect("flush");
     db.compact_range(None, None).expect("compact");
     for i in 0..10u32 {
-        db.put_opt(&WriteOptions::synced(), &key(i), &[b'x'; 100]).expect("tail put");
+        db.put_opt(&WriteOptions::synced(), key(i), [b'x'; 100]).expect("tail put");
     }
     db.close().expect("close");
     // Opening deletes table files obsolete since the compaction: every .sst left is live.
@@ -132,7 +132,7 @@ fn verify_of_an_open_database_reports_damage_to_its_synced_log() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let db = Db::open(tmp.path(), options().write_buffer_bytes(8 << 20)).expect("open");
     for i in 0..200u32 {
-        db.put_opt(&WriteOptions::synced(), &key(i), &[b'q'; 120]).expect("put");
+        db.put_opt(&WriteOptions::synced(), key(i), [b'q'; 120]).expect("put");
     }
     let log = files_with_ext(tmp.path(), "vlog").pop().expect("log");
     let len = std::fs::metadata(&log).expect("stat").len() as usize;

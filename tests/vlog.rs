@@ -23,7 +23,7 @@ fn key(i: u64) -> Vec<u8> {
 fn write_synced(db: &Db, range: std::ops::Range<u64>, model: &mut Model) {
     for i in range {
         let v = make_value(&key(i), i, if i % 2 == 0 { 300 } else { 20 });
-        db.put_opt(&WriteOptions::synced(), &key(i), &v).expect("put");
+        db.put_opt(&WriteOptions::synced(), key(i), &v).expect("put");
         model.insert(key(i), v);
     }
 }
@@ -116,7 +116,7 @@ fn pointer_to_a_missing_vlog_file_is_reported_as_corruption() {
     let first = vlog_files(&path).into_iter().next().expect("log files");
     std::fs::remove_file(&first).expect("remove");
     let db = Db::open(&path, opts()).expect("open: the head is past the removed file");
-    match db.get(&key(0)) {
+    match db.get(key(0)) {
         Err(Error::Corruption { file, .. }) => assert_eq!(file, first),
         other => panic!("expected Corruption naming {first:?}, got {other:?}"),
     }

@@ -91,7 +91,8 @@ pub unsafe extern "C" fn leveldb_writebatch_iterate(
     quietly((), || {
         // SAFETY: c.h's contract: `b` is live.
         let Ok(b) = (unsafe { handle(b, "write batch") }) else { return };
-        for op in b.batch.iter().map_while(Result::ok) {
+        // A batch made through c.h writes the default keyspace only.
+        for (_, op) in b.batch.iter().map_while(Result::ok) {
             // SAFETY: the user's callbacks with their state and buffers valid for the call.
             unsafe {
                 match op {

@@ -1,9 +1,10 @@
 //! The `wisckey` command line: `bench` (LevelDB db_bench-compatible), `ycsb` (YCSB A–F against
-//! wisckey or peer engines) and small admin commands on an existing database (stats, compact,
-//! get, put, scan, destroy).
+//! wisckey or peer engines), small admin commands on an existing database (stats, compact,
+//! get, put, scan, destroy) and `dump`, which shows what a database's files hold.
 
 mod admin;
 mod bench;
+mod dump;
 mod repair;
 mod stress;
 mod tune;
@@ -42,6 +43,8 @@ enum Command {
     Gc(admin::GcArgs),
     /// Check every checksum and value pointer; exit 1 if the database is damaged.
     Verify(verify::VerifyArgs),
+    /// Look inside a table, manifest or log file, or a database's shape (read-only).
+    Dump(dump::DumpArgs),
     /// Salvage a database whose log is damaged and report what was lost.
     Repair(repair::RepairArgs),
     /// db_stress-like random workload checked against an expected-state file (crash testing).
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
         Command::Destroy(a) => admin::destroy(a),
         Command::Gc(a) => admin::gc(a),
         Command::Verify(a) => verify::run(a),
+        Command::Dump(a) => dump::run(a),
         Command::Repair(a) => repair::run(a),
         Command::Stress(a) => stress::run(a),
         Command::Tune(a) => tune::run(a),

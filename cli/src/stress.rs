@@ -158,7 +158,7 @@ fn matches(slot: u32, found: Option<u32>) -> bool {
 
 /// Reads the DB value of `key`: Ok(None) absent, Ok(Some(ver)), Err(description) if garbled.
 fn read_version(db: &Db, ro: &ReadOptions, key: u32) -> CliResult<Result<Option<u32>, String>> {
-    Ok(match db.get_opt(ro, &key_bytes(key))? {
+    Ok(match db.get_opt(ro, key_bytes(key))? {
         None => Ok(None),
         Some(v) => match decode_value(key, &v) {
             Some(ver) => Ok(Some(ver)),
@@ -447,9 +447,9 @@ impl Worker<'_> {
         let mut b = WriteBatch::new();
         for &(k, v) in &writes {
             if v & DELETED != 0 {
-                b.delete(&key_bytes(k));
+                b.delete(key_bytes(k));
             } else {
-                b.put(&key_bytes(k), &value_for(k, v));
+                b.put(key_bytes(k), value_for(k, v));
             }
         }
         self.db.write(&WriteOptions::synced(), &b)?;

@@ -91,7 +91,7 @@ fn verify_fails_on_damage_before_synced_log_groups_and_repair_salvages_with_a_re
     let db = wisckey::Db::open(&db_dir, options()).expect("open");
     for i in 0..300u32 {
         let value = format!("{i}-{}", "w".repeat(150));
-        db.put_opt(&wisckey::WriteOptions::synced(), &key(i), value.as_bytes()).expect("put");
+        db.put_opt(&wisckey::WriteOptions::synced(), key(i), value.as_bytes()).expect("put");
     }
     db.close().expect("close");
     let mut logs: Vec<PathBuf> = std::fs::read_dir(&db_dir)
@@ -119,7 +119,7 @@ fn verify_fails_on_damage_before_synced_log_groups_and_repair_salvages_with_a_re
     assert!(ok.contains("healthy"), "verify after repair: {ok}");
     // Every key but the one or two in the damaged group reads back.
     let db = wisckey::Db::open(&db_dir, options()).expect("open after repair");
-    let present = (0..300u32).filter(|&i| db.get(&key(i)).expect("get").is_some()).count();
+    let present = (0..300u32).filter(|&i| db.get(key(i)).expect("get").is_some()).count();
     assert!((297..300).contains(&present), "{present} of 300 keys kept");
 }
 

@@ -166,8 +166,8 @@ pub struct NewRun<'a> {
     pub flush_bytes: u64,
 }
 
-/// How hard writers must be held back so compaction keeps up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How hard writers must be held back so compaction keeps up (ordered: `Stop` is the most).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum WritePressure {
     None,
     /// Delay each write by 1 ms.

@@ -2,7 +2,9 @@
 //! (`DbInner`) that the read path (`read.rs`) and the three jobs work on — the write queue
 //! (`write.rs`), the background scheduler (`scheduler.rs`) and value-log GC (`gc/`).
 
+mod flush;
 mod gc;
+pub(crate) mod keyspace;
 mod properties;
 mod read;
 mod recovery;
@@ -23,13 +25,14 @@ use std::thread::JoinHandle;
 use parking_lot::Mutex;
 
 pub use gc::GcReport;
+pub use keyspace::{Keyspace, Range, DEFAULT_KEYSPACE_NAME, MAX_KEYSPACE_NAME_BYTES};
 pub use repair::{LostRange, RecoveryReport, LOST_DIR};
 pub use user_iter::{DbIterator, Entries};
 pub use verify::VerifyReport;
 pub use workload::WorkloadCounts;
 
 use crate::compaction::policy::{LeveledPolicy, WackyPolicy};
-use crate::compaction::{CompactionPolicy, WritePressure};
+use crate::compaction::CompactionPolicy;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{FileLock, Vfs};
@@ -225,11 +228,21 @@ pub(crate) struct State {
     writers: VecDeque<Arc<WriterSlot>>,
     /// Table numbers being written by running jobs (not yet in any Version).
     pending_outputs: HashSet<u64>,
-    /// Levels running compactions (automatic or manual) read or write; empty when none runs.
-    busy_levels: Vec<usize>,
-    /// The policy's write pressure on the version `current_id` names: asked once per version,
-    /// not per write group (a policy may sum every level's bytes to answer).
-    pressure: (u64, WritePressure),
+    /// Every keyspace's runtime state by id, the default keyspace's (0) first; dropped ones
+    /// until their drop is finished.
+    trees: std::collections::BTreeMap<u32, keyspace::TreeState>,
+}
+
+impl State {
+    /// Keyspace `id`'s runtime state; every tree the version set knows has one.
+    fn tree(&self, id: u32) -> Option<&keyspace::TreeState> {
+        self.trees.get(&id)
+    }
+
+    /// Whether any running compaction holds a level of any keyspace.
+    fn compactions_running(&self) -> bool {
+        self.trees.values().any(|t| !t.busy_levels.is_empty())
+    }
 }
 
 /// Everything the handle and the background threads share: the state under the DB mutex, the
@@ -252,9 +265,7 @@ pub(crate) struct DbInner {
     chunk_pool: Arc<crate::memtable::ChunkPool>,
     vlog: crate::vlog::VlogReader,
     snapshots: Arc<SnapshotList>,
-    policy: Box<dyn CompactionPolicy>,
     counters: Counters,
-    workload: workload::WorkloadCounters,
 }
 
 impl DbInner {
@@ -270,6 +281,8 @@ impl DbInner {
 /// An open database. `Send + Sync`: share it between threads with `Arc<Db>` or by reference.
 pub struct Db {
     inner: Arc<DbInner>,
+    /// The default keyspace: the database's own reads and writes go to it.
+    default: Keyspace,
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// Held by the handle, not the shared state: an iterator that outlives the handle must
     /// not keep the database locked.
@@ -295,8 +308,13 @@ impl Db {
             .with_value_cache(options.value_cache_bytes);
         // Recovery settles the options: what the caller did not name comes from the manifest.
         let mut recovered = recovery::recover(&vfs, &dir, options)?;
-        let (options, policy) =
-            (recovered.options.clone(), recovered.policy.take().expect("recovery builds the policy"));
+        let options = recovered.options.clone();
+        let mut trees = std::mem::take(&mut recovered.trees);
+        for (name, counts) in workload::load(&*vfs, &dir) {
+            if let Some(t) = trees.values_mut().find(|t| !t.dropped && *t.name == *name) {
+                t.workload = Arc::new(workload::WorkloadCounters::starting_at(counts));
+            }
+        }
         gc::find_cold_files(&*vfs, &dir, &mut recovered.versions, &vlog)?;
         let gc = gc::Gc::after_recovery(&recovered.mem, &vlog, recovered.log.file_number(), options.memtable_log_bytes);
         let recovery_report = recovered.report;
@@ -307,7 +325,6 @@ impl Db {
         let pool_bytes = options.memtable_log_bytes.saturating_mul(memtables);
         let node_bytes = (options.write_buffer_bytes as u64).saturating_mul(memtables);
         let chunk_pool = Arc::new(crate::memtable::ChunkPool::new(pool_bytes, node_bytes));
-        let (vfs_for_workload, dir_for_workload) = (vfs.clone(), dir.clone());
         let inner = Arc::new(DbInner {
             state: Mutex::new(State {
                 mem: recovered.mem,
@@ -318,8 +335,7 @@ impl Db {
                 shutting_down: false,
                 writers: VecDeque::new(),
                 pending_outputs: HashSet::new(),
-                busy_levels: Vec::new(),
-                pressure: (u64::MAX, WritePressure::None),
+                trees,
             }),
             writes,
             scheduler: scheduler::Scheduler::default(),
@@ -331,75 +347,126 @@ impl Db {
             chunk_pool,
             vlog,
             snapshots: Arc::new(SnapshotList::default()),
-            policy,
             counters: Counters::default(),
-            workload: workload::WorkloadCounters::load(&*vfs_for_workload, &dir_for_workload),
         });
         let threads = scheduler::spawn(&inner)?;
         inner.delete_obsolete_files(&mut inner.state.lock());
-        Ok(Db { inner, threads: Mutex::new(threads), lock: Mutex::new(Some(lock)), recovery_report })
+        let default = inner.keyspace(DEFAULT_KEYSPACE_NAME)?;
+        Ok(Db { inner, default, threads: Mutex::new(threads), lock: Mutex::new(Some(lock)), recovery_report })
+    }
+
+    /// The default keyspace: what `Db`'s own reads and writes use.
+    pub fn default_keyspace(&self) -> &Keyspace {
+        &self.default
+    }
+
+    /// The keyspace named `name` (`Error::UnknownKeyspace` if there is none).
+    pub fn keyspace(&self, name: &str) -> Result<Keyspace> {
+        self.inner.keyspace(name)
+    }
+
+    /// Create keyspace `name`, an LSM-tree of its own shaped by `options`' shaping settings
+    /// (merge policy, separation threshold, filters, block and table sizes, compression,
+    /// light-weight compaction, level sizes; `docs/format/manifest.md` lists them); the
+    /// database's memory, caches, log and GC settings apply to it as to every keyspace. The
+    /// settings are recorded: the keyspace reopens with them. A name is 1 to 255 bytes, with
+    /// no path separator or control character; `Error::KeyspaceExists` if it is taken.
+    pub fn create_keyspace(&self, name: &str, options: Options) -> Result<Keyspace> {
+        self.inner.create_keyspace(name, options)
+    }
+
+    /// The keyspace named `name`, created with `options` if it does not exist.
+    pub fn open_keyspace(&self, name: &str, options: Options) -> Result<Keyspace> {
+        match self.inner.keyspace(name) {
+            Err(Error::UnknownKeyspace { .. }) => match self.inner.create_keyspace(name, options) {
+                // Another thread created it first.
+                Err(Error::KeyspaceExists { .. }) => self.inner.keyspace(name),
+                r => r,
+            },
+            r => r,
+        }
+    }
+
+    /// Drop keyspace `name`: it is gone for readers and writers at once (one manifest record);
+    /// its tables are deleted and its values in the value log become garbage for GC in the
+    /// background. Handles to it then fail with `Error::KeyspaceDropped`. The default
+    /// keyspace cannot be dropped.
+    pub fn drop_keyspace(&self, name: &str) -> Result<()> {
+        self.inner.drop_keyspace(name)
+    }
+
+    /// The names of the database's keyspaces, `default` first.
+    pub fn keyspaces(&self) -> Vec<String> {
+        self.inner.keyspace_names()
     }
 
     /// Set `key` to `value` (not synced: see `put_opt`).
-    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.put_opt(&WriteOptions::default(), key, value)
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.default.put(key, value)
     }
 
     /// Set `key` to `value`; with `wo.sync` the write survives a crash once this returns.
-    pub fn put_opt(&self, wo: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
-        // Exactly the op's size: the ops then move into a shared buffer without another
-        // allocation (`bytes::Bytes` of a full vector).
-        let mut b = WriteBatch::with_capacity(crate::write_batch::op_len(key.len(), value.len()));
-        b.put(key, value);
-        self.inner.workload.writes.fetch_add(1, Ordering::Relaxed);
-        self.inner.writes.write(&self.inner, wo.sync, b)
+    pub fn put_opt(&self, wo: &WriteOptions, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.default.put_opt(wo, key, value)
     }
 
     /// Remove `key` (not synced: see `delete_opt`). Deleting a missing key is not an error.
-    pub fn delete(&self, key: &[u8]) -> Result<()> {
-        self.delete_opt(&WriteOptions::default(), key)
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.default.delete(key)
     }
 
     /// Remove `key`; with `wo.sync` the deletion survives a crash once this returns.
-    pub fn delete_opt(&self, wo: &WriteOptions, key: &[u8]) -> Result<()> {
-        self.inner.workload.writes.fetch_add(1, Ordering::Relaxed);
-        let mut b = WriteBatch::new();
-        b.delete(key);
-        self.inner.writes.write(&self.inner, wo.sync, b)
+    pub fn delete_opt(&self, wo: &WriteOptions, key: impl AsRef<[u8]>) -> Result<()> {
+        self.default.delete_opt(wo, key)
     }
 
-    /// Apply a batch atomically: after a crash either all of it or none of it is there.
+    /// Remove every key in `[begin, end)` with one range tombstone (see
+    /// `Keyspace::delete_range`).
+    pub fn delete_range(&self, begin: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {
+        self.default.delete_range(begin, end)
+    }
+
+    /// `delete_range` with write options.
+    pub fn delete_range_opt(&self, wo: &WriteOptions, begin: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {
+        self.default.delete_range_opt(wo, begin, end)
+    }
+
+    /// Apply a batch atomically, across every keyspace it names: after a crash either all of
+    /// it or none of it is there. A batch naming a dropped keyspace fails whole.
     pub fn write(&self, wo: &WriteOptions, batch: &WriteBatch) -> Result<()> {
-        self.inner.workload.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        self.inner.count_batch_writes(&self.default, batch);
         self.inner.writes.write(&self.inner, wo.sync, batch.clone())
     }
 
     /// The value of `key` now, `None` if it is absent or deleted. The value is a shared handle
     /// (`Value` derefs to `[u8]`): a value the value cache holds is handed out without a copy.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
-        self.get_opt(&ReadOptions::default(), key)
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
+        self.default.get(key)
     }
 
     /// The value of `key` as `ro` asks (at its snapshot, if any).
-    pub fn get_opt(&self, ro: &ReadOptions, key: &[u8]) -> Result<Option<Value>> {
-        let v = self.inner.get(ro, key)?;
-        self.count_reads(std::slice::from_ref(&v));
-        Ok(v)
-    }
-
-    fn count_reads(&self, results: &[Option<Value>]) {
-        let found = results.iter().filter(|v| v.is_some()).count() as u64;
-        self.inner.workload.reads_found.fetch_add(found, Ordering::Relaxed);
-        self.inner.workload.reads_missing.fetch_add(results.len() as u64 - found, Ordering::Relaxed);
+    pub fn get_opt(&self, ro: &ReadOptions, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
+        self.default.get_opt(ro, key)
     }
 
     /// Look up many keys at once: the LSM-tree lookups come first, then the separated values
     /// are read in parallel (`ro.readahead_values` at a time; io_uring or a thread pool).
     /// Returns one entry per key, in order; all reads see the same state.
-    pub fn multi_get(&self, ro: &ReadOptions, keys: &[&[u8]]) -> Result<Vec<Option<Value>>> {
-        let v = self.inner.multi_get(ro, keys)?;
-        self.count_reads(&v);
-        Ok(v)
+    pub fn multi_get<K: AsRef<[u8]>>(&self, ro: &ReadOptions, keys: &[K]) -> Result<Vec<Option<Value>>> {
+        self.default.multi_get(ro, keys)
+    }
+
+    /// Look up keys of several keyspaces at one sequence number: `(keyspace, key)` pairs,
+    /// one result each, in order.
+    pub fn multi_get_in<K: AsRef<[u8]>>(
+        &self,
+        ro: &ReadOptions,
+        keys: &[(&Keyspace, K)],
+    ) -> Result<Vec<Option<Value>>> {
+        // One snapshot for all of them, then each keyspace's batch.
+        let snapshot = ro.snapshot.clone().unwrap_or_else(|| self.snapshot());
+        let ro = ReadOptions { snapshot: Some(snapshot), ..ro.clone() };
+        keys.iter().map(|(ks, k)| ks.get_opt(&ro, k)).collect()
     }
 
     /// Whether parallel value reads (iterator read-ahead, `multi_get`) of real files go through
@@ -408,10 +475,21 @@ impl Db {
         self.inner.uses_io_uring()
     }
 
-    /// A cursor; call a seek method before reading from it.
+    /// A cursor over the default keyspace; call a seek method before reading from it.
     pub fn iter(&self, ro: &ReadOptions) -> Result<DbIterator> {
-        self.inner.workload.scans.fetch_add(1, Ordering::Relaxed);
-        self.inner.iter(ro)
+        self.default.iter(ro)
+    }
+
+    /// The entries of the default keyspace in `range`, as a double-ended iterator (see
+    /// `Keyspace::range`).
+    pub fn range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(&self, range: R) -> Result<Range> {
+        self.default.range(range)
+    }
+
+    /// The entries of the default keyspace whose keys start with `prefix` (see
+    /// `Keyspace::prefix`).
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Result<Range> {
+        self.default.prefix(prefix)
     }
 
     /// Up to `limit` entries from the first key >= `from` (within `ro`'s bounds), in ascending
@@ -420,21 +498,18 @@ impl Db {
     /// ones from the value cache; the others with one submission, sorted by position, ops lying
     /// back to back read as one range), so a scan of n values costs about one lookup plus n
     /// cache hits or one parallel read, not n sequential reads.
-    pub fn scan_from(&self, ro: &ReadOptions, from: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Value)>> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        self.iter(ro)?.collect_from(from, limit)
+    pub fn scan_from(&self, ro: &ReadOptions, from: impl AsRef<[u8]>, limit: usize) -> Result<Vec<(Vec<u8>, Value)>> {
+        self.default.scan_from(ro, from, limit)
     }
 
     /// All entries in `[ro.lower_bound, ro.upper_bound)` in ascending key order.
     pub fn scan(&self, ro: &ReadOptions) -> Result<Entries> {
-        Ok(Entries::new(self.iter(ro)?, true))
+        self.default.scan(ro)
     }
 
     /// All entries in `[ro.lower_bound, ro.upper_bound)` in descending key order.
     pub fn scan_rev(&self, ro: &ReadOptions) -> Result<Entries> {
-        Ok(Entries::new(self.iter(ro)?, false))
+        self.default.scan_rev(ro)
     }
 
     /// A consistent view of the database as of now.
@@ -450,7 +525,7 @@ impl Db {
     /// Compact every file overlapping `[begin, end]` (user keys; None = unbounded) down to
     /// the deepest level holding data in that range.
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        self.inner.scheduler.compact_range(&self.inner, begin, end)
+        self.default.compact_range(begin, end)
     }
 
     /// Block until no flush, automatic compaction or value-log GC is pending: the GC rounds
@@ -464,7 +539,7 @@ impl Db {
 
     /// Counters and shape of the database now.
     pub fn stats(&self) -> DbStats {
-        DbStats { vlog_space_amp_estimate: self.inner.gc.vlog_space_amp(&self.inner), ..self.inner.stats() }
+        DbStats { vlog_space_amp_estimate: self.inner.gc.vlog_space_amp(&self.inner), ..self.inner.stats(0) }
     }
 
     /// Collect value-log files whose garbage ratio is at least `min_garbage_ratio` now
@@ -524,7 +599,11 @@ impl Db {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
-        if let Err(e) = self.inner.workload.save(&*self.inner.vfs, &self.inner.dir) {
+        let counts: Vec<(String, WorkloadCounts)> = {
+            let st = self.inner.state.lock();
+            st.trees.values().filter(|t| !t.dropped).map(|t| (t.name.to_string(), t.workload.counts())).collect()
+        };
+        if let Err(e) = workload::save(&*self.inner.vfs, &self.inner.dir, &counts) {
             tracing::warn!(error = %e, "could not save the workload counts");
         }
         let r = self.record_clean_close();
@@ -556,6 +635,30 @@ impl Drop for Db {
     fn drop(&mut self) {
         if let Err(e) = self.shutdown() {
             tracing::error!(dir = ?self.inner.dir, error = %e, "closing the database failed");
+        }
+    }
+}
+
+impl DbInner {
+    /// Count a user batch's ops against the keyspaces they write (the default keyspace's
+    /// without a lock: most batches write nothing else).
+    fn count_batch_writes(&self, default: &Keyspace, batch: &WriteBatch) {
+        let mut others = Vec::new();
+        let mut defaults = 0;
+        for (ks, _) in batch.iter().flatten() {
+            match ks {
+                0 => defaults += 1,
+                _ => others.push(ks),
+            }
+        }
+        default.count_writes(defaults);
+        if !others.is_empty() {
+            let st = self.state.lock();
+            for ks in others {
+                if let Some(t) = st.trees.get(&ks) {
+                    t.workload.writes.fetch_add(1, Ordering::Relaxed);
+                }
+            }
         }
     }
 }

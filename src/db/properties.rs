@@ -15,16 +15,21 @@ impl Db {
     /// `GetApproximateSizes`: the table bytes of the range (whole tables before `limit` minus
     /// those before `start`; within a table, the offset of the data block a key would be in),
     /// plus the range's share of the live separated values in the value log, in proportion to
-    /// its share of all table bytes (the tables hold only pointers to those values, so the
-    /// values are taken to be spread over the keys as the tables are). Writes still in the
-    /// memtables are not counted, as in LevelDB.
+    /// its share of all table bytes (of every keyspace: the tables hold only pointers to those
+    /// values, so the values are taken to be spread over the keys as the tables are). Writes
+    /// still in the memtables are not counted, as in LevelDB. The default keyspace's keys
+    /// (`Keyspace` has its own handle).
     pub fn approximate_sizes(&self, ranges: &[(&[u8], &[u8])]) -> Vec<u64> {
-        let (version, live_vlog_bytes) = {
+        let (version, live_vlog_bytes, table_bytes) = {
             let st = self.inner.state.lock();
-            let live = st.versions.vlog_files().values().map(|s| s.live_bytes()).sum::<u64>();
-            (st.versions.current(), live)
+            let v = &st.versions;
+            let live = v.vlog_files().values().map(|s| s.live_bytes()).sum::<u64>();
+            // The value log serves every keyspace: a range's share is of all their tables.
+            let tables = (v.trees().keys().filter_map(|&id| v.current_of(id)))
+                .map(|t| t.all_files().map(|(_, f)| f.size).sum::<u64>())
+                .sum::<u64>();
+            (v.current(), live, tables)
         };
-        let table_bytes: u64 = version.all_files().map(|(_, f)| f.size).sum();
         ranges
             .iter()
             .map(|&(start, limit)| {
@@ -192,7 +197,7 @@ mod tests {
             .gc_interval_ms(0);
         let db = Db::open("/db", opts).unwrap();
         for i in 0..2000u32 {
-            db.put(format!("k{i:06}").as_bytes(), &[b'v'; 200]).unwrap();
+            db.put(format!("k{i:06}").as_bytes(), [b'v'; 200]).unwrap();
         }
         db.compact_range(None, None).unwrap();
         db

@@ -80,16 +80,26 @@ fn charge(
 /// other readers keep room).
 const MULTI_GET_BATCH: usize = 128;
 
-/// What one read works on: memtables (newest first) and a Version, all pinned.
+/// The memtables a read works on, newest first: on the stack for the usual one to three (a
+/// point lookup allocates nothing here).
+type Mems = smallvec::SmallVec<[Arc<Memtable>; 4]>;
+
+/// What one read of a keyspace works on: memtables (newest first) and the keyspace's Version,
+/// all pinned.
 struct View {
-    /// On the stack for the usual one to three (a point lookup allocates nothing here).
-    mems: smallvec::SmallVec<[Arc<Memtable>; 4]>,
+    mems: Mems,
     version: Arc<Version>,
     seq: u64,
+    ks: u32,
 }
 
-/// A pinned view of the newest state, for value-log GC's liveness checks of a whole chunk.
-pub(crate) struct LatestView(View);
+/// A pinned view of the newest state of every keyspace, for value-log GC's liveness checks of
+/// a whole chunk.
+pub(crate) struct LatestView {
+    mems: Mems,
+    versions: std::collections::BTreeMap<u32, Arc<Version>>,
+    seq: u64,
+}
 
 /// Where a liveness check stood: its sequence number and the memtable that was active then
 /// (every later write went into it or into a newer one).
@@ -102,52 +112,80 @@ pub(crate) struct CheckedAt {
 impl DbInner {
     /// One view for many lookups of the newest entries (`latest_entry_in`).
     pub(crate) fn liveness_view(&self) -> (LatestView, CheckedAt) {
-        let view = self.view(&ReadOptions::default());
-        let checked = CheckedAt { seq: view.seq, mem: view.mems[0].clone() };
-        (LatestView(view), checked)
+        let st = self.state.lock();
+        let mems = Self::mems(&st);
+        // Dropped keyspaces are left out: their values are garbage.
+        let live = st.trees.iter().filter(|(_, t)| !t.dropped).map(|(&ks, _)| ks);
+        let versions = live.filter_map(|ks| Some((ks, st.versions.current_of(ks)?))).collect();
+        // Read under the lock that fixed the memtables (see `view`).
+        let seq = self.writes.visible_seq();
+        drop(st);
+        let checked = CheckedAt { seq, mem: mems[0].clone() };
+        (LatestView { mems, versions, seq }, checked)
     }
 
     /// Whether any entry (of any version) points into value file `file` at `offset` or past
     /// it: a walk over keys and pointers only (the tree is small next to the values), for
     /// telling a cold file's torn, never-referenced tail from damage to values it holds.
     pub(crate) fn points_past(&self, file: u64, offset: u64) -> Result<bool> {
-        let view = self.view(&ReadOptions::default());
-        let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-        for m in &view.mems {
-            children.push(Box::new(m.iter()));
-        }
-        for level in &view.version.levels {
-            for run in &level.runs {
-                children.push(Box::new(RunIterator::new(
-                    self.table_cache.clone(),
-                    run.files.clone(),
-                    BlockReads::filling(false),
-                )));
+        let view = self.liveness_view().0;
+        for (&ks, version) in &view.versions {
+            let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+            for m in &view.mems {
+                children.push(Box::new(m.iter(ks)));
             }
-        }
-        let mut it = MergingIterator::new(children, self.table_cache.order().clone());
-        it.seek_to_first()?;
-        while it.valid() {
-            let is_pointer = crate::key::parse_internal_key(it.key()).is_some_and(|k| k.kind == ValueKind::Pointer);
-            if is_pointer && ValuePointer::decode(it.value()).is_some_and(|p| p.file == file && p.offset >= offset) {
-                return Ok(true);
+            for level in &version.levels {
+                for run in &level.runs {
+                    let files = run.files.clone();
+                    children.push(Box::new(RunIterator::new(
+                        self.table_cache.clone(),
+                        files,
+                        BlockReads::filling(false),
+                    )));
+                }
             }
-            it.next()?;
+            let mut it = MergingIterator::new(children, self.table_cache.order().clone());
+            it.seek_to_first()?;
+            while it.valid() {
+                let is_pointer = key::parse_internal_key(it.key()).is_some_and(|k| k.kind == ValueKind::Pointer);
+                if is_pointer && ValuePointer::decode(it.value()).is_some_and(|p| p.file == file && p.offset >= offset)
+                {
+                    return Ok(true);
+                }
+                it.next()?;
+            }
         }
         Ok(false)
     }
 
-    /// The newest entry for `user_key` in `view` (see `get_latest_entry`).
-    pub(crate) fn latest_entry_in(&self, view: &LatestView, user_key: &[u8]) -> Result<Option<(ValueKind, Value)>> {
-        self.get_entry(&view.0, user_key, BlockReads::filling(true), false)
+    /// The newest entry for `user_key` of keyspace `ks` in `view` (see `get_latest_entry`); a
+    /// keyspace the view does not hold (dropped) holds nothing.
+    pub(crate) fn latest_entry_in(
+        &self,
+        view: &LatestView,
+        ks: u32,
+        user_key: &[u8],
+    ) -> Result<Option<(ValueKind, Value)>> {
+        let Some(version) = view.versions.get(&ks) else { return Ok(None) };
+        self.get_entry(&view.mems, version, view.seq, ks, user_key, BlockReads::filling(true), false)
     }
 
-    fn view(&self, ro: &ReadOptions) -> View {
-        let st = self.state.lock();
+    /// The memtables, newest first.
+    fn mems(st: &super::State) -> Mems {
         let mut mems = smallvec::SmallVec::with_capacity(1 + st.imms.len());
         mems.push(st.mem.clone());
         mems.extend(st.imms.iter().rev().cloned());
-        let version = st.versions.current();
+        mems
+    }
+
+    fn view(&self, ro: &ReadOptions, ks: u32) -> Result<View> {
+        let st = self.state.lock();
+        let version = match (st.versions.current_of(ks), st.tree(ks)) {
+            (Some(v), Some(t)) if !t.dropped => v,
+            (_, Some(t)) => return Err(crate::error::Error::KeyspaceDropped { name: t.name.to_string() }),
+            _ => return Err(crate::error::Error::UnknownKeyspace { name: format!("#{ks}") }),
+        };
+        let mems = Self::mems(&st);
         // Read under the lock that fixed the memtables: a leader publishes `visible_seq` and
         // switches memtables only while holding it. So every write at or below `seq` is in
         // these memtables or this Version, and every later one goes into `mems[0]` or a newer
@@ -157,19 +195,19 @@ impl DbInner {
             None => self.writes.visible_seq(),
         };
         drop(st);
-        View { mems, version, seq }
+        Ok(View { mems, version, seq, ks })
     }
 
     /// A view for a reader that must keep its separated values readable (iterators,
     /// `multi_get`), with its registration as a reader. It registers *before* its sequence
     /// number is read: value-log GC then either sees it (and keeps the files it may read) or
     /// had made its pointer puts visible before, so the view already points at the new copies.
-    fn registered_view(&self, ro: &ReadOptions) -> (View, crate::snapshot::Snapshot) {
+    fn registered_view(&self, ro: &ReadOptions, ks: u32) -> Result<(View, crate::snapshot::Snapshot)> {
         let reader = match &ro.snapshot {
             Some(s) => s.clone(),
             None => self.snapshots.acquire(self.writes.visible_seq()),
         };
-        (self.view(ro), reader)
+        Ok((self.view(ro, ks)?, reader))
     }
 
     /// How `ro`'s table reads use blocks: the block cache as it asks, and every block checked
@@ -181,10 +219,10 @@ impl DbInner {
         }
     }
 
-    pub(crate) fn get(&self, ro: &ReadOptions, user_key: &[u8]) -> Result<Option<Value>> {
+    pub(crate) fn get(&self, ro: &ReadOptions, ks: u32, user_key: &[u8]) -> Result<Option<Value>> {
         let reads = self.block_reads(ro);
         let cache = CacheUse::filling(reads.fill_cache);
-        let mut entry = self.get_entry(&self.view(ro), user_key, reads, true)?;
+        let mut entry = self.get_in(&self.view(ro, ks)?, user_key, reads, true)?;
         // A get does not register as a reader (that would cost every lookup two trips through
         // the snapshot list), so value-log GC may move the value and delete its old file
         // between the lookup and the read. GC deletes only after the new copy is visible:
@@ -196,7 +234,7 @@ impl DbInner {
                 Ok(v) => return Ok(Some(v)),
                 Err(e) if ro.snapshot.is_some() => return Err(e),
                 Err(e) => {
-                    let again = self.get_entry(&self.view(ro), user_key, reads, true)?;
+                    let again = self.get_in(&self.view(ro, ks)?, user_key, reads, true)?;
                     if again == entry {
                         return Err(e);
                     }
@@ -212,24 +250,43 @@ impl DbInner {
 
     /// The newest entry for `user_key` visible at the latest sequence number, without
     /// reading a separated value (GC compares the pointer itself).
-    pub(crate) fn get_latest_entry(&self, user_key: &[u8]) -> Result<Option<(ValueKind, Value)>> {
-        let view = self.view(&ReadOptions::default());
-        self.get_entry(&view, user_key, BlockReads::filling(true), false)
+    pub(crate) fn get_latest_entry(&self, ks: u32, user_key: &[u8]) -> Result<Option<(ValueKind, Value)>> {
+        match self.view(&ReadOptions::default(), ks) {
+            Ok(view) => self.get_in(&view, user_key, BlockReads::filling(true), false),
+            // A dropped keyspace holds nothing any more.
+            Err(crate::error::Error::KeyspaceDropped { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
-    /// The newest entry for `user_key` visible in `view`: `None` when absent, the kind and
-    /// stored bytes otherwise (deletions included). With `kept`, a pointer whose value a
-    /// memtable keeps comes back as that value (kind `Value`): the user's reads want the value;
-    /// GC and verification want the pointer.
-    fn get_entry(
+    /// `get_entry` in a view of one keyspace.
+    fn get_in(
         &self,
         view: &View,
         user_key: &[u8],
         reads: BlockReads,
         kept: bool,
     ) -> Result<Option<(ValueKind, Value)>> {
-        for m in &view.mems {
-            match m.get(user_key, view.seq, kept) {
+        self.get_entry(&view.mems, &view.version, view.seq, view.ks, user_key, reads, kept)
+    }
+
+    /// The newest entry for `user_key` visible in `view`: `None` when absent, the kind and
+    /// stored bytes otherwise (deletions included). With `kept`, a pointer whose value a
+    /// memtable keeps comes back as that value (kind `Value`): the user's reads want the value;
+    /// GC and verification want the pointer.
+    #[allow(clippy::too_many_arguments)]
+    fn get_entry(
+        &self,
+        mems: &[Arc<Memtable>],
+        version: &Version,
+        seq: u64,
+        ks: u32,
+        user_key: &[u8],
+        reads: BlockReads,
+        kept: bool,
+    ) -> Result<Option<(ValueKind, Value)>> {
+        for m in mems {
+            match m.get(ks, user_key, seq, kept) {
                 Lookup::Found(kind, v) => return Ok(Some((kind, Value::from(v)))),
                 Lookup::Kept(value) => return Ok(Some((ValueKind::Value, value))),
                 Lookup::Deleted => return Ok(Some((ValueKind::Deletion, Value::new()))),
@@ -237,12 +294,12 @@ impl DbInner {
             }
         }
         add(&self.counters.point_lookups, 1);
-        let seek = key::seek_key_inline(user_key, view.seq);
+        let seek = key::seek_key_inline(user_key, seq);
         // Hashed once for every filter the lookup asks (level 0's files, every segment).
         let hash = FilterHash::of(user_key);
         // The first table searched in vain, charged once a second one is searched too.
         let (mut first_searched, mut searched) = (None, 0u32);
-        for (level, file) in view.version.files_for_key(user_key) {
+        for (level, file) in version.files_for_key(user_key) {
             let table = self.table_cache.get(file.number, file.size)?;
             add(&self.counters.filter_probes, 1);
             let probe = table.get_filtered(&seek, hash, reads)?;
@@ -254,7 +311,7 @@ impl DbInner {
             if searched == 1 {
                 first_searched = Some((level, file));
             } else if let Some((l, f)) = first_searched.take() {
-                self.charge_seek(l, f);
+                self.charge_seek(ks, l, f);
             }
             if probe.found.is_some() {
                 return Ok(probe.found);
@@ -266,8 +323,9 @@ impl DbInner {
         Ok(None)
     }
 
-    fn charge_seek(&self, level: usize, file: &Arc<FileMeta>) {
-        let s = &mut *self.scheduler.seek_stats.lock();
+    fn charge_seek(&self, ks: u32, level: usize, file: &Arc<FileMeta>) {
+        let stats = &mut *self.scheduler.seek_stats.lock();
+        let s = stats.entry(ks).or_default();
         if charge(&mut s.charges, &mut s.candidate, level, file, 1) {
             self.scheduler.compact_cv.notify_one();
         }
@@ -288,16 +346,16 @@ impl DbInner {
     /// Point lookups of many keys, `ro.readahead_values` at a time: the keys are looked up in
     /// the LSM-tree, then their value reads are submitted together (one kernel entry with
     /// io_uring) and collected in order, each verified as `get` verifies it.
-    pub(crate) fn multi_get(&self, ro: &ReadOptions, keys: &[&[u8]]) -> Result<Vec<Option<Value>>> {
+    pub(crate) fn multi_get(&self, ro: &ReadOptions, ks: u32, keys: &[&[u8]]) -> Result<Vec<Option<Value>>> {
         // Registered like a snapshot: value-log GC keeps what these pointers name until the
         // reads are done.
-        let (view, _reader) = self.registered_view(ro);
+        let (view, _reader) = self.registered_view(ro, ks)?;
         let reads = self.block_reads(ro);
         let cache = CacheUse::filling(reads.fill_cache);
         let mut out = Vec::with_capacity(keys.len());
         // At most `MULTI_GET_BATCH` per batch: more would not fit the ring at once.
         for chunk in keys.chunks(ro.readahead_values.clamp(1, MULTI_GET_BATCH)) {
-            let entries = chunk.iter().map(|k| self.get_entry(&view, k, reads, true)).collect::<Result<Vec<_>>>()?;
+            let entries = chunk.iter().map(|k| self.get_in(&view, k, reads, true)).collect::<Result<Vec<_>>>()?;
             // Entries whose value is read in the background; the others are resolved in place.
             let ptrs: Vec<Option<(ValuePointer, &[u8])>> = entries
                 .iter()
@@ -323,15 +381,16 @@ impl DbInner {
         Ok(out)
     }
 
-    pub(crate) fn iter(self: &Arc<Self>, ro: &ReadOptions) -> Result<DbIterator> {
-        let (view, reader) = self.registered_view(ro);
+    pub(crate) fn iter(self: &Arc<Self>, ro: &ReadOptions, ks: u32) -> Result<DbIterator> {
+        let (view, reader) = self.registered_view(ro, ks)?;
         let reads = self.block_reads(ro);
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         for m in &view.mems {
-            children.push(Box::new(m.iter()));
+            children.push(Box::new(m.iter(ks)));
         }
         // Seeks charge the tables of several segments they land in (`SeekStats`).
-        let observer = self.opts.light_weight_compaction.then(|| Arc::clone(self) as Arc<dyn SeekObserver>);
+        let lwc = self.state.lock().tree(ks).is_some_and(|t| t.opts.light_weight_compaction);
+        let observer = lwc.then(|| Arc::new(TreeSeeks { db: Arc::clone(self), ks }) as Arc<dyn SeekObserver>);
         for (l, level) in view.version.levels.iter().enumerate() {
             for run in &level.runs {
                 let mut it = RunIterator::new(self.table_cache.clone(), run.files.clone(), reads);
@@ -344,7 +403,7 @@ impl DbInner {
         // An iterator is registered like a snapshot, so value-log GC keeps every value it may
         // still read.
         let pins = (view.mems, view.version.clone(), reader);
-        let samples = IterSamples { db: Arc::clone(self), version: view.version.clone() };
+        let samples = IterSamples { db: Arc::clone(self), version: view.version.clone(), ks };
         let order = self.table_cache.order().clone();
         Ok(DbIterator::new(
             Box::new(MergingIterator::new(children, order.clone())),
@@ -391,9 +450,13 @@ impl DbInner {
         files.filter_map(|f| self.table_cache.get(f.number, f.size).ok()).map(|t| t.filter_bytes()).sum()
     }
 
-    pub(crate) fn stats(&self) -> DbStats {
+    /// Counters of the database and the shape of keyspace `ks`'s tree.
+    pub(crate) fn stats(&self, ks: u32) -> DbStats {
         let st = self.state.lock();
-        let v = st.versions.current();
+        let (v, workload, policy) = match (st.versions.current_of(ks), st.tree(ks)) {
+            (Some(v), Some(t)) => (v, t.workload.counts(), t.opts.shape_value("merge_policy").unwrap_or_default()),
+            _ => (st.versions.current(), Default::default(), String::new()),
+        };
         let memtable_bytes = st.mem.approximate_bytes() + st.imms.iter().map(|m| m.approximate_bytes()).sum::<u64>();
         let memtable_kept_bytes = st.mem.kept_bytes() + st.imms.iter().map(|m| m.kept_bytes()).sum::<u64>();
         let vlog_files = st.versions.vlog_files();
@@ -413,7 +476,7 @@ impl DbInner {
             }
         }
         DbStats {
-            merge_policy: self.opts.shape_value("merge_policy").unwrap_or_default(),
+            merge_policy: policy,
             user_bytes_written: load(&c.user_bytes),
             log_bytes_written: self.writes.log.lock().bytes_appended,
             flush_bytes_written: load(&c.flush_bytes),
@@ -452,7 +515,7 @@ impl DbInner {
             cold_bytes_written: load(&c.cold_bytes),
             point_lookups: load(&c.point_lookups),
             filter_probes: load(&c.filter_probes),
-            workload: self.workload.counts(),
+            workload,
             filter_passes: load(&c.filter_passes),
             filter_false_positives: load(&c.filter_false_positives),
             value_cache_entries: values.entries,
@@ -513,10 +576,11 @@ impl ValueSource for ScanValues {
     }
 }
 
-/// Where an iterator's read samples go: the Version it reads.
+/// Where an iterator's read samples go: the Version it reads, of keyspace `ks`.
 struct IterSamples {
     db: Arc<DbInner>,
     version: Arc<Version>,
+    ks: u32,
 }
 
 impl ReadSampleSink for IterSamples {
@@ -531,16 +595,24 @@ impl ReadSampleSink for IterSamples {
             return;
         };
         if self.version.files_may_overlap(level) {
-            self.db.charge_seek(level, first);
+            self.db.charge_seek(self.ks, level, first);
         }
     }
 }
 
-impl SeekObserver for DbInner {
+/// Who hears of an iterator's seeks into tables of several segments: keyspace `ks`'s
+/// seek statistics.
+struct TreeSeeks {
+    db: Arc<DbInner>,
+    ks: u32,
+}
+
+impl SeekObserver for TreeSeeks {
     fn sought(&self, level: usize, file: &Arc<FileMeta>) {
-        let s = &mut *self.scheduler.seek_stats.lock();
+        let stats = &mut *self.db.scheduler.seek_stats.lock();
+        let s = stats.entry(self.ks).or_default();
         if charge(&mut s.segment_charges, &mut s.collapse, level, file, file.segments.saturating_sub(1)) {
-            self.scheduler.compact_cv.notify_one();
+            self.db.scheduler.compact_cv.notify_one();
         }
     }
 }

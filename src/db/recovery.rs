@@ -4,19 +4,21 @@
 //! file for appending. Damage to bytes a sync had made durable is `Corruption` under the
 //! default mode; the salvage modes keep what they can and report the rest (`repair.rs`).
 
-use crate::compaction::{CompactionPolicy, NewRun};
+use crate::compaction::CompactionPolicy;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::flush;
+use super::keyspace::{TreeState, DEFAULT_KEYSPACE_NAME};
 use super::repair::{self, RecoveryReport};
-use super::scheduler::write_level0_table;
 use crate::error::{Error, Result};
 use crate::filename::{self, vlog_file_name, FileKind};
 use crate::fs::Vfs;
 use crate::log::{self, LogPos, LogReader, LogRecord, LogSurvey, LogWriter, Segment};
 use crate::memtable::Memtable;
 use crate::options::{Options, RecoveryMode};
-use crate::version::{LoadedManifest, VersionEdit, VersionSet};
+use crate::version::{LoadedManifest, VersionSet, DEFAULT_KEYSPACE};
+use std::collections::BTreeMap;
 
 /// What recovery hands to the new DB.
 pub(super) struct Recovered {
@@ -29,8 +31,8 @@ pub(super) struct Recovered {
     /// The options the database opens with: the caller's, with every shaping setting it did
     /// not name taken from the manifest.
     pub options: Options,
-    /// The compaction policy of those options (taken by the open).
-    pub policy: Option<Box<dyn CompactionPolicy>>,
+    /// Every keyspace's runtime state (settled options, policy), by id (taken by the open).
+    pub trees: BTreeMap<u32, TreeState>,
 }
 
 pub(super) fn recover(vfs: &Arc<dyn Vfs>, dir: &Path, mut options: Options) -> Result<Recovered> {
@@ -42,8 +44,8 @@ pub(super) fn recover(vfs: &Arc<dyn Vfs>, dir: &Path, mut options: Options) -> R
         settle_options(&mut options, &m.recorded_options())?;
     }
     let opts = &options;
-    let owned_policy = super::policy_for(opts);
-    let name = owned_policy.name();
+    let default_policy: Arc<dyn CompactionPolicy> = super::policy_for(opts).into();
+    let name = default_policy.name();
     let policy_name = name.as_str();
     let mut versions = match manifest {
         Some(m) => VersionSet::from_manifest(vfs.clone(), dir, m, opts.num_levels, opts.key_order())?,
@@ -64,7 +66,7 @@ pub(super) fn recover(vfs: &Arc<dyn Vfs>, dir: &Path, mut options: Options) -> R
         versions.set_policy(policy_name);
     }
     versions.set_recorded_options(opts.shape_record());
-    let policy = &*owned_policy;
+    let trees = tree_states(&mut versions, opts, default_policy);
     let head = versions.log_head();
     let logs = log_files_from(&**vfs, dir, head.file)?;
     if head.offset > 0 && !logs.contains(&head.file) {
@@ -88,15 +90,8 @@ pub(super) fn recover(vfs: &Arc<dyn Vfs>, dir: &Path, mut options: Options) -> R
         false => None,
     };
     let manifest_seq = versions.last_sequence();
-    let mut replay = Replay {
-        vfs,
-        dir,
-        opts,
-        policy,
-        versions: &mut versions,
-        mem: Arc::new(Memtable::new(opts.key_order())),
-        applied: None,
-    };
+    let mem = Arc::new(Memtable::for_keyspaces(&live_ids(&trees), opts.key_order()));
+    let mut replay = Replay { vfs, dir, opts, trees: &trees, versions: &mut versions, mem, applied: None };
     for seg in &plan.apply {
         replay.segment(seg)?;
     }
@@ -119,7 +114,37 @@ pub(super) fn recover(vfs: &Arc<dyn Vfs>, dir: &Path, mut options: Options) -> R
     };
     let mem = replay.mem;
     let last_seq = versions.last_sequence();
-    Ok(Recovered { mem, versions, last_seq, log, report, options, policy: Some(owned_policy) })
+    Ok(Recovered { mem, versions, last_seq, log, report, options, trees })
+}
+
+/// The keyspaces a memtable holds lists for: every one not dropped.
+fn live_ids(trees: &BTreeMap<u32, TreeState>) -> Vec<u32> {
+    trees.iter().filter(|(_, t)| !t.dropped).map(|(&id, _)| id).collect()
+}
+
+/// Every keyspace's runtime state: the default keyspace's from the settled options and its
+/// policy, each other's from the database's options with its recorded shaping settings.
+fn tree_states(
+    versions: &mut VersionSet,
+    opts: &Options,
+    default_policy: Arc<dyn CompactionPolicy>,
+) -> BTreeMap<u32, TreeState> {
+    let mut out = BTreeMap::new();
+    let ids: Vec<(u32, String, bool)> =
+        versions.trees().iter().map(|(&id, t)| (id, t.name.clone(), t.dropped)).collect();
+    for (id, name, dropped) in ids {
+        let mut state = if id == DEFAULT_KEYSPACE {
+            TreeState::new(DEFAULT_KEYSPACE_NAME, opts.clone(), default_policy.clone())
+        } else {
+            let o = opts.with_recorded_shape(&versions.recorded_options_of(id));
+            let policy: Arc<dyn CompactionPolicy> = super::policy_for(&o).into();
+            versions.set_policy_of(id, &policy.name());
+            TreeState::new(&name, o, policy)
+        };
+        state.dropped = dropped;
+        out.insert(id, state);
+    }
+    out
 }
 
 /// Take the recorded value of every shaping option the caller did not name, say in the log
@@ -306,8 +331,9 @@ struct Replay<'a> {
     vfs: &'a Arc<dyn Vfs>,
     dir: &'a Path,
     opts: &'a Options,
-    /// Chooses the replayed tables' options (their filter bits).
-    policy: &'a dyn CompactionPolicy,
+    /// Every keyspace's policy (it chooses the replayed tables' options: their filter bits)
+    /// and separation threshold.
+    trees: &'a BTreeMap<u32, TreeState>,
     versions: &'a mut VersionSet,
     mem: Arc<Memtable>,
     /// Highest sequence number replayed.
@@ -356,9 +382,10 @@ impl Replay<'_> {
     /// (its arena skiplist), and replaying from two threads was no faster
     /// (docs/BENCHMARKS.md §4).
     fn apply_batch(&mut self, records: &[LogRecord]) {
-        let (mem, min_separated) = (&self.mem, self.opts.min_separated_value_bytes);
+        let (mem, default) = (&self.mem, self.opts.min_separated_value_bytes);
+        let threshold = |ks| self.trees.get(&ks).map_or(default, |t| t.opts.min_separated_value_bytes);
         for rec in records {
-            let separated = log::separated_values(&rec.ops, min_separated);
+            let separated = log::separated_values_by(&rec.ops, threshold);
             mem.apply_group(rec.pos, rec.first_seq, &rec.ops, &separated, None);
         }
         for rec in records {
@@ -368,20 +395,15 @@ impl Replay<'_> {
 
     /// Write the replayed memtable to level 0 and move the log head past it.
     fn flush(&mut self, head: LogPos) -> Result<()> {
-        let number = self.versions.new_file_number();
-        let flush_bytes = self.mem.flushed_bytes_of(self.opts.write_buffer_bytes as u64).unwrap_or(0);
-        let run = NewRun { level: 0, bytes: self.mem.entry_bytes(), joins: None, consumed: &[], flush_bytes };
-        let opts = self.policy.table_options(&self.versions.current(), &run);
-        let mut edit = VersionEdit::default();
-        if let Some(meta) = write_level0_table(self.vfs, self.dir, opts, &self.mem, number)? {
-            edit.added_files.push((0, meta));
-        }
+        let write_buffer = self.opts.write_buffer_bytes as u64;
+        let tables = flush::plan(self.trees, self.versions, &self.mem, write_buffer, false);
+        let metas = flush::write(self.vfs, self.dir, &self.mem, &tables)?;
+        let (mut edit, _) = flush::edit(self.trees, self.versions, &self.mem, metas, false);
         edit.log_head = Some(head);
-        edit.vlog_added = self.mem.vlog_bytes().into_iter().collect();
         let last = self.versions.last_sequence().max(self.applied.unwrap_or(0));
         self.versions.set_last_sequence(last);
         self.versions.log_and_apply(edit)?;
-        self.mem = Arc::new(Memtable::new(self.opts.key_order()));
+        self.mem = Arc::new(Memtable::for_keyspaces(&live_ids(self.trees), self.opts.key_order()));
         Ok(())
     }
 }

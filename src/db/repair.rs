@@ -258,7 +258,7 @@ fn keys_in_damaged(vfs: &dyn Vfs, dir: &Path, b: &LogBreak) -> Vec<Vec<u8>> {
 }
 
 fn op_keys(ops: &[u8]) -> Vec<Vec<u8>> {
-    BatchIter::over(ops).map_while(|op| op.ok()).map(|op| op.key().to_vec()).collect()
+    BatchIter::over(ops).map_while(|op| op.ok()).map(|(_, op)| op.key().to_vec()).collect()
 }
 
 /// Keep the evidence before the salvage changes anything: copy every log file from `from` on

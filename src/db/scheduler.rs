@@ -5,23 +5,20 @@
 //! `compact_range`, `wait_for_background_work`) wait on its condition variables.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use super::{add, add_at_level, DbInner, State};
+use super::{add, add_at_level, flush, DbInner, State};
 use crate::compaction::job::{self, JobContext};
 use crate::compaction::lwc::{self, AppendTask};
 use crate::compaction::{Choice, CompactionTask, DropTask, NewRun, PickContext, Reason};
 use crate::error::{Error, Result};
-use crate::filename::table_file_name;
-use crate::fs::Vfs;
+use crate::internal_iter::InternalIterator;
 use crate::key;
 use crate::memtable::Memtable;
-use crate::sst::{TableBuilder, TableOptions};
 use crate::version::Version;
 use crate::version::{FileMeta, VersionEdit};
 
@@ -35,8 +32,20 @@ pub(crate) struct Scheduler {
     pub(super) compact_cv: Condvar,
     /// Signalled whenever background work finishes: stalled writers and waiters re-check.
     pub(super) progress: Condvar,
-    /// Tables charged by lookups and iterator samples (LevelDB's seek compaction).
-    pub(super) seek_stats: Mutex<super::read::SeekStats>,
+    /// Tables charged by lookups and iterator samples (LevelDB's seek compaction), by
+    /// keyspace.
+    pub(super) seek_stats: Mutex<BTreeMap<u32, super::read::SeekStats>>,
+    /// The keyspace whose tree the next pick looks at first: keyspaces take turns, so a
+    /// busy one does not keep the others' compactions waiting.
+    next_tree: std::sync::atomic::AtomicU32,
+}
+
+/// What a compaction thread does next for a keyspace.
+pub(super) enum Work {
+    /// What the keyspace's policy chose.
+    Compact(Choice),
+    /// The keyspace was dropped: count its values as garbage, delete its tables, forget it.
+    FinishDrop,
 }
 
 /// Start the flush, GC and compaction threads.
@@ -73,36 +82,6 @@ fn lower_thread_priority(delta: i32) {
     let _ = delta;
 }
 
-/// Write a memtable into table file `number`; `None` if the memtable is empty.
-pub(super) fn write_level0_table(
-    vfs: &Arc<dyn Vfs>,
-    dir: &Path,
-    opts: TableOptions,
-    mem: &Arc<Memtable>,
-    number: u64,
-) -> Result<Option<FileMeta>> {
-    if mem.is_empty() {
-        return Ok(None);
-    }
-    let path = table_file_name(dir, number);
-    let mut builder = TableBuilder::new(vfs.create(&path)?, opts);
-    mem.for_each(|k, v| builder.add(k, v))?;
-    let s = builder.finish()?;
-    // The manifest is about to name this file: its directory entry must be durable first.
-    vfs.sync_dir(dir)?;
-    Ok(Some(FileMeta {
-        number,
-        size: s.file_size,
-        smallest: s.smallest,
-        largest: s.largest,
-        run: number,
-        num_entries: s.num_entries,
-        num_deletions: s.num_deletions,
-        raw_value_bytes: s.raw_value_bytes,
-        segments: 1,
-    }))
-}
-
 impl Scheduler {
     fn flush_loop(&self, db: &DbInner) {
         let mut st = db.state.lock();
@@ -115,20 +94,12 @@ impl Scheduler {
                 continue;
             }
             let imm = st.imms[0].clone();
-            let number = st.versions.new_file_number();
-            st.pending_outputs.insert(number);
-            // Where the table will most likely land (decided again at install): Monkey gives a
-            // table joining a deep level that level's bits, not those of a small new L0 run.
-            let v = st.versions.current();
-            let (level, joins) = match imm.user_key_range() {
-                Some((lo, hi)) if st.busy_levels.is_empty() => db.policy.place_flush(&v, &lo, &hi),
-                _ => (0, None),
-            };
-            let flush_bytes = imm.flushed_bytes_of(db.opts.write_buffer_bytes as u64).unwrap_or(0);
-            let run = NewRun { level, bytes: imm.entry_bytes(), joins, consumed: &[], flush_bytes };
-            let flush_opts = db.policy.table_options(&v, &run);
-            // Not held while the table is written: a pinned Version keeps replaced tables on disk.
-            drop(v);
+            let place = !st.compactions_running();
+            let State { trees, versions, .. } = &mut *st;
+            let tables = flush::plan(trees, versions, &imm, db.opts.write_buffer_bytes as u64, place);
+            let numbers: Vec<u64> = tables.iter().map(|t| t.number).collect();
+            st.pending_outputs.extend(&numbers);
+            // Not holding the lock while the tables are written: writers go on.
             let built = MutexGuard::unlocked(&mut st, || {
                 // The manifest will say the log up to `imm`'s end is redundant: make sure that
                 // part of the log is durable first, or a crash could leave the log shorter than
@@ -138,12 +109,14 @@ impl Scheduler {
                 if let Some(end) = imm.log_end() {
                     db.writes.log.lock().sync_to(end)?;
                 }
-                let meta = write_level0_table(&db.vfs, &db.dir, flush_opts, &imm, number)?;
+                let metas = flush::write(&db.vfs, &db.dir, &imm, &tables)?;
                 db.cache_flushed_values(&imm);
-                Ok(meta)
+                Ok(metas)
             });
-            let r = built.and_then(|meta| self.install_flush(db, &mut st, &imm, meta));
-            st.pending_outputs.remove(&number);
+            let r = built.and_then(|metas| self.install_flush(db, &mut st, &imm, metas));
+            for n in numbers {
+                st.pending_outputs.remove(&n);
+            }
             match r {
                 Ok(()) => {
                     st.imms.pop_front();
@@ -166,22 +139,11 @@ impl Scheduler {
         db: &DbInner,
         st: &mut MutexGuard<'_, State>,
         imm: &Memtable,
-        meta: Option<FileMeta>,
+        tables: Vec<(u32, Option<FileMeta>)>,
     ) -> Result<()> {
-        let mut edit = VersionEdit::default();
-        if let Some(mut meta) = meta {
-            let v = st.versions.current();
-            // While a compaction runs, its outputs are not yet visible: placing a table below
-            // L0 could then overlap them, so flushes go to L0.
-            let (lo, hi) = (key::user_key(&meta.smallest), key::user_key(&meta.largest));
-            let (level, run) = if st.busy_levels.is_empty() { db.policy.place_flush(&v, lo, hi) } else { (0, None) };
-            meta.run = run.unwrap_or(meta.number);
-            add(&db.counters.flush_bytes, meta.size);
-            edit.added_files.push((level as u32, meta));
-        }
-        // Tables now point into these log files: record it in the same edit that moves the log
-        // head past them, so the sweep never sees them as deletable.
-        edit.vlog_added = imm.vlog_bytes().into_iter().collect();
+        let place = !st.compactions_running();
+        let (mut edit, bytes) = flush::edit(&st.trees, &st.versions, imm, tables, place);
+        add(&db.counters.flush_bytes, bytes);
         let flushed: u64 = edit.vlog_added.iter().map(|(_, b)| b).sum();
         add(&db.counters.vlog_user_bytes_flushed, flushed.saturating_sub(imm.moved_vlog_bytes()));
         if let Some(end) = imm.log_end() {
@@ -194,20 +156,36 @@ impl Scheduler {
         Ok(())
     }
 
-    /// What the policy wants done now that no running compaction is in the way of, if anything.
-    pub(super) fn pick_compaction(&self, db: &DbInner, st: &State) -> Option<Choice> {
-        let version = st.versions.current();
+    /// What some keyspace's policy wants done now that no running compaction is in the way
+    /// of, if anything, with the keyspace; keyspaces take turns. A dropped keyspace's tree is
+    /// finished (`Choice`-less: `Work::FinishDrop`) once no compaction holds it.
+    pub(super) fn pick_compaction(&self, db: &DbInner, st: &State) -> Option<(u32, Work)> {
+        let ids: Vec<u32> = st.trees.keys().copied().collect();
+        let start = self.next_tree.fetch_add(1, std::sync::atomic::Ordering::Relaxed) as usize;
+        let n = ids.len().max(1);
+        (0..ids.len()).map(|i| ids[(start + i) % n]).find_map(|ks| {
+            let t = st.trees.get(&ks)?;
+            if t.dropped {
+                return t.busy_levels.is_empty().then_some((ks, Work::FinishDrop));
+            }
+            self.pick_in(db, st, ks).map(|c| (ks, Work::Compact(c)))
+        })
+    }
+
+    /// What keyspace `ks`'s policy wants done now, if anything.
+    fn pick_in(&self, _db: &DbInner, st: &State, ks: u32) -> Option<Choice> {
+        let (t, version) = (st.tree(ks)?, st.versions.current_of(ks)?);
         let pointers: Vec<Option<Vec<u8>>> =
-            (0..version.num_levels()).map(|l| st.versions.compact_pointer(l).map(|p| p.to_vec())).collect();
-        let (seek_candidate, collapse_candidate) = self.seek_stats.lock().candidates(&version);
+            (0..version.num_levels()).map(|l| st.versions.compact_pointer_of(ks, l).map(|p| p.to_vec())).collect();
+        let (seek_candidate, collapse_candidate) = self.seek_stats.lock().entry(ks).or_default().candidates(&version);
         let ctx = PickContext {
             version: &version,
             compact_pointers: &pointers,
             seek_candidate,
             collapse_candidate,
-            busy_levels: &st.busy_levels,
+            busy_levels: &t.busy_levels,
         };
-        db.policy.pick(&ctx)
+        t.policy.pick(&ctx)
     }
 
     fn compaction_loop(&self, db: &DbInner) {
@@ -217,10 +195,14 @@ impl Scheduler {
             if st.shutting_down {
                 return;
             }
-            let choice = if st.bg_error.is_none() { self.pick_compaction(db, &st) } else { None };
-            match choice {
-                Some(choice) => {
-                    if let Err(e) = self.run_choice(db, &mut st, choice) {
+            let work = if st.bg_error.is_none() { self.pick_compaction(db, &st) } else { None };
+            match work {
+                Some((ks, work)) => {
+                    let r = match work {
+                        Work::Compact(choice) => self.run_choice(db, &mut st, ks, choice),
+                        Work::FinishDrop => self.finish_drop(db, &mut st, ks),
+                    };
+                    if let Err(e) = r {
                         tracing::error!(error = %e, "compaction failed; the database is read-only until resume()");
                         st.bg_error = Some(e);
                     }
@@ -231,13 +213,14 @@ impl Scheduler {
     }
 
     /// Carry out `choice` with its levels marked busy (the state lock released during I/O).
-    fn run_choice(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, choice: Choice) -> Result<()> {
+    fn run_choice(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, ks: u32, choice: Choice) -> Result<()> {
         let levels = choice.levels();
-        st.busy_levels.extend_from_slice(&levels);
+        let Some(tree) = st.trees.get_mut(&ks) else { return Ok(()) };
+        tree.busy_levels.extend_from_slice(&levels);
         match choice.reason() {
-            Reason::Seeks => self.seek_stats.lock().candidate = None,
+            Reason::Seeks => self.seek_stats.lock().entry(ks).or_default().candidate = None,
             Reason::Collapse => {
-                self.seek_stats.lock().collapse = None;
+                self.seek_stats.lock().entry(ks).or_default().collapse = None;
                 add(&db.counters.table_collapses, 1);
             }
             _ => {}
@@ -246,16 +229,18 @@ impl Scheduler {
             add(&db.counters.table_splits, 1);
         }
         let r = match &choice {
-            Choice::Move(t) => self.install_move(db, st, t),
-            Choice::Merge(t) => self.run_merge(db, st, t),
-            Choice::Append(a) => self.run_append(db, st, a),
-            Choice::Drop(d) => self.install_drop(db, st, d),
+            Choice::Move(t) => self.install_move(db, st, ks, t),
+            Choice::Merge(t) => self.run_merge(db, st, ks, t),
+            Choice::Append(a) => self.run_append(db, st, ks, a),
+            Choice::Drop(d) => self.install_drop(db, st, ks, d),
         };
         // Two running jobs may share a level (a new run spilled into a tiered level that is
         // merging): free this job's marks only.
-        for l in &levels {
-            if let Some(at) = st.busy_levels.iter().position(|b| b == l) {
-                st.busy_levels.swap_remove(at);
+        if let Some(tree) = st.trees.get_mut(&ks) {
+            for l in &levels {
+                if let Some(at) = tree.busy_levels.iter().position(|b| b == l) {
+                    tree.busy_levels.swap_remove(at);
+                }
             }
         }
         self.progress.notify_all();
@@ -265,9 +250,10 @@ impl Scheduler {
         r
     }
 
-    /// The edit that removes the task's inputs (and moves its level's round-robin pointer).
-    fn input_removal(task: &CompactionTask) -> VersionEdit {
-        let mut edit = VersionEdit::default();
+    /// The edit of keyspace `ks`'s tree that removes the task's inputs (and moves its level's
+    /// round-robin pointer).
+    fn input_removal(ks: u32, task: &CompactionTask) -> VersionEdit {
+        let mut edit = VersionEdit::of_keyspace(ks);
         for (level, f) in task.input_files() {
             edit.deleted_files.push((level as u32, f.number));
         }
@@ -280,8 +266,8 @@ impl Scheduler {
     /// Re-parent the task's tables to the output level without rewriting them: into the run
     /// the task names, or each input run as a run of its own with a fresh id (newer than every
     /// run there; fresh ids keep the input runs' order).
-    fn install_move(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, task: &CompactionTask) -> Result<()> {
-        let mut edit = Self::input_removal(task);
+    fn install_move(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, ks: u32, task: &CompactionTask) -> Result<()> {
+        let mut edit = Self::input_removal(ks, task);
         let mut old_runs: Vec<u64> = task.input_files().map(|(_, f)| f.run).collect();
         old_runs.sort_unstable();
         old_runs.dedup();
@@ -300,9 +286,9 @@ impl Scheduler {
     }
 
     /// Delete tables outright.
-    fn install_drop(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, d: &DropTask) -> Result<()> {
+    fn install_drop(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, ks: u32, d: &DropTask) -> Result<()> {
         let deleted_files = d.files.iter().map(|f| (d.level as u32, f.number)).collect();
-        let edit = VersionEdit { deleted_files, ..Default::default() };
+        let edit = VersionEdit { deleted_files, ..VersionEdit::of_keyspace(ks) };
         st.versions.log_and_apply(edit)?;
         add(&db.counters.tables_dropped, d.files.len() as u64);
         Ok(())
@@ -314,10 +300,14 @@ impl Scheduler {
         &self,
         db: &DbInner,
         st: &mut MutexGuard<'_, State>,
+        ks: u32,
         task: &CompactionTask,
         job: impl FnOnce(&JobContext<'_>, &Version) -> Result<T>,
     ) -> (Result<T>, Vec<u64>) {
-        let version = st.versions.current();
+        let Some((version, tree)) = st.versions.current_of(ks).zip(st.tree(ks)) else {
+            return (Err(crate::error::Error::invalid(format!("no tree for keyspace {ks}"))), Vec::new());
+        };
+        let (policy, tree_opts) = (tree.policy.clone(), tree.opts.clone());
         let smallest_snapshot = db.snapshots.smallest(db.writes.visible_seq());
         let consumed: Vec<u64> = task.input_files().map(|(_, f)| f.number).collect();
         let flush_bytes = [&st.mem]
@@ -331,7 +321,7 @@ impl Scheduler {
             consumed: &consumed,
             flush_bytes: flush_bytes.unwrap_or(0),
         };
-        let table_options = db.policy.table_options(&version, &new_run);
+        let table_options = policy.table_options(&version, &new_run);
         let allocated = parking_lot::Mutex::new(Vec::new());
         let out = MutexGuard::unlocked(st, || {
             let alloc = || {
@@ -346,10 +336,10 @@ impl Scheduler {
                 dir: &db.dir,
                 table_cache: &db.table_cache,
                 table_options,
-                target_file_bytes: db.opts.target_file_size_bytes,
+                target_file_bytes: tree_opts.target_file_size_bytes,
                 smallest_snapshot,
                 new_file_number: &alloc,
-                defer_syncs: db.opts.defer_compaction_syncs_in_force(),
+                defer_syncs: tree_opts.defer_compaction_syncs_in_force(),
                 verify_inputs: db.opts.paranoid_checks,
             };
             job(&ctx, &version)
@@ -358,9 +348,9 @@ impl Scheduler {
     }
 
     /// Merge the task's inputs with the state lock released during I/O, then install them.
-    fn run_merge(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, task: &CompactionTask) -> Result<()> {
-        let mut edit = Self::input_removal(task);
-        let (out, allocated) = self.unlocked_job(db, st, task, |ctx, v| job::run_compaction(ctx, task, v));
+    fn run_merge(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, ks: u32, task: &CompactionTask) -> Result<()> {
+        let mut edit = Self::input_removal(ks, task);
+        let (out, allocated) = self.unlocked_job(db, st, ks, task, |ctx, v| job::run_compaction(ctx, task, v));
         let r = out.and_then(|out| db.vfs.sync_dir(&db.dir).map(|_| out)).and_then(|out| {
             self.record_vlog_garbage(db, st, &mut edit, &out.vlog_garbage);
             for f in &out.files {
@@ -389,10 +379,10 @@ impl Scheduler {
     /// the victims' removal and the targets' new lengths in one manifest edit. Until that edit
     /// is durable the manifest names the targets at their old lengths, where their old footers
     /// are: a crash leaves the old tree, and the unrecorded bytes stay as dead space.
-    fn run_append(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, a: &AppendTask) -> Result<()> {
-        let mut edit = Self::input_removal(&a.task);
+    fn run_append(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, ks: u32, a: &AppendTask) -> Result<()> {
+        let mut edit = Self::input_removal(ks, &a.task);
         // An append creates no file, so it has no allocated numbers to release.
-        let (out, _) = self.unlocked_job(db, st, &a.task, |ctx, v| lwc::run_append(ctx, a, v));
+        let (out, _) = self.unlocked_job(db, st, ks, &a.task, |ctx, v| lwc::run_append(ctx, a, v));
         let out = out?;
         self.record_vlog_garbage(db, st, &mut edit, &out.vlog_garbage);
         let level = a.task.output_level as u32;
@@ -429,35 +419,48 @@ impl Scheduler {
         add(&db.counters.compactions, 1);
     }
 
-    /// Flush, then merge everything overlapping `[begin, end]` down to the deepest level
-    /// holding such data.
-    pub(crate) fn compact_range(&self, db: &DbInner, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+    /// Flush, then merge everything of keyspace `ks` overlapping `[begin, end]` down to the
+    /// deepest level holding such data.
+    pub(crate) fn compact_range(&self, db: &DbInner, ks: u32, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.flush(db)?;
-        self.compact_tables(db, begin, end)
+        self.compact_tables(db, ks, begin, end)
     }
 
-    /// Compact the tables overlapping `[begin, end]` down to the last level that holds any,
-    /// leaving the memtables alone.
-    pub(crate) fn compact_tables(&self, db: &DbInner, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+    /// Compact every keyspace's tables (GC's refresh of its discard statistics), leaving the
+    /// memtables alone.
+    pub(crate) fn compact_all_tables(&self, db: &DbInner) -> Result<()> {
+        let ids: Vec<u32> = db.state.lock().trees.iter().filter(|(_, t)| !t.dropped).map(|(&id, _)| id).collect();
+        for ks in ids {
+            self.compact_tables(db, ks, None, None)?;
+        }
+        Ok(())
+    }
+
+    /// Compact keyspace `ks`'s tables overlapping `[begin, end]` down to the last level that
+    /// holds any, leaving the memtables alone.
+    pub(crate) fn compact_tables(&self, db: &DbInner, ks: u32, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         let mut st = db.state.lock();
+        let Some(policy) = st.tree(ks).filter(|t| !t.dropped).map(|t| t.policy.clone()) else {
+            return Ok(());
+        };
         let max_level = {
             // Not held across the loop: a pinned Version would keep replaced tables on disk.
-            let v = st.versions.current();
+            let Some(v) = st.versions.current_of(ks) else { return Ok(()) };
             (0..v.num_levels()).rev().find(|&l| !v.overlapping_files(l, begin, end).is_empty()).unwrap_or(0)
         };
         for level in 0..max_level {
-            self.run_manual_task(db, &mut st, |v| db.policy.pick_range(v, level, begin, end))?;
+            self.run_manual_task(db, &mut st, ks, |v| policy.pick_range(v, level, begin, end))?;
         }
         // Policies that keep several runs per level merge the deepest level's into one (and
         // light-weight compaction collapses its segments there). The deepest level is found
         // again: a background compaction since may have moved the range's tables further down.
-        self.run_manual_task(db, &mut st, |v| {
+        self.run_manual_task(db, &mut st, ks, |v| {
             let deepest = (0..v.num_levels()).rev().find(|&l| !v.overlapping_files(l, begin, end).is_empty());
-            db.policy.pick_merge_runs(v, deepest.unwrap_or(max_level).max(max_level), begin, end)
+            policy.pick_merge_runs(v, deepest.unwrap_or(max_level).max(max_level), begin, end)
         })?;
         // A compaction of other levels that ran meanwhile may still pin a Version naming the
         // tables replaced here: once none runs, they go.
-        while !st.busy_levels.is_empty() {
+        while st.tree(ks).is_some_and(|t| !t.busy_levels.is_empty()) {
             self.progress.wait(&mut st);
         }
         db.delete_obsolete_files(&mut st);
@@ -470,21 +473,58 @@ impl Scheduler {
         &self,
         db: &DbInner,
         st: &mut MutexGuard<'_, State>,
+        ks: u32,
         pick: impl FnOnce(&Version) -> Option<CompactionTask>,
     ) -> Result<()> {
-        while !st.busy_levels.is_empty() {
+        while st.tree(ks).is_some_and(|t| !t.busy_levels.is_empty()) {
             self.progress.wait(st);
         }
         db.background_error(st)?;
         // The Version is dropped before the task runs: pinned, it would keep replaced tables.
-        let task = pick(&st.versions.current());
+        let Some(version) = st.versions.current_of(ks) else { return Ok(()) };
+        let task = pick(&version);
+        drop(version);
         if let Some(task) = task {
-            if let Err(e) = self.run_choice(db, st, Choice::Merge(task)) {
+            if let Err(e) = self.run_choice(db, st, ks, Choice::Merge(task)) {
                 st.bg_error = Some(e.duplicate());
                 return Err(e);
             }
         }
         Ok(())
+    }
+
+    /// Finish dropping keyspace `ks`: count the separated values its tables point to as
+    /// garbage (a walk over its keys and pointers, without the lock), then delete its tables
+    /// and forget it in one manifest edit. A crash before the edit leaves it dropped with its
+    /// tables; the next open finishes the drop again.
+    fn finish_drop(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, ks: u32) -> Result<()> {
+        let Some(version) = st.versions.current_of(ks) else { return Ok(()) };
+        let Some(tree) = st.trees.get_mut(&ks) else { return Ok(()) };
+        // Marked busy so no other thread picks the drop meanwhile.
+        tree.busy_levels.push(0);
+        let files: Vec<(usize, Arc<FileMeta>)> = version.all_files().map(|(l, f)| (l, f.clone())).collect();
+        drop(version);
+        let garbage = MutexGuard::unlocked(st, || pointed_bytes(db, &files));
+        let mut edit = VersionEdit::of_keyspace(ks);
+        edit.deleted_files = files.iter().map(|(l, f)| (*l as u32, f.number)).collect();
+        self.record_vlog_garbage(db, st, &mut edit, &garbage);
+        edit.keyspaces_forgotten.push(ks);
+        let r = st.versions.log_and_apply(edit);
+        match &r {
+            Ok(_) => {
+                st.trees.remove(&ks);
+                self.seek_stats.lock().remove(&ks);
+                tracing::info!(keyspace = ks, tables = files.len(), "dropped keyspace's tables deleted");
+            }
+            Err(_) => {
+                if let Some(t) = st.trees.get_mut(&ks) {
+                    t.busy_levels.clear();
+                }
+            }
+        }
+        self.progress.notify_all();
+        db.delete_obsolete_files(st);
+        r.map(|_| ())
     }
 
     /// Flush the active memtable and wait until every immutable memtable is on disk.
@@ -536,7 +576,7 @@ impl Scheduler {
         let mut st = db.state.lock();
         loop {
             db.background_error(&st)?;
-            if st.imms.is_empty() && st.busy_levels.is_empty() && self.pick_compaction(db, &st).is_none() {
+            if st.imms.is_empty() && !st.compactions_running() && self.pick_compaction(db, &st).is_none() {
                 return Ok(());
             }
             self.flush_cv.notify_one();
@@ -544,4 +584,29 @@ impl Scheduler {
             self.progress.wait_for(&mut st, Duration::from_millis(100));
         }
     }
+}
+
+/// Bytes of separated values the entries of `files` point to, per value file (every version:
+/// each pointer was counted when its table was flushed). A table that cannot be read counts
+/// nothing: its values then look live until GC collects their file and finds them dead.
+fn pointed_bytes(db: &DbInner, files: &[(usize, Arc<FileMeta>)]) -> BTreeMap<u64, u64> {
+    let mut out = BTreeMap::new();
+    for (_, f) in files {
+        let mut walk = || -> Result<()> {
+            let mut it = db.table_cache.get(f.number, f.size)?.iter(crate::sst::BlockReads::filling(false));
+            it.seek_to_first()?;
+            while it.valid() {
+                let pointer = key::parse_internal_key(it.key()).is_some_and(|k| k.kind == key::ValueKind::Pointer);
+                if let Some(p) = crate::vlog::ValuePointer::decode(it.value()).filter(|_| pointer) {
+                    *out.entry(p.file).or_insert(0) += u64::from(p.op_len);
+                }
+                it.next()?;
+            }
+            Ok(())
+        };
+        if let Err(e) = walk() {
+            tracing::warn!(table = f.number, error = %e, "could not count a dropped keyspace's values as garbage");
+        }
+    }
+    out
 }

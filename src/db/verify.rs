@@ -84,13 +84,17 @@ impl fmt::Display for VerifyReport {
 impl DbInner {
     /// Check every table, every value pointer in them and the log from its head on.
     pub(crate) fn verify(&self) -> Result<VerifyReport> {
-        let (version, head) = {
+        let (versions, head) = {
             let st = self.state.lock();
-            (st.versions.current(), st.versions.log_head())
+            let live = st.trees.iter().filter(|(_, t)| !t.dropped).map(|(&ks, _)| ks);
+            let versions: Vec<_> = live.filter_map(|ks| Some((ks, st.versions.current_of(ks)?))).collect();
+            (versions, st.versions.log_head())
         };
         let mut report = VerifyReport::default();
-        for (_, meta) in version.all_files() {
-            self.verify_table(meta, &mut report);
+        for (ks, version) in &versions {
+            for (_, meta) in version.all_files() {
+                self.verify_table(*ks, meta, &mut report);
+            }
         }
         self.verify_log(head, &mut report)?;
         Ok(report)
@@ -98,7 +102,7 @@ impl DbInner {
 
     /// Read one table through a fresh reader (no block cache, no mapping: every block is
     /// read from the file and crc-checked now).
-    fn verify_table(&self, meta: &FileMeta, report: &mut VerifyReport) {
+    fn verify_table(&self, ks: u32, meta: &FileMeta, report: &mut VerifyReport) {
         report.tables_checked += 1;
         let path = table_file_name(&self.dir, meta.number);
         let ro = crate::sst::TableReadOptions::from_options(&self.opts);
@@ -108,12 +112,18 @@ impl DbInner {
             Ok(t) => Arc::new(t),
             Err(e) => return report.error(e),
         };
-        if let Err(e) = self.verify_table_entries(&table, meta, report) {
+        if let Err(e) = self.verify_table_entries(ks, &table, meta, report) {
             report.error(e);
         }
     }
 
-    fn verify_table_entries(&self, table: &Arc<Table>, meta: &FileMeta, report: &mut VerifyReport) -> Result<()> {
+    fn verify_table_entries(
+        &self,
+        ks: u32,
+        table: &Arc<Table>,
+        meta: &FileMeta,
+        report: &mut VerifyReport,
+    ) -> Result<()> {
         let path = table_file_name(&self.dir, meta.number);
         let bad = |reason: String| Error::corruption(&path, 0, reason);
         // A DTable's iterator merges its segments: the order and range checks below cover
@@ -145,7 +155,9 @@ impl DbInner {
                 report.error(bad(format!("entry {entries}: key outside the file's manifest key range")));
             }
             match parsed {
-                Some(p) if p.kind == ValueKind::Pointer => self.verify_pointer(&path, p.user_key, it.value(), report),
+                Some(p) if p.kind == ValueKind::Pointer => {
+                    self.verify_pointer(ks, &path, p.user_key, it.value(), report)
+                }
                 Some(_) => {}
                 None => report.error(bad(format!("entry {entries}: {}", key::malformed_reason(ikey)))),
             }
@@ -162,7 +174,14 @@ impl DbInner {
 
     /// Read and check the value a table entry points to. A failure counts only when the
     /// pointer is still the key's newest entry: an older one may name a collected vLog file.
-    fn verify_pointer(&self, table: &std::path::Path, user_key: &[u8], encoded: &[u8], report: &mut VerifyReport) {
+    fn verify_pointer(
+        &self,
+        ks: u32,
+        table: &std::path::Path,
+        user_key: &[u8],
+        encoded: &[u8],
+        report: &mut VerifyReport,
+    ) {
         let Some(ptr) = ValuePointer::decode(encoded) else {
             return report.error(Error::corruption(table, 0, "malformed value pointer"));
         };
@@ -171,7 +190,7 @@ impl DbInner {
             report.pointers_checked += 1;
             return;
         };
-        match self.get_latest_entry(user_key) {
+        match self.get_latest_entry(ks, user_key) {
             Ok(Some((ValueKind::Pointer, newest))) if newest == encoded => report.error(e),
             Ok(_) => report.stale_pointers_skipped += 1,
             Err(lookup) => {

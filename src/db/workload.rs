@@ -1,16 +1,19 @@
 //! The operation mix a database serves — point lookups that found a value and those that found
 //! none, writes, and iterators (short scans) — counted over its whole life: the counts are kept
 //! in the `WORKLOAD` file at close and read back at open, so `wisckey tune --db` can choose a
-//! merge policy for what the database actually does. Advisory: a crash loses the counts since
-//! the last clean close, and a damaged file counts as zero.
+//! merge policy for what the database actually does — per keyspace (each keyspace's counts in
+//! a section of its own). Advisory: a crash loses the counts since the last clean close, and a
+//! damaged file counts as zero.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::fs::Vfs;
 
-/// First line of the file, naming its format.
-const HEADER: &str = "wisckey-workload 1";
+/// First line of the file, naming its format (1: the default keyspace only; 2: sections
+/// `keyspace NAME` follow with each other keyspace's counts).
+const HEADER: &str = "wisckey-workload 2";
+const HEADER_V1: &str = "wisckey-workload 1";
 
 /// Live counters (this open's operations plus the file's at open).
 #[derive(Default)]
@@ -35,8 +38,15 @@ pub struct WorkloadCounts {
 }
 
 impl WorkloadCounts {
-    /// The counts a closed database in `dir` recorded (`None`: no readable `WORKLOAD` file).
+    /// The counts a closed database in `dir` recorded for its default keyspace (`None`: no
+    /// readable `WORKLOAD` file).
     pub fn read(dir: &Path) -> Option<WorkloadCounts> {
+        Self::read_keyspaces(dir)?.remove(crate::db::keyspace::DEFAULT_KEYSPACE_NAME)
+    }
+
+    /// The counts a closed database in `dir` recorded, by keyspace name (`None`: no readable
+    /// `WORKLOAD` file).
+    pub fn read_keyspaces(dir: &Path) -> Option<std::collections::BTreeMap<String, WorkloadCounts>> {
         parse(&std::fs::read_to_string(file_name(dir)).ok()?)
     }
 }
@@ -45,17 +55,37 @@ pub(crate) fn file_name(dir: &Path) -> std::path::PathBuf {
     dir.join("WORKLOAD")
 }
 
-impl WorkloadCounters {
-    /// Counters starting from the `WORKLOAD` file in `dir`, if there is a readable one.
-    pub fn load(vfs: &dyn Vfs, dir: &Path) -> Self {
-        let c = WorkloadCounters::default();
-        let text = crate::version::manifest::read_whole_file(vfs, &file_name(dir)).ok();
-        if let Some(counts) = text.and_then(|t| parse(&String::from_utf8_lossy(&t))) {
-            c.reads_found.store(counts.reads_found, Ordering::Relaxed);
-            c.reads_missing.store(counts.reads_missing, Ordering::Relaxed);
-            c.writes.store(counts.writes, Ordering::Relaxed);
-            c.scans.store(counts.scans, Ordering::Relaxed);
+/// The counts the `WORKLOAD` file in `dir` holds, by keyspace name (empty when there is no
+/// readable file).
+pub(crate) fn load(vfs: &dyn Vfs, dir: &Path) -> std::collections::BTreeMap<String, WorkloadCounts> {
+    let text = crate::version::manifest::read_whole_file(vfs, &file_name(dir)).ok();
+    text.and_then(|t| parse(&String::from_utf8_lossy(&t))).unwrap_or_default()
+}
+
+/// Write every keyspace's counts to the `WORKLOAD` file (not synced: the counts are advisory).
+pub(crate) fn save(vfs: &dyn Vfs, dir: &Path, keyspaces: &[(String, WorkloadCounts)]) -> crate::Result<()> {
+    let mut text = format!("{HEADER}\n");
+    for (name, c) in keyspaces {
+        if name != crate::db::keyspace::DEFAULT_KEYSPACE_NAME {
+            text.push_str(&format!("keyspace {name}\n"));
         }
+        text.push_str(&format!(
+            "reads_found {}\nreads_missing {}\nwrites {}\nscans {}\n",
+            c.reads_found, c.reads_missing, c.writes, c.scans
+        ));
+    }
+    let mut f = vfs.create(&file_name(dir))?;
+    f.append(text.as_bytes())
+}
+
+impl WorkloadCounters {
+    /// Counters starting from `counts`.
+    pub fn starting_at(counts: WorkloadCounts) -> Self {
+        let c = WorkloadCounters::default();
+        c.reads_found.store(counts.reads_found, Ordering::Relaxed);
+        c.reads_missing.store(counts.reads_missing, Ordering::Relaxed);
+        c.writes.store(counts.writes, Ordering::Relaxed);
+        c.scans.store(counts.scans, Ordering::Relaxed);
         c
     }
 
@@ -67,29 +97,25 @@ impl WorkloadCounters {
             scans: self.scans.load(Ordering::Relaxed),
         }
     }
-
-    /// Write the counts to the `WORKLOAD` file (not synced: the counts are advisory).
-    pub fn save(&self, vfs: &dyn Vfs, dir: &Path) -> crate::Result<()> {
-        let c = self.counts();
-        let text = format!(
-            "{HEADER}\nreads_found {}\nreads_missing {}\nwrites {}\nscans {}\n",
-            c.reads_found, c.reads_missing, c.writes, c.scans
-        );
-        let mut f = vfs.create(&file_name(dir))?;
-        f.append(text.as_bytes())
-    }
 }
 
-fn parse(text: &str) -> Option<WorkloadCounts> {
+fn parse(text: &str) -> Option<std::collections::BTreeMap<String, WorkloadCounts>> {
     let mut lines = text.lines();
-    if lines.next()? != HEADER {
+    let header = lines.next()?;
+    if header != HEADER && header != HEADER_V1 {
         return None;
     }
+    let mut out = std::collections::BTreeMap::new();
+    let mut name = crate::db::keyspace::DEFAULT_KEYSPACE_NAME.to_string();
     let mut c = WorkloadCounts::default();
     for line in lines {
-        let (name, value) = line.split_once(' ')?;
+        let (field, value) = line.split_once(' ')?;
+        if field == "keyspace" {
+            out.insert(std::mem::replace(&mut name, value.to_string()), std::mem::take(&mut c));
+            continue;
+        }
         let v: u64 = value.parse().ok()?;
-        match name {
+        match field {
             "reads_found" => c.reads_found = v,
             "reads_missing" => c.reads_missing = v,
             "writes" => c.writes = v,
@@ -97,7 +123,8 @@ fn parse(text: &str) -> Option<WorkloadCounts> {
             _ => {}
         }
     }
-    Some(c)
+    out.insert(name, c);
+    Some(out)
 }
 
 #[cfg(test)]
@@ -110,12 +137,13 @@ mod tests {
         let fs = MemFs::new();
         let dir = Path::new("/w");
         fs.create_dir_all(dir).expect("dir");
-        let c = WorkloadCounters::default();
-        c.reads_found.store(7, Ordering::Relaxed);
-        c.writes.store(3, Ordering::Relaxed);
-        c.scans.store(1, Ordering::Relaxed);
-        c.save(&fs, dir).expect("save");
-        assert_eq!(WorkloadCounters::load(&fs, dir).counts(), c.counts());
+        let c = WorkloadCounts { reads_found: 7, writes: 3, scans: 1, ..Default::default() };
+        let idx = WorkloadCounts { reads_missing: 9, ..Default::default() };
+        save(&fs, dir, &[("default".into(), c), ("idx".into(), idx)]).expect("save");
+        let loaded = load(&fs, dir);
+        assert_eq!(loaded.get("default"), Some(&c));
+        assert_eq!(loaded.get("idx"), Some(&idx));
+        assert_eq!(WorkloadCounters::starting_at(c).counts(), c);
     }
 
     #[test]
@@ -123,10 +151,14 @@ mod tests {
         let fs = MemFs::new();
         let dir = Path::new("/w");
         fs.create_dir_all(dir).expect("dir");
-        assert_eq!(WorkloadCounters::load(&fs, dir).counts(), WorkloadCounts::default());
+        assert!(load(&fs, dir).is_empty());
         let mut f = fs.create(&file_name(dir)).expect("create");
         f.append(b"wisckey-workload 1\nwrites x\n").expect("append");
         drop(f);
-        assert_eq!(WorkloadCounters::load(&fs, dir).counts(), WorkloadCounts::default());
+        assert!(load(&fs, dir).is_empty());
+        let mut f = fs.create(&file_name(dir)).expect("create");
+        f.append(b"wisckey-workload 1\nwrites 5\n").expect("append");
+        drop(f);
+        assert_eq!(load(&fs, dir)["default"].writes, 5, "a file of the first format reads as the default keyspace's");
     }
 }

@@ -62,6 +62,9 @@ pub(crate) struct WriterSlot {
     sync: bool,
     /// A flush request: switch the memtable instead of writing.
     force_switch: bool,
+    /// Work the leader does alone, under the state lock, instead of writing (creating a
+    /// keyspace): ordered with the writes before and after it.
+    exclusive: Mutex<Option<Exclusive>>,
     /// A value-log GC relocation: `batch` points keys at moved copies of their values, and op
     /// *i* is applied only if the key's newest entry is still the pointer `gc_old[i]` (a user
     /// write in between wins).
@@ -69,6 +72,9 @@ pub(crate) struct WriterSlot {
     result: Mutex<Option<Result<()>>>,
     cv: Condvar,
 }
+
+/// Work a writer slot hands the leader (see `WriterSlot::exclusive`).
+pub(crate) type Exclusive = Box<dyn FnOnce(&DbInner, &mut MutexGuard<'_, State>) -> Result<()> + Send>;
 
 /// The condition of a GC relocation: the old pointers, and the view they were found live in.
 pub(crate) struct Condition {
@@ -86,6 +92,9 @@ struct LogOp {
     roll_to: Option<u64>,
     /// More writers are queued: leave the sync mark for the next group's write.
     mark_later: bool,
+    /// The separation thresholds of the keyspaces other than the default one the group
+    /// writes (empty: it writes only the default keyspace).
+    thresholds: Vec<(u32, usize)>,
 }
 
 /// Group size limits (LevelDB's): a small leader does not wait behind a huge group.
@@ -96,6 +105,16 @@ impl WriteQueue {
     /// Commit `batch` (or, with an empty batch and `force_switch`, switch the memtable).
     pub(crate) fn write(&self, db: &DbInner, sync: bool, mut batch: WriteBatch) -> Result<()> {
         batch.check()?;
+        if batch.has_range_deletes {
+            return Err(crate::error::Error::invalid("range deletes are not supported by this build yet"));
+        }
+        if !batch.other_keyspaces.is_empty() {
+            // Checked when queued: a keyspace dropped after this is dropped after the write.
+            let st = db.state.lock();
+            for &ks in &batch.other_keyspaces {
+                DbInner::check_writable(&st, ks)?;
+            }
+        }
         // Wait for GC outside the queue: GC's own pointer puts go through the queue and must not
         // queue up behind a writer that waits for them.
         add(&db.counters.gc_stall_micros, db.gc.pacing.wait_for_gc(batch.approximate_size()));
@@ -106,6 +125,7 @@ impl WriteQueue {
                 batch,
                 sync,
                 force_switch: false,
+                exclusive: Mutex::new(None),
                 gc_old: None,
                 result: Mutex::new(None),
                 cv: Condvar::new(),
@@ -132,6 +152,7 @@ impl WriteQueue {
                 batch,
                 sync,
                 force_switch: false,
+                exclusive: Mutex::new(None),
                 gc_old: Some(Condition { old, checked }),
                 result: Mutex::new(None),
                 cv: Condvar::new(),
@@ -148,6 +169,29 @@ impl WriteQueue {
                 batch: WriteBatch::new(),
                 sync: false,
                 force_switch: true,
+                exclusive: Mutex::new(None),
+                gc_old: None,
+                result: Mutex::new(None),
+                cv: Condvar::new(),
+            },
+        )
+    }
+
+    /// Run `work` as the leader of a group of its own, under the state lock: ordered with the
+    /// writes queued before and after it (creating a keyspace).
+    pub(crate) fn run_exclusive(
+        &self,
+        db: &DbInner,
+        work: impl FnOnce(&DbInner, &mut MutexGuard<'_, State>) -> Result<()> + Send + 'static,
+    ) -> Result<()> {
+        self.enqueue(
+            db,
+            WriterSlot {
+                ops: Bytes::new(),
+                batch: WriteBatch::new(),
+                sync: false,
+                force_switch: false,
+                exclusive: Mutex::new(Some(Box::new(work))),
                 gc_old: None,
                 result: Mutex::new(None),
                 cv: Condvar::new(),
@@ -193,6 +237,9 @@ impl WriteQueue {
     /// Run the group led by the front writer; returns how many writers it covered.
     fn lead_group(&self, db: &DbInner, st: &mut MutexGuard<'_, State>) -> (usize, Result<()>) {
         let leader = st.writers[0].clone();
+        if let Some(work) = leader.exclusive.lock().take() {
+            return (1, db.background_error(st).and_then(|()| work(db, st)));
+        }
         if let Err(e) = self.make_room_for_write(db, st, leader.force_switch) {
             return (1, Err(e));
         }
@@ -226,7 +273,14 @@ impl WriteQueue {
         // With writers queued behind this group, the sync mark rides along with the next
         // group's write instead of costing a write of its own.
         let mark_later = st.writers.len() > n;
-        let log_op = LogOp { first_seq, count: count as u32, roll_to, mark_later };
+        let mut thresholds: Vec<(u32, usize)> = Vec::new();
+        for ks in batches.iter().flat_map(|(_, b)| &b.other_keyspaces) {
+            if !thresholds.iter().any(|(k, _)| k == ks) {
+                let t = st.tree(*ks).map_or(db.opts.min_separated_value_bytes, |t| t.opts.min_separated_value_bytes);
+                thresholds.push((*ks, t));
+            }
+        }
+        let log_op = LogOp { first_seq, count: count as u32, roll_to, mark_later, thresholds };
         let r = MutexGuard::unlocked(st, || self.append_and_apply(db, &batches, sync, &mem, log_op));
         match &r {
             Ok(()) => {
@@ -255,7 +309,7 @@ impl WriteQueue {
         mem: &Memtable,
         log_op: LogOp,
     ) -> Result<()> {
-        let LogOp { first_seq, count, .. } = log_op;
+        let (first_seq, count) = (log_op.first_seq, log_op.count);
         let joined;
         let rep: &Bytes = match group {
             [(one, _)] => one,
@@ -269,7 +323,13 @@ impl WriteQueue {
             }
         };
         // Checksums are computed before taking the log lock: large values cost most here.
-        let separated = log::separated_values(rep, db.opts.min_separated_value_bytes);
+        let default = db.opts.min_separated_value_bytes;
+        let separated = match log_op.thresholds.is_empty() {
+            true => log::separated_values(rep, default),
+            false => log::separated_values_by(rep, |ks| {
+                log_op.thresholds.iter().find(|(k, _)| *k == ks).map_or(default, |(_, t)| *t)
+            }),
+        };
         let crc = log::group_crc(first_seq, count, rep);
         let pos = {
             let mut log = self.log.lock();
@@ -321,13 +381,21 @@ impl WriteQueue {
         }
     }
 
-    /// The policy's answer for the current version, memoised until the version changes.
-    fn write_pressure(&self, db: &DbInner, st: &mut State) -> WritePressure {
-        let id = st.versions.current_id();
-        if st.pressure.0 != id {
-            st.pressure = (id, db.policy.write_pressure(&st.versions.current()));
+    /// The strongest of the keyspaces' policies' answers for their current versions (one log
+    /// serves them all: a keyspace whose level 0 is full holds every writer back), each
+    /// memoised until its version changes.
+    fn write_pressure(&self, _db: &DbInner, st: &mut State) -> WritePressure {
+        let State { trees, versions, .. } = st;
+        let mut worst = WritePressure::None;
+        for (&ks, t) in trees.iter_mut().filter(|(_, t)| !t.dropped) {
+            let id = versions.current_id_of(ks);
+            if t.pressure.0 != id {
+                let Some(v) = versions.current_of(ks) else { continue };
+                t.pressure = (id, t.policy.write_pressure(&v));
+            }
+            worst = worst.max(t.pressure.1);
         }
-        st.pressure.1
+        worst
     }
 
     fn memtable_full(&self, db: &DbInner, mem: &Memtable) -> bool {
@@ -353,11 +421,23 @@ impl WriteQueue {
             log.groups_end()
         };
         st.mem.set_log_end(end);
-        let fresh = Arc::new(Memtable::with_pool(db.chunk_pool.clone(), db.opts.key_order()));
+        let ids = DbInner::live_keyspace_ids(st);
+        let fresh = Arc::new(Memtable::with_pool(db.chunk_pool.clone(), &ids, db.opts.key_order()));
         let full = std::mem::replace(&mut st.mem, fresh);
         st.imms.push_back(full);
         db.scheduler.flush_cv.notify_one();
         Ok(())
+    }
+
+    /// Start a memtable with a list for every live keyspace now (a keyspace was created): an
+    /// empty one is replaced, one holding entries switched out as usual.
+    pub(crate) fn start_memtable(&self, db: &DbInner, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        if st.mem.is_empty() {
+            let ids = DbInner::live_keyspace_ids(st);
+            st.mem = Arc::new(Memtable::with_pool(db.chunk_pool.clone(), &ids, db.opts.key_order()));
+            return Ok(());
+        }
+        self.switch_memtable(db, st)
     }
 }
 
@@ -383,13 +463,13 @@ impl WriteQueue {
         MutexGuard::unlocked(st, || {
             let mut live = Vec::with_capacity(reloc.old.len());
             for (op, old) in BatchIter::over(ops).zip(&reloc.old) {
-                let Ok(key) = op.map(|o| o.key()) else {
+                let Ok((ks, key)) = op.map(|(ks, o)| (ks, o.key())) else {
                     live.push(false);
                     continue;
                 };
                 live.push(match &since {
-                    Some((seq, mems)) => mems.iter().all(|m| m.newest_seq(key).is_none_or(|s| s <= *seq)),
-                    None => self.points_to(db, key, old)?,
+                    Some((seq, mems)) => mems.iter().all(|m| m.newest_seq(ks, key).is_none_or(|s| s <= *seq)),
+                    None => self.points_to(db, ks, key, old)?,
                 });
             }
             if live.len() == count && live.iter().all(|&l| l) {
@@ -398,8 +478,8 @@ impl WriteQueue {
             let mut keep = WriteBatch::with_capacity(ops.len());
             for (op, _) in BatchIter::over(ops).zip(&live).filter(|(_, &l)| l) {
                 match op {
-                    Ok(BatchOp::Put { key, value }) => keep.put(key, value),
-                    Ok(BatchOp::PutPointer { key, pointer }) => keep.put_pointer(key, pointer),
+                    Ok((ks, BatchOp::Put { key, value })) => keep.put_raw(ks, key, value),
+                    Ok((ks, BatchOp::PutPointer { key, pointer })) => keep.put_pointer(ks, key, pointer),
                     _ => continue,
                 };
             }
@@ -408,8 +488,8 @@ impl WriteQueue {
     }
 
     /// Whether the newest entry of `key` is the pointer `old` (a full lookup).
-    fn points_to(&self, db: &DbInner, key: &[u8], old: &ValuePointer) -> Result<bool> {
-        Ok(match db.get_latest_entry(key)? {
+    fn points_to(&self, db: &DbInner, ks: u32, key: &[u8], old: &ValuePointer) -> Result<bool> {
+        Ok(match db.get_latest_entry(ks, key)? {
             Some((ValueKind::Pointer, cur)) => {
                 ValuePointer::decode(&cur).is_some_and(|p| p.file == old.file && p.offset == old.offset)
             }
@@ -444,6 +524,16 @@ impl WriteQueue {
     /// Make every log group written so far durable (GC does this before it frees values
     /// shadowed by writes that may not be synced yet). A failed sync leaves the log's state
     /// unknown, so it stops writes like a failed synced write does.
+    /// Make every log group written so far durable, under the state lock (lock order: state,
+    /// then log): a failure becomes the background error, as a failed synced write's does.
+    pub(crate) fn sync_log_locked(&self, st: &mut State) -> Result<()> {
+        let r = self.log.lock().sync();
+        if let Err(e) = &r {
+            st.bg_error.get_or_insert_with(|| e.duplicate());
+        }
+        r
+    }
+
     pub(crate) fn sync_log_for_gc(&self, db: &DbInner) -> Result<()> {
         let r = self.log.lock().sync();
         if let Err(e) = &r {
@@ -494,7 +584,7 @@ mod tests {
 
     /// The pointer `key` holds now.
     fn pointer(db: &Db, key: &[u8]) -> ValuePointer {
-        match db.inner.get_latest_entry(key).unwrap() {
+        match db.inner.get_latest_entry(0, key).unwrap() {
             Some((ValueKind::Pointer, v)) => ValuePointer::decode(&v).unwrap(),
             other => panic!("{key:?} holds no pointer: {other:?}"),
         }
@@ -506,7 +596,7 @@ mod tests {
         let old: Vec<ValuePointer> = keys.iter().map(|k| pointer(db, k)).collect();
         let mut batch = WriteBatch::new();
         for k in keys {
-            batch.put(k, &db.get(k).unwrap().unwrap());
+            batch.put(k, db.get(k).unwrap().unwrap());
         }
         between();
         db.inner.writes.gc_write(&db.inner, batch, old, Some(checked), true).unwrap();
@@ -517,7 +607,7 @@ mod tests {
         let fs = Arc::new(MemFs::new());
         let db = Db::open("/db", options(&fs)).unwrap();
         for k in [&b"a"[..], b"b", b"c"] {
-            db.put(k, &[k[0]; 64]).unwrap();
+            db.put(k, [k[0]; 64]).unwrap();
         }
         let b_before = pointer(&db, b"b");
         relocate_after(&db, &[b"a", b"b", b"c"], || {
@@ -535,7 +625,7 @@ mod tests {
         let fs = Arc::new(MemFs::new());
         let db = Db::open("/db", options(&fs)).unwrap();
         for k in [&b"a"[..], b"b"] {
-            db.put(k, &[k[0]; 64]).unwrap();
+            db.put(k, [k[0]; 64]).unwrap();
         }
         let b_before = pointer(&db, b"b");
         relocate_after(&db, &[b"a", b"b"], || {

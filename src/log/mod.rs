@@ -81,14 +81,20 @@ impl SeparatedValue {
 /// one place that decides which values are separated. The memtable's pointers
 /// (`Memtable::apply_group`) and GC's relocated copies are made from this list.
 pub fn separated_values(ops: &[u8], min_separated_value_bytes: usize) -> Vec<SeparatedValue> {
+    separated_values_by(ops, |_| min_separated_value_bytes)
+}
+
+/// `separated_values` with each keyspace's threshold (`threshold(keyspace id)`): a group may
+/// hold ops of keyspaces with different separation thresholds.
+pub fn separated_values_by(ops: &[u8], threshold: impl Fn(u32) -> usize) -> Vec<SeparatedValue> {
     let mut out = Vec::new();
     let mut it = BatchIter::over(ops);
     let mut op_index = 0u32;
     loop {
         let start = it.offset();
-        let Some(Ok(op)) = it.next() else { break };
+        let Some(Ok((ks, op))) = it.next() else { break };
         if let BatchOp::Put { value, .. } = op {
-            if value.len() >= min_separated_value_bytes {
+            if value.len() >= threshold(ks) {
                 out.push(SeparatedValue {
                     op_index,
                     op_offset: (HEADER_LEN + start) as u64,
@@ -153,8 +159,8 @@ mod tests {
     #[test]
     fn group_crc_equals_plain_crc_of_the_encoded_group() {
         let mut b = crate::WriteBatch::new();
-        b.put(b"k1", &[7u8; 3000]).delete(b"k2").put(b"k3", b"small").put(b"k4", &[9u8; 1500]);
-        b.put(b"k5", &vec![3u8; 100 << 10]);
+        b.put(b"k1", [7u8; 3000]).delete(b"k2").put(b"k3", b"small").put(b"k4", [9u8; 1500]);
+        b.put(b"k5", vec![3u8; 100 << 10]);
         for min_separated in [0, 100, 2000, usize::MAX] {
             let values = separated_values(&b.rep, min_separated);
             let crc = group_crc(5, 5, &b.rep);
@@ -174,7 +180,7 @@ mod tests {
     #[test]
     fn separated_values_name_their_ops_in_the_encoded_group() {
         let mut b = crate::WriteBatch::new();
-        b.put(b"a", &[1u8; 300]).delete(b"b").put(b"c", b"tiny").put(b"d", &[4u8; 200]);
+        b.put(b"a", [1u8; 300]).delete(b"b").put(b"c", b"tiny").put(b"d", [4u8; 200]);
         let values = separated_values(&b.rep, 100);
         assert_eq!(values.iter().map(|v| v.op_index).collect::<Vec<_>>(), [0, 3]);
         let mut g = Vec::new();
@@ -182,7 +188,7 @@ mod tests {
         for (v, (key, value)) in values.iter().zip([(b"a", [1u8; 300].as_slice()), (b"d", [4u8; 200].as_slice())]) {
             let op = &g[v.op_offset as usize..][..v.op_len as usize];
             let decoded: Vec<_> = BatchIter::over(op).collect();
-            assert_eq!(decoded, [Ok(BatchOp::Put { key: &key[..], value })], "op {}", v.op_index);
+            assert_eq!(decoded, [Ok((0, BatchOp::Put { key: &key[..], value }))], "op {}", v.op_index);
             assert_eq!((v.value_len as usize, v.value_crc), (value.len(), crate::util::crc(value)));
         }
         assert_eq!(group_len(b.rep.len()), g.len() as u64);

@@ -452,7 +452,7 @@ pub fn find_resync(r: &mut LogReader, from: u64, min_seq: Option<u64>, dense: bo
 
 /// A cheap filter before the checksum: the length fits the file, and either a mark's shape or
 /// a group's (sequence numbers not below `min_seq`, at least 3 bytes per op).
-fn plausible_header(h: &[u8], left: u64, min_seq: Option<u64>) -> bool {
+pub(crate) fn plausible_header(h: &[u8], left: u64, min_seq: Option<u64>) -> bool {
     use crate::util::coding::{decode_fixed32, decode_fixed64};
     let len = u64::from(decode_fixed32(&h[4..]));
     let (first, count) = (decode_fixed64(&h[8..]), u64::from(decode_fixed32(&h[16..])));

@@ -31,9 +31,11 @@ impl Default for KeyFilter {
 }
 
 impl KeyFilter {
-    /// The word a key's bits live in, and the bits.
-    fn locate(user_key: &[u8]) -> (usize, u64) {
-        let h = crate::sst::filter::xxh64(user_key, 0x6d65_6d74);
+    /// The word a key of keyspace `ks` has its bits in, and the bits (the keyspace seeds the
+    /// hash: one filter serves every keyspace's list).
+    fn locate(ks: u32, user_key: &[u8]) -> (usize, u64) {
+        let seed = 0x6d65_6d74 ^ u64::from(ks).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let h = crate::sst::filter::xxh64(user_key, seed);
         let word = (h >> 50) as usize & (WORDS - 1);
         let mut mask = 0u64;
         let mut bits = h;
@@ -45,8 +47,8 @@ impl KeyFilter {
     }
 
     /// Record `user_key` (before its entry is inserted).
-    pub(crate) fn insert(&self, user_key: &[u8]) {
-        let (word, mask) = Self::locate(user_key);
+    pub(crate) fn insert(&self, ks: u32, user_key: &[u8]) {
+        let (word, mask) = Self::locate(ks, user_key);
         // Skip the locked RMW when the bits are already there (a key written again).
         if self.words[word].load(Ordering::Relaxed) & mask != mask {
             self.words[word].fetch_or(mask, Ordering::Relaxed);
@@ -54,8 +56,8 @@ impl KeyFilter {
     }
 
     /// False only when the memtable holds no entry for `user_key`.
-    pub(crate) fn may_contain(&self, user_key: &[u8]) -> bool {
-        let (word, mask) = Self::locate(user_key);
+    pub(crate) fn may_contain(&self, ks: u32, user_key: &[u8]) -> bool {
+        let (word, mask) = Self::locate(ks, user_key);
         self.words[word].load(Ordering::Relaxed) & mask == mask
     }
 }
@@ -68,10 +70,10 @@ mod tests {
     fn inserted_keys_are_always_found() {
         let f = KeyFilter::default();
         for i in 0..50_000u32 {
-            f.insert(format!("key{i:08}").as_bytes());
+            f.insert(0, format!("key{i:08}").as_bytes());
         }
         for i in 0..50_000u32 {
-            assert!(f.may_contain(format!("key{i:08}").as_bytes()), "key {i} lost");
+            assert!(f.may_contain(0, format!("key{i:08}").as_bytes()), "key {i} lost");
         }
     }
 
@@ -79,9 +81,9 @@ mod tests {
     fn absent_keys_are_mostly_rejected_at_the_design_load() {
         let f = KeyFilter::default();
         for i in 0..65_536u32 {
-            f.insert(format!("key{i:08}").as_bytes());
+            f.insert(0, format!("key{i:08}").as_bytes());
         }
-        let false_positives = (0..100_000u32).filter(|i| f.may_contain(format!("other{i:08}").as_bytes())).count();
+        let false_positives = (0..100_000u32).filter(|i| f.may_contain(0, format!("other{i:08}").as_bytes())).count();
         // About 1 % expected at this load; 3 % leaves room for an unlucky hash spread.
         assert!(false_positives < 3_000, "{false_positives} false positives in 100000");
     }
@@ -89,7 +91,7 @@ mod tests {
     #[test]
     fn an_empty_filter_rejects_everything() {
         let f = KeyFilter::default();
-        assert!(!f.may_contain(b"anything"));
-        assert!(!f.may_contain(b""));
+        assert!(!f.may_contain(0, b"anything"));
+        assert!(!f.may_contain(0, b""));
     }
 }

@@ -1,5 +1,8 @@
-//! The memtable: a concurrent skiplist of internal keys holding the newest writes until they
-//! are flushed to an SSTable. Size-bounded by the DB (it switches to a new one when full).
+//! The memtable: concurrent skiplists of internal keys, one per keyspace, holding the newest
+//! writes until they are flushed to SSTables (one per keyspace, in one step). Size-bounded by
+//! the DB as a whole — the sum over keyspaces is the write buffer — and switched as a whole,
+//! so every keyspace's entries before one log position are flushed together and the log has
+//! one head.
 
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
@@ -44,19 +47,28 @@ pub enum Lookup {
     Absent,
 }
 
-/// A memtable. Inserts come from the single write leader; reads from any thread.
-#[derive(Default)]
-pub struct Memtable {
-    /// Entries, each with its separated value when the memtable keeps it: the
-    /// newest writes are read from memory, as an LSM-tree whose memtable holds whole values
-    /// serves them, while the log stays the only copy written.
+/// One keyspace's entries in a memtable.
+struct Slot {
+    keyspace: u32,
+    /// Entries, each with its separated value when the memtable keeps it: the newest writes
+    /// are read from memory, as an LSM-tree whose memtable holds whole values serves them,
+    /// while the log stays the only copy written.
     map: skiplist::SkipList<Kept>,
+}
+
+/// A memtable. Inserts come from the single write leader; reads from any thread.
+pub struct Memtable {
+    /// A list per keyspace the memtable was made for, the default keyspace's first. Fixed at
+    /// creation (a new keyspace starts with the next memtable), so readers hold plain
+    /// references into it.
+    slots: Box<[Slot]>,
     /// Bytes of values kept in memory (bounded by the log the memtable covers,
     /// `Options::memtable_log_bytes`).
     kept_bytes: AtomicU64,
     /// The chunks small kept values are copied into.
     arena: kept::KeptArena,
-    /// The user keys in `map`: point lookups of other keys skip the skiplist search.
+    /// The user keys in the lists (hashed with their keyspace): point lookups of other keys
+    /// skip the skiplist search.
     keys: key_filter::KeyFilter,
     bytes: AtomicU64,
     /// Bytes of its entries as a table stores them (user key, trailer, inline value or
@@ -74,19 +86,63 @@ pub struct Memtable {
     moved_vlog_bytes: AtomicU64,
 }
 
+impl Default for Memtable {
+    /// A memtable of the default keyspace only, of bytewise-ordered keys, its nodes and kept
+    /// values on the heap.
+    fn default() -> Self {
+        Memtable::new(None, &[], KeyOrder::default())
+    }
+}
+
 impl Memtable {
-    /// Insert one entry.
-    pub fn add(&self, seq: u64, kind: ValueKind, user_key: &[u8], value: &[u8]) {
-        self.add_keeping(seq, kind, user_key, value, None);
+    /// A memtable for the default keyspace and `keyspaces` (of keys in `order`, the
+    /// database's), taking chunks from `pool`.
+    fn new(pool: Option<&Arc<ChunkPool>>, keyspaces: &[u32], order: KeyOrder) -> Memtable {
+        let ids = std::iter::once(0).chain(keyspaces.iter().copied().filter(|&k| k != 0));
+        let list =
+            |keyspace| Slot { keyspace, map: skiplist::SkipList::new(pool.map(|p| p.nodes.clone()), order.clone()) };
+        let slots = ids.map(list).collect();
+        Memtable {
+            slots,
+            kept_bytes: AtomicU64::new(0),
+            arena: pool.map_or_else(kept::KeptArena::default, |p| kept::KeptArena::with_pool(p.clone())),
+            keys: key_filter::KeyFilter::default(),
+            bytes: AtomicU64::new(0),
+            entry_bytes: AtomicU64::new(0),
+            log_end: parking_lot::Mutex::new(None),
+            log_bytes: AtomicU64::new(0),
+            vlog_bytes: parking_lot::Mutex::new(std::collections::BTreeMap::new()),
+            moved_vlog_bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// The list of keyspace `ks`, if this memtable was made for it.
+    fn slot(&self, ks: u32) -> Option<&Slot> {
+        match ks {
+            0 => self.slots.first(),
+            _ => self.slots.iter().find(|s| s.keyspace == ks),
+        }
+    }
+
+    /// The keyspaces this memtable holds lists for (the default keyspace first).
+    pub fn keyspaces(&self) -> impl Iterator<Item = u32> + '_ {
+        self.slots.iter().map(|s| s.keyspace)
+    }
+
+    /// Insert one entry into keyspace `ks` (ignored if the memtable has no list for it: a
+    /// keyspace dropped before it was made).
+    pub fn add(&self, ks: u32, seq: u64, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        self.add_keeping(ks, seq, kind, user_key, value, None);
     }
 
     /// Insert one entry, keeping `kept` (the value its pointer names) readable from memory.
-    fn add_keeping(&self, seq: u64, kind: ValueKind, user_key: &[u8], value: &[u8], kept: Option<Kept>) {
-        self.keys.insert(user_key);
+    fn add_keeping(&self, ks: u32, seq: u64, kind: ValueKind, user_key: &[u8], value: &[u8], kept: Option<Kept>) {
+        let Some(slot) = self.slot(ks) else { return };
+        self.keys.insert(ks, user_key);
         if let Some(k) = &kept {
             self.kept_bytes.fetch_add(k.value.len() as u64, AtomicOrdering::Relaxed);
         }
-        let node_bytes = self.map.insert(user_key, key::pack_trailer(seq, kind as u8), value, kept);
+        let node_bytes = slot.map.insert(user_key, key::pack_trailer(seq, kind as u8), value, kept);
         self.bytes.fetch_add(node_bytes as u64, AtomicOrdering::Relaxed);
         self.entry_bytes.fetch_add((user_key.len() + 8 + value.len()) as u64, AtomicOrdering::Relaxed);
     }
@@ -108,9 +164,12 @@ impl Memtable {
         let mut separated = separated.iter().peekable();
         let mut vlog_bytes = 0u64;
         for (seq, (index, op)) in (first_seq..).zip(BatchIter::over(ops).enumerate()) {
-            let Ok(op) = op else { break };
+            let Ok((ks, op)) = op else { break };
             match op {
                 BatchOp::Put { key, value } => match separated.next_if(|v| v.op_index as usize == index) {
+                    // A keyspace this memtable has no list for (dropped): nothing to insert
+                    // or count.
+                    Some(_) if self.slot(ks).is_none() => {}
                     Some(v) => {
                         debug_assert_eq!(v.value_len as usize, value.len(), "separated value {index} is another op's");
                         let ptr = ValuePointer {
@@ -124,20 +183,21 @@ impl Memtable {
                         let kept = keep
                             .filter(|&(_, max)| v.value_len as usize <= max)
                             .map(|(shared, _)| self.kept(shared, v));
-                        self.add_keeping(seq, ValueKind::Pointer, key, &ptr.encoded(), kept);
+                        self.add_keeping(ks, seq, ValueKind::Pointer, key, &ptr.encoded(), kept);
                     }
-                    None => self.add(seq, ValueKind::Value, key, value),
+                    None => self.add(ks, seq, ValueKind::Value, key, value),
                 },
-                BatchOp::Delete { key } => self.add(seq, ValueKind::Deletion, key, &[]),
+                BatchOp::Delete { key } => self.add(ks, seq, ValueKind::Deletion, key, &[]),
                 BatchOp::PutPointer { key, pointer } => {
                     // A value GC moved to a cold value file: counted against that file. A
                     // malformed pointer is stored as it is; reading it reports corruption.
-                    if let Some(p) = ValuePointer::decode(pointer) {
+                    if let Some(p) = ValuePointer::decode(pointer).filter(|_| self.slot(ks).is_some()) {
                         *self.vlog_bytes.lock().entry(p.file).or_insert(0) += u64::from(p.op_len);
                         self.moved_vlog_bytes.fetch_add(u64::from(p.op_len), AtomicOrdering::Relaxed);
                     }
-                    self.add(seq, ValueKind::Pointer, key, pointer)
+                    self.add(ks, seq, ValueKind::Pointer, key, pointer)
                 }
+                BatchOp::DeleteRange { .. } => {}
             }
         }
         debug_assert!(separated.next().is_none(), "separated values left over: the list is not of these ops");
@@ -159,16 +219,16 @@ impl Memtable {
         }
     }
 
-    /// A memtable of keys in `order` whose kept values go into chunks of `pool`, reused across
-    /// memtables.
-    pub fn with_pool(pool: Arc<ChunkPool>, order: KeyOrder) -> Memtable {
-        let map = skiplist::SkipList::new(Some(pool.nodes.clone()), order);
-        Memtable { map, arena: kept::KeptArena::with_pool(pool), ..Memtable::default() }
+    /// A memtable for the default keyspace and `keyspaces` (keys in `order`), its nodes and
+    /// kept values on the heap (recovery's replay).
+    pub fn for_keyspaces(keyspaces: &[u32], order: KeyOrder) -> Memtable {
+        Memtable::new(None, keyspaces, order)
     }
 
-    /// An empty memtable of keys in `order` (with chunks of its own).
-    pub fn new(order: KeyOrder) -> Memtable {
-        Memtable { map: skiplist::SkipList::new(None, order), ..Memtable::default() }
+    /// A memtable for the default keyspace and `keyspaces` (keys in `order`) whose nodes and
+    /// kept values go into chunks of `pool`, reused across memtables.
+    pub fn with_pool(pool: Arc<ChunkPool>, keyspaces: &[u32], order: KeyOrder) -> Memtable {
+        Memtable::new(Some(&pool), keyspaces, order)
     }
 
     /// Bytes of separated values the memtable keeps in memory.
@@ -184,6 +244,20 @@ impl Memtable {
     /// Bytes of separated values referenced (as whole log ops), per value-log file.
     pub fn vlog_bytes(&self) -> std::collections::BTreeMap<u64, u64> {
         self.vlog_bytes.lock().clone()
+    }
+
+    /// Bytes of separated values keyspace `ks`'s pointers here reference, per value-log file
+    /// (a walk of its list: asked for the list of a keyspace dropped before the flush).
+    pub fn vlog_bytes_in(&self, ks: u32) -> std::collections::BTreeMap<u64, u64> {
+        let mut out = std::collections::BTreeMap::new();
+        let Some(slot) = self.slot(ks) else { return out };
+        for e in slot.map.iter() {
+            let is_pointer = key::parse_internal_key(e.key()).is_some_and(|k| k.kind == ValueKind::Pointer);
+            if let Some(p) = ValuePointer::decode(e.value()).filter(|_| is_pointer) {
+                *out.entry(p.file).or_insert(0) += u64::from(p.op_len);
+            }
+        }
+        out
     }
 
     /// The part of `vlog_bytes` that value-log GC moved there.
@@ -209,8 +283,14 @@ impl Memtable {
         (mem > 0).then(|| (buffer_bytes as u128 * self.entry_bytes() as u128 / mem as u128) as u64)
     }
 
+    /// Whether no keyspace's list holds an entry.
     pub fn is_empty(&self) -> bool {
-        self.map.len() == 0
+        self.slots.iter().all(|s| s.map.len() == 0)
+    }
+
+    /// Whether keyspace `ks`'s list holds no entry.
+    pub fn is_empty_in(&self, ks: u32) -> bool {
+        self.slot(ks).is_none_or(|s| s.map.len() == 0)
     }
 
     pub fn set_log_end(&self, pos: LogPos) {
@@ -221,20 +301,32 @@ impl Memtable {
         *self.log_end.lock()
     }
 
-    /// The smallest and largest user key held (`None` when empty).
-    pub fn user_key_range(&self) -> Option<(Vec<u8>, Vec<u8>)> {
-        let lo = key::parse_internal_key(self.map.first()?.key())?.user_key.to_vec();
-        let hi = key::parse_internal_key(self.map.last()?.key())?.user_key.to_vec();
+    /// The smallest and largest user key keyspace `ks` holds here (`None` when empty).
+    pub fn user_key_range(&self, ks: u32) -> Option<(Vec<u8>, Vec<u8>)> {
+        let map = &self.slot(ks)?.map;
+        let lo = key::parse_internal_key(map.first()?.key())?.user_key.to_vec();
+        let hi = key::parse_internal_key(map.last()?.key())?.user_key.to_vec();
         Some((lo, hi))
     }
 
-    /// Newest entry for `user_key` with seq <= `seq`; with `kept`, a pointer whose value this
-    /// memtable keeps answers with the value.
-    pub fn get(&self, user_key: &[u8], seq: u64, kept: bool) -> Lookup {
-        if !self.keys.may_contain(user_key) {
+    /// Bytes of keyspace `ks`'s entries as a table stores them (its share of `entry_bytes`,
+    /// counted by a walk of its list: flushes ask once per keyspace).
+    pub fn entry_bytes_in(&self, ks: u32) -> u64 {
+        if self.slots.len() == 1 {
+            return self.entry_bytes();
+        }
+        let Some(slot) = self.slot(ks) else { return 0 };
+        slot.map.iter().map(|e| (e.key().len() + e.value().len()) as u64).sum()
+    }
+
+    /// Newest entry for `user_key` of keyspace `ks` with seq <= `seq`; with `kept`, a pointer
+    /// whose value this memtable keeps answers with the value.
+    pub fn get(&self, ks: u32, user_key: &[u8], seq: u64, kept: bool) -> Lookup {
+        if !self.keys.may_contain(ks, user_key) {
             return Lookup::Absent;
         }
-        let Some(e) = self.map.lower_bound(&key::seek_key_inline(user_key, seq)) else {
+        let Some(slot) = self.slot(ks) else { return Lookup::Absent };
+        let Some(e) = slot.map.lower_bound(&key::seek_key_inline(user_key, seq)) else {
             return Lookup::Absent;
         };
         let Some(p) = key::parse_internal_key(e.key()) else {
@@ -252,11 +344,11 @@ impl Memtable {
 
     /// Sequence number of the newest entry for `user_key`, of any kind (`None`: none here).
     /// Value-log GC asks it to learn whether a key was written after it checked the key.
-    pub fn newest_seq(&self, user_key: &[u8]) -> Option<u64> {
-        if !self.keys.may_contain(user_key) {
+    pub fn newest_seq(&self, ks: u32, user_key: &[u8]) -> Option<u64> {
+        if !self.keys.may_contain(ks, user_key) {
             return None;
         }
-        let e = self.map.lower_bound(&key::seek_key_inline(user_key, key::MAX_SEQ))?;
+        let e = self.slot(ks)?.map.lower_bound(&key::seek_key_inline(user_key, key::MAX_SEQ))?;
         let p = key::parse_internal_key(e.key())?;
         (p.user_key == user_key).then_some(p.seq)
     }
@@ -265,24 +357,27 @@ impl Memtable {
     /// pointer, value, alone)` (a flush hands them to the value cache: as they are when
     /// `alone`, else as copies, which pin nothing else).
     pub fn for_each_kept(&self, mut f: impl FnMut(&[u8], &[u8], &Bytes, bool)) {
-        for e in self.map.iter() {
+        for e in self.slots.iter().flat_map(|s| s.map.iter()) {
             if let Some(k) = e.kept() {
                 f(e.key(), e.value(), &k.value, k.alone);
             }
         }
     }
 
-    /// Visit every entry in order without copying (used by flushes).
-    pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
-        for e in self.map.iter() {
+    /// Visit every entry of keyspace `ks` in order without copying (used by flushes).
+    pub fn for_each(&self, ks: u32, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+        let Some(slot) = self.slot(ks) else { return Ok(()) };
+        for e in slot.map.iter() {
             f(e.key(), e.value())?;
         }
         Ok(())
     }
 
-    /// An iterator over the whole memtable (it keeps the memtable alive).
-    pub fn iter(self: &Arc<Self>) -> MemIter {
-        MemIter { mem: Arc::clone(self), at: None }
+    /// An iterator over keyspace `ks`'s entries (it keeps the memtable alive).
+    pub fn iter(self: &Arc<Self>, ks: u32) -> MemIter {
+        // A memtable made before the keyspace existed holds nothing of it: an empty list.
+        let slot = self.slots.iter().position(|s| s.keyspace == ks);
+        MemIter { mem: Arc::clone(self), slot, at: None }
     }
 }
 
@@ -290,6 +385,8 @@ impl Memtable {
 /// its list, so stepping follows the list's links instead of searching it again.
 pub struct MemIter {
     mem: Arc<Memtable>,
+    /// The keyspace's list (`None`: the memtable has none, the iterator is empty).
+    slot: Option<usize>,
     at: Option<skiplist::RawEntry<Kept>>,
 }
 
@@ -297,8 +394,9 @@ impl MemIter {
     fn entry(&self) -> skiplist::Entry<'_, Kept> {
         debug_assert!(self.valid(), "memtable iterator read while invalid");
         match self.at {
-            // SAFETY: `at` came from an entry of this memtable's list, which `mem` keeps alive.
-            Some(raw) => unsafe { self.mem.map.resume(raw) },
+            // SAFETY: `at` came from an entry of this memtable's list `slot` (set whenever `at`
+            // is), which `mem` keeps alive.
+            Some(raw) => unsafe { self.mem.slots[self.slot.unwrap_or(0)].map.resume(raw) },
             None => unreachable!("memtable iterator read while invalid"),
         }
     }
@@ -314,17 +412,17 @@ impl InternalIterator for MemIter {
     }
     fn seek_to_first(&mut self) -> Result<()> {
         let mem = Arc::clone(&self.mem);
-        self.go(mem.map.first());
+        self.go(self.slot.and_then(|i| mem.slots[i].map.first()));
         Ok(())
     }
     fn seek_to_last(&mut self) -> Result<()> {
         let mem = Arc::clone(&self.mem);
-        self.go(mem.map.last());
+        self.go(self.slot.and_then(|i| mem.slots[i].map.last()));
         Ok(())
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         let mem = Arc::clone(&self.mem);
-        self.go(mem.map.lower_bound(target));
+        self.go(self.slot.and_then(|i| mem.slots[i].map.lower_bound(target)));
         Ok(())
     }
     fn next(&mut self) -> Result<()> {
@@ -354,9 +452,9 @@ mod tests {
     fn gc_moved_values_are_counted_apart_from_users_values() {
         let m = Memtable::default();
         let mut batch = crate::WriteBatch::new();
-        batch.put(b"user", &[7u8; 300]);
+        batch.put(b"user", [7u8; 300]);
         let moved = ValuePointer { file: 9, offset: 100, op_len: 4000, value_crc: 1 };
-        batch.put_pointer(b"moved", &moved.encoded());
+        batch.put_pointer(0, b"moved", &moved.encoded());
         let separated = log::separated_values(&batch.rep, 64);
         m.apply_group(LogPos { file: 3, offset: 0 }, 1, &batch.rep, &separated, None);
         let per_file = m.vlog_bytes();
@@ -370,7 +468,7 @@ mod tests {
         let m = Memtable::default();
         assert_eq!(m.flushed_bytes_of(4 << 20), None, "nothing to scale by yet");
         for i in 0..1000u32 {
-            m.add(u64::from(i) + 1, ValueKind::Value, format!("key{i:013}").as_bytes(), &[7u8; 100]);
+            m.add(0, u64::from(i) + 1, ValueKind::Value, format!("key{i:013}").as_bytes(), &[7u8; 100]);
         }
         // 16 key bytes, the 8-byte trailer and the 100-byte value, without the nodes.
         assert_eq!(m.entry_bytes(), 1000 * (16 + 8 + 100));
@@ -385,7 +483,7 @@ mod tests {
         let m = Memtable::default();
         let ptr = [9u8; 29];
         for i in 0..1000u32 {
-            m.add(u64::from(i) + 1, ValueKind::Pointer, format!("key{i:013}").as_bytes(), &ptr);
+            m.add(0, u64::from(i) + 1, ValueKind::Pointer, format!("key{i:013}").as_bytes(), &ptr);
         }
         // Per entry: the node's fixed part and at least one link, 16 + 8 key bytes, 29 value bytes.
         let per_entry = m.approximate_bytes() / 1000;
@@ -396,23 +494,23 @@ mod tests {
     #[test]
     fn get_sees_newest_visible_version() {
         let m = Memtable::default();
-        m.add(1, ValueKind::Value, b"k", b"v1");
-        m.add(2, ValueKind::Value, b"k", b"v2");
-        m.add(3, ValueKind::Deletion, b"k", b"");
-        assert_eq!(m.get(b"k", 1, true), Lookup::Found(ValueKind::Value, b"v1".to_vec()));
-        assert_eq!(m.get(b"k", 2, true), Lookup::Found(ValueKind::Value, b"v2".to_vec()));
-        assert_eq!(m.get(b"k", 9, true), Lookup::Deleted);
-        assert_eq!(m.get(b"j", 9, true), Lookup::Absent);
-        assert_eq!(m.get(b"k", 0, true), Lookup::Absent);
+        m.add(0, 1, ValueKind::Value, b"k", b"v1");
+        m.add(0, 2, ValueKind::Value, b"k", b"v2");
+        m.add(0, 3, ValueKind::Deletion, b"k", b"");
+        assert_eq!(m.get(0, b"k", 1, true), Lookup::Found(ValueKind::Value, b"v1".to_vec()));
+        assert_eq!(m.get(0, b"k", 2, true), Lookup::Found(ValueKind::Value, b"v2".to_vec()));
+        assert_eq!(m.get(0, b"k", 9, true), Lookup::Deleted);
+        assert_eq!(m.get(0, b"j", 9, true), Lookup::Absent);
+        assert_eq!(m.get(0, b"k", 0, true), Lookup::Absent);
     }
 
     #[test]
     fn iterator_walks_both_ways_across_batches() {
         let m = Arc::new(Memtable::default());
         for i in 0..300u32 {
-            m.add(i as u64 + 1, ValueKind::Value, format!("{i:05}").as_bytes(), b"v");
+            m.add(0, i as u64 + 1, ValueKind::Value, format!("{i:05}").as_bytes(), b"v");
         }
-        let mut it = m.iter();
+        let mut it = m.iter(0);
         it.seek_to_first().unwrap();
         let mut fwd = Vec::new();
         while it.valid() {

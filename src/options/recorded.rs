@@ -121,6 +121,28 @@ impl Options {
         SHAPE_SETTINGS.iter().filter_map(|n| Some(format!("{n}={}\n", self.shape_value(n)?))).collect()
     }
 
+    /// These options with every shaping setting taken from `shape` (named as `shape` names
+    /// them): a keyspace's options, the database's others.
+    pub(crate) fn with_shape_of(&self, shape: &Options) -> Options {
+        let mut o = self.clone();
+        for name in SHAPE_SETTINGS {
+            if let Some(v) = shape.shape_value(name) {
+                // Both values come from the same build: they parse.
+                let _ = o.set_shape_value(name, &v);
+            }
+        }
+        o.named_shape = shape.named_shape.clone();
+        o
+    }
+
+    /// These options with the shaping settings a keyspace recorded (`record`), the defaults
+    /// for any it did not record.
+    pub(crate) fn with_recorded_shape(&self, record: &str) -> Options {
+        let mut o = self.with_shape_of(&Options::default());
+        o.adopt_shape_record(record);
+        o
+    }
+
     /// Take the recorded value of every shaping setting the caller did not name; returns the
     /// settings whose value in force now differs from the record (the caller named another
     /// value: the tree is reshaped by compaction).

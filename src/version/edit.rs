@@ -70,6 +70,33 @@ pub struct VersionEdit {
     /// Value-log files removed entirely (by GC). Applied before `vlog_added` and
     /// `vlog_garbage`.
     pub vlog_files_deleted: Vec<u64>,
+    /// The keyspace whose tree `compact_pointers`, `deleted_files`, `added_files`, `policy`
+    /// and `options` change (0: the default keyspace).
+    pub keyspace: u32,
+    /// Edits of other keyspaces' trees made in the same atomic step (a flush writes a table
+    /// per keyspace): each carries only tree fields and its `keyspace`.
+    pub subedits: Vec<VersionEdit>,
+    /// Keyspaces created: `(id, name, options record)`.
+    pub keyspaces_created: Vec<(u32, String, String)>,
+    /// Keyspaces dropped: invisible from now on; their tables stay until the drop is finished.
+    pub keyspaces_dropped: Vec<u32>,
+    /// Dropped keyspaces finished: their tables are gone and their garbage counted.
+    pub keyspaces_forgotten: Vec<u32>,
+    /// The next keyspace id to hand out (ids are never reused: the log may still hold
+    /// records of a dropped keyspace).
+    pub next_keyspace_id: Option<u32>,
+}
+
+impl VersionEdit {
+    /// An empty edit of keyspace `keyspace`'s tree.
+    pub fn of_keyspace(keyspace: u32) -> Self {
+        VersionEdit { keyspace, ..Default::default() }
+    }
+
+    /// This edit and its subedits: every tree it changes, with the edit that changes it.
+    pub fn tree_edits(&self) -> impl Iterator<Item = &VersionEdit> {
+        std::iter::once(self).chain(&self.subedits)
+    }
 }
 
 /// Why an encoded edit could not be decoded: a reason and the byte offset in the payload.
@@ -104,6 +131,14 @@ const TAG_LOG_DURABLE: u32 = 14;
 /// count. A plain table keeps tag 9, so databases without DTables read as before.
 const TAG_ADDED_DTABLE: u32 = 15;
 const TAG_OPTIONS: u32 = 16;
+/// The keyspace an edit's tree fields belong to (absent: the default keyspace).
+const TAG_KEYSPACE: u32 = 17;
+/// A length-prefixed edit of another keyspace's tree, applied in the same step.
+const TAG_SUBEDIT: u32 = 18;
+const TAG_KEYSPACE_CREATED: u32 = 19;
+const TAG_KEYSPACE_DROPPED: u32 = 20;
+const TAG_KEYSPACE_FORGOTTEN: u32 = 21;
+const TAG_NEXT_KEYSPACE_ID: u32 = 22;
 
 impl VersionEdit {
     /// Append the tagged encoding of this edit to `dst`.
@@ -163,6 +198,37 @@ impl VersionEdit {
             put_length_prefixed(dst, o.as_bytes());
         }
         self.encode_vlog_fields(dst);
+        self.encode_keyspace_fields(dst);
+    }
+
+    /// The keyspace fields (tags 17-22).
+    fn encode_keyspace_fields(&self, dst: &mut Vec<u8>) {
+        if self.keyspace != 0 {
+            put_varint32(dst, TAG_KEYSPACE);
+            put_varint32(dst, self.keyspace);
+        }
+        for (id, name, options) in &self.keyspaces_created {
+            put_varint32(dst, TAG_KEYSPACE_CREATED);
+            put_varint32(dst, *id);
+            put_length_prefixed(dst, name.as_bytes());
+            put_length_prefixed(dst, options.as_bytes());
+        }
+        for (tag, ids) in
+            [(TAG_KEYSPACE_DROPPED, &self.keyspaces_dropped), (TAG_KEYSPACE_FORGOTTEN, &self.keyspaces_forgotten)]
+        {
+            for id in ids {
+                put_varint32(dst, tag);
+                put_varint32(dst, *id);
+            }
+        }
+        if let Some(n) = self.next_keyspace_id {
+            put_varint32(dst, TAG_NEXT_KEYSPACE_ID);
+            put_varint32(dst, n);
+        }
+        for sub in &self.subedits {
+            put_varint32(dst, TAG_SUBEDIT);
+            put_length_prefixed(dst, &sub.encoded());
+        }
     }
 
     /// The value-log statistics fields (tags 11-13).
@@ -202,6 +268,20 @@ impl VersionEdit {
             edit.decode_field(tag, &mut r).map_err(fail)?;
         }
         Ok(edit)
+    }
+
+    /// Whether the edit carries nothing but one keyspace's tree fields (what a subedit may).
+    fn only_tree_fields(&self) -> bool {
+        let tree = VersionEdit {
+            keyspace: self.keyspace,
+            compact_pointers: self.compact_pointers.clone(),
+            deleted_files: self.deleted_files.clone(),
+            added_files: self.added_files.clone(),
+            policy: self.policy.clone(),
+            options: self.options.clone(),
+            ..Default::default()
+        };
+        tree == *self
     }
 
     /// Decode the field of `tag` at the reader's position into `self`.
@@ -283,6 +363,42 @@ impl VersionEdit {
                 let file = r.varint64().ok_or_else(|| trunc("deleted vlog file"))?;
                 self.vlog_files_deleted.push(file);
                 Ok(())
+            }
+            TAG_KEYSPACE => {
+                let id = r.varint32().ok_or_else(|| trunc("keyspace"))?;
+                if id == 0 || self.keyspace != 0 {
+                    return Err(format!("keyspace tag {id} is the default's or appears twice"));
+                }
+                self.keyspace = id;
+                Ok(())
+            }
+            TAG_SUBEDIT => {
+                let bytes = r.length_prefixed().ok_or_else(|| trunc("subedit"))?;
+                let sub = VersionEdit::decode(bytes).map_err(|e| format!("in a subedit: {}", e.reason))?;
+                if !sub.only_tree_fields() {
+                    return Err("a subedit carries more than one keyspace's tree fields".into());
+                }
+                self.subedits.push(sub);
+                Ok(())
+            }
+            TAG_KEYSPACE_CREATED => {
+                let id = r.varint32().ok_or_else(|| trunc("created keyspace"))?;
+                let name = utf8(r.length_prefixed().ok_or_else(|| trunc("keyspace name"))?, "keyspace name")?;
+                let options = utf8(r.length_prefixed().ok_or_else(|| trunc("keyspace options"))?, "keyspace options")?;
+                self.keyspaces_created.push((id, name, options));
+                Ok(())
+            }
+            TAG_KEYSPACE_DROPPED => {
+                self.keyspaces_dropped.push(r.varint32().ok_or_else(|| trunc("dropped keyspace"))?);
+                Ok(())
+            }
+            TAG_KEYSPACE_FORGOTTEN => {
+                self.keyspaces_forgotten.push(r.varint32().ok_or_else(|| trunc("forgotten keyspace"))?);
+                Ok(())
+            }
+            TAG_NEXT_KEYSPACE_ID => {
+                let n = r.varint32().ok_or_else(|| trunc("next keyspace id"))?;
+                set_once(&mut self.next_keyspace_id, n, "next keyspace id")
             }
             other => Err(format!("unknown tag {other}")),
         }
@@ -384,7 +500,7 @@ mod tests {
     }
 
     prop_compose! {
-        fn edit()(
+        fn base_edit()(
             comparator in proptest::option::of(".{0,20}"),
             format_version in proptest::option::of(any::<u32>()),
             next_file_number in proptest::option::of(any::<u64>()),
@@ -403,14 +519,42 @@ mod tests {
         ) -> VersionEdit {
             VersionEdit { comparator, format_version, next_file_number, last_sequence, log_head,
                 vlog_tail, log_durable, compact_pointers, deleted_files, added_files, policy, options, vlog_added,
-                vlog_garbage, vlog_files_deleted }
+                vlog_garbage, vlog_files_deleted, ..Default::default() }
+        }
+    }
+
+    prop_compose! {
+        /// An edit of one keyspace's tree, as a subedit carries it.
+        fn tree_edit()(
+            keyspace in 1u32..1000,
+            compact_pointers in proptest::collection::vec((any::<u32>(), ikey()), 0..2),
+            deleted_files in proptest::collection::vec((any::<u32>(), any::<u64>()), 0..3),
+            added_files in proptest::collection::vec((any::<u32>(), file_meta()), 0..3),
+            options in proptest::option::of(".{0,20}"),
+        ) -> VersionEdit {
+            VersionEdit { keyspace, compact_pointers, deleted_files, added_files, options, ..Default::default() }
+        }
+    }
+
+    prop_compose! {
+        fn edit()(
+            base in base_edit(),
+            keyspace in prop_oneof![Just(0u32), 1u32..100],
+            subedits in proptest::collection::vec(tree_edit(), 0..3),
+            keyspaces_created in proptest::collection::vec((any::<u32>(), ".{0,10}", ".{0,20}"), 0..3),
+            keyspaces_dropped in proptest::collection::vec(any::<u32>(), 0..3),
+            keyspaces_forgotten in proptest::collection::vec(any::<u32>(), 0..2),
+            next_keyspace_id in proptest::option::of(any::<u32>()),
+        ) -> VersionEdit {
+            VersionEdit { keyspace, subedits, keyspaces_created, keyspaces_dropped, keyspaces_forgotten,
+                next_keyspace_id, ..base }
         }
     }
 
     /// Bytes that look like an edit: known (and a few unknown) tags followed by short random
     /// payloads, so the decoder of every field sees garbage, not just the tag parser.
     fn tagged_garbage() -> impl Strategy<Value = Vec<u8>> {
-        let field = (0u32..18, proptest::collection::vec(any::<u8>(), 0..12));
+        let field = (0u32..24, proptest::collection::vec(any::<u8>(), 0..12));
         proptest::collection::vec(field, 0..8).prop_map(|fields| {
             let mut b = Vec::new();
             for (tag, payload) in fields {

@@ -98,7 +98,7 @@ pub fn read_manifest(vfs: &dyn Vfs, path: &Path) -> Result<ManifestContents> {
 }
 
 /// The payload of an intact record starting at `pos` and the offset after it, or why not.
-fn record_at(buf: &[u8], pos: usize) -> std::result::Result<(&[u8], usize), &'static str> {
+pub(crate) fn record_at(buf: &[u8], pos: usize) -> std::result::Result<(&[u8], usize), &'static str> {
     let header = buf.get(pos..pos + RECORD_HEADER_LEN).ok_or("file ends inside a record header")?;
     let expected_crc = decode_fixed32(header);
     let len_bytes = &header[4..8];

@@ -16,7 +16,7 @@ pub mod run_iter;
 pub mod set;
 
 pub use edit::{FileMeta, VersionEdit};
-pub use set::{LoadedManifest, VersionSet};
+pub use set::{LoadedManifest, VersionSet, DEFAULT_KEYSPACE};
 
 /// The name of the default (bytewise) key order, as the manifest records it.
 #[cfg(test)]

@@ -105,30 +105,102 @@ impl LoadedManifest {
     }
 }
 
-/// The live state of the database's file set. See `docs/format/manifest.md`.
-pub struct VersionSet {
-    vfs: Arc<dyn Vfs>,
-    dir: PathBuf,
-    /// The key order; its name is what the manifest records.
-    order: KeyOrder,
+/// The id of the default keyspace, the database's tree before keyspaces existed.
+pub const DEFAULT_KEYSPACE: u32 = 0;
+
+/// One keyspace's LSM-tree as the manifest knows it.
+pub struct Tree {
+    /// The keyspace's name (`default` for keyspace 0).
+    pub name: String,
     policy: String,
     /// The shaping options recorded (`VersionEdit::options`); empty before format 3.
     options: String,
-    next_file_number: u64,
-    last_sequence: u64,
-    log_head: LogPos,
-    vlog_tail: LogPos,
-    /// Recorded at the last clean close: the log was durable up to here.
-    log_durable: LogPos,
-    compact_pointers: Vec<Option<Vec<u8>>>,
-    /// Value-log files holding separated values: number → statistics.
-    vlog_files: BTreeMap<u64, VlogFileStats>,
     current: Arc<Version>,
     /// Counts installed versions: a cheap identity for `current` (memos keyed on it never
     /// alias, unlike an address a freed version's successor may reuse).
     current_id: u64,
     /// Older versions, kept weakly: whichever is still upgradable pins its files.
     older: Vec<Weak<Version>>,
+    compact_pointers: Vec<Option<Vec<u8>>>,
+    /// Dropped: invisible to users; its tables stay until the drop is finished.
+    pub dropped: bool,
+}
+
+impl Tree {
+    fn new(name: &str, num_levels: usize, (policy, options): (&str, &str), order: KeyOrder) -> Tree {
+        Tree {
+            name: name.to_string(),
+            policy: policy.to_string(),
+            options: options.to_string(),
+            current: Arc::new(Version::empty_in(num_levels, order)),
+            current_id: 0,
+            older: Vec::new(),
+            compact_pointers: vec![None; num_levels],
+            dropped: false,
+        }
+    }
+
+    fn install(&mut self, version: Version) {
+        let old = std::mem::replace(&mut self.current, Arc::new(version));
+        self.current_id += 1;
+        self.older.retain(|w| w.strong_count() > 0);
+        self.older.push(Arc::downgrade(&old));
+    }
+
+    /// Take the tree fields an edit carries besides its files.
+    fn absorb(&mut self, edit: &VersionEdit) {
+        if let Some(p) = &edit.policy {
+            self.policy = p.clone();
+        }
+        if let Some(o) = &edit.options {
+            self.options = o.clone();
+        }
+        for (level, key) in &edit.compact_pointers {
+            if let Some(slot) = self.compact_pointers.get_mut(*level as usize) {
+                *slot = Some(key.clone());
+            }
+        }
+    }
+
+    /// The edit that recreates this tree (files, pointers, policy, options) as keyspace `id`.
+    fn snapshot(&self, id: u32) -> VersionEdit {
+        let compact_pointers = (self.compact_pointers.iter().enumerate())
+            .filter_map(|(l, k)| k.as_ref().map(|k| (l as u32, k.clone())))
+            .collect();
+        VersionEdit {
+            keyspace: id,
+            compact_pointers,
+            added_files: self.current.all_files().map(|(l, f)| (l as u32, (**f).clone())).collect(),
+            policy: Some(self.policy.clone()),
+            options: (!self.options.is_empty()).then(|| self.options.clone()),
+            ..Default::default()
+        }
+    }
+}
+
+/// Levels of a tree whose options record says `num_levels=N` (else `default`).
+fn levels_in_record(options: &str, default: usize) -> usize {
+    options.lines().find_map(|l| l.strip_prefix("num_levels=")?.parse().ok()).unwrap_or(default)
+}
+
+/// The live state of the database's file set. See `docs/format/manifest.md`.
+pub struct VersionSet {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    /// The key order of every keyspace; its name is what the manifest records.
+    order: KeyOrder,
+    /// Every keyspace's tree, the default one (0) included.
+    trees: BTreeMap<u32, Tree>,
+    /// The next keyspace id to hand out.
+    next_keyspace_id: u32,
+    next_file_number: u64,
+    last_sequence: u64,
+    log_head: LogPos,
+    vlog_tail: LogPos,
+    /// Recorded at the last clean close: the log was durable up to here.
+    log_durable: LogPos,
+    /// Value-log files holding separated values: number → statistics.
+    vlog_files: BTreeMap<u64, VlogFileStats>,
     /// `None` after a failed write: the file may end in a partial record, so the next
     /// `log_and_apply` starts a fresh manifest instead of appending after it.
     manifest: Option<ManifestWriter>,
@@ -157,22 +229,19 @@ impl VersionSet {
         if num_levels == 0 {
             return Err(Error::invalid("num_levels must be at least 1"));
         }
+        let default = Tree::new("default", num_levels, (policy, ""), order.clone());
         Ok(VersionSet {
             vfs,
             dir: dir.to_path_buf(),
-            current: Arc::new(Version::empty_in(num_levels, order.clone())),
             order,
-            policy: policy.to_string(),
-            options: String::new(),
+            trees: BTreeMap::from([(DEFAULT_KEYSPACE, default)]),
+            next_keyspace_id: DEFAULT_KEYSPACE + 1,
             next_file_number: 1,
             last_sequence: 0,
             log_head: LogPos::default(),
             vlog_tail: LogPos::default(),
             log_durable: LogPos::default(),
-            compact_pointers: vec![None; num_levels],
             vlog_files: BTreeMap::new(),
-            current_id: 0,
-            older: Vec::new(),
             manifest: None,
             manifest_file_number: 0,
             stale_manifests: Vec::new(),
@@ -181,9 +250,8 @@ impl VersionSet {
     }
 
     /// Start a new database of bytewise-ordered keys in `dir`: `MANIFEST-000001` holding the
-    /// initial edit, then `CURRENT` (tests and tools; the database opens through
-    /// `create_with_options`).
-    #[cfg(any(test, feature = "test-util"))]
+    /// initial edit, then `CURRENT`.
+    #[cfg(test)]
     pub fn create(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize, policy: &str) -> Result<VersionSet> {
         Self::create_with_options(vfs, dir, num_levels, policy, ("", KeyOrder::default()))
     }
@@ -202,7 +270,7 @@ impl VersionSet {
         }
         vfs.create_dir_all(dir)?;
         let mut set = Self::blank(vfs, dir, num_levels, policy, order)?;
-        set.options = options.to_string();
+        set.default_tree_mut().options = options.to_string();
         set.write_new_manifest()?;
         Ok(set)
     }
@@ -221,9 +289,7 @@ impl VersionSet {
     }
 
     /// `recover` without writing anything: the state the manifest holds (of bytewise-ordered
-    /// keys). Call `start_manifest` before the first `log_and_apply` (tests and tools; the
-    /// database opens through `from_manifest`).
-    #[cfg(any(test, feature = "test-util"))]
+    /// keys). Call `start_manifest` before the first `log_and_apply`.
     pub fn load(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize) -> Result<VersionSet> {
         let manifest = LoadedManifest::read(&*vfs, dir)?;
         Self::from_manifest(vfs, dir, manifest, num_levels, KeyOrder::default())
@@ -262,13 +328,28 @@ impl VersionSet {
                 "ignoring torn record at the end of the manifest"
             );
         }
-        let mut builder = Builder::new(&Version::empty_in(num_levels, self.order.clone()));
+        // One builder per tree, each fed every edit of its tree and finished once.
+        let mut builders: BTreeMap<u32, Builder> =
+            BTreeMap::from([(DEFAULT_KEYSPACE, Builder::new(&Version::empty_in(num_levels, self.order.clone())))]);
         let (mut comparator, mut next_file, mut last_seq) = (None, None, None);
         let mut last_offset = 0;
         for (offset, edit) in &contents.edits {
             last_offset = *offset;
             check_format(&self.dir, edit, self.order.name())?;
-            builder.apply(edit).map_err(|e| self.apply_error(e, path, *offset))?;
+            let inconsistent = |reason: String| Error::corruption(path, *offset, reason);
+            for (id, name, options) in &edit.keyspaces_created {
+                let levels = levels_in_record(options, num_levels);
+                self.add_tree(*id, name, options, levels).map_err(inconsistent)?;
+                builders.insert(*id, Builder::new(&Version::empty_in(levels, self.order.clone())));
+            }
+            for e in edit.tree_edits() {
+                let b = builders.get_mut(&e.keyspace).ok_or_else(|| inconsistent(unknown_keyspace(e.keyspace)))?;
+                b.apply(e).map_err(|err| self.apply_error(err, path, *offset))?;
+            }
+            self.absorb_registry(edit).map_err(inconsistent)?;
+            for id in &edit.keyspaces_forgotten {
+                builders.remove(id);
+            }
             comparator = edit.comparator.clone().or(comparator);
             next_file = edit.next_file_number.or(next_file);
             last_seq = edit.last_sequence.or(last_seq);
@@ -278,10 +359,18 @@ impl VersionSet {
         comparator.ok_or_else(|| missing("comparator"))?;
         self.next_file_number = next_file.ok_or_else(|| missing("next file number"))?;
         self.last_sequence = last_seq.ok_or_else(|| missing("last sequence"))?;
-        self.current = Arc::new(builder.finish().map_err(|e| self.apply_error(e, path, last_offset))?);
-        self.current_id += 1;
+        for (id, builder) in builders {
+            let version = builder.finish().map_err(|e| self.apply_error(e, path, last_offset))?;
+            if let Some(t) = self.trees.get_mut(&id) {
+                t.install(version);
+            }
+        }
         // Never hand out a number that is already on disk, whatever the counter says.
-        let mut used: Vec<u64> = self.current.all_files().map(|(_, f)| f.number).collect();
+        let mut used: Vec<u64> = self
+            .trees
+            .values()
+            .flat_map(|t| t.current.all_files().map(|(_, f)| f.number).collect::<Vec<_>>())
+            .collect();
         used.extend([self.log_head.file, self.vlog_tail.file]);
         used.extend(self.vlog_files.keys());
         used.into_iter().for_each(|n| self.mark_file_number_used(n));
@@ -313,18 +402,43 @@ impl VersionSet {
         if let Some(p) = edit.log_durable {
             self.log_durable = p;
         }
-        if let Some(p) = &edit.policy {
-            self.policy = p.clone();
-        }
-        if let Some(o) = &edit.options {
-            self.options = o.clone();
-        }
-        for (level, key) in &edit.compact_pointers {
-            if let Some(slot) = self.compact_pointers.get_mut(*level as usize) {
-                *slot = Some(key.clone());
+        for e in edit.tree_edits() {
+            if let Some(t) = self.trees.get_mut(&e.keyspace) {
+                t.absorb(e);
             }
         }
         apply_vlog_edits(&mut self.vlog_files, edit);
+    }
+
+    /// Add keyspace `id`'s tree (created by an edit).
+    fn add_tree(&mut self, id: u32, name: &str, options: &str, num_levels: usize) -> std::result::Result<(), String> {
+        if self.trees.contains_key(&id) || id < self.next_keyspace_id.min(1) {
+            return Err(format!("keyspace {id} ({name:?}) is created twice"));
+        }
+        let policy = options.lines().find_map(|l| l.strip_prefix("merge_policy=")).unwrap_or("");
+        self.trees.insert(id, Tree::new(name, num_levels, (policy, options), self.order.clone()));
+        self.next_keyspace_id = self.next_keyspace_id.max(id.saturating_add(1));
+        Ok(())
+    }
+
+    /// Apply an edit's drops, forgets and keyspace counter (creations come first, separately).
+    fn absorb_registry(&mut self, edit: &VersionEdit) -> std::result::Result<(), String> {
+        for id in &edit.keyspaces_dropped {
+            match self.trees.get_mut(id) {
+                Some(t) if *id != DEFAULT_KEYSPACE => t.dropped = true,
+                _ => return Err(format!("dropping {}", unknown_keyspace(*id))),
+            }
+        }
+        for id in &edit.keyspaces_forgotten {
+            if !self.trees.get(id).is_some_and(|t| t.dropped) {
+                return Err(format!("forgetting {} that was not dropped", unknown_keyspace(*id)));
+            }
+            self.trees.remove(id);
+        }
+        if let Some(n) = edit.next_keyspace_id {
+            self.next_keyspace_id = self.next_keyspace_id.max(n);
+        }
+        Ok(())
     }
 
     /// Make `edit` durable in the manifest, then install the version it produces.
@@ -338,9 +452,7 @@ impl VersionSet {
         if edit.comparator.as_deref().is_some_and(|c| c != self.order.name()) {
             return Err(Error::invalid(format!("an edit cannot change the comparator to {:?}", edit.comparator)));
         }
-        let mut builder = Builder::new(&self.current);
-        builder.apply(&edit).map_err(|e| Error::invalid(format!("bad version edit: {e}")))?;
-        let version = builder.finish().map_err(|e| Error::invalid(format!("bad version edit: {e}")))?;
+        let versions = self.versions_after(&edit)?;
 
         let roll = self.manifest.as_ref().is_none_or(|m| m.len() >= self.max_manifest_bytes);
         let new_manifest = roll.then(|| self.new_file_number());
@@ -353,9 +465,45 @@ impl VersionSet {
 
         self.mark_file_number_used(edit.next_file_number.unwrap_or(0).saturating_sub(1));
         self.last_sequence = edit.last_sequence.unwrap_or(self.last_sequence);
+        for (id, name, options) in &edit.keyspaces_created {
+            let levels = versions.get(id).map_or(1, Version::num_levels);
+            self.add_tree(*id, name, options, levels).map_err(Error::invalid)?;
+        }
+        for (id, version) in versions {
+            if let Some(t) = self.trees.get_mut(&id) {
+                t.install(version);
+            }
+        }
         self.absorb(&edit);
-        self.install(version);
-        Ok(self.current.clone())
+        self.absorb_registry(&edit).map_err(Error::invalid)?;
+        Ok(self.current())
+    }
+
+    /// The versions `edit` makes of the trees it changes (created ones start empty), without
+    /// installing them: a bad edit installs nothing.
+    fn versions_after(&self, edit: &VersionEdit) -> Result<BTreeMap<u32, Version>> {
+        let bad = |e: String| Error::invalid(format!("bad version edit: {e}"));
+        let mut bases: BTreeMap<u32, Version> = BTreeMap::new();
+        for (id, name, options) in &edit.keyspaces_created {
+            if self.trees.contains_key(id) {
+                return Err(bad(format!("keyspace {id} ({name:?}) exists")));
+            }
+            bases.insert(*id, Version::empty_in(levels_in_record(options, 7), self.order.clone()));
+        }
+        let mut out = BTreeMap::new();
+        for e in edit.tree_edits() {
+            let mut builder = match (bases.get(&e.keyspace), self.trees.get(&e.keyspace)) {
+                (Some(base), _) => Builder::new(base),
+                (None, Some(t)) => Builder::new(&t.current),
+                (None, None) => return Err(bad(unknown_keyspace(e.keyspace))),
+            };
+            builder.apply(e).map_err(|err| bad(err.to_string()))?;
+            out.insert(e.keyspace, builder.finish().map_err(|err| bad(err.to_string()))?);
+        }
+        for (id, base) in bases {
+            out.entry(id).or_insert(base);
+        }
+        Ok(out)
     }
 
     fn append_edit(&mut self, edit: &VersionEdit) -> Result<()> {
@@ -430,14 +578,11 @@ impl VersionSet {
 
     /// One edit that recreates the whole current state.
     fn snapshot(&self) -> VersionEdit {
-        let compact_pointers = (self.compact_pointers.iter().enumerate())
-            .filter_map(|(l, k)| k.as_ref().map(|k| (l as u32, k.clone())))
-            .collect();
-        let added_files = self.current.all_files().map(|(l, f)| (l as u32, (**f).clone())).collect();
         // Replayed on an empty map, additions then garbage recreate each entry exactly.
         let vlog_added = self.vlog_files.iter().map(|(&n, s)| (n, s.total_bytes)).collect();
         let vlog_garbage =
             (self.vlog_files.iter()).filter(|(_, s)| s.garbage_bytes > 0).map(|(&n, s)| (n, s.garbage_bytes)).collect();
+        let others = self.trees.iter().filter(|(&id, _)| id != DEFAULT_KEYSPACE);
         VersionEdit {
             comparator: Some(self.order.name().to_string()),
             format_version: Some(FORMAT_VERSION),
@@ -446,32 +591,49 @@ impl VersionSet {
             log_head: Some(self.log_head),
             vlog_tail: Some(self.vlog_tail),
             log_durable: (self.log_durable != LogPos::default()).then_some(self.log_durable),
-            compact_pointers,
-            deleted_files: Vec::new(),
-            added_files,
-            policy: Some(self.policy.clone()),
-            options: (!self.options.is_empty()).then(|| self.options.clone()),
             vlog_added,
             vlog_garbage,
-            vlog_files_deleted: Vec::new(),
+            keyspaces_created: others.clone().map(|(&id, t)| (id, t.name.clone(), t.options.clone())).collect(),
+            keyspaces_dropped: others.clone().filter(|(_, t)| t.dropped).map(|(&id, _)| id).collect(),
+            next_keyspace_id: Some(self.next_keyspace_id),
+            subedits: others.map(|(&id, t)| t.snapshot(id)).collect(),
+            ..self.default_tree().snapshot(DEFAULT_KEYSPACE)
         }
     }
 
-    fn install(&mut self, version: Version) {
-        let old = std::mem::replace(&mut self.current, Arc::new(version));
-        self.current_id += 1;
-        self.older.retain(|w| w.strong_count() > 0);
-        self.older.push(Arc::downgrade(&old));
+    fn default_tree(&self) -> &Tree {
+        &self.trees[&DEFAULT_KEYSPACE]
     }
 
-    /// The newest version (the files of every level).
+    fn default_tree_mut(&mut self) -> &mut Tree {
+        self.trees.get_mut(&DEFAULT_KEYSPACE).expect("the default keyspace's tree always exists")
+    }
+
+    /// The newest version of the default keyspace's tree (the files of every level).
     pub fn current(&self) -> Arc<Version> {
-        self.current.clone()
+        self.default_tree().current.clone()
     }
 
-    /// Changes whenever `current` does.
-    pub fn current_id(&self) -> u64 {
-        self.current_id
+    /// The newest version of keyspace `id`'s tree, if it exists.
+    pub fn current_of(&self, id: u32) -> Option<Arc<Version>> {
+        self.trees.get(&id).map(|t| t.current.clone())
+    }
+
+    /// Changes whenever `current_of(id)` does.
+    pub fn current_id_of(&self, id: u32) -> u64 {
+        self.trees.get(&id).map_or(0, |t| t.current_id)
+    }
+
+    /// Every keyspace's tree, by id (dropped ones awaiting their finish included).
+    pub fn trees(&self) -> &BTreeMap<u32, Tree> {
+        &self.trees
+    }
+
+    /// Hand out a new keyspace id (recorded by the edit that creates the keyspace).
+    pub fn new_keyspace_id(&mut self) -> u32 {
+        let id = self.next_keyspace_id;
+        self.next_keyspace_id += 1;
+        id
     }
 
     /// Allocate a file number (tables, logs, manifests; run ids may use it too).
@@ -520,31 +682,60 @@ impl VersionSet {
 
     /// The shaping options the database recorded (`name=value` lines; before format 3 only
     /// the merge policy was recorded, which reads as that one line).
-    #[cfg(any(test, feature = "test-util"))]
     pub fn recorded_options(&self) -> String {
-        recorded_options(&self.options, &self.policy)
+        self.recorded_options_of(DEFAULT_KEYSPACE)
+    }
+
+    /// `recorded_options` of keyspace `id`.
+    pub fn recorded_options_of(&self, id: u32) -> String {
+        self.trees.get(&id).map(|t| recorded_options(&t.options, &t.policy)).unwrap_or_default()
     }
 
     /// Record `options` as the shaping options in force from the next manifest snapshot on
     /// (the snapshot that opens a manifest carries them).
     pub fn set_recorded_options(&mut self, options: String) {
-        self.options = options;
+        self.set_recorded_options_of(DEFAULT_KEYSPACE, options);
+    }
+
+    /// `set_recorded_options` of keyspace `id`.
+    pub fn set_recorded_options_of(&mut self, id: u32, options: String) {
+        if let Some(t) = self.trees.get_mut(&id) {
+            t.options = options;
+        }
     }
 
     /// Name of the compaction policy the database was last opened with.
     pub fn policy(&self) -> &str {
-        &self.policy
+        self.policy_of(DEFAULT_KEYSPACE)
+    }
+
+    /// Name of keyspace `id`'s compaction policy as recorded.
+    pub fn policy_of(&self, id: u32) -> &str {
+        self.trees.get(&id).map_or("", |t| t.policy.as_str())
     }
 
     /// Record `policy` as the one in force from the next manifest snapshot on
     /// (`start_manifest`, which recovery calls before anything else is written).
     pub fn set_policy(&mut self, policy: &str) {
-        self.policy = policy.to_string();
+        self.set_policy_of(DEFAULT_KEYSPACE, policy);
+    }
+
+    /// `set_policy` of keyspace `id`.
+    pub fn set_policy_of(&mut self, id: u32, policy: &str) {
+        if let Some(t) = self.trees.get_mut(&id) {
+            t.policy = policy.to_string();
+        }
     }
 
     /// Where the next compaction of `level` starts (internal key), if recorded.
+    #[cfg(test)]
     pub fn compact_pointer(&self, level: usize) -> Option<&[u8]> {
-        self.compact_pointers.get(level)?.as_deref()
+        self.compact_pointer_of(DEFAULT_KEYSPACE, level)
+    }
+
+    /// `compact_pointer` of keyspace `id`'s tree.
+    pub fn compact_pointer_of(&self, id: u32, level: usize) -> Option<&[u8]> {
+        self.trees.get(&id)?.compact_pointers.get(level)?.as_deref()
     }
 
     /// Statistics of every value-log file that holds separated values, by file number. A log
@@ -562,10 +753,12 @@ impl VersionSet {
     /// Numbers of every table file referenced by the current version or any older version
     /// someone still holds: the files that must not be deleted.
     pub fn live_files(&self) -> HashSet<u64> {
-        let older = self.older.iter().filter_map(Weak::upgrade);
         let mut live = HashSet::new();
-        for v in std::iter::once(self.current.clone()).chain(older) {
-            live.extend(v.all_files().map(|(_, f)| f.number));
+        for t in self.trees.values() {
+            let older = t.older.iter().filter_map(Weak::upgrade);
+            for v in std::iter::once(t.current.clone()).chain(older) {
+                live.extend(v.all_files().map(|(_, f)| f.number));
+            }
         }
         live
     }
@@ -580,6 +773,10 @@ impl VersionSet {
     pub fn set_max_manifest_bytes(&mut self, bytes: u64) {
         self.max_manifest_bytes = bytes;
     }
+}
+
+fn unknown_keyspace(id: u32) -> String {
+    format!("keyspace {id}, which the manifest never created")
 }
 
 /// Refuse manifests of another key order than `comparator` (LevelDB's "does not match existing

@@ -161,7 +161,7 @@ impl VlogReader {
                 op_len: v.op_len,
                 value_crc: v.value_crc,
             };
-            if let Some(Ok(crate::write_batch::BatchOp::Put { key, value })) =
+            if let Some(Ok((_, crate::write_batch::BatchOp::Put { key, value }))) =
                 crate::write_batch::BatchIter::over(v.op_bytes(ops)).next()
             {
                 self.cache.insert(&ptr, key, bytes::Bytes::copy_from_slice(value));
@@ -582,7 +582,12 @@ impl VlogReader {
     fn put_value<'a>(&self, ptr: &ValuePointer, op: &'a [u8], user_key: &[u8]) -> Result<&'a [u8]> {
         let bad = |reason: &str| self.corruption(ptr, reason);
         let mut r = Reader::new(op);
-        let kind = r.u8().ok_or_else(|| bad("value pointer leads past the end of the op"))?;
+        let byte = r.u8().ok_or_else(|| bad("value pointer leads past the end of the op"))?;
+        // An op of a keyspace other than the default one names it after the kind byte.
+        if byte & crate::write_batch::KIND_KEYSPACE_FLAG != 0 {
+            r.varint32().ok_or_else(|| bad("malformed op header at value pointer"))?;
+        }
+        let kind = byte & !crate::write_batch::KIND_KEYSPACE_FLAG;
         let klen = r.varint32().ok_or_else(|| bad("malformed op header at value pointer"))? as usize;
         let vlen = r.varint32().ok_or_else(|| bad("malformed op header at value pointer"))? as usize;
         let key = r.bytes(klen).ok_or_else(|| bad("op key runs past the pointer's length"))?;
@@ -716,7 +721,7 @@ mod tests {
         let reader = VlogReader::new(vfs, dir.to_path_buf(), false);
         reader.attach_log(log.clone());
         let mut batch = crate::WriteBatch::new();
-        batch.put(b"key", &[7u8; 500]);
+        batch.put(b"key", [7u8; 500]);
         let values = crate::log::separated_values(&batch.rep, 100);
         let crc = crate::log::group_crc(1, 1, &batch.rep);
         let pos = log.lock().append(1, 1, &batch.rep, crc).unwrap();

@@ -132,13 +132,13 @@ impl Gc {
         crate::db::add(&db.counters.cold_bytes, group_len);
         let mut pointers = WriteBatch::with_capacity(puts.len() * 40);
         let keys = puts.iter().filter_map(|op| match op {
-            Ok(BatchOp::Put { key, .. }) => Some(key),
+            Ok((ks, BatchOp::Put { key, .. })) => Some((ks, key)),
             _ => None,
         });
-        for (key, v) in keys.zip(&values) {
+        for ((ks, key), v) in keys.zip(&values) {
             let ptr =
                 ValuePointer { file: a.number, offset: at + v.op_offset, op_len: v.op_len, value_crc: v.value_crc };
-            pointers.put_pointer(key, &ptr.encoded());
+            pointers.put_pointer(ks, key, &ptr.encoded());
         }
         Ok((pointers, a.number))
     }

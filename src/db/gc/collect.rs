@@ -63,6 +63,8 @@ struct Chunk {
 /// A put found in a chunk: its record, where its key and value sit in the record's ops, and
 /// the pointer a live entry would hold.
 struct ChunkPut {
+    /// The keyspace the put wrote.
+    ks: u32,
     rec: usize,
     key: std::ops::Range<usize>,
     value: std::ops::Range<usize>,
@@ -98,10 +100,11 @@ fn collect_puts(rec: &LogRecord, index: usize, out: &mut Vec<ChunkPut>) {
     let mut ops = BatchIter::over(&rec.ops);
     loop {
         let op_start = ops.offset();
-        let Some(Ok(op)) = ops.next() else { break };
+        let Some(Ok((ks, op))) = ops.next() else { break };
         let BatchOp::Put { key, value } = op else { continue };
         let range = |s: &[u8]| (s.as_ptr() as usize - base)..(s.as_ptr() as usize - base + s.len());
         out.push(ChunkPut {
+            ks,
             rec: index,
             key: range(key),
             value: range(value),
@@ -284,11 +287,11 @@ impl Gc {
         }
         let end = reader.offset();
         let key_of = |p: &ChunkPut| &recs[p.rec][p.key.clone()];
-        puts.sort_by(|a, b| key_of(a).cmp(key_of(b)));
+        puts.sort_by(|a, b| (a.ks, key_of(a)).cmp(&(b.ks, key_of(b))));
         let (view, checked) = db.liveness_view();
         let mut live = Vec::with_capacity(puts.len());
         for p in &puts {
-            if self.points_at(db, &view, key_of(p), &p.here)? {
+            if self.points_at(db, &view, p.ks, key_of(p), &p.here)? {
                 live.push(p);
             }
         }
@@ -300,7 +303,7 @@ impl Gc {
             let bytes = piece.iter().map(|p| p.here.op_len as usize).sum();
             let mut r = Relocation { puts: WriteBatch::with_capacity(bytes), old: Vec::with_capacity(piece.len()) };
             for p in piece {
-                r.puts.put(key_of(p), &recs[p.rec][p.value.clone()]);
+                r.puts.put_raw(p.ks, key_of(p), &recs[p.rec][p.value.clone()]);
                 r.old.push(p.here);
             }
             c.pieces.push(r);
@@ -309,8 +312,8 @@ impl Gc {
     }
 
     /// Whether the newest entry of `key` in `view` is a pointer to `at`.
-    fn points_at(&self, db: &DbInner, view: &LatestView, key: &[u8], at: &ValuePointer) -> Result<bool> {
-        Ok(match db.latest_entry_in(view, key)? {
+    fn points_at(&self, db: &DbInner, view: &LatestView, ks: u32, key: &[u8], at: &ValuePointer) -> Result<bool> {
+        Ok(match db.latest_entry_in(view, ks, key)? {
             Some((ValueKind::Pointer, cur)) => {
                 ValuePointer::decode(&cur).is_some_and(|p| p.file == at.file && p.offset == at.offset)
             }
@@ -375,7 +378,13 @@ mod tests {
     use super::*;
 
     fn put_of(op_len: u32) -> ChunkPut {
-        ChunkPut { rec: 0, key: 0..0, value: 0..0, here: ValuePointer { file: 1, offset: 0, op_len, value_crc: 0 } }
+        ChunkPut {
+            ks: 0,
+            rec: 0,
+            key: 0..0,
+            value: 0..0,
+            here: ValuePointer { file: 1, offset: 0, op_len, value_crc: 0 },
+        }
     }
 
     #[test]

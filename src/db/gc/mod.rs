@@ -166,32 +166,45 @@ impl Gc {
     /// pointing at the old copy.
     pub(crate) fn reorganize(&self, db: &std::sync::Arc<DbInner>) -> Result<GcReport> {
         let mut report = GcReport::default();
+        let keyspaces = {
+            let st = db.state.lock();
+            DbInner::live_keyspace_ids(&st)
+        };
         {
             let _one = self.lock.lock();
-            let mut it = db.iter(&crate::options::ReadOptions::default())?;
-            it.seek_to_first()?;
-            let mut r = Relocation { puts: WriteBatch::new(), old: Vec::new() };
-            while it.valid() {
-                if let Some(ptr) = it.current_pointer() {
-                    r.puts.put(it.key(), it.value());
-                    r.old.push(ptr);
-                    report.bytes_read += u64::from(ptr.op_len);
-                }
-                if r.puts.approximate_size() as u64 >= db.opts.gc_chunk_bytes {
-                    let full = std::mem::replace(&mut r, Relocation { puts: WriteBatch::new(), old: Vec::new() });
-                    report.bytes_rewritten += self.relocate(db, vec![full], None, true)?;
-                }
-                it.next()?;
+            for &ks in &keyspaces {
+                self.reorganize_keyspace(db, ks, &mut report)?;
             }
-            report.bytes_rewritten += self.relocate(db, vec![r], None, true)?;
         }
         add(&db.counters.gc_bytes_rewritten, report.bytes_rewritten);
         // The old copies' pointers are now shadowed: compaction turns them into discard
         // statistics, and GC then drops the emptied files.
-        db.scheduler.compact_range(db, None, None)?;
+        db.scheduler.flush(db)?;
+        db.scheduler.compact_all_tables(db)?;
         let collected = self.run_gc(db, 0.9)?;
         report.files_collected = collected.files_collected;
         Ok(report)
+    }
+
+    /// Move keyspace `ks`'s separated values in key order (`reorganize`).
+    fn reorganize_keyspace(&self, db: &std::sync::Arc<DbInner>, ks: u32, report: &mut GcReport) -> Result<()> {
+        let mut it = db.iter(&crate::options::ReadOptions::default(), ks)?;
+        it.seek_to_first()?;
+        let mut r = Relocation { puts: WriteBatch::new(), old: Vec::new() };
+        while it.valid() {
+            if let Some(ptr) = it.current_pointer() {
+                r.puts.put_raw(ks, it.key(), it.value());
+                r.old.push(ptr);
+                report.bytes_read += u64::from(ptr.op_len);
+            }
+            if r.puts.approximate_size() as u64 >= db.opts.gc_chunk_bytes {
+                let full = std::mem::replace(&mut r, Relocation { puts: WriteBatch::new(), old: Vec::new() });
+                report.bytes_rewritten += self.relocate(db, vec![full], None, true)?;
+            }
+            it.next()?;
+        }
+        report.bytes_rewritten += self.relocate(db, vec![r], None, true)?;
+        Ok(())
     }
 
     fn is_shutting_down(&self, db: &DbInner) -> bool {

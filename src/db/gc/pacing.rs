@@ -240,7 +240,7 @@ impl Gc {
         drop(last);
         let flushed = db.counters.vlog_user_bytes_flushed.load(Ordering::Relaxed);
         // The memtables stay: their overwrites are counted once they are flushed.
-        db.scheduler.compact_tables(db, None, None)?;
+        db.scheduler.compact_all_tables(db)?;
         self.pacing.mark_refreshed(flushed);
         Ok(true)
     }
