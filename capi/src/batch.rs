@@ -91,8 +91,11 @@ pub unsafe extern "C" fn leveldb_writebatch_iterate(
     quietly((), || {
         // SAFETY: c.h's contract: `b` is live.
         let Ok(b) = (unsafe { handle(b, "write batch") }) else { return };
-        // A batch made through c.h writes the default keyspace only.
-        for (_, op) in b.batch.iter().map_while(Result::ok) {
+        // c.h knows one keyspace (the default, id 0): a batch built through it holds its puts and
+        // deletes only; anything else (another keyspace, a range delete, a GC pointer) has no
+        // callback to go to and is skipped.
+        let ops = b.batch.iter().map_while(Result::ok);
+        for (_, op) in ops.filter(|&(ks, _)| ks == 0) {
             // SAFETY: the user's callbacks with their state and buffers valid for the call.
             unsafe {
                 match op {
@@ -106,7 +109,6 @@ pub unsafe extern "C" fn leveldb_writebatch_iterate(
                             f(state, key.as_ptr().cast(), key.len());
                         }
                     }
-                    // Only value-log GC writes pointers; never in a user's batch.
                     _ => {}
                 }
             }

@@ -223,6 +223,17 @@ pub struct Options {
     /// by `filter_allocation`. A table records the policy's name; one written by another policy
     /// is read without its filter.
     pub filter_policy: Option<Arc<dyn FilterPolicy>>,
+    /// Let the engine move the merge policy along the Wacky continuum by itself as the
+    /// workload shifts (per keyspace; recorded with the shaping settings): it counts the
+    /// operations over a sliding window, re-runs the cost model every
+    /// `auto_tune_interval_ms`, and moves to the predicted cheapest design when that saves
+    /// more than `AUTO_TUNE_HYSTERESIS` of the design in force, while the model's predictions
+    /// for the design in force match what the tree measures. Off by default (see
+    /// docs/BENCHMARKS.md for what it buys). With it on, the policy the database recorded
+    /// wins over a named `merge_policy`, which only sets where a new database starts.
+    pub auto_tune: bool,
+    /// How often the auto-tuner looks at each keyspace's workload (default 1000 ms).
+    pub auto_tune_interval_ms: u64,
     /// The filesystem to use (real files by default; in-memory or fault-injecting in tests).
     pub vfs: Arc<dyn Vfs>,
     /// The shaping settings named through their setters (`recorded.rs`): those win over what
@@ -290,6 +301,8 @@ impl Default for Options {
             mmap_value_reads: true,
             comparator: None,
             filter_policy: None,
+            auto_tune: false,
+            auto_tune_interval_ms: 1000,
             vfs: Arc::new(PosixFs::new()),
             named_shape: std::collections::BTreeSet::new(),
         }
@@ -376,6 +389,8 @@ impl Options {
     setter!(mmap_value_reads: bool);
     setter!(comparator: Option<Arc<dyn Comparator>>);
     setter!(filter_policy: Option<Arc<dyn FilterPolicy>>);
+    shape_setter!(auto_tune: bool);
+    setter!(auto_tune_interval_ms: u64);
     setter!(vfs: Arc<dyn Vfs>);
 
     /// The key order `comparator` names.
