@@ -3,7 +3,7 @@
 //! compaction, value-log GC and reopen, against a `BTreeMap` model read backward; a database is
 //! refused, with nothing on disk changed, when opened with a comparator of another name; a
 //! custom filter is asked for lookups, and a table whose filter another policy built is read
-//! without it.
+//! without it; a keyspace sorts by the database's order.
 
 mod common;
 
@@ -152,6 +152,32 @@ fn a_reverse_order_holds_through_flushes_compactions_gc_and_reopen_under_every_k
         let report = db.verify().expect("verify");
         assert!(report.errors.is_empty() && report.tables_checked > 0, "{ctx}: {:?}", report.errors);
     }
+}
+
+#[test]
+fn a_keyspace_takes_the_database_order_and_its_ranges_meet_in_it() {
+    let fs = Arc::new(MemFs::new());
+    let db = Db::open("/db", tiny_options(fs).comparator(reverse())).expect("open");
+    // A keyspace's own options shape its tree; the key order stays the database's.
+    let ks = db.create_keyspace("other", Options::default().comparator(None)).expect("create");
+    let mut model = BTreeMap::new();
+    for i in 0..300u64 {
+        let k = key(i);
+        ks.put(&k, &k).expect("put");
+        model.insert(k.clone(), k);
+    }
+    db.flush().expect("flush");
+    ks.compact_range(None, None).expect("compact");
+    let (from, to) = (b"key003000".as_slice(), b"key001000".as_slice());
+    let want = model_in_reverse(&model, Some(from), Some(to));
+    let collect = |r: wisckey::Range| r.map(|e| e.map(|(k, v)| (k, v.to_vec()))).collect::<Result<Vec<_>, _>>();
+    assert_eq!(collect(ks.range(from..to).expect("range")).expect("walk"), want);
+    let mut back = collect(ks.range(from..to).expect("range").rev()).expect("walk back");
+    back.reverse();
+    assert_eq!(back, want, "next_back walks the same entries in the reverse order's reverse");
+    // Bounds that need the next key, and prefixes, have no meaning without the bytewise order.
+    assert!(matches!(ks.range(from..=to), Err(Error::InvalidArgument { .. })));
+    assert!(matches!(ks.prefix(b"key00"), Err(Error::InvalidArgument { .. })));
 }
 
 /// Name and bytes of every file of the database, lost-and-found directory included.

@@ -203,7 +203,9 @@ impl Keyspace {
     /// The entries whose keys fall in `range` (any `RangeBounds` of byte strings: `a..b`,
     /// `a..=b`, `a..`, `..`), as a double-ended Rust iterator: `next()` walks up from the
     /// start, `next_back()` down from the end, and the two meet without overlap. Reads at
-    /// one sequence number (the snapshot `ReadOptions::default()` takes: now).
+    /// one sequence number (the snapshot `ReadOptions::default()` takes: now). Under a custom
+    /// key order (`Options::comparator`) the range is of that order, and an excluded start or
+    /// an included end is `Error::InvalidArgument` (there is no next key to bound by).
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<Range> {
         self.range_opt(&ReadOptions::default(), range)
     }
@@ -233,6 +235,7 @@ impl Keyspace {
     }
 
     /// The entries whose keys start with `prefix`, as a double-ended iterator (see `range`).
+    /// Bytewise key order only: under a custom comparator, `Error::InvalidArgument`.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Result<Range> {
         self.prefix_opt(&ReadOptions::default(), prefix)
     }

@@ -386,9 +386,10 @@ impl Db {
     /// Create keyspace `name`, an LSM-tree of its own shaped by `options`' shaping settings
     /// (merge policy, separation threshold, filters, block and table sizes, compression,
     /// light-weight compaction, level sizes; `docs/format/manifest.md` lists them); the
-    /// database's memory, caches, log and GC settings apply to it as to every keyspace. The
-    /// settings are recorded: the keyspace reopens with them. A name is 1 to 255 bytes, with
-    /// no path separator or control character; `Error::KeyspaceExists` if it is taken.
+    /// database's memory, caches, log and GC settings, its key order (`Options::comparator`)
+    /// and its filter policy apply to it as to every keyspace. The settings are recorded: the
+    /// keyspace reopens with them. A name is 1 to 255 bytes, with no path separator or control
+    /// character; `Error::KeyspaceExists` if it is taken.
     pub fn create_keyspace(&self, name: &str, options: Options) -> Result<Keyspace> {
         self.inner.create_keyspace(name, options)
     }
