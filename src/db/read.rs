@@ -146,7 +146,7 @@ impl DbInner {
                     )));
                 }
             }
-            let mut it = MergingIterator::new(children);
+            let mut it = MergingIterator::new(children, self.table_cache.order().clone());
             it.seek_to_first()?;
             while it.valid() {
                 let is_pointer = key::parse_internal_key(it.key()).is_some_and(|k| k.kind == ValueKind::Pointer);
@@ -403,9 +403,10 @@ impl DbInner {
         // still read.
         let pins = (view.mems, view.version.clone(), reader);
         let samples = IterSamples { db: Arc::clone(self), version: view.version.clone(), ks };
+        let order = self.table_cache.order().clone();
         Ok(DbIterator::new(
-            Box::new(MergingIterator::new(children)),
-            view.seq,
+            Box::new(MergingIterator::new(children, order.clone())),
+            (view.seq, order),
             (ro.lower_bound.clone(), ro.upper_bound.clone()),
             Arc::new(ScanValues {
                 db: Arc::clone(self),

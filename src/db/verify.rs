@@ -113,7 +113,9 @@ impl Checker<'_> {
     fn table(&self, ks: u32, meta: &FileMeta, report: &mut VerifyReport) {
         report.tables_checked += 1;
         let path = table_file_name(&self.db.dir, meta.number);
-        let opened = self.db.vfs.open_read(&path).and_then(|file| Table::open(file, meta.number, meta.size, None));
+        let ro = crate::sst::TableReadOptions::from_options(&self.db.opts);
+        let opened =
+            self.db.vfs.open_read(&path).and_then(|file| Table::open_with(file, meta.number, meta.size, None, &ro));
         let table = match opened {
             Ok(t) => Arc::new(t),
             Err(e) => return report.error(e),
@@ -132,6 +134,7 @@ impl Checker<'_> {
             let why = format!("holds {} segments, the manifest says {}", table.num_segments(), meta.segments.max(1));
             report.error(bad(why));
         }
+        let order = self.db.table_cache.order();
         // Every block checked against its checksum, even one a read checked before.
         let mut it = table.iter(BlockReads { fill_cache: false, verify_checksums: true });
         it.seek_to_first()?;
@@ -144,12 +147,12 @@ impl Checker<'_> {
                 return Err(bad(format!("malformed key at entry {entries}")));
             }
             if let Some(prev) = &prev {
-                if key::compare_internal(prev, ikey) != Ordering::Less {
+                if order.compare_internal(prev, ikey) != Ordering::Less {
                     report.error(bad(format!("entry {entries}: keys out of order")));
                 }
             }
-            let outside = key::compare_internal(ikey, &meta.smallest) == Ordering::Less
-                || key::compare_internal(ikey, &meta.largest) == Ordering::Greater;
+            let outside = order.compare_internal(ikey, &meta.smallest) == Ordering::Less
+                || order.compare_internal(ikey, &meta.largest) == Ordering::Greater;
             if outside {
                 report.error(bad(format!("entry {entries}: key outside the file's manifest key range")));
             }
