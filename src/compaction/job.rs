@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::fs::{SyncBatch, Vfs};
 use crate::internal_iter::{InternalIterator, MergingIterator};
-use crate::key::{self, compare_internal, ValueKind, MAX_SEQ};
+use crate::key::{self, ValueKind, MAX_SEQ};
 use crate::sst::table_cache::TableCache;
 use crate::sst::{TableBuilder, TableOptions};
 use crate::version::run_iter::RunIterator;
@@ -85,7 +85,8 @@ impl<'a> OutputWriter<'a> {
     fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         // Outputs of one job form one sorted run: keys strictly ascend across all of them.
         debug_assert!(
-            self.last_key.is_empty() || compare_internal(&self.last_key, ikey) == Ordering::Less,
+            self.last_key.is_empty()
+                || self.ctx.table_options.order.compare_internal(&self.last_key, ikey) == Ordering::Less,
             "compaction output out of order"
         );
         if self.want_cut && key::user_key(ikey) != key::user_key(&self.last_key) {
@@ -137,6 +138,7 @@ impl<'a> OutputWriter<'a> {
 /// Cuts outputs where they would overlap too many grandparent bytes (LevelDB's
 /// ShouldStopBefore), so that compacting an output later stays cheap.
 struct GrandparentCutter<'a> {
+    order: &'a crate::comparator::KeyOrder,
     files: &'a [Arc<FileMeta>],
     idx: usize,
     overlap: u64,
@@ -146,7 +148,8 @@ struct GrandparentCutter<'a> {
 
 impl GrandparentCutter<'_> {
     fn should_stop_before(&mut self, ikey: &[u8]) -> bool {
-        while self.idx < self.files.len() && compare_internal(ikey, &self.files[self.idx].largest) == Ordering::Greater
+        while self.idx < self.files.len()
+            && self.order.compare_internal(ikey, &self.files[self.idx].largest) == Ordering::Greater
         {
             if self.seen_key {
                 self.overlap += self.files[self.idx].size;
@@ -176,7 +179,7 @@ fn is_base_level_for_key(v: &Version, task: &CompactionTask, inputs: &HashSet<u6
         v.levels[l]
             .runs
             .iter()
-            .all(|r| r.overlapping(Some(user_key), Some(user_key)).iter().all(|f| inputs.contains(&f.number)))
+            .all(|r| r.overlapping(&v.order, Some(user_key), Some(user_key)).iter().all(|f| inputs.contains(&f.number)))
     })
 }
 
@@ -198,7 +201,7 @@ pub(crate) fn input_iterators(ctx: &JobContext<'_>, task: &CompactionTask) -> Ve
         // Newest run first, so equal internal keys (never expected) resolve to the newest.
         runs.sort_by_key(|r| std::cmp::Reverse(r.0));
         for (_, mut files) in runs {
-            files.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
+            files.sort_by(|a, b| ctx.table_cache.order().compare_internal(&a.smallest, &b.smallest));
             children.push(Box::new(RunIterator::new(ctx.table_cache.clone(), files.into(), ctx.input_reads())));
         }
     }
@@ -265,10 +268,11 @@ impl<'a> VersionFilter<'a> {
 /// Merge the task's inputs into new files at the output level.
 pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Version) -> Result<JobOutput> {
     let run = task.output_run.unwrap_or_else(|| (ctx.new_file_number)());
-    let mut it = MergingIterator::new(input_iterators(ctx, task));
+    let mut it = MergingIterator::new(input_iterators(ctx, task), ctx.table_cache.order().clone());
     let mut w = OutputWriter::new(ctx, run);
     w.out.bytes_read = task.input_bytes();
     let mut cutter = GrandparentCutter {
+        order: ctx.table_cache.order(),
         files: &task.grandparents,
         idx: 0,
         overlap: 0,

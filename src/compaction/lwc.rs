@@ -15,11 +15,12 @@ use std::sync::Arc;
 
 use super::job::{input_iterators, JobContext, VersionFilter};
 use super::CompactionTask;
+use crate::comparator::KeyOrder;
 use crate::error::Result;
 use crate::filename::table_file_name;
 use crate::fs::SyncBatch;
 use crate::internal_iter::{InternalIterator, MergingIterator};
-use crate::key::{compare_bytes, compare_internal, user_key};
+use crate::key::user_key;
 use crate::sst::dtable::SegmentWriter;
 use crate::version::{FileMeta, Version};
 
@@ -87,8 +88,8 @@ fn bounds(targets: &[Arc<FileMeta>]) -> Vec<Bound> {
         .collect()
 }
 
-fn within(b: &Bound, ukey: &[u8]) -> bool {
-    match compare_bytes(ukey, &b.key) {
+fn within(order: &KeyOrder, b: &Bound, ukey: &[u8]) -> bool {
+    match order.compare_user(ukey, &b.key) {
         Ordering::Less => true,
         Ordering::Equal => b.inclusive,
         Ordering::Greater => false,
@@ -104,7 +105,8 @@ struct Open {
 /// Run an append: merge the victims, drop what no reader needs, append each target's share.
 pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Result<AppendOutput> {
     let bounds = bounds(&t.targets);
-    let mut it = MergingIterator::new(input_iterators(ctx, &t.task));
+    let order = ctx.table_cache.order();
+    let mut it = MergingIterator::new(input_iterators(ctx, &t.task), order.clone());
     let mut filter = VersionFilter::new(ctx, &t.task, version);
     let mut out = AppendOutput { bytes_read: t.task.input_bytes(), ..Default::default() };
     let mut open: Option<Open> = None;
@@ -114,11 +116,11 @@ pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Re
     while it.valid() {
         if filter.keep(it.key(), it.value())? {
             let uk = user_key(it.key());
-            while idx < bounds.len() && !within(&bounds[idx], uk) {
+            while idx < bounds.len() && !within(order, &bounds[idx], uk) {
                 idx += 1;
             }
             if open.as_ref().is_some_and(|o| o.target != idx) {
-                finish(open.take(), &t.targets, &mut out, &mut unsynced)?;
+                finish(order, open.take(), &t.targets, &mut out, &mut unsynced)?;
             }
             if open.is_none() {
                 open = Some(Open { target: idx, writer: start(ctx, &t.targets[idx])? });
@@ -129,7 +131,7 @@ pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Re
         }
         it.next()?;
     }
-    finish(open, &t.targets, &mut out, &mut unsynced)?;
+    finish(order, open, &t.targets, &mut out, &mut unsynced)?;
     unsynced.sync_all()?;
     out.vlog_garbage = filter.vlog_garbage;
     Ok(out)
@@ -143,6 +145,7 @@ fn start(ctx: &JobContext<'_>, target: &FileMeta) -> Result<SegmentWriter> {
 
 /// Close the segment (synced now, or later with `unsynced`) and record the target's new state.
 fn finish(
+    order: &KeyOrder,
     open: Option<Open>,
     targets: &[Arc<FileMeta>],
     out: &mut AppendOutput,
@@ -156,8 +159,8 @@ fn finish(
     unsynced.push(file)?;
     let seg = &s.segment;
     out.bytes_written += s.file_size - old.size;
-    let min = |a: &Vec<u8>, b: &Vec<u8>| if compare_internal(a, b).is_le() { a.clone() } else { b.clone() };
-    let max = |a: &Vec<u8>, b: &Vec<u8>| if compare_internal(a, b).is_ge() { a.clone() } else { b.clone() };
+    let min = |a: &Vec<u8>, b: &Vec<u8>| if order.compare_internal(a, b).is_le() { a.clone() } else { b.clone() };
+    let max = |a: &Vec<u8>, b: &Vec<u8>| if order.compare_internal(a, b).is_ge() { a.clone() } else { b.clone() };
     out.files.push(FileMeta {
         number: old.number,
         size: s.file_size,
@@ -183,7 +186,7 @@ mod tests {
 
     fn route(targets: &[Arc<FileMeta>], key: &str) -> usize {
         let b = bounds(targets);
-        b.iter().position(|b| within(b, key.as_bytes())).unwrap_or(b.len())
+        b.iter().position(|b| within(&KeyOrder::default(), b, key.as_bytes())).unwrap_or(b.len())
     }
 
     #[test]

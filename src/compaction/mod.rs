@@ -297,7 +297,7 @@ fn shadows_older_data(v: &Version, level: usize, run_id: u64, f: &FileMeta) -> b
         lv.runs
             .iter()
             .filter(|r| l > level || r.id <= run_id)
-            .any(|r| r.overlapping(Some(lo), Some(hi)).iter().any(|o| o.number != f.number))
+            .any(|r| r.overlapping(&v.order, Some(lo), Some(hi)).iter().any(|o| o.number != f.number))
     })
 }
 

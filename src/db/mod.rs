@@ -5,6 +5,7 @@
 mod flush;
 mod gc;
 pub(crate) mod keyspace;
+mod properties;
 mod read;
 mod recovery;
 mod repair;
@@ -255,6 +256,27 @@ impl State {
         }
     }
 
+    /// The id of keyspace `id` if it may be written now; else the error a writer gets.
+    pub(crate) fn check_writable(&self, id: u32) -> Result<()> {
+        match self.trees.get(&id) {
+            Some(t) if !t.dropped => Ok(()),
+            _ => Err(self.missing_keyspace(id)),
+        }
+    }
+
+    /// The id of every keyspace a memtable made now holds a list for.
+    pub(crate) fn live_keyspace_ids(&self) -> Vec<u32> {
+        self.trees.iter().filter(|(_, t)| !t.dropped).map(|(&id, _)| id).collect()
+    }
+
+    /// The memtables, newest first.
+    pub(super) fn mems(&self) -> read::Mems {
+        let mut mems = smallvec::SmallVec::with_capacity(1 + self.imms.len());
+        mems.push(self.mem.clone());
+        mems.extend(self.imms.iter().rev().cloned());
+        mems
+    }
+
     /// Whether any running compaction holds a level of any keyspace.
     fn compactions_running(&self) -> bool {
         self.trees.values().any(|t| !t.busy_levels.is_empty())
@@ -316,7 +338,9 @@ impl Db {
         let lock = prepare_dir(&*vfs, &dir, &options)?;
         let block_cache = (options.block_cache_bytes > 0)
             .then(|| crate::sst::block_cache::new_block_cache(options.block_cache_bytes));
-        let table_cache = Arc::new(TableCache::new(vfs.clone(), dir.clone(), options.max_open_files, block_cache));
+        let read_options = crate::sst::TableReadOptions::from_options(&options);
+        let table_cache =
+            Arc::new(TableCache::new(vfs.clone(), dir.clone(), options.max_open_files, block_cache, read_options));
         let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.clone(), options.io_uring)
             .with_mapped_reads(options.mmap_value_reads)
             .with_value_cache(options.value_cache_bytes);
@@ -383,9 +407,10 @@ impl Db {
     /// Create keyspace `name`, an LSM-tree of its own shaped by `options`' shaping settings
     /// (merge policy, separation threshold, filters, block and table sizes, compression,
     /// light-weight compaction, level sizes; `docs/format/manifest.md` lists them); the
-    /// database's memory, caches, log and GC settings apply to it as to every keyspace. The
-    /// settings are recorded: the keyspace reopens with them. A name is 1 to 255 bytes, with
-    /// no path separator or control character; `Error::KeyspaceExists` if it is taken.
+    /// database's memory, caches, log and GC settings, its key order (`Options::comparator`)
+    /// and its filter policy apply to it as to every keyspace. The settings are recorded: the
+    /// keyspace reopens with them. A name is 1 to 255 bytes, with no path separator or control
+    /// character; `Error::KeyspaceExists` if it is taken.
     pub fn create_keyspace(&self, name: &str, options: Options) -> Result<Keyspace> {
         self.inner.create_keyspace(name, options)
     }

@@ -82,7 +82,7 @@ const MULTI_GET_BATCH: usize = 128;
 
 /// The memtables a read works on, newest first: on the stack for the usual one to three (a
 /// point lookup allocates nothing here).
-type Mems = smallvec::SmallVec<[Arc<Memtable>; 4]>;
+pub(super) type Mems = smallvec::SmallVec<[Arc<Memtable>; 4]>;
 
 /// What one read of a keyspace works on: memtables (newest first) and the keyspace's Version,
 /// all pinned.
@@ -115,7 +115,7 @@ impl DbInner {
     /// One view for many lookups of the newest entries (`latest_entry_in`).
     pub(crate) fn liveness_view(&self) -> (LatestView, CheckedAt) {
         let st = self.state.lock();
-        let mems = Self::mems(&st);
+        let mems = st.mems();
         // Dropped keyspaces are left out: their values are garbage.
         let live = st.trees.iter().filter(|(_, t)| !t.dropped).map(|(&ks, _)| ks);
         let versions = live.filter_map(|ks| Some((ks, st.versions.current_of(ks)?))).collect();
@@ -146,7 +146,7 @@ impl DbInner {
                     )));
                 }
             }
-            let mut it = MergingIterator::new(children);
+            let mut it = MergingIterator::new(children, self.table_cache.order().clone());
             it.seek_to_first()?;
             while it.valid() {
                 let is_pointer = key::parse_internal_key(it.key()).is_some_and(|k| k.kind == ValueKind::Pointer);
@@ -172,21 +172,13 @@ impl DbInner {
         self.get_entry(&view.mems, version, view.seq, (ks, None), user_key, BlockReads::filling(true), false)
     }
 
-    /// The memtables, newest first.
-    fn mems(st: &super::State) -> Mems {
-        let mut mems = smallvec::SmallVec::with_capacity(1 + st.imms.len());
-        mems.push(st.mem.clone());
-        mems.extend(st.imms.iter().rev().cloned());
-        mems
-    }
-
     fn view(&self, ro: &ReadOptions, ks: u32) -> Result<View> {
         let st = self.state.lock();
         let (version, counters) = match (st.versions.current_of(ks), st.tree(ks)) {
             (Some(v), Some(t)) if !t.dropped => (v, t.opts.auto_tune.then(|| t.counters.clone())),
             _ => return Err(st.missing_keyspace(ks)),
         };
-        let mems = Self::mems(&st);
+        let mems = st.mems();
         // Read under the lock that fixed the memtables: a leader publishes `visible_seq` and
         // switches memtables only while holding it. So every write at or below `seq` is in
         // these memtables or this Version, and every later one goes into `mems[0]` or a newer
@@ -411,9 +403,10 @@ impl DbInner {
         // still read.
         let pins = (view.mems, view.version.clone(), reader);
         let samples = IterSamples { db: Arc::clone(self), version: view.version.clone(), ks };
+        let order = self.table_cache.order().clone();
         Ok(DbIterator::new(
-            Box::new(MergingIterator::new(children)),
-            view.seq,
+            Box::new(MergingIterator::new(children, order.clone())),
+            (view.seq, order),
             (ro.lower_bound.clone(), ro.upper_bound.clone()),
             Arc::new(ScanValues {
                 db: Arc::clone(self),

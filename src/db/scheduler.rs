@@ -62,7 +62,7 @@ pub(super) fn spawn(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
     let mut threads = vec![
         spawn_one("wisckey-flush", |db| db.scheduler.flush_loop(db))?,
         spawn_one("wisckey-gc", |db| db.gc.gc_loop(db))?,
-        spawn_one("wisckey-tune", |db| db.tune_loop())?,
+        spawn_one("wisckey-tune", super::tuner::run)?,
     ];
     for _ in 0..inner.opts.compaction_threads.max(1) {
         threads.push(spawn_one("wisckey-compact", |db| db.scheduler.compaction_loop(db))?);

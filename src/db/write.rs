@@ -112,7 +112,7 @@ impl WriteQueue {
             // Checked when queued: a keyspace dropped after this is dropped after the write.
             let st = db.state.lock();
             for &ks in &batch.other_keyspaces {
-                DbInner::check_writable(&st, ks)?;
+                st.check_writable(ks)?;
             }
         }
         // Wait for GC outside the queue: GC's own pointer puts go through the queue and must not
@@ -421,7 +421,8 @@ impl WriteQueue {
             log.groups_end()
         };
         st.mem.set_log_end(end);
-        let fresh = Arc::new(Memtable::with_pool(db.chunk_pool.clone(), &DbInner::live_keyspace_ids(st)));
+        let ids = st.live_keyspace_ids();
+        let fresh = Arc::new(Memtable::with_pool(db.chunk_pool.clone(), &ids, db.opts.key_order()));
         let full = std::mem::replace(&mut st.mem, fresh);
         st.imms.push_back(full);
         db.scheduler.flush_cv.notify_one();
@@ -432,7 +433,8 @@ impl WriteQueue {
     /// empty one is replaced, one holding entries switched out as usual.
     pub(crate) fn start_memtable(&self, db: &DbInner, st: &mut MutexGuard<'_, State>) -> Result<()> {
         if st.mem.is_empty() {
-            st.mem = Arc::new(Memtable::with_pool(db.chunk_pool.clone(), &DbInner::live_keyspace_ids(st)));
+            let ids = st.live_keyspace_ids();
+            st.mem = Arc::new(Memtable::with_pool(db.chunk_pool.clone(), &ids, db.opts.key_order()));
             return Ok(());
         }
         self.switch_memtable(db, st)

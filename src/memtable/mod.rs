@@ -13,6 +13,7 @@ mod skiplist;
 
 pub use kept::ChunkPool;
 
+use crate::comparator::KeyOrder;
 use crate::error::Result;
 use crate::internal_iter::InternalIterator;
 use crate::key::{self, ValueKind};
@@ -86,19 +87,21 @@ pub struct Memtable {
 }
 
 impl Default for Memtable {
-    /// A memtable of the default keyspace only, its nodes and kept values on the heap.
+    /// A memtable of the default keyspace only, of bytewise-ordered keys, its nodes and kept
+    /// values on the heap.
     fn default() -> Self {
-        Memtable::new(None, &[])
+        Memtable::new(None, &[], KeyOrder::default())
     }
 }
 
 impl Memtable {
-    /// A memtable for the default keyspace and `keyspaces`, taking chunks from `pool`.
-    fn new(pool: Option<&Arc<ChunkPool>>, keyspaces: &[u32]) -> Memtable {
+    /// A memtable for the default keyspace and `keyspaces` (of keys in `order`, the
+    /// database's), taking chunks from `pool`.
+    fn new(pool: Option<&Arc<ChunkPool>>, keyspaces: &[u32], order: KeyOrder) -> Memtable {
         let ids = std::iter::once(0).chain(keyspaces.iter().copied().filter(|&k| k != 0));
-        let slots = ids
-            .map(|keyspace| Slot { keyspace, map: skiplist::SkipList::new(pool.map(|p| p.nodes.clone())) })
-            .collect();
+        let list =
+            |keyspace| Slot { keyspace, map: skiplist::SkipList::new(pool.map(|p| p.nodes.clone()), order.clone()) };
+        let slots = ids.map(list).collect();
         Memtable {
             slots,
             kept_bytes: AtomicU64::new(0),
@@ -216,16 +219,16 @@ impl Memtable {
         }
     }
 
-    /// A memtable for the default keyspace and `keyspaces`, its nodes and kept values on the
-    /// heap (recovery's replay).
-    pub fn for_keyspaces(keyspaces: &[u32]) -> Memtable {
-        Memtable::new(None, keyspaces)
+    /// A memtable for the default keyspace and `keyspaces` (keys in `order`), its nodes and
+    /// kept values on the heap (recovery's replay).
+    pub fn for_keyspaces(keyspaces: &[u32], order: KeyOrder) -> Memtable {
+        Memtable::new(None, keyspaces, order)
     }
 
-    /// A memtable for the default keyspace and `keyspaces` whose nodes and kept values go
-    /// into chunks of `pool`, reused across memtables.
-    pub fn with_pool(pool: Arc<ChunkPool>, keyspaces: &[u32]) -> Memtable {
-        Memtable::new(Some(&pool), keyspaces)
+    /// A memtable for the default keyspace and `keyspaces` (keys in `order`) whose nodes and
+    /// kept values go into chunks of `pool`, reused across memtables.
+    pub fn with_pool(pool: Arc<ChunkPool>, keyspaces: &[u32], order: KeyOrder) -> Memtable {
+        Memtable::new(Some(&pool), keyspaces, order)
     }
 
     /// Bytes of separated values the memtable keeps in memory.

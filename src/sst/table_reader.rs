@@ -9,10 +9,12 @@ use std::cmp::Ordering;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use crate::comparator::KeyOrder;
 use crate::error::{Error, Result};
+use crate::filter_policy::FilterPolicy;
 use crate::fs::{FileMapping, RandomAccessFile};
 use crate::internal_iter::{InternalIterator, MergingIterator};
-use crate::key::{compare_internal, user_key, ValueKind};
+use crate::key::{user_key, ValueKind};
 use crate::sst::block_cache::BlockCache;
 use crate::value::Value;
 
@@ -28,6 +30,51 @@ use super::format::{
 };
 use super::verified::VerifiedBlocks;
 
+/// How tables are read: the order of their keys, and the custom filter policy whose filters
+/// are used (a table whose filter another policy built is read without it).
+#[derive(Debug, Clone, Default)]
+pub struct TableReadOptions {
+    pub(crate) order: KeyOrder,
+    pub(crate) filter_policy: Option<Arc<dyn FilterPolicy>>,
+}
+
+impl TableReadOptions {
+    /// What `o` says about reading tables.
+    pub(crate) fn from_options(o: &crate::options::Options) -> Self {
+        TableReadOptions { order: o.key_order(), filter_policy: o.filter_policy.clone() }
+    }
+}
+
+/// A table's filter: the built-in Bloom filter, or a custom policy's.
+enum TableFilter {
+    Bloom(BloomFilter),
+    Policy { policy: Arc<dyn FilterPolicy>, data: Vec<u8> },
+}
+
+impl TableFilter {
+    /// False only when no entry of the user key (hashed: `hash`) is in the table.
+    #[inline]
+    fn may_contain(&self, hash: FilterHash, user_key: &[u8]) -> bool {
+        match self {
+            TableFilter::Bloom(b) => b.may_contain_hash(hash),
+            TableFilter::Policy { policy, data } => policy.key_may_match(user_key, data),
+        }
+    }
+
+    fn prefetch(&self, hash: FilterHash) {
+        if let TableFilter::Bloom(b) = self {
+            b.prefetch(hash);
+        }
+    }
+
+    fn len_bytes(&self) -> u64 {
+        match self {
+            TableFilter::Bloom(b) => b.len_bytes(),
+            TableFilter::Policy { data, .. } => data.len() as u64,
+        }
+    }
+}
+
 /// An open table; immutable and shared between threads as `Arc<Table>`.
 pub struct Table {
     file: Arc<dyn RandomAccessFile>,
@@ -35,9 +82,12 @@ pub struct Table {
     file_number: u64,
     cache: Option<Arc<BlockCache>>,
     index: Arc<Block>,
-    /// Dense copy of the index keys' distinguishing bytes (`None`: search the index block).
+    /// The order of the keys (index and data blocks are searched by it).
+    order: KeyOrder,
+    /// Dense copy of the index keys' distinguishing bytes (`None`: search the index block;
+    /// always under a custom order, which bytes do not follow).
     fences: Option<IndexFences>,
-    filter: Option<BloomFilter>,
+    filter: Option<TableFilter>,
     props: TableProperties,
     /// End of the data-block region: data handles must lie below it.
     data_end: u64,
@@ -76,20 +126,33 @@ impl std::fmt::Debug for Table {
 }
 
 impl Table {
-    /// Open a table of `file_size` bytes (a plain table, or a DTable whose tail lists its
-    /// segments): validate the footers, then load each segment's index, filter and properties
-    /// blocks (all checksummed).
+    /// `open_with` for a table of bytewise-ordered keys and no custom filter policy (tests and
+    /// tools).
+    #[cfg(any(test, feature = "test-util"))]
     pub fn open(
         file: Arc<dyn RandomAccessFile>,
         file_number: u64,
         file_size: u64,
         cache: Option<Arc<BlockCache>>,
     ) -> Result<Table> {
+        Table::open_with(file, file_number, file_size, cache, &TableReadOptions::default())
+    }
+
+    /// Open a table of `file_size` bytes (a plain table, or a DTable whose tail lists its
+    /// segments) to be read as `ro` says: validate the footers, then load each segment's index,
+    /// filter and properties blocks (all checksummed).
+    pub fn open_with(
+        file: Arc<dyn RandomAccessFile>,
+        file_number: u64,
+        file_size: u64,
+        cache: Option<Arc<BlockCache>>,
+        ro: &TableReadOptions,
+    ) -> Result<Table> {
         let buf = read_footer(&*file, file_size)?;
         if footer_magic(&buf) != DTABLE_MAGIC {
-            return Table::open_segment(file, file_number, file_size, file_size, buf, cache);
+            return Table::open_segment(file, (file_number, file_size), file_size, buf, cache, ro);
         }
-        Table::open_dtable(file, file_number, file_size, cache, buf)
+        Table::open_dtable(file, file_number, file_size, cache, buf, ro)
     }
 
     /// Open the DTable whose tail footer is `buf`: each segment its directory lists.
@@ -99,6 +162,7 @@ impl Table {
         file_size: u64,
         cache: Option<Arc<BlockCache>>,
         buf: [u8; FOOTER_LEN],
+        ro: &TableReadOptions,
     ) -> Result<Table> {
         let ends = read_segment_ends(&*file, &buf, file_size)?;
         let Some((&newest_end, older_ends)) = ends.split_last() else {
@@ -107,29 +171,24 @@ impl Table {
         let mut older = Vec::with_capacity(older_ends.len());
         for &end in older_ends.iter().rev() {
             let buf = read_footer(&*file, end)?;
-            older.push(Arc::new(Table::open_segment(
-                Arc::clone(&file),
-                file_number,
-                end,
-                file_size,
-                buf,
-                cache.clone(),
-            )?));
+            let segment =
+                Table::open_segment(Arc::clone(&file), (file_number, file_size), end, buf, cache.clone(), ro)?;
+            older.push(Arc::new(segment));
         }
         let buf = read_footer(&*file, newest_end)?;
-        let mut newest = Table::open_segment(file, file_number, newest_end, file_size, buf, cache)?;
+        let mut newest = Table::open_segment(file, (file_number, file_size), newest_end, buf, cache, ro)?;
         newest.older = older;
         Ok(newest)
     }
 
-    /// Open the segment whose footer (`buf`) ends at `end`.
+    /// Open the segment whose footer (`buf`) ends at `end`, of table file `(number, size)`.
     fn open_segment(
         file: Arc<dyn RandomAccessFile>,
-        file_number: u64,
+        (file_number, file_size): (u64, u64),
         end: u64,
-        file_size: u64,
         buf: [u8; FOOTER_LEN],
         cache: Option<Arc<BlockCache>>,
+        ro: &TableReadOptions,
     ) -> Result<Table> {
         let path: Arc<Path> = Arc::from(file.path());
         let footer_at = end - FOOTER_LEN as u64;
@@ -139,14 +198,23 @@ impl Table {
         let props_raw = read_block(&*file, footer.properties, footer_at)?;
         let props = TableProperties::decode(&props_raw)
             .ok_or_else(|| Error::corruption(&*path, footer.properties.offset, "malformed properties block"))?;
-        let filter = match footer.filter.size {
-            0 => None,
+        let filter = match (footer.filter.size, &props.policy_filter) {
+            (0, Some((name, h))) => match ro.filter_policy.as_ref().filter(|p| p.name() == name) {
+                Some(policy) => {
+                    let data = read_block(&*file, *h, footer_at)?;
+                    Some(TableFilter::Policy { policy: Arc::clone(policy), data })
+                }
+                // Built by another policy: read without a filter, as LevelDB does.
+                None => None,
+            },
+            (0, None) => None,
             _ => {
                 let raw = read_block(&*file, footer.filter, footer_at)?;
-                Some(BloomFilter::new(raw, &path, footer.filter.offset)?)
+                Some(TableFilter::Bloom(BloomFilter::new(raw, &path, footer.filter.offset)?))
             }
         };
-        let data_end = footer.data_end();
+        // A policy's filter block lies between the data blocks and the properties block.
+        let data_end = props.policy_filter.as_ref().map_or(footer.data_end(), |(_, h)| h.offset.min(footer.data_end()));
         let mapping = file.mapping().cloned();
         if mapping.is_some() {
             // A lookup's fault should read its own page, not the kernel's read-around (up to
@@ -158,7 +226,8 @@ impl Table {
         let max_blocks = usize::try_from(data_end / BLOCK_TRAILER_LEN as u64).unwrap_or(usize::MAX);
         let blocks = usize::try_from(props.num_data_blocks).unwrap_or(usize::MAX).min(max_blocks);
         let verified = VerifiedBlocks::with_capacity(if mapping.is_some() { blocks } else { 0 });
-        let fences = IndexFences::build(&index);
+        // Fences and the segment cascade compare key bytes: only for the bytewise order.
+        let fences = if ro.order.is_bytewise() { IndexFences::build(&index) } else { None };
         let slots = if mapping.is_some() && fences.is_some() { index.num_restarts() } else { 0 };
         let mapped_blocks = (0..slots).map(|_| OnceLock::new()).collect();
         Ok(Table {
@@ -167,6 +236,7 @@ impl Table {
             file_number,
             cache,
             index,
+            order: ro.order.clone(),
             fences,
             filter,
             props,
@@ -219,12 +289,12 @@ impl Table {
     #[cfg(test)]
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
         let h = FilterHash::of(user_key);
-        self.segments().any(|s| s.segment_may_contain(h))
+        self.segments().any(|s| s.segment_may_contain(h, user_key))
     }
 
     /// Bytes of Bloom filter the table holds in memory, over all its segments.
     pub fn filter_bytes(&self) -> u64 {
-        self.segments().map(|s| s.filter.as_ref().map_or(0, BloomFilter::len_bytes)).sum()
+        self.segments().map(|s| s.filter.as_ref().map_or(0, TableFilter::len_bytes)).sum()
     }
 
     /// Bytes of merged segment fences the table holds in memory (0 for a plain table).
@@ -236,7 +306,7 @@ impl Table {
     /// The merged fences of a DTable's segments, made on first use (`None` for a plain table,
     /// or when `SegmentCascade::build` declines).
     fn cascade(&self) -> Option<&SegmentCascade> {
-        if self.older.is_empty() {
+        if self.older.is_empty() || !self.order.is_bytewise() {
             return None;
         }
         self.cascade
@@ -247,9 +317,9 @@ impl Table {
             .as_ref()
     }
 
-    /// This segment's own filter answer.
-    fn segment_may_contain(&self, hash: FilterHash) -> bool {
-        self.filter.as_ref().is_none_or(|f| f.may_contain_hash(hash))
+    /// This segment's own filter answer for `user_key`, hashed: `hash`.
+    fn segment_may_contain(&self, hash: FilterHash, user_key: &[u8]) -> bool {
+        self.filter.as_ref().is_none_or(|f| f.may_contain(hash, user_key))
     }
 
     /// The first entry whose internal key is >= `seek_ikey`, if its user key equals the user
@@ -274,8 +344,9 @@ impl Table {
                 f.prefetch(hash);
             }
         }
+        let uk = user_key(seek_ikey);
         for s in self.segments() {
-            if s.segment_may_contain(hash) {
+            if s.segment_may_contain(hash, uk) {
                 probe.passed = true;
                 probe.found = s.segment_get(seek_ikey, reads)?;
                 if probe.found.is_some() {
@@ -291,21 +362,21 @@ impl Table {
         let uk = user_key(seek_ikey);
         // A block made before was checked when it was made; a verifying read checks again.
         if let Some((_, block)) = self.fenced_block(seek_ikey).filter(|_| !reads.verify_checksums) {
-            let mut it = BlockIter::new(Arc::clone(block));
+            let mut it = block.iter_in(&self.order);
             it.seek(seek_ikey)?;
             if it.valid() {
                 return self.found(&it, uk, block.file_offset());
             }
             // The target lies past the block's last key: the index search below goes on.
         }
-        let mut index = self.index.iter();
+        let mut index = self.index.iter_in(&self.order);
         self.seek_index(&mut index, seek_ikey)?;
         // Normally the first block tried holds the answer; the loop only continues when a
         // separator lies past its block's last key and the target falls in that gap.
         while index.valid() {
             let handle = self.decode_handle(index.value())?;
             let block = self.load_block(handle, index.current_restart(), reads, None)?;
-            let mut it = BlockIter::new(block);
+            let mut it = BlockIter::with_order(block, self.order.clone());
             it.seek(seek_ikey)?;
             if it.valid() {
                 return self.found(&it, uk, handle.offset);
@@ -338,14 +409,14 @@ impl Table {
         children.extend(self.older.iter().map(|s| s.segment_iter(reads)));
         TableIterator::Segments(Box::new(SegmentsIterator {
             table: Arc::clone(self),
-            merge: MergingIterator::new(children),
+            merge: MergingIterator::new(children, self.order.clone()),
         }))
     }
 
     /// An iterator over this segment alone.
     fn segment_iter(self: &Arc<Self>, reads: BlockReads) -> SegmentIterator {
         SegmentIterator {
-            index: self.index.iter(),
+            index: self.index.iter_in(&self.order),
             table: Arc::clone(self),
             data: None,
             data_handle: BlockHandle::default(),
@@ -355,14 +426,24 @@ impl Table {
         }
     }
 
-    /// Approximate file offset where entries with key `ikey` start: the offset of the data
-    /// block that would hold it, or the end of the data blocks when past the last key.
-    #[cfg(test)]
+    /// Approximate bytes of data blocks holding entries before `ikey`: in a plain table the
+    /// offset of the data block that would hold it (the end of the data blocks when past the
+    /// last key); in a DTable that summed over its segments, each from its first data block.
     pub fn approximate_offset_of(&self, ikey: &[u8]) -> u64 {
-        let mut index = self.index.iter();
-        if index.seek(ikey).is_ok() && index.valid() {
+        self.segments().map(|s| s.segment_offset_of(Some(ikey)).saturating_sub(s.segment_offset_of(None))).sum()
+    }
+
+    /// The offset of the data block a seek to `ikey` lands in (`None`: the first one), or the
+    /// end of the data blocks.
+    fn segment_offset_of(&self, ikey: Option<&[u8]>) -> u64 {
+        let mut index = self.index.iter_in(&self.order);
+        let sought = match ikey {
+            Some(k) => index.seek(k),
+            None => index.seek_to_first(),
+        };
+        if sought.is_ok() && index.valid() {
             if let Some(h) = BlockHandle::decode_exact(index.value()) {
-                return h.offset;
+                return h.offset.min(self.data_end);
             }
         }
         self.data_end
@@ -743,7 +824,7 @@ impl SegmentIterator {
         }
         match &mut self.data {
             Some(it) => it.reset(block),
-            None => self.data = Some(BlockIter::new(block)),
+            None => self.data = Some(BlockIter::with_order(block, self.table.order.clone())),
         }
         self.data_handle = handle;
         Ok(())
@@ -768,7 +849,7 @@ impl SegmentIterator {
         let block = Arc::clone(block);
         match &mut self.data {
             Some(it) => it.reset(block),
-            None => self.data = Some(BlockIter::new(block)),
+            None => self.data = Some(BlockIter::with_order(block, self.table.order.clone())),
         }
         self.data_handle = handle;
         self.index_at = Some(i);
@@ -887,8 +968,9 @@ impl InternalIterator for SegmentIterator {
             // Stay in the current block when the target lies inside it (sequential seeks).
             let in_block = s.data_valid()
                 && s.data.as_ref().is_some_and(|d| {
-                    compare_internal(d.key(), target) != Ordering::Greater
-                        && compare_internal(target, s.index.key()) != Ordering::Greater
+                    let order = &s.table.order;
+                    order.compare_internal(d.key(), target) != Ordering::Greater
+                        && order.compare_internal(target, s.index.key()) != Ordering::Greater
                 });
             if !in_block {
                 match s.table.fenced_entry(target) {

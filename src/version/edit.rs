@@ -36,7 +36,7 @@ pub struct FileMeta {
 /// Every field is optional so an edit carries only what changed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct VersionEdit {
-    /// Name of the key order; only `"wisckey.bytewise"` is known.
+    /// Name of the key order (`wisckey.bytewise`, or a custom comparator's name).
     pub comparator: Option<String>,
     /// On-disk format version of the database.
     pub format_version: Option<u32>,

@@ -171,7 +171,7 @@ impl Gc {
         let mut report = GcReport::default();
         let keyspaces = {
             let st = db.state.lock();
-            DbInner::live_keyspace_ids(&st)
+            st.live_keyspace_ids()
         };
         {
             let _one = self.lock.lock();

@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 
 use super::sampling::ReadSampler;
 use super::Step;
+use crate::comparator::KeyOrder;
 use crate::error::Result;
 use crate::internal_iter::InternalIterator;
 use crate::key::{self, ValueKind, MAX_SEQ};
@@ -24,6 +25,8 @@ enum CursorDir {
 pub(super) struct Cursor {
     inner: Box<dyn InternalIterator>,
     seq: u64,
+    /// The order of the user keys (and of the bounds).
+    order: KeyOrder,
     direction: CursorDir,
     valid: bool,
     saved_key: Vec<u8>,
@@ -39,16 +42,18 @@ pub(super) struct Cursor {
 }
 
 impl Cursor {
-    /// A cursor over `inner` at sequence number `seq`, within `[lower, upper)`; not positioned.
+    /// A cursor over `inner` at sequence number `seq`, within `[lower, upper)` (keys in
+    /// `order`); not positioned.
     pub(super) fn new(
         inner: Box<dyn InternalIterator>,
-        seq: u64,
+        (seq, order): (u64, KeyOrder),
         lower: Option<Vec<u8>>,
         upper: Option<Vec<u8>>,
     ) -> Self {
         Cursor {
             inner,
             seq,
+            order,
             direction: CursorDir::Forward,
             valid: false,
             saved_key: Vec::new(),
@@ -152,7 +157,7 @@ impl Cursor {
     /// Position at the first live key >= `target` (and >= the lower bound).
     pub(super) fn seek(&mut self, target: &[u8]) -> Result<()> {
         let target = match &self.lower {
-            Some(l) if l.as_slice() > target => l.clone(),
+            Some(l) if self.order.compare_user(l, target) == Ordering::Greater => l.clone(),
             _ => target.to_vec(),
         };
         self.direction = CursorDir::Forward;
@@ -203,7 +208,7 @@ impl Cursor {
                     self.valid = false;
                     return Ok(());
                 }
-                if key::user_key(self.inner.key()) < self.saved_key.as_slice() {
+                if self.order.compare_user(key::user_key(self.inner.key()), &self.saved_key) == Ordering::Less {
                     break;
                 }
             }
@@ -233,7 +238,7 @@ impl Cursor {
                         self.saved_key.clear();
                         self.saved_key.extend_from_slice(p.user_key);
                         skipping = true;
-                    } else if !(skipping && p.user_key <= self.saved_key.as_slice()) {
+                    } else if !(skipping && self.order.compare_user(p.user_key, &self.saved_key) != Ordering::Greater) {
                         self.valid = true;
                         self.kind = p.kind;
                         self.saved_key.clear();
@@ -257,7 +262,7 @@ impl Cursor {
             if let Some(p) = key::parse_internal_key(self.inner.key()) {
                 if p.seq <= self.seq {
                     if last_kind != ValueKind::Deletion
-                        && key::compare_bytes(p.user_key, &self.saved_key) == Ordering::Less
+                        && self.order.compare_user(p.user_key, &self.saved_key) == Ordering::Less
                     {
                         break;
                     }
@@ -293,7 +298,7 @@ impl Cursor {
     fn check_upper(&mut self) {
         if self.valid {
             if let Some(u) = &self.upper {
-                if self.key() >= u.as_slice() {
+                if self.order.compare_user(self.key(), u) != Ordering::Less {
                     self.valid = false;
                 }
             }
@@ -303,7 +308,7 @@ impl Cursor {
     fn check_lower(&mut self) {
         if self.valid {
             if let Some(l) = &self.lower {
-                if self.key() < l.as_slice() {
+                if self.order.compare_user(self.key(), l) == Ordering::Less {
                     self.valid = false;
                 }
             }
