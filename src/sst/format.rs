@@ -179,6 +179,8 @@ pub struct TableProperties {
     /// Largest internal key (empty when the table is empty).
     pub largest: Vec<u8>,
     pub format_version: u32,
+    /// The range tombstones the table (segment) holds, in key order (`range_del`).
+    pub range_tombstones: Vec<crate::range_del::RangeTombstone>,
 }
 
 /// Tags of the properties record; unknown tags are skipped so fields can be added later.
@@ -191,6 +193,8 @@ mod tag {
     pub const SMALLEST: u64 = 6;
     pub const LARGEST: u64 = 7;
     pub const FORMAT_VERSION: u64 = 8;
+    /// The range tombstones (`range_del::encode_list`); absent when there are none.
+    pub const RANGE_TOMBSTONES: u64 = 9;
 }
 
 impl TableProperties {
@@ -213,6 +217,10 @@ impl TableProperties {
         for (t, k) in [(tag::SMALLEST, &self.smallest), (tag::LARGEST, &self.largest)] {
             put_varint64(&mut out, t);
             put_length_prefixed(&mut out, k);
+        }
+        if !self.range_tombstones.is_empty() {
+            put_varint64(&mut out, tag::RANGE_TOMBSTONES);
+            put_length_prefixed(&mut out, &crate::range_del::encode_list(&self.range_tombstones));
         }
         out
     }
@@ -238,6 +246,7 @@ impl TableProperties {
                 tag::FORMAT_VERSION => p.format_version = u32::try_from(int()?).ok()?,
                 tag::SMALLEST => p.smallest = payload.to_vec(),
                 tag::LARGEST => p.largest = payload.to_vec(),
+                tag::RANGE_TOMBSTONES => p.range_tombstones = crate::range_del::decode_list(payload)?,
                 _ => {}
             }
         }
@@ -300,6 +309,7 @@ mod tests {
             smallest: b"a\x01\0\0\0\0\0\0\0".to_vec(),
             largest: b"z\x01\0\0\0\0\0\0\0".to_vec(),
             format_version: FORMAT_VERSION,
+            range_tombstones: vec![crate::range_del::RangeTombstone { begin: b"a".to_vec(), end: b"c".to_vec(), seq: 9 }],
         };
         let mut enc = p.encode();
         assert_eq!(TableProperties::decode(&enc), Some(p.clone()));
