@@ -203,6 +203,9 @@ fn a_dropped_keyspaces_tables_are_deleted_and_its_values_become_garbage_for_gc()
     let garbage_before = db.stats().vlog_garbage_bytes;
     db.drop_keyspace("doomed").expect("drop");
     db.wait_for_background_work().expect("settle");
+    // Once the background has forgotten it, a handle kept past the drop still says so.
+    assert!(matches!(doomed.get("k0001"), Err(Error::KeyspaceDropped { ref name }) if name == "doomed"));
+    assert!(matches!(doomed.put("k0001", "x"), Err(Error::KeyspaceDropped { .. })));
     let after = db.stats();
     assert!(tables(&fs) < before, "the dropped keyspace's tables are deleted: {before} -> {}", tables(&fs));
     assert!(

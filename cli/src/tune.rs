@@ -1,7 +1,8 @@
 //! `wisckey tune`: the Wacky continuum's cost model (`wisckey::continuum`) searched for the
 //! merge policy that makes a workload cheapest (§5 of the paper), printed with its predicted
 //! costs next to the named designs'. The workload is given as shares of operations or read
-//! from a database's recorded counts (`--db`).
+//! from a database's recorded counts (`--db`: one answer per keyspace, each for its own mix
+//! and size).
 
 use std::path::PathBuf;
 
@@ -25,9 +26,13 @@ pub struct TuneArgs {
     /// Share of short range scans.
     #[arg(long, default_value_t = 0.0)]
     scans: f64,
-    /// Take the mix from this (closed) database's recorded counts and its size from its tables.
+    /// Take the mix from this (closed) database's recorded counts and its size from its tables,
+    /// and answer for each keyspace (or only `--keyspace`).
     #[arg(long)]
     db: Option<PathBuf>,
+    /// With --db: answer for this keyspace only.
+    #[arg(long)]
+    keyspace: Option<String>,
     /// Entries the tree will hold (with --key_size and --value_size; ignored with --data_bytes).
     #[arg(long, default_value_t = 10_000_000)]
     num: u64,
@@ -87,9 +92,11 @@ impl TuneArgs {
         (self.key_size + 8 + value + 4) as f64
     }
 
-    fn input(&self) -> CliResult<TuningInput> {
-        let (workload, data_bytes) = match &self.db {
-            Some(dir) => db_workload(dir)?,
+    /// The workloads to tune for: each keyspace's recorded mix and size with `--db` (named),
+    /// else the one the flags give (unnamed).
+    fn workloads(&self) -> CliResult<Vec<(Option<String>, Workload, f64)>> {
+        match &self.db {
+            Some(dir) => db_workloads(dir, self.keyspace.as_deref()),
             None => {
                 let w = Workload {
                     reads: self.reads,
@@ -97,9 +104,12 @@ impl TuneArgs {
                     writes: self.writes,
                     scans: self.scans,
                 };
-                (w, self.data_bytes.map_or(self.num as f64 * self.entry_bytes(), |b| b as f64))
+                Ok(vec![(None, w, self.data_bytes.map_or(self.num as f64 * self.entry_bytes(), |b| b as f64))])
             }
-        };
+        }
+    }
+
+    fn input(&self, workload: Workload, data_bytes: f64) -> CliResult<TuningInput> {
         if workload.reads + workload.zero_result_reads + workload.writes + workload.scans <= 0.0 {
             return Err("give the workload's shares (--reads, --zero_reads, --writes, --scans) or --db".into());
         }
@@ -122,28 +132,54 @@ impl TuneArgs {
     }
 }
 
-/// The mix a database recorded and the bytes of its tables.
-fn db_workload(dir: &std::path::Path) -> CliResult<(Workload, f64)> {
-    let c: WorkloadCounts = WorkloadCounts::read(dir)
+/// The mix each keyspace of a closed database recorded and the bytes of its tables (opening
+/// it: its keyspaces and their shapes are the manifest's).
+fn db_workloads(dir: &std::path::Path, only: Option<&str>) -> CliResult<Vec<(Option<String>, Workload, f64)>> {
+    let counts = WorkloadCounts::read_keyspaces(dir)
         .ok_or_else(|| format!("{}: no WORKLOAD file (open and close it once)", dir.display()))?;
-    let mut bytes = 0u64;
-    for e in std::fs::read_dir(dir)? {
-        let e = e?;
-        if e.file_name().to_string_lossy().ends_with(".sst") {
-            bytes += e.metadata()?.len();
-        }
+    let db = wisckey::Db::open(dir, wisckey::Options::default().create_if_missing(false))?;
+    let mut out = Vec::new();
+    for name in db.keyspaces().into_iter().filter(|n| only.is_none_or(|o| o == n)) {
+        let c = counts.get(&name).copied().unwrap_or_default();
+        let bytes: u64 = db.keyspace(&name)?.stats().level_bytes.iter().sum();
+        let w = Workload {
+            reads: c.reads_found as f64,
+            zero_result_reads: c.reads_missing as f64,
+            writes: c.writes as f64,
+            scans: c.scans as f64,
+        };
+        out.push((Some(name), w, bytes as f64));
     }
-    let w = Workload {
-        reads: c.reads_found as f64,
-        zero_result_reads: c.reads_missing as f64,
-        writes: c.writes as f64,
-        scans: c.scans as f64,
-    };
-    Ok((w, bytes as f64))
+    db.close()?;
+    match (out.is_empty(), only) {
+        (true, Some(name)) => Err(format!("{}: no keyspace named {name:?}", dir.display()).into()),
+        _ => Ok(out),
+    }
 }
 
 pub fn run(args: TuneArgs) -> CliResult {
-    let input = args.input()?;
+    let workloads = args.workloads()?;
+    let many = workloads.len() > 1;
+    for (name, workload, data_bytes) in workloads {
+        let input = match args.input(workload, data_bytes) {
+            // A keyspace that served nothing yet has no mix to tune for.
+            Err(e) if many => {
+                println!("keyspace {}: {e}\n", name.as_deref().unwrap_or("?"));
+                continue;
+            }
+            r => r?,
+        };
+        if let Some(name) = name.as_deref().filter(|_| many && !args.json) {
+            println!("keyspace {name}:");
+        }
+        answer(&args, &input, name.as_deref());
+    }
+    Ok(())
+}
+
+/// Print the tuning of `input` (for keyspace `keyspace`, when one is named).
+fn answer(args: &TuneArgs, input: &TuningInput, keyspace: Option<&str>) {
+    let input = *input;
     let tuning = continuum::tune(&input);
     let flush = args.flush_bytes.unwrap_or(args.write_buffer_size) as f64;
     let predicted: Vec<Candidate> =
@@ -159,9 +195,9 @@ pub fn run(args: TuneArgs) -> CliResult {
         for (role, c) in rows {
             let load =
                 continuum::cost::load_average(c.knobs, input.data_bytes, input.buffer_bytes, flush, input.max_levels);
-            println!("{}", json_row(role, c, &load));
+            println!("{}", json_row(role, c, &load, keyspace));
         }
-        return Ok(());
+        return;
     }
     print_header(&input);
     println!("chosen: {} ({}), --merge_policy={}", tuning.best.knobs, tuning.best.name, tuning.best.knobs);
@@ -200,7 +236,7 @@ pub fn run(args: TuneArgs) -> CliResult {
     }
     println!();
     println!("write_amp: times each entry is written, its flush included, counted for the policy as built (the model's stand-in for the paper's Eq 14 x B, which --json prints as paper_write_amp); zero_ios / read_ios: I/Os of a lookup of an absent / existing key (Eq 15); runs: runs a short scan seeks (V); cost: Eq 16's average lookup I/Os per operation, with this write_amp for W and a block written counting --write_cost_ratio.");
-    Ok(())
+    println!();
 }
 
 fn print_header(input: &TuningInput) {
@@ -225,9 +261,10 @@ fn print_header(input: &TuningInput) {
     println!();
 }
 
-fn json_row(role: &str, c: &Candidate, load: &continuum::cost::LoadAverage) -> String {
+fn json_row(role: &str, c: &Candidate, load: &continuum::cost::LoadAverage, keyspace: Option<&str>) -> String {
+    let keyspace = keyspace.map(|k| format!("\"keyspace\":\"{}\",", k.replace('"', "\\\""))).unwrap_or_default();
     format!(
-        "{{\"role\":\"{role}\",\"name\":\"{}\",\"knobs\":\"{}\",\"levels\":{},\"runs\":{},\"write_amp\":{},\"paper_write_amp\":{},\"zero_result_ios\":{},\"existing_ios\":{},\"cost\":{},\"load_write_amp\":{},\"load_expected_runs\":{}}}",
+        "{{{keyspace}\"role\":\"{role}\",\"name\":\"{}\",\"knobs\":\"{}\",\"levels\":{},\"runs\":{},\"write_amp\":{},\"paper_write_amp\":{},\"zero_result_ios\":{},\"existing_ios\":{},\"cost\":{},\"load_write_amp\":{},\"load_expected_runs\":{}}}",
         c.name,
         c.knobs,
         c.shape.levels.len(),

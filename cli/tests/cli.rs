@@ -273,3 +273,36 @@ fn compact_and_stats_keep_a_tiered_database_tiered() {
     let stats = succeeds(&["stats"], &db);
     assert!(stats.contains("merge_policy:     leveling"), "and is recorded from then on: {stats}");
 }
+
+/// `tune --db` answers per keyspace, each for its own recorded mix: a keyspace that only takes
+/// writes and one that only answers lookups of absent keys get different designs.
+#[test]
+fn tune_answers_for_each_keyspace_from_its_own_recorded_mix() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    {
+        let db = wisckey::Db::open(&path, wisckey::Options::default()).expect("open");
+        let writes = db.create_keyspace("writes", wisckey::Options::default()).expect("create");
+        let lookups = db.create_keyspace("lookups", wisckey::Options::default()).expect("create");
+        for i in 0..20_000u32 {
+            writes.put(format!("w{i:08}"), [7u8; 100]).expect("put");
+            lookups.put(format!("l{i:08}"), [7u8; 100]).expect("put");
+        }
+        db.flush().expect("flush");
+        for i in 0..200_000u32 {
+            assert!(lookups.get(format!("absent{i}")).expect("get").is_none());
+        }
+        db.close().expect("close");
+    }
+    let out = succeeds(&["tune"], &path);
+    let chosen = |ks: &str| -> String {
+        let at = out.find(&format!("keyspace {ks}:")).unwrap_or_else(|| panic!("no answer for {ks}: {out}"));
+        let line = out[at..].lines().find(|l| l.starts_with("chosen: ")).expect("a chosen line");
+        line.to_string()
+    };
+    assert_ne!(chosen("writes"), chosen("lookups"), "{out}");
+    let one = succeeds(&["tune", "--keyspace", "writes"], &path);
+    assert!(one.lines().next().is_some_and(|l| l.starts_with("workload: reads 0.00")), "{one}");
+    let missing = wisckey(&["tune", "--keyspace", "nope"], &path);
+    assert!(!missing.status.success());
+}

@@ -125,6 +125,7 @@ pub(super) fn edit(
         let (level, run) = if place { t.policy.place_flush(&v, lo, hi) } else { (0, None) };
         meta.run = run.unwrap_or(meta.number);
         bytes += meta.size;
+        t.counters.flush_bytes.fetch_add(meta.size, std::sync::atomic::Ordering::Relaxed);
         tree_edit(&mut edit, ks).added_files.push((level as u32, meta));
     }
     // Tables now point into these log files: record it in the same edit that moves the log

@@ -44,6 +44,10 @@ pub(crate) struct TreeState {
     /// Dropped: invisible to users; the background finishes the drop (`finish_drop`).
     pub(crate) dropped: bool,
     pub(crate) workload: Arc<WorkloadCounters>,
+    /// Table bytes written and lookups' probes, for the auto-tuner's model checks.
+    pub(crate) counters: Arc<super::tuner::TreeCounters>,
+    /// The auto-tuner's window and what it last did.
+    pub(crate) tuner: parking_lot::Mutex<super::tuner::TunerState>,
 }
 
 impl TreeState {
@@ -56,6 +60,8 @@ impl TreeState {
             pressure: (u64::MAX, WritePressure::None),
             dropped: false,
             workload: Arc::new(WorkloadCounters::default()),
+            counters: Arc::default(),
+            tuner: parking_lot::Mutex::default(),
         }
     }
 }
@@ -412,8 +418,7 @@ impl DbInner {
     pub(crate) fn check_writable(st: &super::State, id: u32) -> Result<()> {
         match st.trees.get(&id) {
             Some(t) if !t.dropped => Ok(()),
-            Some(t) => Err(Error::KeyspaceDropped { name: t.name.to_string() }),
-            None => Err(Error::UnknownKeyspace { name: format!("#{id}") }),
+            _ => Err(st.missing_keyspace(id)),
         }
     }
 

@@ -10,12 +10,13 @@ mod recovery;
 mod repair;
 mod scheduler;
 mod sweep;
+mod tuner;
 mod user_iter;
 mod verify;
 mod workload;
 mod write;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -50,6 +51,9 @@ use write::WriterSlot;
 pub struct DbStats {
     /// The merge policy in force (`leveling` or the Wacky knobs, as `MergePolicy` parses them).
     pub merge_policy: String,
+    /// What the auto-tuner (`Options::auto_tune`) last did or found, e.g. `moved from tiering
+    /// to lazy-leveling at op N, predicted -23 %`; empty when it has done nothing.
+    pub auto_tune: String,
     /// Key + value bytes handed to put/delete/write by the user.
     pub user_bytes_written: u64,
     /// Bytes appended to the log (value log).
@@ -230,12 +234,25 @@ pub(crate) struct State {
     /// Every keyspace's runtime state by id, the default keyspace's (0) first; dropped ones
     /// until their drop is finished.
     trees: std::collections::BTreeMap<u32, keyspace::TreeState>,
+    /// The names of keyspaces whose drop finished while this handle was open: a `Keyspace`
+    /// handle kept past the drop still gets `KeyspaceDropped`, not a bare unknown id.
+    forgotten: HashMap<u32, Arc<str>>,
 }
 
 impl State {
     /// Keyspace `id`'s runtime state; every tree the version set knows has one.
     fn tree(&self, id: u32) -> Option<&keyspace::TreeState> {
         self.trees.get(&id)
+    }
+
+    /// The error for keyspace `id` when it has no live tree: dropped (whether or not the
+    /// background has finished the drop) or never known.
+    fn missing_keyspace(&self, id: u32) -> Error {
+        match (self.trees.get(&id), self.forgotten.get(&id)) {
+            (Some(t), _) => Error::KeyspaceDropped { name: t.name.to_string() },
+            (None, Some(name)) => Error::KeyspaceDropped { name: name.to_string() },
+            (None, None) => Error::UnknownKeyspace { name: format!("#{id}") },
+        }
     }
 
     /// Whether any running compaction holds a level of any keyspace.
@@ -333,6 +350,7 @@ impl Db {
                 writers: VecDeque::new(),
                 pending_outputs: HashSet::new(),
                 trees,
+                forgotten: HashMap::new(),
             }),
             writes,
             scheduler: scheduler::Scheduler::default(),
@@ -590,6 +608,7 @@ impl Db {
             st.shutting_down = true;
             self.inner.scheduler.flush_cv.notify_all();
             self.inner.scheduler.compact_cv.notify_all();
+            self.inner.scheduler.tune_cv.notify_all();
             self.inner.gc.cv.notify_all();
             self.inner.scheduler.progress.notify_all();
         }

@@ -91,6 +91,8 @@ struct View {
     version: Arc<Version>,
     seq: u64,
     ks: u32,
+    /// The keyspace's counters when the auto-tuner needs its lookups counted.
+    counters: Option<Arc<super::tuner::TreeCounters>>,
 }
 
 /// A pinned view of the newest state of every keyspace, for value-log GC's liveness checks of
@@ -167,7 +169,7 @@ impl DbInner {
         user_key: &[u8],
     ) -> Result<Option<(ValueKind, Value)>> {
         let Some(version) = view.versions.get(&ks) else { return Ok(None) };
-        self.get_entry(&view.mems, version, view.seq, ks, user_key, BlockReads::filling(true), false)
+        self.get_entry(&view.mems, version, view.seq, (ks, None), user_key, BlockReads::filling(true), false)
     }
 
     /// The memtables, newest first.
@@ -180,10 +182,9 @@ impl DbInner {
 
     fn view(&self, ro: &ReadOptions, ks: u32) -> Result<View> {
         let st = self.state.lock();
-        let version = match (st.versions.current_of(ks), st.tree(ks)) {
-            (Some(v), Some(t)) if !t.dropped => v,
-            (_, Some(t)) => return Err(crate::error::Error::KeyspaceDropped { name: t.name.to_string() }),
-            _ => return Err(crate::error::Error::UnknownKeyspace { name: format!("#{ks}") }),
+        let (version, counters) = match (st.versions.current_of(ks), st.tree(ks)) {
+            (Some(v), Some(t)) if !t.dropped => (v, t.opts.auto_tune.then(|| t.counters.clone())),
+            _ => return Err(st.missing_keyspace(ks)),
         };
         let mems = Self::mems(&st);
         // Read under the lock that fixed the memtables: a leader publishes `visible_seq` and
@@ -195,7 +196,7 @@ impl DbInner {
             None => self.writes.visible_seq(),
         };
         drop(st);
-        Ok(View { mems, version, seq, ks })
+        Ok(View { mems, version, seq, ks, counters })
     }
 
     /// A view for a reader that must keep its separated values readable (iterators,
@@ -267,7 +268,7 @@ impl DbInner {
         reads: BlockReads,
         kept: bool,
     ) -> Result<Option<(ValueKind, Value)>> {
-        self.get_entry(&view.mems, &view.version, view.seq, view.ks, user_key, reads, kept)
+        self.get_entry(&view.mems, &view.version, view.seq, (view.ks, view.counters.as_deref()), user_key, reads, kept)
     }
 
     /// The newest entry for `user_key` visible in `view`: `None` when absent, the kind and
@@ -280,7 +281,7 @@ impl DbInner {
         mems: &[Arc<Memtable>],
         version: &Version,
         seq: u64,
-        ks: u32,
+        (ks, tree): (u32, Option<&super::tuner::TreeCounters>),
         user_key: &[u8],
         reads: BlockReads,
         kept: bool,
@@ -358,6 +359,9 @@ impl DbInner {
             }
         }
         add(&self.counters.point_lookups, 1);
+        if let Some(c) = tree {
+            add(&c.point_lookups, 1);
+        }
         let seek = key::seek_key_inline(user_key, seq);
         // Hashed once for every filter the lookup asks (level 0's files, every segment).
         let hash = FilterHash::of(user_key);
@@ -366,6 +370,9 @@ impl DbInner {
         for (level, file) in version.files_for_key(user_key) {
             let table = self.table_cache.get(file.number, file.size)?;
             add(&self.counters.filter_probes, 1);
+            if let Some(c) = tree {
+                add(&c.filter_probes, 1);
+            }
             let probe = table.get_filtered(&seek, hash, reads)?;
             if !probe.passed {
                 continue;
@@ -520,9 +527,14 @@ impl DbInner {
     /// Counters of the database and the shape of keyspace `ks`'s tree.
     pub(crate) fn stats(&self, ks: u32) -> DbStats {
         let st = self.state.lock();
-        let (v, workload, policy) = match (st.versions.current_of(ks), st.tree(ks)) {
-            (Some(v), Some(t)) => (v, t.workload.counts(), t.opts.shape_value("merge_policy").unwrap_or_default()),
-            _ => (st.versions.current(), Default::default(), String::new()),
+        let (v, workload, policy, auto_tune) = match (st.versions.current_of(ks), st.tree(ks)) {
+            (Some(v), Some(t)) => (
+                v,
+                t.workload.counts(),
+                t.opts.shape_value("merge_policy").unwrap_or_default(),
+                t.tuner.lock().note.clone(),
+            ),
+            _ => (st.versions.current(), Default::default(), String::new(), String::new()),
         };
         let memtable_bytes = st.mem.approximate_bytes() + st.imms.iter().map(|m| m.approximate_bytes()).sum::<u64>();
         let memtable_kept_bytes = st.mem.kept_bytes() + st.imms.iter().map(|m| m.kept_bytes()).sum::<u64>();
@@ -544,6 +556,7 @@ impl DbInner {
         }
         DbStats {
             merge_policy: policy,
+            auto_tune,
             user_bytes_written: load(&c.user_bytes),
             log_bytes_written: self.writes.log.lock().bytes_appended,
             flush_bytes_written: load(&c.flush_bytes),

@@ -32,6 +32,8 @@ pub(crate) struct Scheduler {
     pub(super) compact_cv: Condvar,
     /// Signalled whenever background work finishes: stalled writers and waiters re-check.
     pub(super) progress: Condvar,
+    /// Wakes the auto-tuner thread (shutdown).
+    pub(super) tune_cv: Condvar,
     /// Tables charged by lookups and iterator samples (LevelDB's seek compaction), by
     /// keyspace.
     pub(super) seek_stats: Mutex<BTreeMap<u32, super::read::SeekStats>>,
@@ -60,6 +62,7 @@ pub(super) fn spawn(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
     let mut threads = vec![
         spawn_one("wisckey-flush", |db| db.scheduler.flush_loop(db))?,
         spawn_one("wisckey-gc", |db| db.gc.gc_loop(db))?,
+        spawn_one("wisckey-tune", |db| db.tune_loop())?,
     ];
     for _ in 0..inner.opts.compaction_threads.max(1) {
         threads.push(spawn_one("wisckey-compact", |db| db.scheduler.compaction_loop(db))?);
@@ -362,7 +365,7 @@ impl Scheduler {
             st.pending_outputs.remove(&n);
         }
         let out = r?;
-        self.count_compaction(db, task.output_level, out.bytes_read, out.bytes_written);
+        self.count_compaction(db, st, ks, task.output_level, out.bytes_read, out.bytes_written);
         tracing::debug!(
             reason = ?task.reason,
             levels = ?task.inputs.iter().map(|i| (i.level, i.files.len())).collect::<Vec<_>>(),
@@ -391,7 +394,7 @@ impl Scheduler {
             edit.added_files.push((level, f.clone()));
         }
         st.versions.log_and_apply(edit)?;
-        self.count_compaction(db, a.task.output_level, out.bytes_read, out.bytes_written);
+        self.count_compaction(db, st, ks, a.task.output_level, out.bytes_read, out.bytes_written);
         add(&db.counters.segments_appended, out.files.len() as u64);
         Ok(())
     }
@@ -411,7 +414,18 @@ impl Scheduler {
         add(&db.counters.vlog_garbage_counted, counted);
     }
 
-    fn count_compaction(&self, db: &DbInner, output_level: usize, bytes_read: u64, bytes_written: u64) {
+    fn count_compaction(
+        &self,
+        db: &DbInner,
+        st: &State,
+        ks: u32,
+        output_level: usize,
+        bytes_read: u64,
+        bytes_written: u64,
+    ) {
+        if let Some(t) = st.tree(ks) {
+            add(&t.counters.compaction_bytes, bytes_written);
+        }
         add(&db.counters.compaction_written, bytes_written);
         add(&db.counters.compaction_read, bytes_read);
         add_at_level(&db.counters.compaction_written_by_level, output_level, bytes_written);
@@ -512,7 +526,9 @@ impl Scheduler {
         let r = st.versions.log_and_apply(edit);
         match &r {
             Ok(_) => {
-                st.trees.remove(&ks);
+                if let Some(t) = st.trees.remove(&ks) {
+                    st.forgotten.insert(ks, t.name);
+                }
                 self.seek_stats.lock().remove(&ks);
                 tracing::info!(keyspace = ks, tables = files.len(), "dropped keyspace's tables deleted");
             }

@@ -210,6 +210,17 @@ pub struct Options {
     /// error while the kernel faults a mapped page in raises SIGBUS instead of returning
     /// an error; `false` reads every value with `pread`.
     pub mmap_value_reads: bool,
+    /// Let the engine move the merge policy along the Wacky continuum by itself as the
+    /// workload shifts (per keyspace; recorded with the shaping settings): it counts the
+    /// operations over a sliding window, re-runs the cost model every
+    /// `auto_tune_interval_ms`, and moves to the predicted cheapest design when that saves
+    /// more than `AUTO_TUNE_HYSTERESIS` of the design in force, while the model's predictions
+    /// for the design in force match what the tree measures. Off by default (see
+    /// docs/BENCHMARKS.md for what it buys). With it on, the policy the database recorded
+    /// wins over a named `merge_policy`, which only sets where a new database starts.
+    pub auto_tune: bool,
+    /// How often the auto-tuner looks at each keyspace's workload (default 1000 ms).
+    pub auto_tune_interval_ms: u64,
     /// The filesystem to use (real files by default; in-memory or fault-injecting in tests).
     pub vfs: Arc<dyn Vfs>,
     /// The shaping settings named through their setters (`recorded.rs`): those win over what
@@ -273,6 +284,8 @@ impl Default for Options {
             gc_space_amp_stall: 1.4,
             io_uring: true,
             mmap_value_reads: true,
+            auto_tune: false,
+            auto_tune_interval_ms: 1000,
             vfs: Arc::new(PosixFs::new()),
             named_shape: std::collections::BTreeSet::new(),
         }
@@ -357,6 +370,8 @@ impl Options {
     setter!(gc_space_amp_stall: f64);
     setter!(io_uring: bool);
     setter!(mmap_value_reads: bool);
+    shape_setter!(auto_tune: bool);
+    setter!(auto_tune_interval_ms: u64);
     setter!(vfs: Arc<dyn Vfs>);
 
     /// Table-building options for a table written to `level`.

@@ -13,6 +13,7 @@ use super::{Compression, FilterAllocation, MergePolicy, Options};
 
 /// The shaping settings, by the name of their `Options` field.
 pub(crate) const SHAPE_SETTINGS: &[&str] = &[
+    "auto_tune",
     "block_restart_interval",
     "block_size_bytes",
     "bloom_bits_per_key",
@@ -56,6 +57,7 @@ impl Options {
     /// The value of shaping setting `name` as the record writes it.
     pub(crate) fn shape_value(&self, name: &str) -> Option<String> {
         Some(match name {
+            "auto_tune" => self.auto_tune.to_string(),
             "block_restart_interval" => self.block_restart_interval.to_string(),
             "block_size_bytes" => self.block_size_bytes.to_string(),
             "bloom_bits_per_key" => self.bloom_bits_per_key.iter().map(f64::to_string).collect::<Vec<_>>().join(","),
@@ -83,6 +85,7 @@ impl Options {
             v.parse().map_err(|_| format!("not a number: {v:?}"))
         }
         match name {
+            "auto_tune" => self.auto_tune = num(v)?,
             "block_restart_interval" => self.block_restart_interval = num(v)?,
             "block_size_bytes" => self.block_size_bytes = num(v)?,
             "bloom_bits_per_key" => {
@@ -113,6 +116,10 @@ impl Options {
     /// Whether the caller named shaping setting `name`: through its setter, or by giving the
     /// field a value other than the default.
     fn names_shape(&self, name: &str) -> bool {
+        // Under auto-tuning the tuner owns the policy: a named one only starts a new database.
+        if name == "merge_policy" && self.auto_tune {
+            return false;
+        }
         self.named_shape.contains(name) || self.shape_value(name) != Options::default().shape_value(name)
     }
 

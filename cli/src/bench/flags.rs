@@ -204,6 +204,11 @@ pub struct BenchArgs {
     /// over the same probes.
     #[arg(long = "probe_every", default_value_t = 0)]
     pub probe_every: u64,
+    /// Keyspaces open during the benchmarks (default 1: the default keyspace alone): the
+    /// others (`ks1`, `ks2`, ...) are created and given 1000 entries each, and the
+    /// benchmarks run on the default keyspace (`fillcrossks` writes to `ks1` too).
+    #[arg(long = "keyspaces", default_value_t = 1)]
+    pub keyspaces: u32,
 
     /// Compaction threads (compactions of disjoint levels run at once; default: the engine's).
     #[arg(long = "max_background_compactions")]

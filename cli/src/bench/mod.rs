@@ -54,6 +54,7 @@ const NAMES: &[&str] = &[
     "fillseq",
     "fillbatch",
     "fillrandom",
+    "fillcrossks",
     "fillshuffle",
     "overwrite",
     "fillsync",
@@ -94,6 +95,7 @@ fn step_for(name: &str, args: &BenchArgs) -> Option<Step> {
         "fillseq" => (s.fresh_db, s.writes) = (true, true),
         "fillbatch" => (s.fresh_db, s.writes, s.entries_per_batch) = (true, true, 1000),
         "fillrandom" => (s.fresh_db, s.writes, s.method) = (true, true, workloads::write_random),
+        "fillcrossks" => (s.fresh_db, s.writes, s.method) = (true, true, workloads::write_cross_keyspace),
         "fillshuffle" => (s.fresh_db, s.writes, s.method) = (true, true, workloads::write_shuffled),
         "overwrite" => (s.writes, s.method) = (true, workloads::write_random),
         "fillsync" => {
@@ -149,6 +151,21 @@ fn evict_page_cache(dir: &std::path::Path) -> CliResult {
     Ok(())
 }
 
+/// `--keyspaces=N`: the keyspaces `ks1` .. `ks{N-1}` besides the default one, each created (or
+/// opened) with the benchmark's options and given 1000 entries, so every memtable holds a
+/// list per keyspace as an application with several keyspaces has.
+fn open_keyspaces(db: &Db, args: &BenchArgs) -> CliResult {
+    for i in 1..args.keyspaces {
+        let ks = db.open_keyspace(&format!("ks{i}"), args.options())?;
+        let mut key = keys::KeyFormat::new(args.key_size as usize);
+        let value = vec![b'x'; args.value_size];
+        for k in 0..1000 {
+            ks.put(key.key(k), &value)?;
+        }
+    }
+    Ok(())
+}
+
 /// Run `wisckey bench`.
 pub fn run(args: BenchArgs) -> CliResult {
     let steps = plan(&args)?;
@@ -185,6 +202,12 @@ fn validate(args: &BenchArgs) -> CliResult {
     if args.value_size > wisckey::MAX_VALUE_BYTES {
         return Err(format!("--value_size must be at most {}", wisckey::MAX_VALUE_BYTES).into());
     }
+    if args.keyspaces == 0 {
+        return Err("--keyspaces must be at least 1 (the default keyspace)".into());
+    }
+    if args.keyspaces < 2 && args.benchmark_names().any(|n| n == "fillcrossks") {
+        return Err("fillcrossks writes to two keyspaces: give --keyspaces=2 or more".into());
+    }
     if args.use_existing_db && args.db.is_none() {
         return Err("--use_existing_db needs --db=DIR".into());
     }
@@ -219,6 +242,7 @@ impl Bench {
         }
         let started = std::time::Instant::now();
         let db = Db::open(&path, args.options())?;
+        open_keyspaces(&db, &args)?;
         if args.use_existing_db {
             // Opening an existing database replays its log: report how long recovery took.
             println!(
@@ -337,7 +361,9 @@ impl Bench {
         }
         let options = self.args.options();
         wisckey::destroy(&self.path, &options)?;
-        self.db = Some(Db::open(&self.path, options)?);
+        let db = Db::open(&self.path, options)?;
+        open_keyspaces(&db, &self.args)?;
+        self.db = Some(db);
         self.live.clear();
         self.live_known = true;
         Ok(())

@@ -57,6 +57,27 @@ pub fn write_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
     do_write(ctx, t, KeyOrder::Random)
 }
 
+/// Each op a batch of two puts of one random key: to the default keyspace and to `ks1`
+/// (what a write to a table and its index in another keyspace costs: one log record, atomic).
+pub fn write_cross_keyspace(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    let other = ctx.db.keyspace("ks1")?;
+    let mut gen = ValueGenerator::new(ctx.args.compression_ratio, ctx.value_size);
+    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut bytes = 0u64;
+    for _ in 0..ctx.num {
+        let k = t.rand.uniform(ctx.args.num);
+        let (kb, vb) = (key.key(k), gen.generate(ctx.value_size));
+        let mut batch = WriteBatch::with_capacity(2 * (kb.len() + vb.len() + 8));
+        batch.put(kb, vb).put_in(&other, kb, vb);
+        ctx.db.write(&ctx.write_options, &batch)?;
+        bytes += 2 * (kb.len() + vb.len()) as u64;
+        ctx.live.put(k, ctx.value_class);
+        t.stats.finished_single_op();
+    }
+    t.stats.add_bytes(bytes);
+    Ok(())
+}
+
 pub fn write_shuffled(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
     do_write(ctx, t, KeyOrder::Shuffled)
 }
