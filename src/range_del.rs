@@ -186,11 +186,6 @@ impl Fragments {
         self.max_seq
     }
 
-    /// Number of fragments.
-    pub fn len(&self) -> usize {
-        self.frags.len()
-    }
-
     fn seqs_of(&self, f: &Fragment) -> &[SeqNo] {
         &self.seqs[f.seqs.start as usize..f.seqs.end as usize]
     }
@@ -267,7 +262,9 @@ impl Coverage {
     #[inline]
     pub fn covers(&mut self, user_key: &[u8], seq: SeqNo) -> bool {
         let read_seq = self.read_seq;
-        self.sources.iter_mut().any(|(f, hint)| f.max_seq() > seq && f.covering_seq_near(user_key, read_seq, hint) > seq)
+        self.sources
+            .iter_mut()
+            .any(|(f, hint)| f.max_seq() > seq && f.covering_seq_near(user_key, read_seq, hint) > seq)
     }
 }
 
@@ -289,9 +286,12 @@ mod tests {
     fn overlapping_tombstones_fragment_into_disjoint_pieces_with_their_numbers() {
         let ts = [t("b", "f", 5), t("d", "h", 7), t("a", "c", 3)];
         let f = Fragments::build(&ts, None);
-        let pieces: Vec<_> =
-            f.tombstones().map(|t| (String::from_utf8(t.begin).unwrap(), String::from_utf8(t.end).unwrap(), t.seq)).collect();
-        let want = [("a", "b", 3), ("b", "c", 5), ("b", "c", 3), ("c", "d", 5), ("d", "f", 7), ("d", "f", 5), ("f", "h", 7)];
+        let pieces: Vec<_> = f
+            .tombstones()
+            .map(|t| (String::from_utf8(t.begin).unwrap(), String::from_utf8(t.end).unwrap(), t.seq))
+            .collect();
+        let want =
+            [("a", "b", 3), ("b", "c", 5), ("b", "c", 3), ("c", "d", 5), ("d", "f", 7), ("d", "f", 5), ("f", "h", 7)];
         let want: Vec<_> = want.iter().map(|(b, e, s)| (b.to_string(), e.to_string(), *s)).collect();
         assert_eq!(pieces, want);
         assert_eq!(f.max_seq(), 7);
@@ -346,7 +346,11 @@ mod tests {
     }
 
     fn tombstones() -> impl Strategy<Value = Vec<RangeTombstone>> {
-        let one = (0u8..12, 0u8..6, 1u64..40).prop_map(|(b, w, s)| RangeTombstone { begin: vec![b], end: vec![b + w], seq: s });
+        let one = (0u8..12, 0u8..6, 1u64..40).prop_map(|(b, w, s)| RangeTombstone {
+            begin: vec![b],
+            end: vec![b + w],
+            seq: s,
+        });
         proptest::collection::vec(one, 0..12)
     }
 

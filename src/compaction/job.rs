@@ -237,10 +237,19 @@ fn is_base_level_for_key(v: &Version, task: &CompactionTask, inputs: &HashSet<u6
 
 /// `is_base_level_for_key` for every key of `[begin, end)` (checked as `[begin, end]`, which
 /// only keeps a tombstone a little more often).
-fn is_base_level_for_range(v: &Version, task: &CompactionTask, inputs: &HashSet<u64>, begin: &[u8], end: &[u8]) -> bool {
+fn is_base_level_for_range(
+    v: &Version,
+    task: &CompactionTask,
+    inputs: &HashSet<u64>,
+    begin: &[u8],
+    end: &[u8],
+) -> bool {
     let top = task.inputs.iter().map(|i| i.level).min().unwrap_or(task.output_level);
     (top..v.num_levels()).all(|l| {
-        v.levels[l].runs.iter().all(|r| r.overlapping(Some(begin), Some(end)).iter().all(|f| inputs.contains(&f.number)))
+        v.levels[l]
+            .runs
+            .iter()
+            .all(|r| r.overlapping(Some(begin), Some(end)).iter().all(|f| inputs.contains(&f.number)))
     })
 }
 

@@ -286,7 +286,7 @@ impl DbInner {
         reads: BlockReads,
         kept: bool,
     ) -> Result<Option<(ValueKind, Value)>> {
-        let found = self.newest_entry(mems, version, seq, ks, user_key, reads, kept)?;
+        let found = self.newest_entry(mems, version, seq, (ks, tree), user_key, reads, kept)?;
         // The newest visible entry is deleted when a range tombstone newer than it covers it.
         match found {
             Some((kind, _, entry_seq)) if kind != ValueKind::Deletion => {
@@ -318,20 +318,25 @@ impl DbInner {
                 }
             }
         }
-        Ok(self.version_tombstones(version)?.is_some_and(|f| f.max_seq() > entry_seq && f.covering_seq(user_key, seq) > entry_seq))
+        Ok(self
+            .version_tombstones(version)?
+            .is_some_and(|f| f.max_seq() > entry_seq && f.covering_seq(user_key, seq) > entry_seq))
     }
 
     /// The range tombstones of `version`'s tables, fragmented (made once per Version).
     pub(crate) fn version_tombstones(&self, version: &Version) -> Result<Option<Arc<crate::range_del::Fragments>>> {
-        version.range_tombstones(
-            || self.snapshots.smallest(self.writes.visible_seq()),
-            |f| Ok(self.table_cache.get(f.number, f.size)?.range_tombstones()),
-        )
+        version.range_tombstones(|f| Ok(self.table_cache.get(f.number, f.size)?.range_tombstones()))
     }
 
     /// Every range tombstone source of a read at `seq` (the memtables', the Version's), for an
     /// iterator's `Coverage`.
-    fn coverage(&self, mems: &[Arc<Memtable>], version: &Version, ks: u32, seq: u64) -> Result<crate::range_del::Coverage> {
+    fn coverage(
+        &self,
+        mems: &[Arc<Memtable>],
+        version: &Version,
+        ks: u32,
+        seq: u64,
+    ) -> Result<crate::range_del::Coverage> {
         let mut sources: Vec<_> = mems.iter().filter_map(|m| m.range_tombstones(ks)).collect();
         sources.extend(self.version_tombstones(version)?);
         Ok(crate::range_del::Coverage::new(sources, seq))
@@ -345,7 +350,7 @@ impl DbInner {
         mems: &[Arc<Memtable>],
         version: &Version,
         seq: u64,
-        ks: u32,
+        (ks, tree): (u32, Option<&super::tuner::TreeCounters>),
         user_key: &[u8],
         reads: BlockReads,
         kept: bool,
@@ -578,6 +583,9 @@ impl DbInner {
             vlog_space_amp_estimate: 0.0,
             level_files: (0..v.num_levels()).map(|l| v.level_files(l)).collect(),
             level_entries: (0..v.num_levels()).map(|l| v.levels[l].files().map(|f| f.num_entries).sum()).collect(),
+            level_range_tombstones: (0..v.num_levels())
+                .map(|l| v.levels[l].files().map(|f| f.range_tombstones).sum())
+                .collect(),
             level_filter_bytes: (0..v.num_levels()).map(|l| self.filter_bytes(v.levels[l].files())).collect(),
             level_runs: (0..v.num_levels()).map(|l| v.num_runs(l)).collect(),
             level_bytes: (0..v.num_levels()).map(|l| v.level_bytes(l)).collect(),

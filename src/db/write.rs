@@ -105,9 +105,6 @@ impl WriteQueue {
     /// Commit `batch` (or, with an empty batch and `force_switch`, switch the memtable).
     pub(crate) fn write(&self, db: &DbInner, sync: bool, mut batch: WriteBatch) -> Result<()> {
         batch.check()?;
-        if batch.has_range_deletes {
-            return Err(crate::error::Error::invalid("range deletes are not supported by this build yet"));
-        }
         if !batch.other_keyspaces.is_empty() {
             // Checked when queued: a keyspace dropped after this is dropped after the write.
             let st = db.state.lock();

@@ -309,7 +309,11 @@ mod tests {
             smallest: b"a\x01\0\0\0\0\0\0\0".to_vec(),
             largest: b"z\x01\0\0\0\0\0\0\0".to_vec(),
             format_version: FORMAT_VERSION,
-            range_tombstones: vec![crate::range_del::RangeTombstone { begin: b"a".to_vec(), end: b"c".to_vec(), seq: 9 }],
+            range_tombstones: vec![crate::range_del::RangeTombstone {
+                begin: b"a".to_vec(),
+                end: b"c".to_vec(),
+                seq: 9,
+            }],
         };
         let mut enc = p.encode();
         assert_eq!(TableProperties::decode(&enc), Some(p.clone()));

@@ -507,18 +507,20 @@ mod tests {
     }
 
     fn file_meta() -> impl Strategy<Value = FileMeta> {
-        (any::<[u64; 6]>(), ikey(), ikey(), prop_oneof![Just(0u64), 1u64..1000]).prop_map(|(n, smallest, largest, rt)| FileMeta {
-            number: n[0],
-            size: n[1],
-            smallest,
-            largest,
-            run: n[2],
-            num_entries: n[3],
-            num_deletions: n[4],
-            raw_value_bytes: n[5],
-            segments: 1 + n[0] % 4,
-            range_tombstones: rt,
-        })
+        (any::<[u64; 6]>(), ikey(), ikey(), prop_oneof![Just(0u64), 1u64..1000]).prop_map(
+            |(n, smallest, largest, rt)| FileMeta {
+                number: n[0],
+                size: n[1],
+                smallest,
+                largest,
+                run: n[2],
+                num_entries: n[3],
+                num_deletions: n[4],
+                raw_value_bytes: n[5],
+                segments: 1 + n[0] % 4,
+                range_tombstones: rt,
+            },
+        )
     }
 
     fn position() -> impl Strategy<Value = LogPos> {

@@ -119,17 +119,12 @@ impl Version {
         Version { levels: vec![Level::default(); num_levels], range_dels: RangeDelCache::default() }
     }
 
-    /// Whether any table holds a range tombstone.
-    pub fn has_range_tombstones(&self) -> bool {
-        self.range_dels.tables > 0
-    }
-
     /// Every table's range tombstones, fragmented (`None`: no table holds any). Made on the
-    /// first call, `load` reading each table's; `floor` (asked then) is the oldest sequence
-    /// number a reader of this Version may read at (`Fragments::build`).
+    /// first call, `load` reading each table's. Every sequence number is kept: a reader may
+    /// have taken its read sequence number before the first call, so no floor is safe here
+    /// (compactions drop the numbers no reader sees).
     pub fn range_tombstones<E>(
         &self,
-        floor: impl FnOnce() -> u64,
         mut load: impl FnMut(&FileMeta) -> Result<Vec<RangeTombstone>, E>,
     ) -> Result<Option<Arc<Fragments>>, E> {
         if self.range_dels.tables == 0 {
@@ -142,7 +137,7 @@ impl Version {
         for (_, f) in self.all_files().filter(|(_, f)| f.range_tombstones > 0) {
             all.extend(load(f)?);
         }
-        let made = Arc::new(Fragments::build(&all, Some(floor())));
+        let made = Arc::new(Fragments::build(&all, None));
         // Another reader may have made them meanwhile: the same fragments either way.
         Ok(Some(self.range_dels.made.get_or_init(|| made).clone()))
     }

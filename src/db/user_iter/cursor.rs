@@ -275,9 +275,7 @@ impl Cursor {
                     }
                     last_kind = match p.kind {
                         ValueKind::Deletion => ValueKind::Deletion,
-                        _ if self.coverage.as_mut().is_some_and(|c| c.covers(p.user_key, p.seq)) => {
-                            ValueKind::Deletion
-                        }
+                        _ if self.coverage.as_mut().is_some_and(|c| c.covers(p.user_key, p.seq)) => ValueKind::Deletion,
                         kind => kind,
                     };
                     if last_kind == ValueKind::Deletion {
