@@ -288,13 +288,10 @@ impl DbInner {
     ) -> Result<Option<(ValueKind, Value)>> {
         let found = self.newest_entry(mems, version, seq, (ks, tree), user_key, reads, kept)?;
         // The newest visible entry is deleted when a range tombstone newer than it covers it.
-        match found {
-            Some((kind, _, entry_seq)) if kind != ValueKind::Deletion => {
-                if self.range_deleted(mems, version, seq, ks, user_key, entry_seq)? {
-                    return Ok(Some((ValueKind::Deletion, Value::new())));
-                }
+        if let Some((kind, _, entry_seq)) = found {
+            if kind != ValueKind::Deletion && self.range_deleted(mems, version, seq, ks, user_key, entry_seq)? {
+                return Ok(Some((ValueKind::Deletion, Value::new())));
             }
-            _ => {}
         }
         Ok(found.map(|(kind, v, _)| (kind, v)))
     }

@@ -118,7 +118,7 @@ pub(super) fn range_delete_due(args: &BenchArgs, written: u64) -> bool {
         return false;
     }
     let after = written - args.writes_before_delete_range;
-    after % every == 0 && after / every <= args.max_num_range_tombstones
+    after.is_multiple_of(every) && after / every <= args.max_num_range_tombstones
 }
 
 fn do_write(ctx: &Ctx, t: &mut ThreadState, order: KeyOrder) -> CliResult {
