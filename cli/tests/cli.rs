@@ -154,6 +154,40 @@ fn bench_runs_a_read_write_mix_on_a_tiered_tree() {
     assert!(out.contains("compacted_into:"), "stats report compaction bytes per level: {out}");
 }
 
+/// The phases of a shifting workload run one after another on one database with the tuner
+/// on: each phase's mix is as named (the read phase draws half its reads from absent keys),
+/// each reports its rate after its first fifth, and `stats` names the design in force.
+#[test]
+fn bench_runs_a_shifting_workload_with_the_tuner_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let out = succeeds(
+        &[
+            "bench",
+            "--num=20000",
+            "--reads=10000",
+            "--value_size=100",
+            "--auto_tune",
+            "--auto_tune_interval_ms=50",
+            "--benchmarks=fillshuffle,shiftwrites,shiftreads,shiftscans,stats",
+        ],
+        &db,
+    );
+    let count = |line: &str, label: &str| -> u64 {
+        let at = line.find(label).unwrap_or_else(|| panic!("{label} in {line}")) + label.len();
+        line[at..].chars().take_while(char::is_ascii_digit).collect::<String>().parse().expect("a count")
+    };
+    let phase = |name: &str| out.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name}: {out}"));
+    let (w, r, s) = (phase("shiftwrites"), phase("shiftreads"), phase("shiftscans"));
+    assert!((8_500..9_500).contains(&count(w, "writes:")), "90 % writes: {w}");
+    assert!((8_500..9_500).contains(&count(r, "reads:")), "90 % reads: {r}");
+    let (reads, found) = (count(r, "reads:"), count(r, "found:"));
+    assert!(found * 10 > reads * 4 && found * 10 < reads * 6, "about half the reads find their key: {r}");
+    assert!((3_500..4_500).contains(&count(s, "reads:")), "40 % scans: {s}");
+    assert!([w, r, s].iter().all(|l| count(l, "after_20%:") > 0), "{out}");
+    assert!(out.contains("merge_policy:"), "{out}");
+}
+
 /// `tune` on a database: a bush-shaped load (fillshuffle, with probes) records its mix in the
 /// WORKLOAD file at close; `tune --db` reads it back (all writes and absent-key lookups here)
 /// and chooses knobs no dearer than any preset, printing the presets beside them.

@@ -9,8 +9,9 @@
 //!   tree: near-equal designs must not flap),
 //! - the last move is at least `MIN_DWELL_TICKS` ticks old (the reshaping settles first), and
 //! - the model's predictions for the design in force hold for what the tree measures over the
-//!   window — write amplification, and tables probed per point lookup — within
-//!   `MODEL_TOLERANCE` (a prediction the tree contradicts is not one to move on). Both are
+//!   window — write amplification, and tables probed per point lookup (the model's runs plus
+//!   the level-0 tables the compaction trigger lets pile up) — within `MODEL_TOLERANCE` (a
+//!   prediction the tree contradicts is not one to move on). Both are
 //!   bounds the tree must stay under: the model counts every write as a new entry, so a
 //!   workload of overwrites, whose duplicates compaction drops, writes less than predicted
 //!   under every design alike; a tree that writes or probes more than predicted is one the
@@ -204,14 +205,17 @@ impl DbInner {
         let measured_wa = (window.flush_bytes + window.compaction_bytes) as f64 / window.flush_bytes.max(1) as f64;
         let measured_probes = window.filter_probes as f64 / window.point_lookups.max(1) as f64;
         let wa_ok = window.flush_bytes == 0 || measured_wa <= in_force.costs.write_amp * (1.0 + MODEL_TOLERANCE);
-        let probes_ok = window.point_lookups == 0 || measured_probes <= in_force.costs.runs * (1.0 + MODEL_TOLERANCE);
+        // The model's runs are its levels'; level 0's flushed tables, up to the compaction
+        // trigger, come on top of them under every design.
+        let max_runs = in_force.costs.runs + opts.l0_compaction_trigger as f64;
+        let probes_ok = window.point_lookups == 0 || measured_probes <= max_runs * (1.0 + MODEL_TOLERANCE);
         if !(wa_ok && probes_ok) {
             tuner.note = format!(
                 "model disagrees with the tree under {}: write amp {measured_wa:.2} measured vs at most {:.2} predicted, \
                  {measured_probes:.2} tables probed per lookup vs at most {:.2}; not moving to {} (predicted -{:.0} %)",
                 in_force.name,
                 in_force.costs.write_amp,
-                in_force.costs.runs,
+                max_runs,
                 best.name,
                 saving * 100.0
             );
@@ -226,6 +230,8 @@ impl DbInner {
             saving * 100.0
         );
         tuner.last_move_tick = Some(tuner.ticks);
+        // The next judgement is of the tree under the new design: its window starts now.
+        tuner.samples.clear();
         tuner.moves += 1;
         tuner.note = note.clone();
         drop(tuner);

@@ -185,6 +185,15 @@ pub struct BenchArgs {
     #[arg(long = "merge_policy", default_value = "leveling", value_parser = parse_merge_policy)]
     pub merge_policy: MergePolicy,
 
+    /// Online self-tuning: the engine moves the tree along the merge-policy continuum as the
+    /// workload shifts, starting from `--merge_policy` (default: the engine's).
+    #[arg(long = "auto_tune", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub auto_tune: Option<bool>,
+
+    /// Under `--auto_tune`: milliseconds between the tuner's looks at the workload.
+    #[arg(long = "auto_tune_interval_ms")]
+    pub auto_tune_interval_ms: Option<u64>,
+
     /// Light-weight compaction (LWC-tree) on leveled levels: append to the tables below
     /// instead of rewriting them (default: the engine's).
     #[arg(long = "lwc", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
@@ -318,6 +327,12 @@ impl BenchArgs {
         }
         if let Some(v) = self.lwc {
             o = o.light_weight_compaction(v);
+        }
+        if let Some(v) = self.auto_tune {
+            o = o.auto_tune(v);
+        }
+        if let Some(v) = self.auto_tune_interval_ms {
+            o = o.auto_tune_interval_ms(v);
         }
         if let Some(v) = self.lwc_max_segments {
             o = o.lwc_max_segments(v);

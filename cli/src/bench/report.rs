@@ -255,6 +255,9 @@ fn per_level<T: Copy>(values: &[T], show: impl Fn(T) -> String, nonzero: impl Fn
 pub fn render_db_stats(s: &DbStats, live_bytes: Option<u64>) -> String {
     let mut r = String::new();
     let _ = writeln!(r, "merge_policy:     {}", s.merge_policy);
+    if !s.auto_tune.is_empty() {
+        let _ = writeln!(r, "auto_tune:        {}", s.auto_tune);
+    }
     let _ = writeln!(r, "write_amp:        {:.2}", s.write_amp());
     match live_bytes {
         Some(live) => {
@@ -348,7 +351,10 @@ pub fn render_db_stats(s: &DbStats, live_bytes: Option<u64>) -> String {
 /// The same counters as one JSON line.
 pub fn db_stats_json(s: &DbStats, live_bytes: Option<u64>) -> String {
     let mut j = JsonObject::default();
-    j.str("benchmark", "stats").str("merge_policy", &s.merge_policy).num("write_amp", s.write_amp());
+    j.str("benchmark", "stats")
+        .str("merge_policy", &s.merge_policy)
+        .str("auto_tune", &s.auto_tune)
+        .num("write_amp", s.write_amp());
     match live_bytes {
         Some(live) => j.num("space_amp", s.disk_bytes as f64 / live.max(1) as f64).int("live_bytes", live),
         None => j.raw("space_amp", "null"),
