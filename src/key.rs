@@ -139,8 +139,8 @@ pub(crate) fn trailer(ikey: &[u8]) -> u64 {
 }
 
 /// Total order on internal keys under the bytewise order: user key ascending, trailer
-/// descending (the engine compares through `KeyOrder`, which may hold a custom order).
-#[cfg(test)]
+/// descending (the engine compares through `KeyOrder`, which may hold a custom order; range
+/// tombstones, refused under a custom order, use this one).
 #[inline]
 pub fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
     match compare_bytes(user_key(a), user_key(b)) {

@@ -56,6 +56,7 @@ mod key;
 mod log;
 mod memtable;
 mod options;
+mod range_del;
 mod snapshot;
 mod sst;
 mod util;

@@ -306,3 +306,20 @@ fn a_custom_filter_policy_is_asked_and_a_table_of_another_policy_is_read_without
     }
     assert_eq!(other.asked.load(Atomic::Relaxed), 0, "the other policy is never asked of tables it did not build");
 }
+
+/// Range tombstones are cut and merged in the bytewise order only: under a custom comparator
+/// a range delete is refused (alone or in a batch), and nothing it names is deleted.
+#[test]
+fn a_range_delete_under_a_custom_comparator_is_refused_and_deletes_nothing() {
+    let fs = Arc::new(MemFs::new());
+    let db = Db::open("/db", tiny_options(fs).comparator(reverse())).expect("open");
+    db.put(key(5), "v").expect("put");
+    let refused = db.delete_range(key(1), key(9));
+    assert!(matches!(refused, Err(wisckey::Error::InvalidArgument { .. })), "{refused:?}");
+    let mut batch = wisckey::WriteBatch::new();
+    batch.put(key(6), "w").delete_range(key(1), key(9));
+    let refused = db.write(&wisckey::WriteOptions::default(), &batch);
+    assert!(matches!(refused, Err(wisckey::Error::InvalidArgument { .. })), "{refused:?}");
+    assert_eq!(db.get(key(5)).expect("get").as_deref(), Some(&b"v"[..]));
+    assert_eq!(db.get(key(6)).expect("get"), None, "the refused batch wrote nothing");
+}

@@ -278,7 +278,9 @@ pub fn pick_drop(ctx: &PickContext<'_>) -> Option<Choice> {
             continue;
         }
         for run in &l.runs {
-            for f in run.files.iter().filter(|f| f.num_entries > 0 && f.num_deletions == f.num_entries) {
+            let only_tombstones =
+                |f: &&Arc<FileMeta>| f.num_deletions == f.num_entries && (f.num_entries > 0 || f.range_tombstones > 0);
+            for f in run.files.iter().filter(only_tombstones) {
                 if !shadows_older_data(v, level, run.id, f) {
                     let files = vec![f.clone()];
                     return Some(Choice::Drop(DropTask { level, files, reason: Reason::TombstonesOnly }));

@@ -101,6 +101,9 @@ pub struct DbStats {
     pub level_files: Vec<usize>,
     /// Entries per level (every version and tombstone), summed over its tables.
     pub level_entries: Vec<u64>,
+    /// Range tombstones per level, summed over its tables (pieces cut at file boundaries
+    /// count once per file).
+    pub level_range_tombstones: Vec<u64>,
     /// Bytes of Bloom filter per level, as the open tables hold them in memory: with
     /// `level_entries`, the filter bits per entry each level got (Monkey's allocation).
     pub level_filter_bytes: Vec<u64>,

@@ -11,7 +11,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use super::read::CheckedAt;
 use super::{add, DbInner, State};
 use crate::compaction::WritePressure;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::key::ValueKind;
 use crate::log::{self, LogPos, LogWriter};
 use crate::memtable::Memtable;
@@ -105,8 +105,11 @@ impl WriteQueue {
     /// Commit `batch` (or, with an empty batch and `force_switch`, switch the memtable).
     pub(crate) fn write(&self, db: &DbInner, sync: bool, mut batch: WriteBatch) -> Result<()> {
         batch.check()?;
-        if batch.has_range_deletes {
-            return Err(crate::error::Error::invalid("range deletes are not supported by this build yet"));
+        if db.opts.comparator.is_some()
+            && batch.iter().flatten().any(|(_, op)| matches!(op, crate::write_batch::BatchOp::DeleteRange { .. }))
+        {
+            // Range tombstones are fragmented and cut in the bytewise order only.
+            return Err(Error::invalid("delete_range is not supported under a custom comparator"));
         }
         if !batch.other_keyspaces.is_empty() {
             // Checked when queued: a keyspace dropped after this is dropped after the write.

@@ -185,6 +185,8 @@ pub struct TableProperties {
     /// knows only the built-in filter reads such a table without a filter instead of misreading
     /// it.
     pub policy_filter: Option<(String, BlockHandle)>,
+    /// The range tombstones the table (segment) holds, in key order (`range_del`).
+    pub range_tombstones: Vec<crate::range_del::RangeTombstone>,
 }
 
 /// Tags of the properties record; unknown tags are skipped so fields can be added later.
@@ -199,6 +201,8 @@ mod tag {
     pub const FORMAT_VERSION: u64 = 8;
     pub const FILTER_POLICY: u64 = 9;
     pub const POLICY_FILTER_HANDLE: u64 = 10;
+    /// The range tombstones (`range_del::encode_list`); absent when there are none.
+    pub const RANGE_TOMBSTONES: u64 = 11;
 }
 
 impl TableProperties {
@@ -230,6 +234,10 @@ impl TableProperties {
             put_varint64(&mut out, tag::POLICY_FILTER_HANDLE);
             put_length_prefixed(&mut out, &h);
         }
+        if !self.range_tombstones.is_empty() {
+            put_varint64(&mut out, tag::RANGE_TOMBSTONES);
+            put_length_prefixed(&mut out, &crate::range_del::encode_list(&self.range_tombstones));
+        }
         out
     }
 
@@ -257,6 +265,7 @@ impl TableProperties {
                 tag::LARGEST => p.largest = payload.to_vec(),
                 tag::FILTER_POLICY => policy = Some(String::from_utf8(payload.to_vec()).ok()?),
                 tag::POLICY_FILTER_HANDLE => handle = Some(BlockHandle::decode_exact(payload)?),
+                tag::RANGE_TOMBSTONES => p.range_tombstones = crate::range_del::decode_list(payload)?,
                 _ => {}
             }
         }
@@ -325,6 +334,11 @@ mod tests {
             largest: b"z\x01\0\0\0\0\0\0\0".to_vec(),
             format_version: FORMAT_VERSION,
             policy_filter: Some(("test.policy".into(), BlockHandle { offset: 9000, size: 40 })),
+            range_tombstones: vec![crate::range_del::RangeTombstone {
+                begin: b"a".to_vec(),
+                end: b"c".to_vec(),
+                seq: 9,
+            }],
         };
         let mut enc = p.encode();
         assert_eq!(TableProperties::decode(&enc), Some(p.clone()));

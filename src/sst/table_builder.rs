@@ -8,7 +8,7 @@ use crate::comparator::KeyOrder;
 use crate::error::Result;
 use crate::filter_policy::FilterPolicy;
 use crate::fs::WritableFile;
-use crate::key::{self, ValueKind};
+use crate::key::{self, compare_internal, ValueKind};
 
 use super::block_builder::BlockBuilder;
 use super::compression::{self, Compression, TYPE_NONE};
@@ -87,6 +87,8 @@ pub struct TableSummary {
     pub num_deletions: u64,
     pub raw_key_bytes: u64,
     pub raw_value_bytes: u64,
+    /// Range tombstones stored in the properties block.
+    pub range_tombstones: u64,
 }
 
 /// Builds a table from entries added in strictly increasing internal-key order.
@@ -153,6 +155,13 @@ impl TableBuilder {
             self.flush_data_block()?;
         }
         Ok(())
+    }
+
+    /// Store `tombstones` (in key order, as `Fragments::tombstones` gives them) in the table's
+    /// properties block. The summary's key range then covers them: from the first one's
+    /// begin to a sentinel at the last one's end (`RangeTombstone::end_bound`).
+    pub fn set_range_tombstones(&mut self, tombstones: Vec<crate::range_del::RangeTombstone>) {
+        self.props.range_tombstones = tombstones;
     }
 
     fn count(&mut self, ikey: &[u8], value: &[u8]) {
@@ -232,14 +241,16 @@ impl TableBuilder {
         self.file.append(&footer.encode())?;
         self.offset += FOOTER_LEN as u64;
         let p = self.props;
+        let (smallest, largest) = covering_range(p.smallest, p.largest, &p.range_tombstones);
         let summary = TableSummary {
             file_size: self.offset,
             num_entries: p.num_entries,
-            smallest: p.smallest,
-            largest: p.largest,
+            smallest,
+            largest,
             num_deletions: p.num_deletions,
             raw_key_bytes: p.raw_key_bytes,
             raw_value_bytes: p.raw_value_bytes,
+            range_tombstones: p.range_tombstones.len() as u64,
         };
         Ok((summary, self.file))
     }
@@ -249,6 +260,25 @@ impl TableBuilder {
         let file = &mut *self.file;
         write_block(file, &mut self.offset, contents, Compression::None, &mut self.scratch)
     }
+}
+
+/// The internal-key range a table with entries `[smallest, largest]` (empty when it has none)
+/// and `tombstones` must be recorded with: every tombstone's range inside it.
+fn covering_range(
+    mut smallest: Vec<u8>,
+    mut largest: Vec<u8>,
+    tombstones: &[crate::range_del::RangeTombstone],
+) -> (Vec<u8>, Vec<u8>) {
+    for t in tombstones {
+        let (lo, hi) = (t.start_bound(), t.end_bound());
+        if smallest.is_empty() || compare_internal(&lo, &smallest) == Ordering::Less {
+            smallest = lo;
+        }
+        if largest.is_empty() || compare_internal(&hi, &largest) == Ordering::Greater {
+            largest = hi;
+        }
+    }
+    (smallest, largest)
 }
 
 /// Compress (when worth it) and append one block plus trailer with a single `append`;

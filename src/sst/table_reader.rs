@@ -331,6 +331,15 @@ impl Table {
         Ok(self.get_filtered(seek_ikey, hash, reads)?.found)
     }
 
+    /// Every segment's range tombstones (`range_del`), oldest segment's first.
+    pub fn range_tombstones(&self) -> Vec<crate::range_del::RangeTombstone> {
+        let mut out = Vec::new();
+        for s in self.older.iter().rev().map(|s| &**s).chain([self]) {
+            out.extend_from_slice(&s.props.range_tombstones);
+        }
+        out
+    }
+
     /// A point lookup behind the filters, each segment's filter asked once (newest segment
     /// first; the first segment holding a visible version answers), with `hash` the lookup's
     /// `FilterHash` of the user key. Says whether any filter let the lookup in, which the DB
@@ -338,7 +347,7 @@ impl Table {
     /// kind and its value as a handle (`BlockIter::value_handle`: shared with a block-cached
     /// block); an entry whose key does not parse is corruption.
     pub fn get_filtered(&self, seek_ikey: &[u8], hash: FilterHash, reads: BlockReads) -> Result<Probe> {
-        let mut probe = Probe { passed: false, found: None };
+        let mut probe = Probe { passed: false, found: None, seq: 0 };
         if !self.older.is_empty() {
             for f in self.segments().filter_map(|s| s.filter.as_ref()) {
                 f.prefetch(hash);
@@ -348,8 +357,8 @@ impl Table {
         for s in self.segments() {
             if s.segment_may_contain(hash, uk) {
                 probe.passed = true;
-                probe.found = s.segment_get(seek_ikey, reads)?;
-                if probe.found.is_some() {
+                if let Some((kind, value, seq)) = s.segment_get(seek_ikey, reads)? {
+                    (probe.found, probe.seq) = (Some((kind, value)), seq);
                     break;
                 }
             }
@@ -358,7 +367,7 @@ impl Table {
     }
 
     /// `get_filtered` within this segment alone, its filter not asked.
-    fn segment_get(&self, seek_ikey: &[u8], reads: BlockReads) -> Result<Option<(ValueKind, Value)>> {
+    fn segment_get(&self, seek_ikey: &[u8], reads: BlockReads) -> Result<Option<(ValueKind, Value, u64)>> {
         let uk = user_key(seek_ikey);
         // A block made before was checked when it was made; a verifying read checks again.
         if let Some((_, block)) = self.fenced_block(seek_ikey).filter(|_| !reads.verify_checksums) {
@@ -387,7 +396,7 @@ impl Table {
     }
 
     /// What a point lookup of `uk` found at `it`'s entry (of the block at `block_offset`).
-    fn found(&self, it: &BlockIter, uk: &[u8], block_offset: u64) -> Result<Option<(ValueKind, Value)>> {
+    fn found(&self, it: &BlockIter, uk: &[u8], block_offset: u64) -> Result<Option<(ValueKind, Value, u64)>> {
         if user_key(it.key()) != uk {
             return Ok(None);
         }
@@ -395,7 +404,7 @@ impl Table {
             let why = crate::key::malformed_reason(it.key());
             return Err(Error::corruption(&*self.path, block_offset, why));
         };
-        Ok(Some((parsed.kind, it.value_handle())))
+        Ok(Some((parsed.kind, it.value_handle(), parsed.seq)))
     }
 
     /// An iterator over the whole table (initially not positioned); over a DTable, the merge
@@ -696,6 +705,8 @@ impl BlockReads {
 pub struct Probe {
     pub passed: bool,
     pub found: Option<(ValueKind, Value)>,
+    /// The sequence number of the entry found (0 when none was).
+    pub seq: u64,
 }
 
 /// Iterator over a table: a plain table's two-level iterator, or the merge of a DTable's

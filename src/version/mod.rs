@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::comparator::KeyOrder;
 use crate::key::user_key;
+use crate::range_del::{Fragments, RangeTombstone};
 
 pub mod edit;
 pub mod manifest;
@@ -73,6 +74,46 @@ pub struct Version {
     pub levels: Vec<Level>,
     /// The order of the keys in the tables (and of the file ranges).
     pub order: KeyOrder,
+    /// The range tombstones of its tables, fragmented once for every reader of the Version.
+    pub range_dels: RangeDelCache,
+}
+
+/// A Version's range tombstones: whether any table holds some (decided when the Version is
+/// made, so a tree without any pays nothing), and their fragments, made by the first read
+/// that needs them (Versions are immutable, so they stay right for its life).
+#[derive(Default)]
+pub struct RangeDelCache {
+    tables: usize,
+    made: std::sync::OnceLock<Arc<Fragments>>,
+}
+
+impl RangeDelCache {
+    fn of(levels: &[Level]) -> RangeDelCache {
+        let tables = levels.iter().flat_map(|l| l.files()).filter(|f| f.range_tombstones > 0).count();
+        RangeDelCache { tables, made: std::sync::OnceLock::new() }
+    }
+}
+
+/// A copy starts without the fragments (they are remade on demand).
+impl Clone for RangeDelCache {
+    fn clone(&self) -> Self {
+        RangeDelCache { tables: self.tables, made: std::sync::OnceLock::new() }
+    }
+}
+
+/// A cache: two Versions are equal by their files.
+impl PartialEq for RangeDelCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for RangeDelCache {}
+
+impl std::fmt::Debug for RangeDelCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RangeDelCache({} tables)", self.tables)
+    }
 }
 
 impl Version {
@@ -89,7 +130,30 @@ impl Version {
 
     /// A version with `num_levels` empty levels, of keys in `order`.
     pub fn empty_in(num_levels: usize, order: KeyOrder) -> Self {
-        Version { levels: vec![Level::default(); num_levels], order }
+        Version { levels: vec![Level::default(); num_levels], order, range_dels: RangeDelCache::default() }
+    }
+
+    /// Every table's range tombstones, fragmented (`None`: no table holds any). Made on the
+    /// first call, `load` reading each table's. Every sequence number is kept: a reader may
+    /// have taken its read sequence number before the first call, so no floor is safe here
+    /// (compactions drop the numbers no reader sees).
+    pub fn range_tombstones<E>(
+        &self,
+        mut load: impl FnMut(&FileMeta) -> Result<Vec<RangeTombstone>, E>,
+    ) -> Result<Option<Arc<Fragments>>, E> {
+        if self.range_dels.tables == 0 {
+            return Ok(None);
+        }
+        if let Some(f) = self.range_dels.made.get() {
+            return Ok(Some(f.clone()));
+        }
+        let mut all = Vec::new();
+        for (_, f) in self.all_files().filter(|(_, f)| f.range_tombstones > 0) {
+            all.extend(load(f)?);
+        }
+        let made = Arc::new(Fragments::build(&all, None));
+        // Another reader may have made them meanwhile: the same fragments either way.
+        Ok(Some(self.range_dels.made.get_or_init(|| made).clone()))
     }
 
     pub fn num_levels(&self) -> usize {
@@ -290,7 +354,8 @@ impl Builder {
                 .collect::<Result<_, _>>()?;
             levels.push(Level { runs });
         }
-        let version = Version { levels, order: self.order };
+        let range_dels = RangeDelCache::of(&levels);
+        let version = Version { levels, order: self.order, range_dels };
         debug_assert!(version.runs_are_sorted_and_disjoint(), "a version with overlapping runs: {version:?}");
         Ok(version)
     }

@@ -213,6 +213,20 @@ pub struct BenchArgs {
     /// over the same probes.
     #[arg(long = "probe_every", default_value_t = 0)]
     pub probe_every: u64,
+    /// Write benchmarks issue a range delete every this many writes per thread (0: never), as
+    /// db_bench does: `[k, k + --range_tombstone_width)` from the key generator's next key.
+    #[arg(long = "writes_per_range_tombstone", default_value_t = 0)]
+    pub writes_per_range_tombstone: u64,
+    /// Keys each range delete of `--writes_per_range_tombstone` spans.
+    #[arg(long = "range_tombstone_width", default_value_t = 100)]
+    pub range_tombstone_width: u64,
+    /// At most this many range deletes per thread and benchmark (db_bench's cap).
+    #[arg(long = "max_num_range_tombstones", default_value_t = 0)]
+    pub max_num_range_tombstones: u64,
+    /// Writes per thread before the first range delete (db_bench's
+    /// `--writes_before_delete_range`).
+    #[arg(long = "writes_before_delete_range", default_value_t = 0)]
+    pub writes_before_delete_range: u64,
     /// Keyspaces open during the benchmarks (default 1: the default keyspace alone): the
     /// others (`ks1`, `ks2`, ...) are created and given 1000 entries each, and the
     /// benchmarks run on the default keyspace (`fillcrossks` writes to `ks1` too).

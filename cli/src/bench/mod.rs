@@ -549,6 +549,21 @@ mod tests {
     }
 
     #[test]
+    fn range_deletes_come_every_n_writes_up_to_the_cap_as_db_bench_issues_them() {
+        let a = args(&["--writes_per_range_tombstone=10", "--max_num_range_tombstones=3"]);
+        let due: Vec<u64> = (1..=100).filter(|&w| workloads::range_delete_due(&a, w)).collect();
+        assert_eq!(due, vec![10, 20, 30]);
+        let later = args(&[
+            "--writes_per_range_tombstone=10",
+            "--max_num_range_tombstones=2",
+            "--writes_before_delete_range=5",
+        ]);
+        let due: Vec<u64> = (1..=100).filter(|&w| workloads::range_delete_due(&later, w)).collect();
+        assert_eq!(due, vec![15, 25]);
+        assert!(!(1..=100).any(|w| workloads::range_delete_due(&args(&[]), w)), "off by default");
+    }
+
+    #[test]
     fn every_listed_name_is_known() {
         let a = args(&[]);
         assert!(NAMES.iter().all(|n| step_for(n, &a).is_some()));

@@ -109,6 +109,18 @@ fn probe_missing(ctx: &Ctx, t: &mut ThreadState, key: &mut KeyFormat) -> CliResu
     Ok((entries > 0).then(|| s.level_filter_bytes.iter().sum::<u64>() as f64 * 8.0 / entries as f64))
 }
 
+/// Whether a thread's `written`-th write is followed by a range delete (db_bench's rule:
+/// every `--writes_per_range_tombstone` writes after `--writes_before_delete_range`, at most
+/// `--max_num_range_tombstones` of them).
+pub(super) fn range_delete_due(args: &BenchArgs, written: u64) -> bool {
+    let every = args.writes_per_range_tombstone;
+    if every == 0 || written <= args.writes_before_delete_range {
+        return false;
+    }
+    let after = written - args.writes_before_delete_range;
+    after.is_multiple_of(every) && after / every <= args.max_num_range_tombstones
+}
+
 fn do_write(ctx: &Ctx, t: &mut ThreadState, order: KeyOrder) -> CliResult {
     if ctx.num != ctx.args.num {
         t.stats.add_message(&format!("({} ops)", ctx.num));
@@ -145,6 +157,19 @@ fn do_write(ctx: &Ctx, t: &mut ThreadState, order: KeyOrder) -> CliResult {
             }
             ctx.live.put(k, ctx.value_class);
             t.stats.finished_single_op();
+            if range_delete_due(ctx.args, i + j + 1) {
+                let begin = match order {
+                    KeyOrder::Random => t.rand.uniform(ctx.args.num),
+                    KeyOrder::Seq | KeyOrder::Shuffled => k,
+                };
+                let end = begin + ctx.args.range_tombstone_width;
+                let (b, e) = (key.key(begin).to_vec(), key.key(end).to_vec());
+                match n {
+                    1 => ctx.db.delete_range_opt(&ctx.write_options, &b, &e)?,
+                    _ => _ = batch.delete_range(&b, &e),
+                }
+                (begin..end.min(ctx.args.num)).for_each(|k| ctx.live.delete(k));
+            }
         }
         if n > 1 {
             ctx.db.write(&ctx.write_options, &batch)?;

@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::monkey::{FilterPlan, SteadyLevel};
-use crate::compaction::lwc::{AppendTask, LwcLimits};
+use crate::compaction::lwc::{self, AppendTask, LwcLimits};
 use crate::compaction::{
     pick_drop, Choice, CompactionInput, CompactionPolicy, CompactionTask, L0Limits, L0Triggers, NewRun, PickContext,
     Reason, WritePressure,
@@ -162,7 +162,10 @@ impl LeveledPolicy {
         if !lower.is_empty() {
             inputs.push(CompactionInput { level: level + 1, files: lower });
         }
-        let appendable = self.lwc.is_some() && inputs.len() == 2 && v.num_runs(level + 1) == 1;
+        let appendable = self.lwc.is_some()
+            && inputs.len() == 2
+            && v.num_runs(level + 1) == 1
+            && (inputs[0].files.iter().all(|f| f.range_tombstones == 0) || lwc::can_split_tombstones(&inputs[1].files));
         // A target past its limits waits for its split, which may wait for a busy level; appends
         // go on meanwhile: holding them back stalled level 0 through a 20M-key load and sent the
         // deepest level into a split per two tiny segments, and merging instead rewrote a

@@ -1,6 +1,7 @@
 //! LevelDB's DBIter without value reads: walks the merged stream of internal entries and stops
 //! at the newest version of each live user key visible at the iterator's sequence number,
 //! within bounds, yielding its kind and stored bytes (an inline value or an encoded pointer).
+//! An entry a range tombstone covers (`range_del::Coverage`) counts as a deletion.
 
 use std::cmp::Ordering;
 
@@ -10,6 +11,7 @@ use crate::comparator::KeyOrder;
 use crate::error::Result;
 use crate::internal_iter::InternalIterator;
 use crate::key::{self, ValueKind, MAX_SEQ};
+use crate::range_del::Coverage;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum CursorDir {
@@ -39,6 +41,8 @@ pub(super) struct Cursor {
     kind: ValueKind,
     /// Reports a key about every MiB read (`sampling`), when the DB wants samples.
     sampler: Option<ReadSampler>,
+    /// The range tombstones of the iterator's sources (`None`: there are none).
+    coverage: Option<Coverage>,
 }
 
 impl Cursor {
@@ -63,7 +67,13 @@ impl Cursor {
             upper,
             kind: ValueKind::Value,
             sampler: None,
+            coverage: None,
         }
+    }
+
+    /// Treat entries `coverage` covers as deleted.
+    pub(super) fn set_coverage(&mut self, coverage: Coverage) {
+        self.coverage = (!coverage.is_empty()).then_some(coverage);
     }
 
     /// Sample what this cursor reads (LevelDB's read sampling).
@@ -233,12 +243,16 @@ impl Cursor {
         while self.inner.valid() {
             self.sample();
             if let Some(p) = key::parse_internal_key(self.inner.key()) {
-                if p.seq <= self.seq {
-                    if p.kind == ValueKind::Deletion {
+                if p.seq <= self.seq
+                    && !(skipping && self.order.compare_user(p.user_key, &self.saved_key) != Ordering::Greater)
+                {
+                    let deleted = p.kind == ValueKind::Deletion
+                        || self.coverage.as_mut().is_some_and(|c| c.covers(p.user_key, p.seq));
+                    if deleted {
                         self.saved_key.clear();
                         self.saved_key.extend_from_slice(p.user_key);
                         skipping = true;
-                    } else if !(skipping && self.order.compare_user(p.user_key, &self.saved_key) != Ordering::Greater) {
+                    } else {
                         self.valid = true;
                         self.kind = p.kind;
                         self.saved_key.clear();
@@ -266,8 +280,12 @@ impl Cursor {
                     {
                         break;
                     }
-                    last_kind = p.kind;
-                    if p.kind == ValueKind::Deletion {
+                    last_kind = match p.kind {
+                        ValueKind::Deletion => ValueKind::Deletion,
+                        _ if self.coverage.as_mut().is_some_and(|c| c.covers(p.user_key, p.seq)) => ValueKind::Deletion,
+                        kind => kind,
+                    };
+                    if last_kind == ValueKind::Deletion {
                         self.saved_key.clear();
                         self.saved_value.clear();
                         self.saved_kept = None;

@@ -134,6 +134,12 @@ impl DbIterator {
         }
     }
 
+    /// Hide the entries range tombstones cover (`range_del::Coverage`).
+    pub(crate) fn range_deleted(mut self, coverage: crate::range_del::Coverage) -> Self {
+        self.cursor.set_coverage(coverage);
+        self
+    }
+
     /// Report a key about every MiB this iterator reads (LevelDB's read sampling).
     pub(crate) fn sampled(mut self, sampler: sampling::ReadSampler) -> Self {
         self.cursor.set_sampler(sampler);

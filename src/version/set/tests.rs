@@ -115,6 +115,7 @@ fn file(number: u64, run: u64, lo: &[u8], hi: &[u8]) -> FileMeta {
         num_deletions: 1,
         raw_value_bytes: 500,
         segments: 1,
+        range_tombstones: 0,
     }
 }
 
