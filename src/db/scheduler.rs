@@ -587,12 +587,13 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Block until no flush or automatic compaction is pending.
+    /// Block until no flush, automatic compaction or file sweep is pending.
     fn wait_for_flush_and_compaction(&self, db: &DbInner) -> Result<()> {
         let mut st = db.state.lock();
         loop {
             db.background_error(&st)?;
-            if st.imms.is_empty() && !st.compactions_running() && self.pick_compaction(db, &st).is_none() {
+            let idle = st.imms.is_empty() && !st.compactions_running() && st.sweeps_running == 0;
+            if idle && self.pick_compaction(db, &st).is_none() {
                 return Ok(());
             }
             self.flush_cv.notify_one();
