@@ -2,11 +2,13 @@
 # Value-log GC under sustained overwrites (docs/BENCHMARKS.md §5): NUM x 4 KB, fillrandom + three
 # overwrites, under several GC configurations and RocksDB BlobDB's own db_bench with its GC on,
 # ROUNDS times alternating. Prints each run, then per configuration the medians of the last
-# overwrite's micros/op and p99, space amplification (du / live bytes), and the bytes GC moved
+# overwrite's micros/op and p99, space amplification (du / live bytes: allocated bytes, as du prints
+# them, over NUM keys and values), and the bytes GC moved
 # per byte overwritten.
 # usage: scripts/gc-bench.sh [ROUNDS] [NUM] [CONFIGS]
 #   CONFIGS: space-separated names from the table below (default: all of them)
-#   env: WISCKEY_BIN pins a binary (default: builds target/release/wisckey); BLOBDB=0 skips it
+#   env: WISCKEY_BIN pins a binary (default: builds target/release/wisckey); BLOBDB=0 skips it;
+#        RAW=DIR keeps each run's full output there
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"; num="${2:-200000}"
@@ -33,13 +35,14 @@ out="$(mktemp)"
 run_wisckey() { # name dir -> "ow p99 amp du_mb stall reput"
   # shellcheck disable=SC2086
   res="$("$bin" bench --num="$num" --value_size=4096 --benchmarks="$benches,stats" --db="$2/db" ${cfg[$1]})"
+  if [ -n "${RAW:-}" ]; then echo "$res" >"$RAW/$1-$r.txt"; fi
   ow="$(grep '^overwrite' <<<"$res" | tail -1 | awk '{print $3}')"
   p99="$(grep '^overwrite' <<<"$res" | tail -1 | sed -nE 's/.*p99 ([0-9.]+).*/\1/p')"
   stall="$(grep '^gc_stall' <<<"$res" | awk '{print $2}')"
   user="$(grep '^user_written' <<<"$res" | awk '{print $2 * ($3 == "GB" ? 1024 : 1)}')"
   reput="$(grep '^gc:' <<<"$res" | sed -nE 's/.* ([0-9.]+) (MB|GB|KB|B) rewritten.*/\1 \2/p' |
     awk '{print $1 * ($2 == "GB" ? 1024 : ($2 == "KB" ? 1/1024 : ($2 == "B" ? 1/1048576 : 1)))}')"
-  du="$(du -sb "$2/db" | cut -f1)"
+  du="$(du -s -B1 "$2/db" | cut -f1)"
   echo "$ow ${p99:-nan} $(python3 -c "print(round($du / $live, 3))") $((du >> 20)) $stall \
 $(python3 -c "print(round(${reput:-0} / ($user * 3 / 4), 3))")"
 }
@@ -47,9 +50,10 @@ run_blobdb() { # name dir
   res="$(db_bench --num="$num" --value_size=4096 --key_size=16 --benchmarks="$benches" --db="$2/db" \
     --compression_type=none --enable_blob_files=true --min_blob_size=0 \
     --enable_blob_garbage_collection=true --histogram=1 2>&1)"
+  if [ -n "${RAW:-}" ]; then echo "$res" >"$RAW/$1-$r.txt"; fi
   ow="$(grep '^overwrite' <<<"$res" | tail -1 | awk '{print $3}')"
   p99="$(grep -E '^Percentiles:' <<<"$res" | tail -1 | sed -nE 's/.*P99: ([0-9.]+).*/\1/p')"
-  du="$(du -sb "$2/db" | cut -f1)"
+  du="$(du -s -B1 "$2/db" | cut -f1)"
   echo "$ow ${p99:-nan} $(python3 -c "print(round($du / $live, 3))") $((du >> 20)) 0 nan"
 }
 for r in $(seq "$rounds"); do

@@ -128,8 +128,9 @@ pub fn user_key(ikey: &[u8]) -> &[u8] {
     &ikey[..ikey.len().saturating_sub(TRAILER_LEN)]
 }
 
+/// The trailer of an internal key (0 for a key too short to have one).
 #[inline]
-fn trailer(ikey: &[u8]) -> u64 {
+pub(crate) fn trailer(ikey: &[u8]) -> u64 {
     if ikey.len() < TRAILER_LEN {
         return 0;
     }
@@ -137,7 +138,9 @@ fn trailer(ikey: &[u8]) -> u64 {
     u64::from_le_bytes([t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]])
 }
 
-/// Total order on internal keys: user key ascending, trailer descending.
+/// Total order on internal keys under the bytewise order: user key ascending, trailer
+/// descending (the engine compares through `KeyOrder`, which may hold a custom order; range
+/// tombstones, refused under a custom order, use this one).
 #[inline]
 pub fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
     match compare_bytes(user_key(a), user_key(b)) {
@@ -178,8 +181,9 @@ pub fn shortest_separator(start: &[u8], limit: &[u8]) -> Vec<u8> {
             short[common] += 1;
             // The max trailer sorts before any real entry of the shortened user key.
             append_with_kind_byte(&mut short, &[], MAX_SEQ, KIND_FOR_SEEK);
-            debug_assert!(compare_internal(start, &short) == Ordering::Less);
-            debug_assert!(compare_internal(&short, limit) == Ordering::Less);
+            let bytewise = crate::comparator::KeyOrder::default();
+            debug_assert!(bytewise.compare_internal(start, &short) == Ordering::Less);
+            debug_assert!(bytewise.compare_internal(&short, limit) == Ordering::Less);
             return short;
         }
     }

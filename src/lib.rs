@@ -43,10 +43,12 @@
 #![deny(missing_docs)]
 
 mod compaction;
+mod comparator;
 pub mod continuum;
 mod db;
 mod error;
 mod filename;
+mod filter_policy;
 pub mod fs;
 pub mod inspect;
 mod internal_iter;
@@ -54,6 +56,7 @@ mod key;
 mod log;
 mod memtable;
 mod options;
+mod range_del;
 mod snapshot;
 mod sst;
 mod util;
@@ -62,12 +65,14 @@ mod version;
 mod vlog;
 mod write_batch;
 
+pub use comparator::{BytewiseComparator, Comparator};
 pub use db::{
     destroy, list_backups, restore_backup, BackupInfo, CheckpointInfo, Db, DbIterator, DbStats, Entries, GcReport,
     Keyspace, LostRange, Range, RecoveryReport, VerifyReport, WorkloadCounts, DEFAULT_KEYSPACE_NAME,
     MAX_KEYSPACE_NAME_BYTES,
 };
 pub use error::{Error, Result};
+pub use filter_policy::FilterPolicy;
 pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use options::{
     Compression, FilterAllocation, MergePolicy, Options, PrepopulateValueCache, ReadOptions, RecoveryMode, WriteOptions,
@@ -87,7 +92,7 @@ pub mod internals {
     pub use crate::sst::block::{Block, BlockIter};
     pub use crate::sst::block_builder::BlockBuilder;
     pub use crate::sst::dtable::SegmentWriter;
-    pub use crate::sst::{BlockReads, Table, TableBuilder, TableOptions};
+    pub use crate::sst::{BlockReads, Table, TableBuilder, TableOptions, TableReadOptions};
     pub use crate::util::crc;
     pub use crate::version::{FileMeta, VersionEdit, VersionSet};
     pub use crate::vlog::ValuePointer;

@@ -80,8 +80,6 @@ pub struct WriteBatch {
     /// The keyspaces other than the default one the batch writes (each once): a writer checks
     /// them, and a batch of the default keyspace costs nothing for them.
     pub(crate) other_keyspaces: Vec<u32>,
-    /// The batch holds a range delete.
-    pub(crate) has_range_deletes: bool,
 }
 
 impl WriteBatch {
@@ -162,7 +160,6 @@ impl WriteBatch {
             });
             return self;
         }
-        self.has_range_deletes = true;
         self.push(keyspace, KIND_RANGE_DELETE, begin, end)
     }
 
@@ -220,7 +217,6 @@ impl WriteBatch {
         self.rep.extend_from_slice(&other.rep);
         self.count += other.count;
         self.user_bytes += other.user_bytes;
-        self.has_range_deletes |= other.has_range_deletes;
         for &ks in &other.other_keyspaces {
             if !self.other_keyspaces.contains(&ks) {
                 self.other_keyspaces.push(ks);

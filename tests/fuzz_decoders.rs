@@ -204,7 +204,13 @@ fn log_bytes(groups: &[Ops]) -> Vec<u8> {
 // ---------- tables and blocks ----------
 
 fn table_options(compression: Compression) -> TableOptions {
-    TableOptions { block_size_bytes: 128, restart_interval: 3, compression, bloom_bits_per_key: 10.0 }
+    TableOptions {
+        block_size_bytes: 128,
+        restart_interval: 3,
+        compression,
+        bloom_bits_per_key: 10.0,
+        ..TableOptions::default()
+    }
 }
 
 fn build_table(entries: &BTreeMap<Vec<u8>, Vec<u8>>, compression: Compression) -> Vec<u8> {

@@ -123,6 +123,12 @@ fn verify_fails_on_damage_before_synced_log_groups_and_repair_salvages_with_a_re
     assert!((297..300).contains(&present), "{present} of 300 keys kept");
 }
 
+/// The number after `label` in a bench result line (`reads:123`).
+fn count(line: &str, label: &str) -> u64 {
+    let at = line.find(label).unwrap_or_else(|| panic!("{label} in {line}")) + label.len();
+    line[at..].chars().take_while(char::is_ascii_digit).collect::<String>().parse().expect("a count")
+}
+
 /// `bench` with the merge-policy flags: a tiered load, then the read/write mix, whose reads and
 /// writes add up to `--reads` and follow `--readwritepercent`; `stats` reports the filters.
 #[test]
@@ -143,15 +149,41 @@ fn bench_runs_a_read_write_mix_on_a_tiered_tree() {
         &db,
     );
     let line = out.lines().find(|l| l.starts_with("readrandomwriterandom")).expect("the mix ran");
-    let count = |label: &str| -> u64 {
-        let at = line.find(label).unwrap_or_else(|| panic!("{label} in {line}")) + label.len();
-        line[at..].chars().take_while(char::is_ascii_digit).collect::<String>().parse().expect("a count")
-    };
-    let (reads, writes) = (count("reads:"), count("writes:"));
+    let (reads, writes) = (count(line, "reads:"), count(line, "writes:"));
     assert_eq!(reads + writes, 10_000, "{line}");
     assert!((6_000..8_000).contains(&reads), "about 70 % reads: {line}");
     assert!(out.contains("filters:"), "stats report the filters: {out}");
     assert!(out.contains("compacted_into:"), "stats report compaction bytes per level: {out}");
+}
+
+/// The phases of a shifting workload run one after another on one database with the tuner
+/// on: each phase's mix is as named (the read phase draws half its reads from absent keys),
+/// each reports its rate after its first fifth, and `stats` names the design in force.
+#[test]
+fn bench_runs_a_shifting_workload_with_the_tuner_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let out = succeeds(
+        &[
+            "bench",
+            "--num=20000",
+            "--reads=10000",
+            "--value_size=100",
+            "--auto_tune",
+            "--auto_tune_interval_ms=50",
+            "--benchmarks=fillshuffle,shiftwrites,shiftreads,shiftscans,stats",
+        ],
+        &db,
+    );
+    let phase = |name: &str| out.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name}: {out}"));
+    let (w, r, s) = (phase("shiftwrites"), phase("shiftreads"), phase("shiftscans"));
+    assert!((8_500..9_500).contains(&count(w, "writes:")), "90 % writes: {w}");
+    assert!((8_500..9_500).contains(&count(r, "reads:")), "90 % reads: {r}");
+    let (reads, found) = (count(r, "reads:"), count(r, "found:"));
+    assert!(found * 10 > reads * 4 && found * 10 < reads * 6, "about half the reads find their key: {r}");
+    assert!((3_500..4_500).contains(&count(s, "reads:")), "40 % scans: {s}");
+    assert!([w, r, s].iter().all(|l| count(l, "after_20%:") > 0), "{out}");
+    assert!(out.contains("merge_policy:"), "{out}");
 }
 
 /// `tune` on a database: a bush-shaped load (fillshuffle, with probes) records its mix in the

@@ -31,6 +31,7 @@ fn build(entries: &BTreeMap<Vec<u8>, Vec<u8>>, lz4: bool) -> Vec<u8> {
         restart_interval: 2,
         compression: if lz4 { Compression::Lz4 } else { Compression::None },
         bloom_bits_per_key: 10.0,
+        ..TableOptions::default()
     };
     let mut b = TableBuilder::new(file, opts);
     for (i, (k, v)) in entries.iter().enumerate() {

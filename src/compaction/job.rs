@@ -1,8 +1,12 @@
 //! Runs one compaction (or memtable flush): merges the inputs, drops versions no reader can
 //! see, and writes the survivors into new table files cut at the target size.
+//!
+//! Range tombstones: an entry an input tombstone every reader sees covers is dropped; the
+//! inputs' tombstones go to the outputs, fragmented, cut at the outputs' boundaries (so a
+//! run's files stay disjoint), and dropped once nothing older can hold their range.
 
 use std::cmp::Ordering;
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -11,7 +15,8 @@ use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::fs::{SyncBatch, Vfs};
 use crate::internal_iter::{InternalIterator, MergingIterator};
-use crate::key::{self, compare_internal, ValueKind, MAX_SEQ};
+use crate::key::{self, compare_bytes, ValueKind, MAX_SEQ};
+use crate::range_del::{Fragments, RangeTombstone};
 use crate::sst::table_cache::TableCache;
 use crate::sst::{TableBuilder, TableOptions};
 use crate::version::run_iter::RunIterator;
@@ -64,6 +69,9 @@ struct OutputWriter<'a> {
     /// Finished outputs, synced at once or at the job's end (`JobContext::defer_syncs`).
     unsynced: SyncBatch,
     out: JobOutput,
+    /// Range tombstones not yet given to an output, in key order (disjoint fragments, each
+    /// range's pieces newest first).
+    tombstones: VecDeque<RangeTombstone>,
 }
 
 impl<'a> OutputWriter<'a> {
@@ -76,7 +84,14 @@ impl<'a> OutputWriter<'a> {
             last_key: Vec::new(),
             unsynced: SyncBatch::new(ctx.defer_syncs),
             out: JobOutput::default(),
+            tombstones: VecDeque::new(),
         }
+    }
+
+    /// Range tombstones to write with the outputs (`output_tombstones`).
+    fn with_tombstones(mut self, tombstones: Vec<RangeTombstone>) -> Self {
+        self.tombstones = tombstones.into();
+        self
     }
 
     /// Add an entry. A full output is closed only at a user-key boundary: the versions of
@@ -85,17 +100,15 @@ impl<'a> OutputWriter<'a> {
     fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         // Outputs of one job form one sorted run: keys strictly ascend across all of them.
         debug_assert!(
-            self.last_key.is_empty() || compare_internal(&self.last_key, ikey) == Ordering::Less,
+            self.last_key.is_empty()
+                || self.ctx.table_options.order.compare_internal(&self.last_key, ikey) == Ordering::Less,
             "compaction output out of order"
         );
         if self.want_cut && key::user_key(ikey) != key::user_key(&self.last_key) {
-            self.finish()?;
+            self.finish(Some(key::user_key(ikey)))?;
         }
         if self.builder.is_none() {
-            let number = (self.ctx.new_file_number)();
-            let path = table_file_name(self.ctx.dir, number);
-            let file = self.ctx.vfs.create(&path)?;
-            self.builder = Some((number, TableBuilder::new(file, self.ctx.table_options.clone())));
+            self.open()?;
         }
         if let Some((_, b)) = &mut self.builder {
             b.add(ikey, value)?;
@@ -106,16 +119,33 @@ impl<'a> OutputWriter<'a> {
         Ok(())
     }
 
+    fn open(&mut self) -> Result<()> {
+        let number = (self.ctx.new_file_number)();
+        let path = table_file_name(self.ctx.dir, number);
+        let file = self.ctx.vfs.create(&path)?;
+        self.builder = Some((number, TableBuilder::new(file, self.ctx.table_options.clone())));
+        Ok(())
+    }
+
     /// Close the current output before the next user key.
     fn cut_before_next_key(&mut self) {
         self.want_cut = self.builder.is_some();
     }
 
-    fn finish(&mut self) -> Result<()> {
+    /// Close the current output, whose successor starts at user key `next` (`None`: the
+    /// last output). It takes the range tombstones before `next`, a tombstone reaching past
+    /// it cut there; the last output takes every one left, and is made for them when no entry
+    /// needed it.
+    fn finish(&mut self, next: Option<&[u8]>) -> Result<()> {
         self.want_cut = false;
-        let Some((number, b)) = self.builder.take() else {
+        let tombstones = take_before(&mut self.tombstones, next);
+        if self.builder.is_none() && !tombstones.is_empty() {
+            self.open()?;
+        }
+        let Some((number, mut b)) = self.builder.take() else {
             return Ok(());
         };
+        b.set_range_tombstones(tombstones);
         let (s, file) = b.finish_unsynced()?;
         self.unsynced.push(file)?;
         self.out.bytes_written += s.file_size;
@@ -129,14 +159,41 @@ impl<'a> OutputWriter<'a> {
             num_deletions: s.num_deletions,
             raw_value_bytes: s.raw_value_bytes,
             segments: 1,
+            range_tombstones: s.range_tombstones,
         });
         Ok(())
     }
 }
 
+/// Take from `pending` (range tombstones in key order, disjoint fragments) every piece
+/// before user key `next` (all of them when `None`), cutting a piece that reaches past
+/// `next` there: its part from `next` on stays in front.
+pub(crate) fn take_before(pending: &mut VecDeque<RangeTombstone>, next: Option<&[u8]>) -> Vec<RangeTombstone> {
+    let Some(next) = next else { return pending.drain(..).collect() };
+    let (mut taken, mut rest) = (Vec::new(), Vec::new());
+    while let Some(t) = pending.pop_front() {
+        if compare_bytes(&t.begin, next).is_ge() {
+            pending.push_front(t);
+            break;
+        }
+        if compare_bytes(&t.end, next).is_gt() {
+            // Only the pieces of one fragment reach past `next` (fragments are disjoint).
+            rest.push(RangeTombstone { begin: next.to_vec(), end: t.end.clone(), seq: t.seq });
+            taken.push(RangeTombstone { end: next.to_vec(), ..t });
+        } else {
+            taken.push(t);
+        }
+    }
+    for t in rest.into_iter().rev() {
+        pending.push_front(t);
+    }
+    taken
+}
+
 /// Cuts outputs where they would overlap too many grandparent bytes (LevelDB's
 /// ShouldStopBefore), so that compacting an output later stays cheap.
 struct GrandparentCutter<'a> {
+    order: &'a crate::comparator::KeyOrder,
     files: &'a [Arc<FileMeta>],
     idx: usize,
     overlap: u64,
@@ -146,7 +203,8 @@ struct GrandparentCutter<'a> {
 
 impl GrandparentCutter<'_> {
     fn should_stop_before(&mut self, ikey: &[u8]) -> bool {
-        while self.idx < self.files.len() && compare_internal(ikey, &self.files[self.idx].largest) == Ordering::Greater
+        while self.idx < self.files.len()
+            && self.order.compare_internal(ikey, &self.files[self.idx].largest) == Ordering::Greater
         {
             if self.seen_key {
                 self.overlap += self.files[self.idx].size;
@@ -176,8 +234,69 @@ fn is_base_level_for_key(v: &Version, task: &CompactionTask, inputs: &HashSet<u6
         v.levels[l]
             .runs
             .iter()
-            .all(|r| r.overlapping(Some(user_key), Some(user_key)).iter().all(|f| inputs.contains(&f.number)))
+            .all(|r| r.overlapping(&v.order, Some(user_key), Some(user_key)).iter().all(|f| inputs.contains(&f.number)))
     })
+}
+
+/// `is_base_level_for_key` for every key of `[begin, end)` (checked as `[begin, end]`, which
+/// only keeps a tombstone a little more often).
+fn is_base_level_for_range(
+    v: &Version,
+    task: &CompactionTask,
+    inputs: &HashSet<u64>,
+    begin: &[u8],
+    end: &[u8],
+) -> bool {
+    let top = task.inputs.iter().map(|i| i.level).min().unwrap_or(task.output_level);
+    (top..v.num_levels()).all(|l| {
+        v.levels[l]
+            .runs
+            .iter()
+            .all(|r| r.overlapping(&v.order, Some(begin), Some(end)).iter().all(|f| inputs.contains(&f.number)))
+    })
+}
+
+/// The range tombstones of the task's input tables.
+pub(crate) fn input_tombstones(ctx: &JobContext<'_>, task: &CompactionTask) -> Result<Vec<RangeTombstone>> {
+    let mut out = Vec::new();
+    for (_, f) in task.input_files().filter(|(_, f)| f.range_tombstones > 0) {
+        out.extend(ctx.table_cache.get(f.number, f.size)?.range_tombstones());
+    }
+    Ok(out)
+}
+
+/// The range tombstones the outputs of `task` carry: the inputs', fragmented, keeping of the
+/// numbers every reader sees (at or below the smallest snapshot) only the newest, and that
+/// one only while an older table that is not an input may hold a key of its range (with none
+/// left, every entry it covered was dropped here: it hides nothing any more).
+pub(crate) fn output_tombstones(
+    ctx: &JobContext<'_>,
+    task: &CompactionTask,
+    version: &Version,
+    inputs: &[RangeTombstone],
+) -> Vec<RangeTombstone> {
+    if inputs.is_empty() {
+        return Vec::new();
+    }
+    let numbers = input_numbers(task);
+    let floor = ctx.smallest_snapshot;
+    let fragments = Fragments::build(inputs, Some(floor));
+    let mut base: Option<(Vec<u8>, Vec<u8>, bool)> = None;
+    let mut out = Vec::new();
+    for t in fragments.tombstones() {
+        if t.seq <= floor {
+            let same = base.as_ref().is_some_and(|(b, e, _)| *b == t.begin && *e == t.end);
+            if !same {
+                let at_base = is_base_level_for_range(version, task, &numbers, &t.begin, &t.end);
+                base = Some((t.begin.clone(), t.end.clone(), at_base));
+            }
+            if base.as_ref().is_some_and(|(_, _, at_base)| *at_base) {
+                continue;
+            }
+        }
+        out.push(t);
+    }
+    out
 }
 
 fn input_numbers(task: &CompactionTask) -> HashSet<u64> {
@@ -198,7 +317,7 @@ pub(crate) fn input_iterators(ctx: &JobContext<'_>, task: &CompactionTask) -> Ve
         // Newest run first, so equal internal keys (never expected) resolve to the newest.
         runs.sort_by_key(|r| std::cmp::Reverse(r.0));
         for (_, mut files) in runs {
-            files.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
+            files.sort_by(|a, b| ctx.table_cache.order().compare_internal(&a.smallest, &b.smallest));
             children.push(Box::new(RunIterator::new(ctx.table_cache.clone(), files.into(), ctx.input_reads())));
         }
     }
@@ -216,12 +335,22 @@ pub(crate) struct VersionFilter<'a> {
     dir: &'a Path,
     current_user_key: Option<Vec<u8>>,
     last_seq_for_key: u64,
+    /// The inputs' range tombstones (an entry one that every reader sees covers is dropped),
+    /// and where the last lookup in them landed.
+    tombstones: Fragments,
+    hint: usize,
     /// Bytes of separated values dropped, per value-log file (discard statistics for GC).
     pub vlog_garbage: std::collections::BTreeMap<u64, u64>,
 }
 
 impl<'a> VersionFilter<'a> {
-    pub(crate) fn new(ctx: &'a JobContext<'a>, task: &'a CompactionTask, version: &'a Version) -> Self {
+    /// A filter for `task`'s inputs, whose range tombstones are `tombstones`.
+    pub(crate) fn new(
+        ctx: &'a JobContext<'a>,
+        task: &'a CompactionTask,
+        version: &'a Version,
+        tombstones: &[RangeTombstone],
+    ) -> Self {
         VersionFilter {
             version,
             task,
@@ -230,8 +359,17 @@ impl<'a> VersionFilter<'a> {
             dir: ctx.dir,
             current_user_key: None,
             last_seq_for_key: MAX_SEQ,
+            tombstones: Fragments::build(tombstones, None),
+            hint: 0,
             vlog_garbage: Default::default(),
         }
+    }
+
+    /// Whether an input range tombstone that every reader sees covers this entry.
+    fn range_deleted(&mut self, user_key: &[u8], seq: u64) -> bool {
+        !self.tombstones.is_empty()
+            && self.tombstones.max_seq() > seq
+            && self.tombstones.covering_seq_near(user_key, self.smallest_snapshot, &mut self.hint) > seq
     }
 
     /// Whether the entry at `ikey` survives; entries must come in internal-key order.
@@ -246,6 +384,9 @@ impl<'a> VersionFilter<'a> {
         }
         let drop = if self.last_seq_for_key <= self.smallest_snapshot {
             // A newer version of this key is visible to every reader: this one is shadowed.
+            true
+        } else if self.range_deleted(p.user_key, p.seq) {
+            // So is a version a range tombstone every reader sees covers.
             true
         } else {
             p.kind == ValueKind::Deletion
@@ -265,17 +406,20 @@ impl<'a> VersionFilter<'a> {
 /// Merge the task's inputs into new files at the output level.
 pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Version) -> Result<JobOutput> {
     let run = task.output_run.unwrap_or_else(|| (ctx.new_file_number)());
-    let mut it = MergingIterator::new(input_iterators(ctx, task));
+    let mut it = MergingIterator::new(input_iterators(ctx, task), ctx.table_cache.order().clone());
     let mut w = OutputWriter::new(ctx, run);
     w.out.bytes_read = task.input_bytes();
     let mut cutter = GrandparentCutter {
+        order: ctx.table_cache.order(),
         files: &task.grandparents,
         idx: 0,
         overlap: 0,
         seen_key: false,
         limit: 10 * ctx.target_file_bytes,
     };
-    let mut filter = VersionFilter::new(ctx, task, version);
+    let tombstones = input_tombstones(ctx, task)?;
+    let mut filter = VersionFilter::new(ctx, task, version, &tombstones);
+    let mut w = w.with_tombstones(output_tombstones(ctx, task, version, &tombstones));
     it.seek_to_first()?;
     while it.valid() {
         let ikey = it.key();
@@ -287,7 +431,7 @@ pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Ver
         }
         it.next()?;
     }
-    w.finish()?;
+    w.finish(None)?;
     w.unsynced.sync_all()?;
     w.out.vlog_garbage = filter.vlog_garbage;
     Ok(w.out)

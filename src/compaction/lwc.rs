@@ -13,13 +13,15 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use super::job::{input_iterators, JobContext, VersionFilter};
+use super::job::{input_iterators, input_tombstones, output_tombstones, take_before, JobContext, VersionFilter};
 use super::CompactionTask;
+use crate::comparator::KeyOrder;
 use crate::error::Result;
 use crate::filename::table_file_name;
 use crate::fs::SyncBatch;
 use crate::internal_iter::{InternalIterator, MergingIterator};
-use crate::key::{compare_bytes, compare_internal, user_key};
+use crate::key::user_key;
+use crate::range_del::RangeTombstone;
 use crate::sst::dtable::SegmentWriter;
 use crate::version::{FileMeta, Version};
 
@@ -87,8 +89,33 @@ fn bounds(targets: &[Arc<FileMeta>]) -> Vec<Bound> {
         .collect()
 }
 
-fn within(b: &Bound, ukey: &[u8]) -> bool {
-    match compare_bytes(ukey, &b.key) {
+/// The first user key past `b`: where a range tombstone is cut between its two targets.
+fn split_key(b: &Bound) -> Vec<u8> {
+    match b.inclusive {
+        // The key right after `b.key`: itself followed by a zero byte.
+        true => [&b.key[..], &[0]].concat(),
+        false => b.key.clone(),
+    }
+}
+
+/// Whether the range tombstones of an append's victims can be split over `targets` without
+/// making their run overlap: not when two targets share a user key (an older file cut inside
+/// a key's versions), since a piece starting at that key would sort before the first table's
+/// last entries. The policy merges instead then.
+pub fn can_split_tombstones(targets: &[Arc<FileMeta>]) -> bool {
+    targets.windows(2).all(|w| user_key(&w[0].largest) != user_key(&w[1].smallest))
+}
+
+/// `tombstones` (in key order, disjoint) split into each target's share, cut at the bounds.
+fn split_tombstones(tombstones: Vec<RangeTombstone>, bounds: &[Bound]) -> Vec<Vec<RangeTombstone>> {
+    let mut pending = tombstones.into();
+    let mut out: Vec<_> = bounds.iter().map(|b| take_before(&mut pending, Some(&split_key(b)))).collect();
+    out.push(take_before(&mut pending, None));
+    out
+}
+
+fn within(order: &KeyOrder, b: &Bound, ukey: &[u8]) -> bool {
+    match order.compare_user(ukey, &b.key) {
         Ordering::Less => true,
         Ordering::Equal => b.inclusive,
         Ordering::Greater => false,
@@ -104,8 +131,12 @@ struct Open {
 /// Run an append: merge the victims, drop what no reader needs, append each target's share.
 pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Result<AppendOutput> {
     let bounds = bounds(&t.targets);
-    let mut it = MergingIterator::new(input_iterators(ctx, &t.task));
-    let mut filter = VersionFilter::new(ctx, &t.task, version);
+    let order = ctx.table_cache.order();
+    let mut it = MergingIterator::new(input_iterators(ctx, &t.task), order.clone());
+    let tombstones = input_tombstones(ctx, &t.task)?;
+    let mut filter = VersionFilter::new(ctx, &t.task, version, &tombstones);
+    let mut pieces = split_tombstones(output_tombstones(ctx, &t.task, version, &tombstones), &bounds);
+    debug_assert!(tombstones.is_empty() || can_split_tombstones(&t.targets), "tombstones over a shared user key");
     let mut out = AppendOutput { bytes_read: t.task.input_bytes(), ..Default::default() };
     let mut open: Option<Open> = None;
     let mut unsynced = SyncBatch::new(ctx.defer_syncs);
@@ -114,11 +145,11 @@ pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Re
     while it.valid() {
         if filter.keep(it.key(), it.value())? {
             let uk = user_key(it.key());
-            while idx < bounds.len() && !within(&bounds[idx], uk) {
+            while idx < bounds.len() && !within(order, &bounds[idx], uk) {
                 idx += 1;
             }
             if open.as_ref().is_some_and(|o| o.target != idx) {
-                finish(open.take(), &t.targets, &mut out, &mut unsynced)?;
+                finish(order, open.take(), &t.targets, &mut pieces, &mut out, &mut unsynced)?;
             }
             if open.is_none() {
                 open = Some(Open { target: idx, writer: start(ctx, &t.targets[idx])? });
@@ -129,7 +160,14 @@ pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Re
         }
         it.next()?;
     }
-    finish(open, &t.targets, &mut out, &mut unsynced)?;
+    finish(order, open, &t.targets, &mut pieces, &mut out, &mut unsynced)?;
+    // Targets that receive range tombstones but no entry get a segment of tombstones only.
+    for target in 0..t.targets.len() {
+        if !pieces[target].is_empty() {
+            let open = Open { target, writer: start(ctx, &t.targets[target])? };
+            finish(order, Some(open), &t.targets, &mut pieces, &mut out, &mut unsynced)?;
+        }
+    }
     unsynced.sync_all()?;
     out.vlog_garbage = filter.vlog_garbage;
     Ok(out)
@@ -143,21 +181,24 @@ fn start(ctx: &JobContext<'_>, target: &FileMeta) -> Result<SegmentWriter> {
 
 /// Close the segment (synced now, or later with `unsynced`) and record the target's new state.
 fn finish(
+    order: &KeyOrder,
     open: Option<Open>,
     targets: &[Arc<FileMeta>],
+    pieces: &mut [Vec<RangeTombstone>],
     out: &mut AppendOutput,
     unsynced: &mut SyncBatch,
 ) -> Result<()> {
-    let Some(o) = open else {
+    let Some(mut o) = open else {
         return Ok(());
     };
+    o.writer.set_range_tombstones(std::mem::take(&mut pieces[o.target]));
     let old = &targets[o.target];
     let (s, file) = o.writer.finish_unsynced()?;
     unsynced.push(file)?;
     let seg = &s.segment;
     out.bytes_written += s.file_size - old.size;
-    let min = |a: &Vec<u8>, b: &Vec<u8>| if compare_internal(a, b).is_le() { a.clone() } else { b.clone() };
-    let max = |a: &Vec<u8>, b: &Vec<u8>| if compare_internal(a, b).is_ge() { a.clone() } else { b.clone() };
+    let min = |a: &Vec<u8>, b: &Vec<u8>| if order.compare_internal(a, b).is_le() { a.clone() } else { b.clone() };
+    let max = |a: &Vec<u8>, b: &Vec<u8>| if order.compare_internal(a, b).is_ge() { a.clone() } else { b.clone() };
     out.files.push(FileMeta {
         number: old.number,
         size: s.file_size,
@@ -168,6 +209,7 @@ fn finish(
         num_deletions: old.num_deletions + seg.num_deletions,
         raw_value_bytes: old.raw_value_bytes + seg.raw_value_bytes,
         segments: s.segments as u64,
+        range_tombstones: old.range_tombstones + seg.range_tombstones,
     });
     Ok(())
 }
@@ -183,7 +225,7 @@ mod tests {
 
     fn route(targets: &[Arc<FileMeta>], key: &str) -> usize {
         let b = bounds(targets);
-        b.iter().position(|b| within(b, key.as_bytes())).unwrap_or(b.len())
+        b.iter().position(|b| within(&KeyOrder::default(), b, key.as_bytes())).unwrap_or(b.len())
     }
 
     #[test]

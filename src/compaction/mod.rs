@@ -278,7 +278,9 @@ pub fn pick_drop(ctx: &PickContext<'_>) -> Option<Choice> {
             continue;
         }
         for run in &l.runs {
-            for f in run.files.iter().filter(|f| f.num_entries > 0 && f.num_deletions == f.num_entries) {
+            let only_tombstones =
+                |f: &&Arc<FileMeta>| f.num_deletions == f.num_entries && (f.num_entries > 0 || f.range_tombstones > 0);
+            for f in run.files.iter().filter(only_tombstones) {
                 if !shadows_older_data(v, level, run.id, f) {
                     let files = vec![f.clone()];
                     return Some(Choice::Drop(DropTask { level, files, reason: Reason::TombstonesOnly }));
@@ -297,7 +299,7 @@ fn shadows_older_data(v: &Version, level: usize, run_id: u64, f: &FileMeta) -> b
         lv.runs
             .iter()
             .filter(|r| l > level || r.id <= run_id)
-            .any(|r| r.overlapping(Some(lo), Some(hi)).iter().any(|o| o.number != f.number))
+            .any(|r| r.overlapping(&v.order, Some(lo), Some(hi)).iter().any(|o| o.number != f.number))
     })
 }
 

@@ -86,6 +86,9 @@ fn write_table(
     }
     let mut builder = TableBuilder::new(fs.create(&table_file_name(dir, number))?, opts);
     mem.for_each(ks, |k, v| builder.add(k, v))?;
+    if let Some(t) = mem.range_tombstones(ks) {
+        builder.set_range_tombstones(t.tombstones().collect());
+    }
     let s = builder.finish()?;
     Ok(Some(FileMeta {
         number,
@@ -97,6 +100,7 @@ fn write_table(
         num_deletions: s.num_deletions,
         raw_value_bytes: s.raw_value_bytes,
         segments: 1,
+        range_tombstones: s.range_tombstones,
     }))
 }
 

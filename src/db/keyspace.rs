@@ -18,6 +18,7 @@ use std::sync::Arc;
 use super::workload::WorkloadCounters;
 use super::{DbInner, DbIterator, Entries};
 use crate::compaction::{CompactionPolicy, WritePressure};
+use crate::comparator::KeyOrder;
 use crate::error::{Error, Result};
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::value::Value;
@@ -202,7 +203,9 @@ impl Keyspace {
     /// The entries whose keys fall in `range` (any `RangeBounds` of byte strings: `a..b`,
     /// `a..=b`, `a..`, `..`), as a double-ended Rust iterator: `next()` walks up from the
     /// start, `next_back()` down from the end, and the two meet without overlap. Reads at
-    /// one sequence number (the snapshot `ReadOptions::default()` takes: now).
+    /// one sequence number (the snapshot `ReadOptions::default()` takes: now). Under a custom
+    /// key order (`Options::comparator`) the range is of that order, and an excluded start or
+    /// an included end is `Error::InvalidArgument` (there is no next key to bound by).
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<Range> {
         self.range_opt(&ReadOptions::default(), range)
     }
@@ -210,6 +213,13 @@ impl Keyspace {
     /// `range` with read options (a snapshot, cache use, read-ahead). `ro`'s own bounds are
     /// replaced by the range's.
     pub fn range_opt<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, ro: &ReadOptions, range: R) -> Result<Range> {
+        let successor_needed =
+            matches!(range.start_bound(), Bound::Excluded(_)) || matches!(range.end_bound(), Bound::Included(_));
+        if successor_needed && !self.db.table_cache.order().is_bytewise() {
+            return Err(Error::invalid(
+                "an excluded start or an included end needs the bytewise key order (a custom comparator has no next key)",
+            ));
+        }
         let lower = match range.start_bound() {
             Bound::Included(k) => Some(k.as_ref().to_vec()),
             // The first key after k: k followed by a zero byte.
@@ -225,18 +235,25 @@ impl Keyspace {
     }
 
     /// The entries whose keys start with `prefix`, as a double-ended iterator (see `range`).
+    /// Bytewise key order only: under a custom comparator, `Error::InvalidArgument`.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Result<Range> {
         self.prefix_opt(&ReadOptions::default(), prefix)
     }
 
     /// `prefix` with read options.
     pub fn prefix_opt(&self, ro: &ReadOptions, prefix: impl AsRef<[u8]>) -> Result<Range> {
+        if !self.db.table_cache.order().is_bytewise() {
+            return Err(Error::invalid(
+                "prefix() needs the bytewise key order (keys of a prefix are one range only there)",
+            ));
+        }
         let prefix = prefix.as_ref();
         self.bounded(ro, Some(prefix.to_vec()), prefix_successor(prefix))
     }
 
     fn bounded(&self, ro: &ReadOptions, lower: Option<Vec<u8>>, upper: Option<Vec<u8>>) -> Result<Range> {
-        let empty = matches!((&lower, &upper), (Some(l), Some(u)) if l >= u);
+        let order = self.db.table_cache.order().clone();
+        let empty = matches!((&lower, &upper), (Some(l), Some(u)) if order.compare_user(l, u).is_ge());
         // One snapshot for both ends: they must see the same state to meet correctly.
         let snapshot = ro.snapshot.clone().unwrap_or_else(|| self.db.snapshots.acquire(self.db.writes.visible_seq()));
         let ro = ReadOptions { snapshot: Some(snapshot), lower_bound: lower, upper_bound: upper, ..ro.clone() };
@@ -246,7 +263,7 @@ impl Keyspace {
             }
             Ok(Some(Entries::new(self.iter(&ro)?, forward)))
         };
-        Ok(Range { front: cursor(true)?, back: cursor(false)?, last_front: None, last_back: None })
+        Ok(Range { front: cursor(true)?, back: cursor(false)?, last_front: None, last_back: None, order })
     }
 
     /// Up to `limit` entries from the first key >= `from` (within `ro`'s bounds), in ascending
@@ -309,6 +326,8 @@ pub struct Range {
     back: Option<Entries>,
     last_front: Option<Vec<u8>>,
     last_back: Option<Vec<u8>>,
+    /// The database's key order (where the two cursors meet).
+    order: KeyOrder,
 }
 
 impl Iterator for Range {
@@ -317,7 +336,7 @@ impl Iterator for Range {
     fn next(&mut self) -> Option<Self::Item> {
         let item = self.front.as_mut()?.next()?;
         if let Ok((k, _)) = &item {
-            if self.last_back.as_ref().is_some_and(|b| k >= b) {
+            if self.last_back.as_ref().is_some_and(|b| self.order.compare_user(k, b).is_ge()) {
                 self.front = None;
                 return None;
             }
@@ -331,7 +350,7 @@ impl DoubleEndedIterator for Range {
     fn next_back(&mut self) -> Option<Self::Item> {
         let item = self.back.as_mut()?.next()?;
         if let Ok((k, _)) = &item {
-            if self.last_front.as_ref().is_some_and(|f| k <= f) {
+            if self.last_front.as_ref().is_some_and(|f| self.order.compare_user(k, f).is_le()) {
                 self.back = None;
                 return None;
             }
@@ -413,19 +432,6 @@ impl DbInner {
             db.scheduler.compact_cv.notify_all();
             Ok(())
         })
-    }
-
-    /// The id of keyspace `id` if it may be written now; else the error a writer gets.
-    pub(crate) fn check_writable(st: &super::State, id: u32) -> Result<()> {
-        match st.trees.get(&id) {
-            Some(t) if !t.dropped => Ok(()),
-            _ => Err(st.missing_keyspace(id)),
-        }
-    }
-
-    /// The id of every keyspace a memtable made now holds a list for.
-    pub(crate) fn live_keyspace_ids(st: &super::State) -> Vec<u32> {
-        st.trees.iter().filter(|(_, t)| !t.dropped).map(|(&id, _)| id).collect()
     }
 }
 

@@ -7,6 +7,7 @@ mod checkpoint;
 mod flush;
 mod gc;
 pub(crate) mod keyspace;
+mod properties;
 mod read;
 mod read_only;
 mod recovery;
@@ -106,6 +107,9 @@ pub struct DbStats {
     pub level_files: Vec<usize>,
     /// Entries per level (every version and tombstone), summed over its tables.
     pub level_entries: Vec<u64>,
+    /// Range tombstones per level, summed over its tables (pieces cut at file boundaries
+    /// count once per file).
+    pub level_range_tombstones: Vec<u64>,
     /// Bytes of Bloom filter per level, as the open tables hold them in memory: with
     /// `level_entries`, the filter bits per entry each level got (Monkey's allocation).
     pub level_filter_bytes: Vec<u64>,
@@ -243,6 +247,8 @@ pub(crate) struct State {
     /// The names of keyspaces whose drop finished while this handle was open: a `Keyspace`
     /// handle kept past the drop still gets `KeyspaceDropped`, not a bare unknown id.
     forgotten: HashMap<u32, Arc<str>>,
+    /// File sweeps running now (they remove files without the lock).
+    sweeps_running: u32,
 }
 
 impl State {
@@ -259,6 +265,27 @@ impl State {
             (None, Some(name)) => Error::KeyspaceDropped { name: name.to_string() },
             (None, None) => Error::UnknownKeyspace { name: format!("#{id}") },
         }
+    }
+
+    /// The id of keyspace `id` if it may be written now; else the error a writer gets.
+    pub(crate) fn check_writable(&self, id: u32) -> Result<()> {
+        match self.trees.get(&id) {
+            Some(t) if !t.dropped => Ok(()),
+            _ => Err(self.missing_keyspace(id)),
+        }
+    }
+
+    /// The id of every keyspace a memtable made now holds a list for.
+    pub(crate) fn live_keyspace_ids(&self) -> Vec<u32> {
+        self.trees.iter().filter(|(_, t)| !t.dropped).map(|(&id, _)| id).collect()
+    }
+
+    /// The memtables, newest first.
+    pub(super) fn mems(&self) -> read::Mems {
+        let mut mems = smallvec::SmallVec::with_capacity(1 + self.imms.len());
+        mems.push(self.mem.clone());
+        mems.extend(self.imms.iter().rev().cloned());
+        mems
     }
 
     /// Whether any running compaction holds a level of any keyspace.
@@ -305,7 +332,9 @@ struct Parts {
 /// The table cache (with its block cache) and the value-log reader of the database in `dir`.
 fn file_readers(vfs: &Arc<dyn Vfs>, dir: &Path, o: &Options) -> (Arc<TableCache>, crate::vlog::VlogReader) {
     let block_cache = (o.block_cache_bytes > 0).then(|| crate::sst::block_cache::new_block_cache(o.block_cache_bytes));
-    let table_cache = Arc::new(TableCache::new(vfs.clone(), dir.to_path_buf(), o.max_open_files, block_cache));
+    let read_options = crate::sst::TableReadOptions::from_options(o);
+    let table_cache =
+        Arc::new(TableCache::new(vfs.clone(), dir.to_path_buf(), o.max_open_files, block_cache, read_options));
     let vlog = crate::vlog::VlogReader::new(vfs.clone(), dir.to_path_buf(), o.io_uring)
         .with_mapped_reads(o.mmap_value_reads)
         .with_value_cache(o.value_cache_bytes);
@@ -348,6 +377,7 @@ impl DbInner {
                 pending_outputs: HashSet::new(),
                 trees,
                 forgotten: HashMap::new(),
+                sweeps_running: 0,
             }),
             writes,
             scheduler: scheduler::Scheduler::default(),
@@ -420,9 +450,10 @@ impl Db {
     /// Create keyspace `name`, an LSM-tree of its own shaped by `options`' shaping settings
     /// (merge policy, separation threshold, filters, block and table sizes, compression,
     /// light-weight compaction, level sizes; `docs/format/manifest.md` lists them); the
-    /// database's memory, caches, log and GC settings apply to it as to every keyspace. The
-    /// settings are recorded: the keyspace reopens with them. A name is 1 to 255 bytes, with
-    /// no path separator or control character; `Error::KeyspaceExists` if it is taken.
+    /// database's memory, caches, log and GC settings, its key order (`Options::comparator`)
+    /// and its filter policy apply to it as to every keyspace. The settings are recorded: the
+    /// keyspace reopens with them. A name is 1 to 255 bytes, with no path separator or control
+    /// character; `Error::KeyspaceExists` if it is taken.
     pub fn create_keyspace(&self, name: &str, options: Options) -> Result<Keyspace> {
         self.inner.create_keyspace(name, options)
     }

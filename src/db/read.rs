@@ -82,7 +82,7 @@ const MULTI_GET_BATCH: usize = 128;
 
 /// The memtables a read works on, newest first: on the stack for the usual one to three (a
 /// point lookup allocates nothing here).
-type Mems = smallvec::SmallVec<[Arc<Memtable>; 4]>;
+pub(super) type Mems = smallvec::SmallVec<[Arc<Memtable>; 4]>;
 
 /// What one read of a keyspace works on: memtables (newest first) and the keyspace's Version,
 /// all pinned.
@@ -115,7 +115,7 @@ impl DbInner {
     /// One view for many lookups of the newest entries (`latest_entry_in`).
     pub(crate) fn liveness_view(&self) -> (LatestView, CheckedAt) {
         let st = self.state.lock();
-        let mems = Self::mems(&st);
+        let mems = st.mems();
         // Dropped keyspaces are left out: their values are garbage.
         let live = st.trees.iter().filter(|(_, t)| !t.dropped).map(|(&ks, _)| ks);
         let versions = live.filter_map(|ks| Some((ks, st.versions.current_of(ks)?))).collect();
@@ -146,7 +146,7 @@ impl DbInner {
                     )));
                 }
             }
-            let mut it = MergingIterator::new(children);
+            let mut it = MergingIterator::new(children, self.table_cache.order().clone());
             it.seek_to_first()?;
             while it.valid() {
                 let is_pointer = key::parse_internal_key(it.key()).is_some_and(|k| k.kind == ValueKind::Pointer);
@@ -172,21 +172,13 @@ impl DbInner {
         self.get_entry(&view.mems, version, view.seq, (ks, None), user_key, BlockReads::filling(true), false)
     }
 
-    /// The memtables, newest first.
-    fn mems(st: &super::State) -> Mems {
-        let mut mems = smallvec::SmallVec::with_capacity(1 + st.imms.len());
-        mems.push(st.mem.clone());
-        mems.extend(st.imms.iter().rev().cloned());
-        mems
-    }
-
     fn view(&self, ro: &ReadOptions, ks: u32) -> Result<View> {
         let st = self.state.lock();
         let (version, counters) = match (st.versions.current_of(ks), st.tree(ks)) {
             (Some(v), Some(t)) if !t.dropped => (v, t.opts.auto_tune.then(|| t.counters.clone())),
             _ => return Err(st.missing_keyspace(ks)),
         };
-        let mems = Self::mems(&st);
+        let mems = st.mems();
         // Read under the lock that fixed the memtables: a leader publishes `visible_seq` and
         // switches memtables only while holding it. So every write at or below `seq` is in
         // these memtables or this Version, and every later one goes into `mems[0]` or a newer
@@ -286,11 +278,77 @@ impl DbInner {
         reads: BlockReads,
         kept: bool,
     ) -> Result<Option<(ValueKind, Value)>> {
+        let found = self.newest_entry(mems, version, seq, (ks, tree), user_key, reads, kept)?;
+        // The newest visible entry is deleted when a range tombstone newer than it covers it.
+        if let Some((kind, _, entry_seq)) = found {
+            if kind != ValueKind::Deletion && self.range_deleted(mems, version, seq, ks, user_key, entry_seq)? {
+                return Ok(Some((ValueKind::Deletion, Value::new())));
+            }
+        }
+        Ok(found.map(|(kind, v, _)| (kind, v)))
+    }
+
+    /// Whether a range tombstone visible at `seq` in `mems` or `version` deletes the entry of
+    /// `user_key` written at `entry_seq`. A keyspace without range tombstones pays an atomic
+    /// load per memtable and a field read.
+    fn range_deleted(
+        &self,
+        mems: &[Arc<Memtable>],
+        version: &Version,
+        seq: u64,
+        ks: u32,
+        user_key: &[u8],
+        entry_seq: u64,
+    ) -> Result<bool> {
+        for m in mems {
+            if let Some(f) = m.range_tombstones(ks) {
+                if f.max_seq() > entry_seq && f.covering_seq(user_key, seq) > entry_seq {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(self
+            .version_tombstones(version)?
+            .is_some_and(|f| f.max_seq() > entry_seq && f.covering_seq(user_key, seq) > entry_seq))
+    }
+
+    /// The range tombstones of `version`'s tables, fragmented (made once per Version).
+    pub(crate) fn version_tombstones(&self, version: &Version) -> Result<Option<Arc<crate::range_del::Fragments>>> {
+        version.range_tombstones(|f| Ok(self.table_cache.get(f.number, f.size)?.range_tombstones()))
+    }
+
+    /// Every range tombstone source of a read at `seq` (the memtables', the Version's), for an
+    /// iterator's `Coverage`.
+    fn coverage(
+        &self,
+        mems: &[Arc<Memtable>],
+        version: &Version,
+        ks: u32,
+        seq: u64,
+    ) -> Result<crate::range_del::Coverage> {
+        let mut sources: Vec<_> = mems.iter().filter_map(|m| m.range_tombstones(ks)).collect();
+        sources.extend(self.version_tombstones(version)?);
+        Ok(crate::range_del::Coverage::new(sources, seq))
+    }
+
+    /// The newest entry of `user_key` visible at `seq`, with its sequence number, before range
+    /// tombstones are considered (`get_entry`).
+    #[allow(clippy::too_many_arguments)]
+    fn newest_entry(
+        &self,
+        mems: &[Arc<Memtable>],
+        version: &Version,
+        seq: u64,
+        (ks, tree): (u32, Option<&super::tuner::TreeCounters>),
+        user_key: &[u8],
+        reads: BlockReads,
+        kept: bool,
+    ) -> Result<Option<(ValueKind, Value, u64)>> {
         for m in mems {
             match m.get(ks, user_key, seq, kept) {
-                Lookup::Found(kind, v) => return Ok(Some((kind, Value::from(v)))),
-                Lookup::Kept(value) => return Ok(Some((ValueKind::Value, value))),
-                Lookup::Deleted => return Ok(Some((ValueKind::Deletion, Value::new()))),
+                Lookup::Found(kind, v, s) => return Ok(Some((kind, Value::from(v), s))),
+                Lookup::Kept(value, s) => return Ok(Some((ValueKind::Value, value, s))),
+                Lookup::Deleted => return Ok(Some((ValueKind::Deletion, Value::new(), 0))),
                 Lookup::Absent => {}
             }
         }
@@ -320,8 +378,8 @@ impl DbInner {
             } else if let Some((l, f)) = first_searched.take() {
                 self.charge_seek(ks, l, f);
             }
-            if probe.found.is_some() {
-                return Ok(probe.found);
+            if let Some((kind, v)) = probe.found {
+                return Ok(Some((kind, v, probe.seq)));
             }
             // The filter let the lookup in, but the table has no visible entry of the key
             // (counted for Monkey's figure; a key only newer than a snapshot counts too).
@@ -390,6 +448,9 @@ impl DbInner {
 
     pub(crate) fn iter(self: &Arc<Self>, ro: &ReadOptions, ks: u32) -> Result<DbIterator> {
         let (view, reader) = self.registered_view(ro, ks)?;
+        // Taken after the view's sequence number was read: every range delete at or below it
+        // is in these memtables or this Version.
+        let coverage = self.coverage(&view.mems, &view.version, ks, view.seq)?;
         let reads = self.block_reads(ro);
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         for m in &view.mems {
@@ -411,9 +472,10 @@ impl DbInner {
         // still read.
         let pins = (view.mems, view.version.clone(), reader);
         let samples = IterSamples { db: Arc::clone(self), version: view.version.clone(), ks };
+        let order = self.table_cache.order().clone();
         Ok(DbIterator::new(
-            Box::new(MergingIterator::new(children)),
-            view.seq,
+            Box::new(MergingIterator::new(children, order.clone())),
+            (view.seq, order),
             (ro.lower_bound.clone(), ro.upper_bound.clone()),
             Arc::new(ScanValues {
                 db: Arc::clone(self),
@@ -423,6 +485,7 @@ impl DbInner {
             ro.readahead_values,
             Box::new(pins),
         )
+        .range_deleted(coverage)
         .sampled(ReadSampler::new(Box::new(samples))))
     }
 
@@ -510,6 +573,9 @@ impl DbInner {
             vlog_space_amp_estimate: 0.0,
             level_files: (0..v.num_levels()).map(|l| v.level_files(l)).collect(),
             level_entries: (0..v.num_levels()).map(|l| v.levels[l].files().map(|f| f.num_entries).sum()).collect(),
+            level_range_tombstones: (0..v.num_levels())
+                .map(|l| v.levels[l].files().map(|f| f.range_tombstones).sum())
+                .collect(),
             level_filter_bytes: (0..v.num_levels()).map(|l| self.filter_bytes(v.levels[l].files())).collect(),
             level_runs: (0..v.num_levels()).map(|l| v.num_runs(l)).collect(),
             level_bytes: (0..v.num_levels()).map(|l| v.level_bytes(l)).collect(),

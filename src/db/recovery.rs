@@ -63,8 +63,17 @@ fn recover_with(vfs: &Arc<dyn Vfs>, dir: &Path, mut options: Options, read_only:
     let name = default_policy.name();
     let policy_name = name.as_str();
     let mut versions = match manifest {
-        Some(m) => VersionSet::from_manifest(vfs.clone(), dir, m, opts.num_levels)?,
-        None => VersionSet::create_with_options(vfs.clone(), dir, opts.num_levels, policy_name, &opts.shape_record())?,
+        Some(m) => VersionSet::from_manifest(vfs.clone(), dir, m, opts.num_levels, opts.key_order())?,
+        None => {
+            let record = opts.shape_record();
+            VersionSet::create_with_options(
+                vfs.clone(),
+                dir,
+                opts.num_levels,
+                policy_name,
+                (&record, opts.key_order()),
+            )?
+        }
     };
     if versions.policy() != policy_name {
         tracing::info!(was = versions.policy(), now = policy_name, "compaction policy changed since the last open");
@@ -102,7 +111,7 @@ fn recover_with(vfs: &Arc<dyn Vfs>, dir: &Path, mut options: Options, read_only:
         false => None,
     };
     let manifest_seq = versions.last_sequence();
-    let mem = Arc::new(Memtable::for_keyspaces(&live_ids(&trees)));
+    let mem = Arc::new(Memtable::for_keyspaces(&live_ids(&trees), opts.key_order()));
     let mut replay = Replay { vfs, dir, opts, trees: &trees, versions: &mut versions, mem, applied: None, read_only };
     for seg in &plan.apply {
         replay.segment(seg)?;
@@ -440,7 +449,7 @@ impl Replay<'_> {
         let last = self.versions.last_sequence().max(self.applied.unwrap_or(0));
         self.versions.set_last_sequence(last);
         self.versions.log_and_apply(edit)?;
-        self.mem = Arc::new(Memtable::for_keyspaces(&live_ids(self.trees)));
+        self.mem = Arc::new(Memtable::for_keyspaces(&live_ids(self.trees), self.opts.key_order()));
         Ok(())
     }
 }

@@ -62,7 +62,7 @@ pub(super) fn spawn(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
     let mut threads = vec![
         spawn_one("wisckey-flush", |db| db.scheduler.flush_loop(db))?,
         spawn_one("wisckey-gc", |db| db.gc.gc_loop(db))?,
-        spawn_one("wisckey-tune", |db| db.tune_loop())?,
+        spawn_one("wisckey-tune", super::tuner::run)?,
     ];
     for _ in 0..inner.opts.compaction_threads.max(1) {
         threads.push(spawn_one("wisckey-compact", |db| db.scheduler.compaction_loop(db))?);
@@ -110,7 +110,7 @@ impl Scheduler {
                 let old = db.writes.log.lock().unsynced_old();
                 crate::log::writer::sync_old_files(&old)?;
                 if let Some(end) = imm.log_end() {
-                    db.writes.log.lock().sync_to(end)?;
+                    db.writes.sync_log_to(end)?;
                 }
                 let metas = flush::write(&db.vfs, &db.dir, &imm, &tables)?;
                 db.cache_flushed_values(&imm);
@@ -588,12 +588,13 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Block until no flush or automatic compaction is pending.
+    /// Block until no flush, automatic compaction or file sweep is pending.
     fn wait_for_flush_and_compaction(&self, db: &DbInner) -> Result<()> {
         let mut st = db.state.lock();
         loop {
             db.background_error(&st)?;
-            if st.imms.is_empty() && !st.compactions_running() && self.pick_compaction(db, &st).is_none() {
+            let idle = st.imms.is_empty() && !st.compactions_running() && st.sweeps_running == 0;
+            if idle && self.pick_compaction(db, &st).is_none() {
                 return Ok(());
             }
             self.flush_cv.notify_one();

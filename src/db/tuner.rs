@@ -9,8 +9,9 @@
 //!   tree: near-equal designs must not flap),
 //! - the last move is at least `MIN_DWELL_TICKS` ticks old (the reshaping settles first), and
 //! - the model's predictions for the design in force hold for what the tree measures over the
-//!   window — write amplification, and tables probed per point lookup — within
-//!   `MODEL_TOLERANCE` (a prediction the tree contradicts is not one to move on). Both are
+//!   window — write amplification, and tables probed per point lookup (the model's runs plus
+//!   the level-0 tables the compaction trigger lets pile up) — within `MODEL_TOLERANCE` (a
+//!   prediction the tree contradicts is not one to move on). Both are
 //!   bounds the tree must stay under: the model counts every write as a new entry, so a
 //!   workload of overwrites, whose duplicates compaction drops, writes less than predicted
 //!   under every design alike; a tree that writes or probes more than predicted is one the
@@ -130,143 +131,146 @@ fn describe(p: MergePolicy) -> String {
     }
 }
 
-impl DbInner {
-    /// One tick of the tuner: sample every auto-tuned keyspace and move one whose workload
-    /// calls for another design.
-    pub(crate) fn tune_tick(&self) {
-        let ids: Vec<u32> = {
-            let st = self.state.lock();
-            st.trees.iter().filter(|(_, t)| !t.dropped && t.opts.auto_tune).map(|(&id, _)| id).collect()
-        };
-        for ks in ids {
-            if let Err(e) = self.tune_keyspace(ks) {
-                tracing::warn!(keyspace = ks, error = %e, "auto-tune could not move the keyspace");
-            }
+/// One tick of the tuner: sample every auto-tuned keyspace and move one whose workload
+/// calls for another design.
+pub(crate) fn tick(db: &DbInner) {
+    let ids: Vec<u32> = {
+        let st = db.state.lock();
+        st.trees.iter().filter(|(_, t)| !t.dropped && t.opts.auto_tune).map(|(&id, _)| id).collect()
+    };
+    for ks in ids {
+        if let Err(e) = tune_keyspace(db, ks) {
+            tracing::warn!(keyspace = ks, error = %e, "auto-tune could not move the keyspace");
         }
     }
+}
 
-    fn tune_keyspace(&self, ks: u32) -> crate::Result<()> {
-        let mut st = self.state.lock();
-        let Some(t) = st.trees.get(&ks) else { return Ok(()) };
-        let (w, c) = (t.workload.counts(), &t.counters);
-        let now = Sample {
-            reads_found: w.reads_found,
-            reads_missing: w.reads_missing,
-            writes: w.writes,
-            scans: w.scans,
-            flush_bytes: c.flush_bytes.load(Ordering::Relaxed),
-            compaction_bytes: c.compaction_bytes.load(Ordering::Relaxed),
-            point_lookups: c.point_lookups.load(Ordering::Relaxed),
-            filter_probes: c.filter_probes.load(Ordering::Relaxed),
-        };
-        let mut tuner = t.tuner.lock();
-        tuner.ticks += 1;
-        tuner.samples.push_back(now);
-        while tuner.samples.len() > MAX_SAMPLES {
-            tuner.samples.pop_front();
-        }
-        // The newest stretch of samples that holds enough operations: the workload of late.
-        let Some(since) = tuner.samples.iter().rev().find(|s| now.ops() - s.ops() >= MIN_WINDOW_OPS) else {
-            return Ok(());
-        };
-        let window = now.minus(since);
-        if tuner.last_move_tick.is_some_and(|m| tuner.ticks < m + MIN_DWELL_TICKS) {
-            return Ok(());
-        }
-        let Some(version) = st.versions.current_of(ks) else { return Ok(()) };
-        let opts = t.opts.clone();
-        let data_bytes: f64 = (0..version.num_levels()).map(|l| version.level_bytes(l) as f64).sum();
-        let entries: u64 = version.all_files().map(|(_, f)| f.num_entries).sum();
-        let entry_bytes = if entries > 0 { data_bytes / entries as f64 } else { 64.0 };
-        let input = TuningInput {
-            workload: Workload {
-                reads: window.reads_found as f64,
-                zero_result_reads: window.reads_missing as f64,
-                writes: window.writes as f64,
-                scans: window.scans as f64,
-            },
-            data_bytes: data_bytes.max(opts.write_buffer_bytes as f64),
-            buffer_bytes: opts.write_buffer_bytes as f64,
-            filter_bits_per_entry: opts.bloom_bits_per_key.first().copied().unwrap_or(10.0),
-            entries_per_block: (opts.block_size_bytes as f64 / entry_bytes).max(1.0),
-            write_cost_ratio: continuum::cost::DEFAULT_WRITE_COST_RATIO,
-            max_levels: opts.num_levels,
-            preset_margin: continuum::tune::DEFAULT_PRESET_MARGIN,
-        };
-        let current = knobs_of(opts.merge_policy, opts.level_size_ratio);
-        let in_force = continuum::tune::candidate(describe(opts.merge_policy), current, &input);
-        let best = continuum::tune(&input).best;
-        let saving = 1.0 - best.cost / in_force.cost.max(f64::MIN_POSITIVE);
-        if best.knobs == current || saving <= AUTO_TUNE_HYSTERESIS {
-            return Ok(());
-        }
-        // The model's figures for the design in force against the tree's own.
-        let measured_wa = (window.flush_bytes + window.compaction_bytes) as f64 / window.flush_bytes.max(1) as f64;
-        let measured_probes = window.filter_probes as f64 / window.point_lookups.max(1) as f64;
-        let wa_ok = window.flush_bytes == 0 || measured_wa <= in_force.costs.write_amp * (1.0 + MODEL_TOLERANCE);
-        let probes_ok = window.point_lookups == 0 || measured_probes <= in_force.costs.runs * (1.0 + MODEL_TOLERANCE);
-        if !(wa_ok && probes_ok) {
-            tuner.note = format!(
-                "model disagrees with the tree under {}: write amp {measured_wa:.2} measured vs at most {:.2} predicted, \
-                 {measured_probes:.2} tables probed per lookup vs at most {:.2}; not moving to {} (predicted -{:.0} %)",
-                in_force.name,
-                in_force.costs.write_amp,
-                in_force.costs.runs,
-                best.name,
-                saving * 100.0
-            );
-            return Ok(());
-        }
-        let to = policy_of(best.knobs);
-        let ops = now.ops();
-        let note = format!(
-            "moved from {} to {} at op {ops}, predicted -{:.0} %",
-            describe(opts.merge_policy),
-            describe(to),
+fn tune_keyspace(db: &DbInner, ks: u32) -> crate::Result<()> {
+    let mut st = db.state.lock();
+    let Some(t) = st.trees.get(&ks) else { return Ok(()) };
+    let (w, c) = (t.workload.counts(), &t.counters);
+    let now = Sample {
+        reads_found: w.reads_found,
+        reads_missing: w.reads_missing,
+        writes: w.writes,
+        scans: w.scans,
+        flush_bytes: c.flush_bytes.load(Ordering::Relaxed),
+        compaction_bytes: c.compaction_bytes.load(Ordering::Relaxed),
+        point_lookups: c.point_lookups.load(Ordering::Relaxed),
+        filter_probes: c.filter_probes.load(Ordering::Relaxed),
+    };
+    let mut tuner = t.tuner.lock();
+    tuner.ticks += 1;
+    tuner.samples.push_back(now);
+    while tuner.samples.len() > MAX_SAMPLES {
+        tuner.samples.pop_front();
+    }
+    // The newest stretch of samples that holds enough operations: the workload of late.
+    let Some(since) = tuner.samples.iter().rev().find(|s| now.ops() - s.ops() >= MIN_WINDOW_OPS) else {
+        return Ok(());
+    };
+    let window = now.minus(since);
+    if tuner.last_move_tick.is_some_and(|m| tuner.ticks < m + MIN_DWELL_TICKS) {
+        return Ok(());
+    }
+    let Some(version) = st.versions.current_of(ks) else { return Ok(()) };
+    let opts = t.opts.clone();
+    let data_bytes: f64 = (0..version.num_levels()).map(|l| version.level_bytes(l) as f64).sum();
+    let entries: u64 = version.all_files().map(|(_, f)| f.num_entries).sum();
+    let entry_bytes = if entries > 0 { data_bytes / entries as f64 } else { 64.0 };
+    let input = TuningInput {
+        workload: Workload {
+            reads: window.reads_found as f64,
+            zero_result_reads: window.reads_missing as f64,
+            writes: window.writes as f64,
+            scans: window.scans as f64,
+        },
+        data_bytes: data_bytes.max(opts.write_buffer_bytes as f64),
+        buffer_bytes: opts.write_buffer_bytes as f64,
+        filter_bits_per_entry: opts.bloom_bits_per_key.first().copied().unwrap_or(10.0),
+        entries_per_block: (opts.block_size_bytes as f64 / entry_bytes).max(1.0),
+        write_cost_ratio: continuum::cost::DEFAULT_WRITE_COST_RATIO,
+        max_levels: opts.num_levels,
+        preset_margin: continuum::tune::DEFAULT_PRESET_MARGIN,
+    };
+    let current = knobs_of(opts.merge_policy, opts.level_size_ratio);
+    let in_force = continuum::tune::candidate(describe(opts.merge_policy), current, &input);
+    let best = continuum::tune(&input).best;
+    let saving = 1.0 - best.cost / in_force.cost.max(f64::MIN_POSITIVE);
+    if best.knobs == current || saving <= AUTO_TUNE_HYSTERESIS {
+        return Ok(());
+    }
+    // The model's figures for the design in force against the tree's own.
+    let measured_wa = (window.flush_bytes + window.compaction_bytes) as f64 / window.flush_bytes.max(1) as f64;
+    let measured_probes = window.filter_probes as f64 / window.point_lookups.max(1) as f64;
+    let wa_ok = window.flush_bytes == 0 || measured_wa <= in_force.costs.write_amp * (1.0 + MODEL_TOLERANCE);
+    // The model's runs are its levels'; level 0's flushed tables, up to the compaction
+    // trigger, come on top of them under every design.
+    let max_runs = in_force.costs.runs + opts.l0_compaction_trigger as f64;
+    let probes_ok = window.point_lookups == 0 || measured_probes <= max_runs * (1.0 + MODEL_TOLERANCE);
+    if !(wa_ok && probes_ok) {
+        tuner.note = format!(
+            "model disagrees with the tree under {}: write amp {measured_wa:.2} measured vs at most {:.2} predicted, \
+             {measured_probes:.2} tables probed per lookup vs at most {:.2}; not moving to {} (predicted -{:.0} %)",
+            in_force.name,
+            in_force.costs.write_amp,
+            max_runs,
+            best.name,
             saving * 100.0
         );
-        tuner.last_move_tick = Some(tuner.ticks);
-        tuner.moves += 1;
-        tuner.note = note.clone();
-        drop(tuner);
-        let mut moved = (*opts).clone();
-        moved.merge_policy = to;
-        let policy: Arc<dyn crate::compaction::CompactionPolicy> = super::policy_for(&moved).into();
-        let edit = VersionEdit {
-            policy: Some(policy.name()),
-            options: Some(moved.shape_record()),
-            ..VersionEdit::of_keyspace(ks)
-        };
-        st.versions.log_and_apply(edit)?;
-        if let Some(t) = st.trees.get_mut(&ks) {
-            t.opts = Arc::new(moved);
-            t.policy = policy;
-            t.pressure = (u64::MAX, crate::compaction::WritePressure::None);
-        }
-        tracing::info!(keyspace = ks, "auto_tune: {note}");
-        self.scheduler.compact_cv.notify_all();
-        Ok(())
+        return Ok(());
     }
+    let to = policy_of(best.knobs);
+    let ops = now.ops();
+    let note = format!(
+        "moved from {} to {} at op {ops}, predicted -{:.0} %",
+        describe(opts.merge_policy),
+        describe(to),
+        saving * 100.0
+    );
+    tuner.last_move_tick = Some(tuner.ticks);
+    // The next judgement is of the tree under the new design: its window starts now.
+    tuner.samples.clear();
+    tuner.moves += 1;
+    tuner.note = note.clone();
+    drop(tuner);
+    let mut moved = (*opts).clone();
+    moved.merge_policy = to;
+    let policy: Arc<dyn crate::compaction::CompactionPolicy> = super::policy_for(&moved).into();
+    let edit = VersionEdit {
+        policy: Some(policy.name()),
+        options: Some(moved.shape_record()),
+        ..VersionEdit::of_keyspace(ks)
+    };
+    st.versions.log_and_apply(edit)?;
+    if let Some(t) = st.trees.get_mut(&ks) {
+        t.opts = Arc::new(moved);
+        t.policy = policy;
+        t.pressure = (u64::MAX, crate::compaction::WritePressure::None);
+    }
+    tracing::info!(keyspace = ks, "auto_tune: {note}");
+    db.scheduler.compact_cv.notify_all();
+    Ok(())
+}
 
-    /// The tuner thread: a tick every `auto_tune_interval_ms` while the database is open.
-    pub(crate) fn tune_loop(&self) {
-        let interval = std::time::Duration::from_millis(self.opts.auto_tune_interval_ms.max(10));
-        let mut st = self.state.lock();
-        loop {
-            let deadline = std::time::Instant::now() + interval;
-            while !st.shutting_down && std::time::Instant::now() < deadline {
-                self.scheduler.tune_cv.wait_until(&mut st, deadline);
-            }
-            if st.shutting_down {
-                return;
-            }
-            let tuned = st.trees.values().any(|t| !t.dropped && t.opts.auto_tune);
-            if !tuned || st.bg_error.is_some() {
-                continue;
-            }
-            drop(st);
-            self.tune_tick();
-            st = self.state.lock();
+/// The tuner thread: a tick every `auto_tune_interval_ms` while the database is open.
+pub(crate) fn run(db: &DbInner) {
+    let interval = std::time::Duration::from_millis(db.opts.auto_tune_interval_ms.max(10));
+    let mut st = db.state.lock();
+    loop {
+        let deadline = std::time::Instant::now() + interval;
+        while !st.shutting_down && std::time::Instant::now() < deadline {
+            db.scheduler.tune_cv.wait_until(&mut st, deadline);
         }
+        if st.shutting_down {
+            return;
+        }
+        let tuned = st.trees.values().any(|t| !t.dropped && t.opts.auto_tune);
+        if !tuned || st.bg_error.is_some() {
+            continue;
+        }
+        drop(st);
+        tick(db);
+        st = db.state.lock();
     }
 }

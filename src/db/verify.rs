@@ -91,38 +91,42 @@ impl DbInner {
             (versions, st.versions.log_head())
         };
         let mut report = VerifyReport::default();
+        let checker = Checker { db: self };
         for (ks, version) in &versions {
             for (_, meta) in version.all_files() {
-                self.verify_table(*ks, meta, &mut report);
+                checker.table(*ks, meta, &mut report);
             }
         }
-        self.verify_log(head, &mut report)?;
+        checker.log(head, &mut report)?;
         Ok(report)
     }
+}
 
+/// The checks of one `verify` run, over the database's files.
+struct Checker<'a> {
+    db: &'a DbInner,
+}
+
+impl Checker<'_> {
     /// Read one table through a fresh reader (no block cache, no mapping: every block is
     /// read from the file and crc-checked now).
-    fn verify_table(&self, ks: u32, meta: &FileMeta, report: &mut VerifyReport) {
+    fn table(&self, ks: u32, meta: &FileMeta, report: &mut VerifyReport) {
         report.tables_checked += 1;
-        let path = table_file_name(&self.dir, meta.number);
-        let opened = self.vfs.open_read(&path).and_then(|file| Table::open(file, meta.number, meta.size, None));
+        let path = table_file_name(&self.db.dir, meta.number);
+        let ro = crate::sst::TableReadOptions::from_options(&self.db.opts);
+        let opened =
+            self.db.vfs.open_read(&path).and_then(|file| Table::open_with(file, meta.number, meta.size, None, &ro));
         let table = match opened {
             Ok(t) => Arc::new(t),
             Err(e) => return report.error(e),
         };
-        if let Err(e) = self.verify_table_entries(ks, &table, meta, report) {
+        if let Err(e) = self.table_entries(ks, &table, meta, report) {
             report.error(e);
         }
     }
 
-    fn verify_table_entries(
-        &self,
-        ks: u32,
-        table: &Arc<Table>,
-        meta: &FileMeta,
-        report: &mut VerifyReport,
-    ) -> Result<()> {
-        let path = table_file_name(&self.dir, meta.number);
+    fn table_entries(&self, ks: u32, table: &Arc<Table>, meta: &FileMeta, report: &mut VerifyReport) -> Result<()> {
+        let path = table_file_name(&self.db.dir, meta.number);
         let bad = |reason: String| Error::corruption(&path, 0, reason);
         // A DTable's iterator merges its segments: the order and range checks below cover
         // every segment, and the entry count their sum.
@@ -130,6 +134,7 @@ impl DbInner {
             let why = format!("holds {} segments, the manifest says {}", table.num_segments(), meta.segments.max(1));
             report.error(bad(why));
         }
+        let order = self.db.table_cache.order();
         // Every block checked against its checksum, even one a read checked before.
         let mut it = table.iter(BlockReads { fill_cache: false, verify_checksums: true });
         it.seek_to_first()?;
@@ -142,19 +147,17 @@ impl DbInner {
                 return Err(bad(format!("malformed key at entry {entries}")));
             }
             if let Some(prev) = &prev {
-                if key::compare_internal(prev, ikey) != Ordering::Less {
+                if order.compare_internal(prev, ikey) != Ordering::Less {
                     report.error(bad(format!("entry {entries}: keys out of order")));
                 }
             }
-            let outside = key::compare_internal(ikey, &meta.smallest) == Ordering::Less
-                || key::compare_internal(ikey, &meta.largest) == Ordering::Greater;
+            let outside = order.compare_internal(ikey, &meta.smallest) == Ordering::Less
+                || order.compare_internal(ikey, &meta.largest) == Ordering::Greater;
             if outside {
                 report.error(bad(format!("entry {entries}: key outside the file's manifest key range")));
             }
             match parsed {
-                Some(p) if p.kind == ValueKind::Pointer => {
-                    self.verify_pointer(ks, &path, p.user_key, it.value(), report)
-                }
+                Some(p) if p.kind == ValueKind::Pointer => self.pointer(ks, &path, p.user_key, it.value(), report),
                 Some(_) => {}
                 None => report.error(bad(format!("entry {entries}: {}", key::malformed_reason(ikey)))),
             }
@@ -171,23 +174,16 @@ impl DbInner {
 
     /// Read and check the value a table entry points to. A failure counts only when the
     /// pointer is still the key's newest entry: an older one may name a collected vLog file.
-    fn verify_pointer(
-        &self,
-        ks: u32,
-        table: &std::path::Path,
-        user_key: &[u8],
-        encoded: &[u8],
-        report: &mut VerifyReport,
-    ) {
+    fn pointer(&self, ks: u32, table: &std::path::Path, user_key: &[u8], encoded: &[u8], report: &mut VerifyReport) {
         let Some(ptr) = ValuePointer::decode(encoded) else {
             return report.error(Error::corruption(table, 0, "malformed value pointer"));
         };
-        let checked = self.vlog.read_value(&ptr, user_key, Access::Scan, CacheUse::Bypass);
+        let checked = self.db.vlog.read_value(&ptr, user_key, Access::Scan, CacheUse::Bypass);
         let Err(e) = checked else {
             report.pointers_checked += 1;
             return;
         };
-        match self.get_latest_entry(ks, user_key) {
+        match self.db.get_latest_entry(ks, user_key) {
             Ok(Some((ValueKind::Pointer, newest))) if newest == encoded => report.error(e),
             Ok(_) => report.stale_pointers_skipped += 1,
             Err(lookup) => {
@@ -200,10 +196,11 @@ impl DbInner {
     /// Survey the log from the manifest's head to the end (every record's crc, the sequence
     /// numbers running on without a gap, the sync marks): a torn tail no sync covered is a
     /// warning (the next open drops it); every other break is an error.
-    fn verify_log(&self, head: LogPos, report: &mut VerifyReport) -> Result<()> {
+    fn log(&self, head: LogPos, report: &mut VerifyReport) -> Result<()> {
         let mut logs: Vec<u64> = self
+            .db
             .vfs
-            .list(&self.dir)?
+            .list(&self.db.dir)?
             .iter()
             .filter_map(|n| filename::parse_file_name(n))
             .filter(|&(k, n)| k == FileKind::Vlog && n >= head.file)
@@ -211,7 +208,7 @@ impl DbInner {
             .collect();
         logs.sort_unstable();
         if head.offset > 0 && logs.first() != Some(&head.file) {
-            let path = vlog_file_name(&self.dir, head.file);
+            let path = vlog_file_name(&self.db.dir, head.file);
             report.error(Error::corruption(
                 path,
                 head.offset,
@@ -219,11 +216,11 @@ impl DbInner {
             ));
             logs.retain(|&n| n != head.file);
         }
-        let closed = self.state.lock().versions.log_durable();
-        let survey = crate::log::survey::survey(&*self.vfs, &self.dir, &logs, head, closed)?;
+        let closed = self.db.state.lock().versions.log_durable();
+        let survey = crate::log::survey::survey(&*self.db.vfs, &self.db.dir, &logs, head, closed)?;
         report.log_groups_checked += survey.segments.iter().map(|s| s.groups).sum::<u64>();
         for b in &survey.breaks {
-            let e = Error::corruption(vlog_file_name(&self.dir, b.at.file), b.at.offset, &b.reason);
+            let e = Error::corruption(vlog_file_name(&self.db.dir, b.at.file), b.at.offset, &b.reason);
             match b.durable_by {
                 None => report.warnings.push(format!("torn tail of the log (no completed sync covered it): {e}")),
                 Some(proof) => report.error(format!("{e} ({} bytes unreadable; {proof})", b.unreadable_bytes)),

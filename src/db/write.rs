@@ -11,7 +11,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use super::read::CheckedAt;
 use super::{add, DbInner, State};
 use crate::compaction::WritePressure;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::key::ValueKind;
 use crate::log::{self, LogPos, LogWriter};
 use crate::memtable::Memtable;
@@ -106,14 +106,17 @@ impl WriteQueue {
     pub(crate) fn write(&self, db: &DbInner, sync: bool, mut batch: WriteBatch) -> Result<()> {
         db.sharing.writable(&db.dir, "write")?;
         batch.check()?;
-        if batch.has_range_deletes {
-            return Err(crate::error::Error::invalid("range deletes are not supported by this build yet"));
+        if db.opts.comparator.is_some()
+            && batch.iter().flatten().any(|(_, op)| matches!(op, crate::write_batch::BatchOp::DeleteRange { .. }))
+        {
+            // Range tombstones are fragmented and cut in the bytewise order only.
+            return Err(Error::invalid("delete_range is not supported under a custom comparator"));
         }
         if !batch.other_keyspaces.is_empty() {
             // Checked when queued: a keyspace dropped after this is dropped after the write.
             let st = db.state.lock();
             for &ks in &batch.other_keyspaces {
-                DbInner::check_writable(&st, ks)?;
+                st.check_writable(ks)?;
             }
         }
         // Wait for GC outside the queue: GC's own pointer puts go through the queue and must not
@@ -424,7 +427,8 @@ impl WriteQueue {
             log.groups_end()
         };
         st.mem.set_log_end(end);
-        let fresh = Arc::new(Memtable::with_pool(db.chunk_pool.clone(), &DbInner::live_keyspace_ids(st)));
+        let ids = st.live_keyspace_ids();
+        let fresh = Arc::new(Memtable::with_pool(db.chunk_pool.clone(), &ids, db.opts.key_order()));
         let full = std::mem::replace(&mut st.mem, fresh);
         st.imms.push_back(full);
         db.scheduler.flush_cv.notify_one();
@@ -435,7 +439,8 @@ impl WriteQueue {
     /// empty one is replaced, one holding entries switched out as usual.
     pub(crate) fn start_memtable(&self, db: &DbInner, st: &mut MutexGuard<'_, State>) -> Result<()> {
         if st.mem.is_empty() {
-            st.mem = Arc::new(Memtable::with_pool(db.chunk_pool.clone(), &DbInner::live_keyspace_ids(st)));
+            let ids = st.live_keyspace_ids();
+            st.mem = Arc::new(Memtable::with_pool(db.chunk_pool.clone(), &ids, db.opts.key_order()));
             return Ok(());
         }
         self.switch_memtable(db, st)
@@ -536,12 +541,41 @@ impl WriteQueue {
     }
 
     pub(crate) fn sync_log_for_gc(&self, db: &DbInner) -> Result<()> {
-        let r = self.log.lock().sync();
+        let r = self.sync_log_detached();
         if let Err(e) = &r {
             tracing::error!(error = %e, "log sync before value-log GC failed; the database is read-only until resume()");
             db.state.lock().bg_error.get_or_insert_with(|| e.duplicate());
         }
         r
+    }
+
+    /// Make the log durable up to `end` (a flush does, before the manifest records `end` as
+    /// the log head), without holding the log while the device works.
+    pub(crate) fn sync_log_to(&self, end: LogPos) -> Result<()> {
+        if *self.durable.lock() >= end {
+            return Ok(());
+        }
+        {
+            let mut log = self.log.lock();
+            if end.file != log.file_number() {
+                // The file rolled since: only older files and the directory are left to sync.
+                return log.sync_to(end);
+            }
+        }
+        self.sync_log_detached()
+    }
+
+    /// Sync every group written so far with the log's lock held only to start and to record
+    /// the sync (`LogWriter::begin_sync`): an `fdatasync` of a log file can take as long as
+    /// writing tens of megabytes, and the write leader appending behind it would make every
+    /// user write wait that long.
+    fn sync_log_detached(&self) -> Result<()> {
+        let ticket = self.log.lock().begin_sync()?;
+        if let Some(t) = ticket {
+            t.run()?;
+            self.log.lock().finish_sync(&t);
+        }
+        Ok(())
     }
 
     /// Leave the read-only state after a background error.

@@ -54,7 +54,7 @@ use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::{Advice, FileLock, MemFs, RandomAccessFile, Vfs, WritableFile};
+use super::{Advice, FileLock, FileSyncer, MemFs, RandomAccessFile, Vfs, WritableFile};
 use crate::error::{Error, Result};
 
 /// What happens to data appended but not synced when `crash` simulates power loss.
@@ -649,6 +649,28 @@ struct FaultWritable {
     epoch: u64,
 }
 
+/// `FaultWritable`'s syncer: the same gate as its `sync_data`; what it makes durable is what
+/// had been appended when it was asked (`appended`), as a racing append may miss the sync.
+struct FaultSyncer {
+    inner: Arc<dyn FileSyncer>,
+    shared: Arc<Shared>,
+    path: PathBuf,
+    id: u64,
+    epoch: u64,
+}
+
+impl FileSyncer for FaultSyncer {
+    fn sync_data(&self, appended: u64) -> Result<()> {
+        let mut st = self.shared.state.lock();
+        st.gate(FaultOp::Sync, "fdatasync", &[&self.path], Some(self.epoch))?;
+        self.inner.sync_data(appended)?;
+        if let Some(s) = st.synced.get_mut(&self.id) {
+            *s = (*s).max(appended);
+        }
+        Ok(())
+    }
+}
+
 impl FaultWritable {
     fn sync_with(&mut self, name: &'static str, full: bool) -> Result<()> {
         let mut st = self.shared.state.lock();
@@ -684,6 +706,17 @@ impl WritableFile for FaultWritable {
     /// Passed through ungated: it makes nothing durable, so a crash treats the bytes as unsynced.
     fn start_writeback(&mut self) {
         self.inner.start_writeback();
+    }
+
+    fn syncer(&self) -> Option<Arc<dyn FileSyncer>> {
+        let inner = self.inner.syncer()?;
+        Some(Arc::new(FaultSyncer {
+            inner,
+            shared: self.shared.clone(),
+            path: self.path.clone(),
+            id: self.id,
+            epoch: self.epoch,
+        }))
     }
 
     fn len(&self) -> u64 {

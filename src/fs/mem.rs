@@ -171,12 +171,25 @@ impl WritableFile for MemWritable {
         Ok(())
     }
 
+    fn syncer(&self) -> Option<Arc<dyn super::FileSyncer>> {
+        Some(Arc::new(MemSyncer))
+    }
+
     fn len(&self) -> u64 {
         self.inode.data.read().len()
     }
 
     fn truncate(&mut self, len: u64) -> Result<()> {
         self.inode.data.write().set_len(len);
+        Ok(())
+    }
+}
+
+/// Syncs nothing: memory is as durable as it gets.
+struct MemSyncer;
+
+impl super::FileSyncer for MemSyncer {
+    fn sync_data(&self, _appended: u64) -> Result<()> {
         Ok(())
     }
 }

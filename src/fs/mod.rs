@@ -34,6 +34,16 @@ pub enum Advice {
     DontNeed,
 }
 
+/// Makes the bytes appended to a file durable from another thread than the one appending to
+/// it (`WritableFile::syncer`): the log is synced while its writer goes on appending, so an
+/// `fdatasync` of megabytes does not hold up every write behind it.
+pub trait FileSyncer: Send + Sync {
+    /// `fdatasync`: every byte appended before the call is durable once it returns.
+    /// `appended` is how many bytes the caller had appended then (what a fault-injecting file
+    /// system may count as durable; appends racing with the call may or may not be).
+    fn sync_data(&self, appended: u64) -> Result<()>;
+}
+
 /// A file opened for appending (logs, tables being built, the manifest).
 pub trait WritableFile: Send + Sync {
     /// Append bytes at the end of the file.
@@ -46,6 +56,11 @@ pub trait WritableFile: Send + Sync {
     /// hint that promises nothing (only `sync` makes bytes durable), so that a later `sync`
     /// finds them written and waits less. Default: nothing.
     fn start_writeback(&mut self) {}
+    /// A handle that syncs this file without `&mut self` (see `FileSyncer`); `None` where the
+    /// file system has none (the caller then syncs through the file itself).
+    fn syncer(&self) -> Option<Arc<dyn FileSyncer>> {
+        None
+    }
     /// Bytes in the file (including unsynced appends).
     fn len(&self) -> u64;
     /// Whether the file holds no bytes.
@@ -112,6 +127,12 @@ pub trait RandomAccessFile: Send + Sync {
     fn raw_fd(&self) -> Option<i32> {
         None
     }
+    /// For a handle from `Vfs::open_read_direct`: the alignment its reads need (of file
+    /// offsets and lengths, and of buffers in memory), so a read submitted to the kernel
+    /// directly can cover the aligned sectors around the bytes. `None`: a page-cache handle.
+    fn direct_alignment(&self) -> Option<(u64, usize)> {
+        None
+    }
 }
 
 /// A held database lock; dropping it releases the lock.
@@ -136,6 +157,14 @@ pub trait Vfs: Send + Sync + 'static {
     /// mapping covers the file as it is now; the caller must only read bytes that will never
     /// be truncated away. Default: `None`, so wrappers see every read.
     fn map_for_reads(&self, _path: &Path) -> Option<Arc<FileMapping>> {
+        None
+    }
+    /// Open a file for reads that bypass the page cache (`O_DIRECT`): for values a lookup
+    /// reads once, where the device then reads only the sectors the bytes lie in (a 4 KiB
+    /// value at an odd offset spans two pages, twice its size through the page cache) and the
+    /// page cache stays with what is read again. `None` where unsupported (the caller reads
+    /// through `open_read`). Default: `None`, so wrappers see every read.
+    fn open_read_direct(&self, _path: &Path) -> Option<Arc<dyn RandomAccessFile>> {
         None
     }
     /// Atomically replace `to` with `from`.

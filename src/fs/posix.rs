@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::{Advice, FileLock, RandomAccessFile, Vfs, WritableFile};
+use super::{Advice, FileLock, FileSyncer, RandomAccessFile, Vfs, WritableFile};
 use crate::error::{Error, Result};
 
 /// Paths (canonicalized) locked by this process. `flock` locks belong to an open file
@@ -102,6 +102,11 @@ impl WritableFile for PosixWritable {
         }
     }
 
+    fn syncer(&self) -> Option<Arc<dyn FileSyncer>> {
+        let file = self.file.try_clone().ok()?;
+        Some(Arc::new(PosixSyncer { file, path: self.path.clone() }))
+    }
+
     fn len(&self) -> u64 {
         self.len
     }
@@ -111,6 +116,18 @@ impl WritableFile for PosixWritable {
         self.len = len;
         self.written_back = self.written_back.min(len);
         Ok(())
+    }
+}
+
+/// A second descriptor of a file being appended to, for `fdatasync` from another thread.
+struct PosixSyncer {
+    file: File,
+    path: PathBuf,
+}
+
+impl FileSyncer for PosixSyncer {
+    fn sync_data(&self, _appended: u64) -> Result<()> {
+        self.file.sync_data().map_err(|e| Error::io("fdatasync", &self.path, e))
     }
 }
 
@@ -148,6 +165,93 @@ pub(crate) fn pread_fresh(fd: i32, offset: u64, len: usize, flags: i32) -> io::R
         }
     }
     Ok(buf)
+}
+
+/// A file opened with `O_DIRECT`: each read covers the aligned sectors around the bytes
+/// asked for, into an aligned buffer, and copies them out.
+struct PosixDirect {
+    file: File,
+    path: PathBuf,
+    /// `O_DIRECT` alignment of file offsets and lengths, and of buffers in memory.
+    offset_align: u64,
+    mem_align: usize,
+}
+
+impl PosixDirect {
+    /// Open `path` for direct reads, when the file system says how to align them (`statx`'s
+    /// `STATX_DIOALIGN`: 0 or missing means direct I/O is not supported for this file).
+    fn open(path: &Path) -> Option<PosixDirect> {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::OpenOptionsExt;
+        let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+        let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+        // SAFETY: `c_path` is a valid C string and `stx` a writable statx buffer for the call.
+        let rc = unsafe { libc::statx(libc::AT_FDCWD, c_path.as_ptr(), 0, libc::STATX_DIOALIGN, stx.as_mut_ptr()) };
+        if rc != 0 {
+            return None;
+        }
+        // SAFETY: statx returned 0, so it filled the buffer (zeroed before: fields it did not
+        // fill read as 0).
+        let stx = unsafe { stx.assume_init() };
+        if stx.stx_mask & libc::STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 || stx.stx_dio_mem_align == 0 {
+            return None;
+        }
+        let file = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).ok()?;
+        Some(PosixDirect {
+            file,
+            path: path.to_path_buf(),
+            offset_align: u64::from(stx.stx_dio_offset_align),
+            mem_align: stx.stx_dio_mem_align as usize,
+        })
+    }
+}
+
+impl RandomAccessFile for PosixDirect {
+    fn raw_fd(&self) -> Option<i32> {
+        Some(self.file.as_raw_fd())
+    }
+
+    fn direct_alignment(&self) -> Option<(u64, usize)> {
+        Some((self.offset_align, self.mem_align))
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let a = self.offset_align;
+        let start = offset / a * a;
+        let end = (offset + buf.len() as u64).div_ceil(a) * a;
+        let span = usize::try_from(end - start).map_err(|_| {
+            Error::io("pread", &self.path, io::Error::new(io::ErrorKind::InvalidInput, "read too large"))
+        })?;
+        // An aligned window of a zeroed vector (no allocator call with a custom layout).
+        let mut raw = vec![0u8; span + self.mem_align];
+        let skip = raw.as_ptr().align_offset(self.mem_align);
+        let window = &mut raw[skip..skip + span];
+        let mut got = 0;
+        while got < span {
+            match self.file.read_at(&mut window[got..], start + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::io("pread", &self.path, e)),
+            }
+            // A short read ends at the end of the file; reading on past it returns 0.
+            if got % self.offset_align as usize != 0 {
+                break;
+            }
+        }
+        let lead = (offset - start) as usize;
+        let n = got.saturating_sub(lead).min(buf.len());
+        buf[..n].copy_from_slice(&window[lead..lead + n]);
+        Ok(n)
+    }
+
+    fn len(&self) -> Result<u64> {
+        self.file.metadata().map(|m| m.len()).map_err(|e| Error::io("fstat", &self.path, e))
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
 }
 
 impl RandomAccessFile for PosixReadable {
@@ -413,6 +517,10 @@ impl Vfs for PosixFs {
         // Values are scattered: a fault should read its own page, not megabytes around it.
         let _ = map.map.advise(memmap2::Advice::Random);
         Some(Arc::new(map))
+    }
+
+    fn open_read_direct(&self, path: &Path) -> Option<Arc<dyn RandomAccessFile>> {
+        PosixDirect::open(path).map(|f| Arc::new(f) as Arc<dyn RandomAccessFile>)
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {

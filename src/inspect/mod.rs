@@ -45,7 +45,7 @@ pub use self::log::{LogEntry, LogFile, LogOp, LogOps, RecordGroup};
 pub use manifest::{ManifestEdit, ManifestFile, ManifestRecord, ManifestRecords, TableRecord};
 pub use table::{
     BlockCompression, BlockRange, DTableTail, DataBlock, Entries, Entry, EntryValue, FilterInfo, Footer, IndexEntry,
-    Properties, TableFile, TableSegment,
+    Properties, RangeTombstone, TableFile, TableSegment,
 };
 pub use tree::{policy_knobs, recorded_options, LevelTarget, Tree, TreeLevel, TreeModel, TreeRun, VlogFile};
 

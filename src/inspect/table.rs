@@ -180,6 +180,20 @@ pub struct Properties {
     pub largest: Option<InternalKey>,
     /// The format version the properties record.
     pub format_version: u32,
+    /// The range tombstones the segment holds, in key order.
+    pub range_tombstones: Vec<RangeTombstone>,
+}
+
+/// A range delete a table holds: every key in `[begin, end)` written before `seq` is deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RangeTombstone {
+    /// The first user key deleted.
+    pub begin: Vec<u8>,
+    /// The first user key past the range.
+    pub end: Vec<u8>,
+    /// The sequence number of the range delete.
+    pub seq: u64,
 }
 
 impl From<&TableProperties> for Properties {
@@ -193,6 +207,11 @@ impl From<&TableProperties> for Properties {
             smallest: InternalKey::parse(&p.smallest),
             largest: InternalKey::parse(&p.largest),
             format_version: p.format_version,
+            range_tombstones: p
+                .range_tombstones
+                .iter()
+                .map(|t| RangeTombstone { begin: t.begin.clone(), end: t.end.clone(), seq: t.seq })
+                .collect(),
         }
     }
 }

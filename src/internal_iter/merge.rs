@@ -7,8 +7,8 @@
 use std::cmp::Ordering;
 
 use super::InternalIterator;
+use crate::comparator::KeyOrder;
 use crate::error::Result;
-use crate::key::compare_internal;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -20,6 +20,8 @@ enum Direction {
 /// Children of one kind merge unboxed (a DTable's segments); of mixed kinds, boxed.
 pub struct MergingIterator<I: InternalIterator = Box<dyn InternalIterator>> {
     children: Vec<I>,
+    /// The order of the children's keys.
+    order: KeyOrder,
     current: Option<usize>,
     /// The child that would come next if the current one moved past it (the best of the
     /// others in the direction of travel); `None` when no other child is valid.
@@ -28,8 +30,8 @@ pub struct MergingIterator<I: InternalIterator = Box<dyn InternalIterator>> {
 }
 
 impl<I: InternalIterator> MergingIterator<I> {
-    pub fn new(children: Vec<I>) -> Self {
-        MergingIterator { children, current: None, runner_up: None, direction: Direction::Forward }
+    pub fn new(children: Vec<I>, order: KeyOrder) -> Self {
+        MergingIterator { children, order, current: None, runner_up: None, direction: Direction::Forward }
     }
 
     /// `seek`, with each child positioned by `f(i, child)` instead of its own `seek` (for an
@@ -47,7 +49,7 @@ impl<I: InternalIterator> MergingIterator<I> {
     /// Whether child `a` comes before child `b` in the direction of travel (equal keys: the
     /// lower index first going forward, as LevelDB's merge yields them; mirrored backward).
     fn before(&self, a: usize, b: usize) -> bool {
-        let ord = compare_internal(self.children[a].key(), self.children[b].key());
+        let ord = self.order.compare_internal(self.children[a].key(), self.children[b].key());
         match self.direction {
             Direction::Forward => ord == Ordering::Less || (ord == Ordering::Equal && a < b),
             Direction::Reverse => ord == Ordering::Greater || (ord == Ordering::Equal && a > b),
@@ -103,7 +105,10 @@ impl<I: InternalIterator> MergingIterator<I> {
             Direction::Forward => Ordering::Less,
             Direction::Reverse => Ordering::Greater,
         };
-        self.children.iter().enumerate().all(|(i, c)| i == cur || !c.valid() || compare_internal(c.key(), key) != wrong)
+        self.children
+            .iter()
+            .enumerate()
+            .all(|(i, c)| i == cur || !c.valid() || self.order.compare_internal(c.key(), key) != wrong)
     }
 }
 
@@ -146,7 +151,7 @@ impl<I: InternalIterator> InternalIterator for MergingIterator<I> {
                     continue;
                 }
                 c.seek(&key)?;
-                if c.valid() && compare_internal(c.key(), &key) == Ordering::Equal {
+                if c.valid() && self.order.compare_internal(c.key(), &key) == Ordering::Equal {
                     c.next()?;
                 }
             }
@@ -201,7 +206,7 @@ impl<I: InternalIterator> InternalIterator for MergingIterator<I> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::{make_internal_key, ValueKind};
+    use crate::key::{compare_internal, make_internal_key, ValueKind};
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
@@ -268,7 +273,7 @@ mod tests {
                 children.push(Box::new(VecIter { entries, at: None }));
             }
             all.sort_by(|a, b| compare_internal(&a.0, &b.0));
-            let mut it = MergingIterator::new(children);
+            let mut it = MergingIterator::new(children, KeyOrder::default());
             let mut at: Option<usize> = None;
             for step in 0..500 {
                 match rng.gen_range(0..10) {

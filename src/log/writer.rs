@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use super::{encode_group, encode_mark, LogPos, Mark};
 use crate::error::Result;
 use crate::filename::vlog_file_name;
-use crate::fs::{Vfs, WritableFile};
+use crate::fs::{FileSyncer, Vfs, WritableFile};
 
 /// The part of the log no truncation can ever take back, for readers that map log files
 /// (a mapped page past the end of a file faults with SIGBUS): every file below the one being
@@ -300,6 +300,48 @@ impl LogWriter {
         Ok(())
     }
 
+    /// Start a sync that runs without this writer (`SyncTicket::run`, then `finish_sync`):
+    /// the buffer goes to the file here, and the ticket makes everything appended so far
+    /// durable — rolled files, the directory entry of a new file, the current file — while
+    /// the write leader goes on appending. `None` when the file has no detached syncer: then
+    /// this did the whole sync (`sync`) already.
+    pub fn begin_sync(&mut self) -> Result<Option<SyncTicket>> {
+        let Some(syncer) = self.file.syncer() else {
+            self.sync()?;
+            return Ok(None);
+        };
+        self.flush_buffer()?;
+        Ok(Some(SyncTicket {
+            pos: LogPos { file: self.number, offset: self.written },
+            syncer,
+            old: self.unsynced_old.clone(),
+            dir: self.dir_dirty.then(|| (self.vfs.clone(), self.dir.clone())),
+        }))
+    }
+
+    /// Record what a ticket's `run` made durable; a sync mark saying so goes out with the next
+    /// write (it only vouches for bytes before it).
+    pub fn finish_sync(&mut self, ticket: &SyncTicket) {
+        let pos = ticket.pos;
+        if pos.file == self.number {
+            if ticket.dir.is_some() {
+                self.dir_dirty = false;
+            }
+            // A failed write may have cut the file back meanwhile.
+            let synced = pos.offset.min(self.written);
+            if synced > self.synced {
+                self.synced = synced;
+                self.extent.publish(self.number, synced);
+            }
+        }
+        self.note_durable(pos);
+        if self.unclaimed && pos.file == self.number {
+            // Groups appended while the sync ran are still unclaimed: the next sync marks them.
+            self.unclaimed = self.groups_end > self.synced;
+            self.push_mark(&Mark::Sync { durable: LogPos { file: self.number, offset: self.synced } });
+        }
+    }
+
     /// `sync`, then sync once more so the sync mark it wrote is durable too (at close: a later
     /// open then finds every byte of the log vouched for).
     pub fn sync_sealed(&mut self) -> Result<()> {
@@ -396,6 +438,29 @@ impl LogWriter {
         }
         self.note_durable(pos);
         Ok(())
+    }
+}
+
+/// A sync of the log begun under the writer's lock (`LogWriter::begin_sync`) and run
+/// without it.
+pub struct SyncTicket {
+    /// Everything of the log before this is durable once `run` returns.
+    pos: LogPos,
+    syncer: Arc<dyn FileSyncer>,
+    old: Arc<Mutex<Vec<Box<dyn WritableFile>>>>,
+    /// The directory to sync: the current file is new since the last sync.
+    dir: Option<(Arc<dyn Vfs>, PathBuf)>,
+}
+
+impl SyncTicket {
+    /// Make the log durable up to the ticket's position: older files first (so a synced write
+    /// is never durable while an older one is not), then the directory entry, then the file.
+    pub fn run(&self) -> Result<()> {
+        sync_old_files(&self.old)?;
+        if let Some((vfs, dir)) = &self.dir {
+            vfs.sync_dir(dir)?;
+        }
+        self.syncer.sync_data(self.pos.offset)
     }
 }
 

@@ -4,7 +4,7 @@
 //! so every keyspace's entries before one log position are flushed together and the log has
 //! one head.
 
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 mod kept;
@@ -13,10 +13,12 @@ mod skiplist;
 
 pub use kept::ChunkPool;
 
+use crate::comparator::KeyOrder;
 use crate::error::Result;
 use crate::internal_iter::InternalIterator;
 use crate::key::{self, ValueKind};
 use crate::log::{self, LogPos, SeparatedValue};
+use crate::range_del::{Fragments, RangeTombstone};
 use crate::value::Value;
 use crate::vlog::ValuePointer;
 use crate::write_batch::{BatchIter, BatchOp};
@@ -35,11 +37,12 @@ pub struct Kept {
 /// What a point lookup found in a memtable or table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lookup {
-    /// The newest visible entry holds this value (kind tells inline vs pointer).
-    Found(ValueKind, Vec<u8>),
+    /// The newest visible entry holds this value (kind tells inline vs pointer), written at
+    /// this sequence number.
+    Found(ValueKind, Vec<u8>, u64),
     /// The newest visible entry is a pointer whose value the memtable keeps, and the lookup
     /// asked for kept values (users want values; GC compares pointers).
-    Kept(Value),
+    Kept(Value, u64),
     /// The newest visible entry is a deletion.
     Deleted,
     /// No entry for the key here.
@@ -53,6 +56,39 @@ struct Slot {
     /// are read from memory, as an LSM-tree whose memtable holds whole values serves them,
     /// while the log stays the only copy written.
     map: skiplist::SkipList<Kept>,
+    /// Its range tombstones (rare: a lookup of a keyspace without any pays one atomic load).
+    range_dels: SlotTombstones,
+}
+
+/// A keyspace's range tombstones in a memtable: the list as written, and its fragments, made
+/// by the first reader after a change and shared by every reader until the next.
+#[derive(Default)]
+struct SlotTombstones {
+    any: AtomicBool,
+    list: parking_lot::Mutex<(Vec<RangeTombstone>, Option<Arc<Fragments>>)>,
+}
+
+impl SlotTombstones {
+    fn add(&self, t: RangeTombstone) {
+        let mut l = self.list.lock();
+        l.0.push(t);
+        l.1 = None;
+        self.any.store(true, AtomicOrdering::Release);
+    }
+
+    /// The fragments (`None`: no tombstone).
+    fn fragments(&self) -> Option<Arc<Fragments>> {
+        if !self.any.load(AtomicOrdering::Acquire) {
+            return None;
+        }
+        let mut l = self.list.lock();
+        let (list, made) = &mut *l;
+        Some(made.get_or_insert_with(|| Arc::new(Fragments::build(list.iter(), None))).clone())
+    }
+
+    fn is_empty(&self) -> bool {
+        !self.any.load(AtomicOrdering::Acquire)
+    }
 }
 
 /// A memtable. Inserts come from the single write leader; reads from any thread.
@@ -86,18 +122,24 @@ pub struct Memtable {
 }
 
 impl Default for Memtable {
-    /// A memtable of the default keyspace only, its nodes and kept values on the heap.
+    /// A memtable of the default keyspace only, of bytewise-ordered keys, its nodes and kept
+    /// values on the heap.
     fn default() -> Self {
-        Memtable::new(None, &[])
+        Memtable::new(None, &[], KeyOrder::default())
     }
 }
 
 impl Memtable {
-    /// A memtable for the default keyspace and `keyspaces`, taking chunks from `pool`.
-    fn new(pool: Option<&Arc<ChunkPool>>, keyspaces: &[u32]) -> Memtable {
+    /// A memtable for the default keyspace and `keyspaces` (of keys in `order`, the
+    /// database's), taking chunks from `pool`.
+    fn new(pool: Option<&Arc<ChunkPool>>, keyspaces: &[u32], order: KeyOrder) -> Memtable {
         let ids = std::iter::once(0).chain(keyspaces.iter().copied().filter(|&k| k != 0));
         let slots = ids
-            .map(|keyspace| Slot { keyspace, map: skiplist::SkipList::new(pool.map(|p| p.nodes.clone())) })
+            .map(|keyspace| Slot {
+                keyspace,
+                map: skiplist::SkipList::new(pool.map(|p| p.nodes.clone()), order.clone()),
+                range_dels: SlotTombstones::default(),
+            })
             .collect();
         Memtable {
             slots,
@@ -194,7 +236,7 @@ impl Memtable {
                     }
                     self.add(ks, seq, ValueKind::Pointer, key, pointer)
                 }
-                BatchOp::DeleteRange { .. } => {}
+                BatchOp::DeleteRange { begin, end } => self.add_range_tombstone(ks, seq, begin, end),
             }
         }
         debug_assert!(separated.next().is_none(), "separated values left over: the list is not of these ops");
@@ -202,6 +244,26 @@ impl Memtable {
             *self.vlog_bytes.lock().entry(pos.file).or_insert(0) += vlog_bytes;
         }
         self.log_bytes.fetch_add(log::group_len(ops.len()), AtomicOrdering::Relaxed);
+    }
+
+    /// Record the range delete `[begin, end)` at `seq` in keyspace `ks` (ignored for a keyspace
+    /// the memtable has no list for, and for an empty range, which deletes nothing).
+    pub fn add_range_tombstone(&self, ks: u32, seq: u64, begin: &[u8], end: &[u8]) {
+        let Some(slot) = self.slot(ks) else { return };
+        let t = RangeTombstone { begin: begin.to_vec(), end: end.to_vec(), seq };
+        if t.is_empty() {
+            return;
+        }
+        // Counted like an entry: a memtable of range deletes fills and is flushed too.
+        let bytes = t.size_bytes() as u64;
+        self.bytes.fetch_add(bytes + 48, AtomicOrdering::Relaxed);
+        self.entry_bytes.fetch_add(bytes, AtomicOrdering::Relaxed);
+        slot.range_dels.add(t);
+    }
+
+    /// Keyspace `ks`'s range tombstones, fragmented (`None`: it has none here).
+    pub fn range_tombstones(&self, ks: u32) -> Option<Arc<Fragments>> {
+        self.slot(ks)?.range_dels.fragments()
     }
 
     /// The value of separated op `v` of `ops` to keep: a copy in the arena, or a slice of a
@@ -216,16 +278,16 @@ impl Memtable {
         }
     }
 
-    /// A memtable for the default keyspace and `keyspaces`, its nodes and kept values on the
-    /// heap (recovery's replay).
-    pub fn for_keyspaces(keyspaces: &[u32]) -> Memtable {
-        Memtable::new(None, keyspaces)
+    /// A memtable for the default keyspace and `keyspaces` (keys in `order`), its nodes and
+    /// kept values on the heap (recovery's replay).
+    pub fn for_keyspaces(keyspaces: &[u32], order: KeyOrder) -> Memtable {
+        Memtable::new(None, keyspaces, order)
     }
 
-    /// A memtable for the default keyspace and `keyspaces` whose nodes and kept values go
-    /// into chunks of `pool`, reused across memtables.
-    pub fn with_pool(pool: Arc<ChunkPool>, keyspaces: &[u32]) -> Memtable {
-        Memtable::new(Some(&pool), keyspaces)
+    /// A memtable for the default keyspace and `keyspaces` (keys in `order`) whose nodes and
+    /// kept values go into chunks of `pool`, reused across memtables.
+    pub fn with_pool(pool: Arc<ChunkPool>, keyspaces: &[u32], order: KeyOrder) -> Memtable {
+        Memtable::new(Some(&pool), keyspaces, order)
     }
 
     /// Bytes of separated values the memtable keeps in memory.
@@ -280,14 +342,14 @@ impl Memtable {
         (mem > 0).then(|| (buffer_bytes as u128 * self.entry_bytes() as u128 / mem as u128) as u64)
     }
 
-    /// Whether no keyspace's list holds an entry.
+    /// Whether no keyspace's list holds an entry or a range tombstone.
     pub fn is_empty(&self) -> bool {
-        self.slots.iter().all(|s| s.map.len() == 0)
+        self.slots.iter().all(|s| s.map.len() == 0 && s.range_dels.is_empty())
     }
 
-    /// Whether keyspace `ks`'s list holds no entry.
+    /// Whether keyspace `ks`'s list holds no entry and no range tombstone.
     pub fn is_empty_in(&self, ks: u32) -> bool {
-        self.slot(ks).is_none_or(|s| s.map.len() == 0)
+        self.slot(ks).is_none_or(|s| s.map.len() == 0 && s.range_dels.is_empty())
     }
 
     pub fn set_log_end(&self, pos: LogPos) {
@@ -298,12 +360,21 @@ impl Memtable {
         *self.log_end.lock()
     }
 
-    /// The smallest and largest user key keyspace `ks` holds here (`None` when empty).
+    /// The smallest and largest user key keyspace `ks` holds here, its range tombstones'
+    /// ranges included (`None` when empty).
     pub fn user_key_range(&self, ks: u32) -> Option<(Vec<u8>, Vec<u8>)> {
-        let map = &self.slot(ks)?.map;
-        let lo = key::parse_internal_key(map.first()?.key())?.user_key.to_vec();
-        let hi = key::parse_internal_key(map.last()?.key())?.user_key.to_vec();
-        Some((lo, hi))
+        let slot = self.slot(ks)?;
+        let map = &slot.map;
+        let first = map.first().and_then(|e| Some(key::parse_internal_key(e.key())?.user_key.to_vec()));
+        let last = map.last().and_then(|e| Some(key::parse_internal_key(e.key())?.user_key.to_vec()));
+        let mut range = first.zip(last);
+        for t in slot.range_dels.fragments().iter().flat_map(|f| f.tombstones().collect::<Vec<_>>()) {
+            range = Some(match range {
+                None => (t.begin, t.end),
+                Some((lo, hi)) => (lo.min(t.begin), hi.max(t.end)),
+            });
+        }
+        range
     }
 
     /// Bytes of keyspace `ks`'s entries as a table stores them (its share of `entry_bytes`,
@@ -313,7 +384,8 @@ impl Memtable {
             return self.entry_bytes();
         }
         let Some(slot) = self.slot(ks) else { return 0 };
-        slot.map.iter().map(|e| (e.key().len() + e.value().len()) as u64).sum()
+        let tombstones = slot.range_dels.list.lock().0.iter().map(|t| t.size_bytes() as u64).sum::<u64>();
+        tombstones + slot.map.iter().map(|e| (e.key().len() + e.value().len()) as u64).sum::<u64>()
     }
 
     /// Newest entry for `user_key` of keyspace `ks` with seq <= `seq`; with `kept`, a pointer
@@ -334,20 +406,29 @@ impl Memtable {
         }
         match (p.kind, e.kept()) {
             (ValueKind::Deletion, _) => Lookup::Deleted,
-            (_, Some(k)) if kept => Lookup::Kept(Value::from(k.value.clone())),
-            (kind, _) => Lookup::Found(kind, e.value().to_vec()),
+            (_, Some(k)) if kept => Lookup::Kept(Value::from(k.value.clone()), p.seq),
+            (kind, _) => Lookup::Found(kind, e.value().to_vec(), p.seq),
         }
     }
 
-    /// Sequence number of the newest entry for `user_key`, of any kind (`None`: none here).
-    /// Value-log GC asks it to learn whether a key was written after it checked the key.
+    /// Sequence number of the newest write to `user_key`, of any kind, range deletes covering
+    /// it included (`None`: none here). Value-log GC asks it to learn whether a key was
+    /// written after it checked the key.
     pub fn newest_seq(&self, ks: u32, user_key: &[u8]) -> Option<u64> {
-        if !self.keys.may_contain(ks, user_key) {
-            return None;
+        let slot = self.slot(ks)?;
+        let deleted = slot.range_dels.fragments().map_or(0, |f| f.covering_seq(user_key, key::MAX_SEQ));
+        let entry = || {
+            if !self.keys.may_contain(ks, user_key) {
+                return None;
+            }
+            let e = slot.map.lower_bound(&key::seek_key_inline(user_key, key::MAX_SEQ))?;
+            let p = key::parse_internal_key(e.key())?;
+            (p.user_key == user_key).then_some(p.seq)
+        };
+        match (entry(), deleted) {
+            (e, 0) => e,
+            (e, d) => Some(e.map_or(d, |e| e.max(d))),
         }
-        let e = self.slot(ks)?.map.lower_bound(&key::seek_key_inline(user_key, key::MAX_SEQ))?;
-        let p = key::parse_internal_key(e.key())?;
-        (p.user_key == user_key).then_some(p.seq)
     }
 
     /// Visit every pointer entry whose value this memtable keeps: `(internal key, encoded
@@ -494,8 +575,8 @@ mod tests {
         m.add(0, 1, ValueKind::Value, b"k", b"v1");
         m.add(0, 2, ValueKind::Value, b"k", b"v2");
         m.add(0, 3, ValueKind::Deletion, b"k", b"");
-        assert_eq!(m.get(0, b"k", 1, true), Lookup::Found(ValueKind::Value, b"v1".to_vec()));
-        assert_eq!(m.get(0, b"k", 2, true), Lookup::Found(ValueKind::Value, b"v2".to_vec()));
+        assert_eq!(m.get(0, b"k", 1, true), Lookup::Found(ValueKind::Value, b"v1".to_vec(), 1));
+        assert_eq!(m.get(0, b"k", 2, true), Lookup::Found(ValueKind::Value, b"v2".to_vec(), 2));
         assert_eq!(m.get(0, b"k", 9, true), Lookup::Deleted);
         assert_eq!(m.get(0, b"j", 9, true), Lookup::Absent);
         assert_eq!(m.get(0, b"k", 0, true), Lookup::Absent);

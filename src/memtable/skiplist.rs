@@ -13,8 +13,8 @@
 //! | user key | trailer (8 bytes LE) | value
 //! ```
 //!
-//! Entries are ordered as `key::compare_internal` orders internal keys: user key ascending,
-//! then trailer (sequence number) descending.
+//! Entries are ordered as `KeyOrder::compare_internal` orders internal keys: user key ascending
+//! (in the list's `KeyOrder`), then trailer (sequence number) descending.
 
 use std::cmp::Ordering;
 use std::mem::{align_of, size_of, MaybeUninit};
@@ -23,6 +23,8 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as Atomic};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+
+use crate::comparator::KeyOrder;
 
 /// Levels at most: with a branching factor of 4, enough for 4^12 = 16 M entries per list.
 const MAX_HEIGHT: usize = 12;
@@ -155,6 +157,8 @@ impl Writer {
 /// The skiplist. `V` is the in-memory payload an entry may carry (the memtable's kept value).
 pub(crate) struct SkipList<V> {
     head: NonNull<Head<V>>,
+    /// The order of the user keys.
+    order: KeyOrder,
     /// Levels in use (readers may see a new height before its links: they then find nulls).
     height: AtomicUsize,
     len: AtomicUsize,
@@ -172,7 +176,7 @@ unsafe impl<V: Send + Sync> Sync for SkipList<V> {}
 
 impl<V> Default for SkipList<V> {
     fn default() -> Self {
-        SkipList::new(None)
+        SkipList::new(None, KeyOrder::default())
     }
 }
 
@@ -207,8 +211,9 @@ impl<V> Clone for Entry<'_, V> {
 impl<V> Copy for Entry<'_, V> {}
 
 impl<V> SkipList<V> {
-    /// An empty list whose arena takes its chunks from `stash` and gives them back on drop.
-    pub(crate) fn new(stash: Option<Arc<ChunkStash>>) -> SkipList<V> {
+    /// An empty list of keys in `order`, whose arena takes its chunks from `stash` and gives
+    /// them back on drop.
+    pub(crate) fn new(stash: Option<Arc<ChunkStash>>, order: KeyOrder) -> SkipList<V> {
         const { assert!(align_of::<Head<V>>() <= 8, "arena nodes are 8-byte aligned") };
         let mut arena = Arena { chunks: Vec::new(), large: Vec::new(), used: 0, stash };
         // The head gets a block of its own, so an empty list holds no chunk.
@@ -217,6 +222,7 @@ impl<V> SkipList<V> {
         let head = unsafe { Self::write_node(mem, MAX_HEIGHT, (&[], 0), 0, (&[], 0), None) };
         SkipList {
             head,
+            order,
             height: AtomicUsize::new(1),
             len: AtomicUsize::new(0),
             payloads: AtomicUsize::new(0),
@@ -295,7 +301,7 @@ impl<V> SkipList<V> {
             }
             match NonNull::new(next) {
                 // SAFETY: a published node of this list.
-                Some(n) if unsafe { before(n, user_key, trailer) } => x = n,
+                Some(n) if unsafe { before(&self.order, n, user_key, trailer) } => x = n,
                 _ => return (x, next),
             }
         }
@@ -461,7 +467,7 @@ fn len_u32(n: usize) -> u32 {
 }
 
 /// User key and trailer of an internal key (a key too short for a trailer is read as
-/// `key::compare_internal` reads it: an empty user key and trailer 0).
+/// `KeyOrder::compare_internal` reads it: an empty user key and trailer 0).
 fn split_ikey(ikey: &[u8]) -> (&[u8], u64) {
     match ikey.len().checked_sub(8) {
         Some(at) => {
@@ -473,14 +479,14 @@ fn split_ikey(ikey: &[u8]) -> (&[u8], u64) {
     }
 }
 
-/// Whether `node` sorts before `(user_key, trailer)`.
+/// Whether `node` sorts before `(user_key, trailer)` in `order`.
 ///
 /// # Safety
 /// `node` is a published node (not the head).
 #[inline]
-unsafe fn before<V>(node: NonNull<Head<V>>, user_key: &[u8], trailer: u64) -> bool {
+unsafe fn before<V>(order: &KeyOrder, node: NonNull<Head<V>>, user_key: &[u8], trailer: u64) -> bool {
     // SAFETY: the caller's promise.
-    match crate::key::compare_bytes(unsafe { user_key_of(node) }, user_key) {
+    match order.compare_user(unsafe { user_key_of(node) }, user_key) {
         Ordering::Less => true,
         Ordering::Greater => false,
         // Newer (larger trailer) first.

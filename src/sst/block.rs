@@ -8,10 +8,10 @@ use std::cmp::Ordering;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::comparator::KeyOrder;
 use crate::error::{Error, Result};
 use crate::fs::FileMapping;
 use crate::internal_iter::InternalIterator;
-use crate::key::compare_internal;
 use crate::util::coding::{decode_fixed32, get_varint32};
 use crate::value::Value;
 
@@ -139,9 +139,15 @@ impl Block {
         matches!(self.bytes, Bytes::Mapped { .. })
     }
 
-    /// An iterator over the block's entries (initially not positioned).
+    /// An iterator over the block's entries in bytewise key order (initially not positioned).
+    #[cfg(test)]
     pub fn iter(self: &Arc<Self>) -> BlockIter {
         BlockIter::new(Arc::clone(self))
+    }
+
+    /// An iterator over the block's entries, whose keys are in `order`.
+    pub(crate) fn iter_in(self: &Arc<Self>, order: &KeyOrder) -> BlockIter {
+        BlockIter::with_order(Arc::clone(self), order.clone())
     }
 
     /// Load every cache line of the block with independent reads, so a scan about to walk
@@ -246,6 +252,8 @@ const SHARE_FROM_BYTES: usize = 256;
 /// (`reset`), so iteration allocates nothing per entry.
 pub struct BlockIter {
     block: Arc<Block>,
+    /// The order of the block's keys (seeks binary-search by it).
+    order: KeyOrder,
     /// Offset of the current entry; `>= restart_offset` means not valid.
     current: usize,
     /// Offset of the entry after the current one.
@@ -275,11 +283,17 @@ struct BackEntry {
 }
 
 impl BlockIter {
-    /// An iterator over `block` (initially not positioned).
+    /// An iterator over `block`, whose keys are in bytewise order (initially not positioned).
     pub fn new(block: Arc<Block>) -> BlockIter {
+        BlockIter::with_order(block, KeyOrder::default())
+    }
+
+    /// An iterator over `block`, whose keys are in `order` (initially not positioned).
+    pub(crate) fn with_order(block: Arc<Block>, order: KeyOrder) -> BlockIter {
         let end = block.restart_offset;
         BlockIter {
             block,
+            order,
             current: end,
             next_entry: end,
             restart_index: 0,
@@ -398,7 +412,7 @@ impl BlockIter {
         while left < right {
             let mid = left + (right - left).div_ceil(2);
             let less = match self.block.restart_key(mid) {
-                Ok(k) => compare_internal(k, target) == Ordering::Less,
+                Ok(k) => self.order.compare_internal(k, target) == Ordering::Less,
                 Err(e) => {
                     self.invalidate();
                     return Err(e);
@@ -450,7 +464,7 @@ impl BlockIter {
     #[inline]
     fn scan_to(&mut self, target: &[u8]) -> Result<()> {
         while self.parse_next_key()? {
-            if compare_internal(&self.key, target) != Ordering::Less {
+            if self.order.compare_internal(&self.key, target) != Ordering::Less {
                 break;
             }
         }
@@ -477,7 +491,7 @@ impl InternalIterator for BlockIter {
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let current = self.valid().then(|| compare_internal(&self.key, target));
+        let current = self.valid().then(|| self.order.compare_internal(&self.key, target));
         if current == Some(Ordering::Equal) {
             return Ok(());
         }
@@ -550,7 +564,7 @@ impl InternalIterator for BlockIter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::{make_internal_key, ValueKind};
+    use crate::key::{compare_internal, make_internal_key, ValueKind};
     use crate::sst::block_builder::BlockBuilder;
 
     fn entries(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {

@@ -140,6 +140,11 @@ impl SegmentWriter {
         self.builder.add(ikey, value)
     }
 
+    /// Store `tombstones` in the segment (`TableBuilder::set_range_tombstones`).
+    pub fn set_range_tombstones(&mut self, tombstones: Vec<crate::range_del::RangeTombstone>) {
+        self.builder.set_range_tombstones(tombstones);
+    }
+
     /// Finish the segment, write the tail and sync the file once (tests and fuzz targets;
     /// compactions sync their appends together, `finish_unsynced`).
     #[cfg(any(test, feature = "test-util"))]

@@ -179,6 +179,14 @@ pub struct TableProperties {
     /// Largest internal key (empty when the table is empty).
     pub largest: Vec<u8>,
     pub format_version: u32,
+    /// The custom filter policy that built the table's filter (`Options::filter_policy`), and
+    /// where that filter's block is. `None`: the footer's filter handle names the built-in
+    /// Bloom filter, or none. A policy's filter is kept out of the footer so that a build that
+    /// knows only the built-in filter reads such a table without a filter instead of misreading
+    /// it.
+    pub policy_filter: Option<(String, BlockHandle)>,
+    /// The range tombstones the table (segment) holds, in key order (`range_del`).
+    pub range_tombstones: Vec<crate::range_del::RangeTombstone>,
 }
 
 /// Tags of the properties record; unknown tags are skipped so fields can be added later.
@@ -191,6 +199,10 @@ mod tag {
     pub const SMALLEST: u64 = 6;
     pub const LARGEST: u64 = 7;
     pub const FORMAT_VERSION: u64 = 8;
+    pub const FILTER_POLICY: u64 = 9;
+    pub const POLICY_FILTER_HANDLE: u64 = 10;
+    /// The range tombstones (`range_del::encode_list`); absent when there are none.
+    pub const RANGE_TOMBSTONES: u64 = 11;
 }
 
 impl TableProperties {
@@ -214,12 +226,25 @@ impl TableProperties {
             put_varint64(&mut out, t);
             put_length_prefixed(&mut out, k);
         }
+        if let Some((name, handle)) = &self.policy_filter {
+            put_varint64(&mut out, tag::FILTER_POLICY);
+            put_length_prefixed(&mut out, name.as_bytes());
+            let mut h = Vec::with_capacity(MAX_HANDLE_LEN);
+            handle.encode_to(&mut h);
+            put_varint64(&mut out, tag::POLICY_FILTER_HANDLE);
+            put_length_prefixed(&mut out, &h);
+        }
+        if !self.range_tombstones.is_empty() {
+            put_varint64(&mut out, tag::RANGE_TOMBSTONES);
+            put_length_prefixed(&mut out, &crate::range_del::encode_list(&self.range_tombstones));
+        }
         out
     }
 
     /// Decode a properties record; `None` when any field is truncated or malformed.
     pub fn decode(src: &[u8]) -> Option<TableProperties> {
         let mut p = TableProperties::default();
+        let (mut policy, mut handle) = (None, None);
         let mut r = Reader::new(src);
         while !r.is_empty() {
             let t = r.varint64()?;
@@ -238,9 +263,17 @@ impl TableProperties {
                 tag::FORMAT_VERSION => p.format_version = u32::try_from(int()?).ok()?,
                 tag::SMALLEST => p.smallest = payload.to_vec(),
                 tag::LARGEST => p.largest = payload.to_vec(),
+                tag::FILTER_POLICY => policy = Some(String::from_utf8(payload.to_vec()).ok()?),
+                tag::POLICY_FILTER_HANDLE => handle = Some(BlockHandle::decode_exact(payload)?),
+                tag::RANGE_TOMBSTONES => p.range_tombstones = crate::range_del::decode_list(payload)?,
                 _ => {}
             }
         }
+        p.policy_filter = match (policy, handle) {
+            (Some(name), Some(h)) => Some((name, h)),
+            (None, None) => None,
+            _ => return None,
+        };
         Some(p)
     }
 }
@@ -300,6 +333,12 @@ mod tests {
             smallest: b"a\x01\0\0\0\0\0\0\0".to_vec(),
             largest: b"z\x01\0\0\0\0\0\0\0".to_vec(),
             format_version: FORMAT_VERSION,
+            policy_filter: Some(("test.policy".into(), BlockHandle { offset: 9000, size: 40 })),
+            range_tombstones: vec![crate::range_del::RangeTombstone {
+                begin: b"a".to_vec(),
+                end: b"c".to_vec(),
+                seq: 9,
+            }],
         };
         let mut enc = p.encode();
         assert_eq!(TableProperties::decode(&enc), Some(p.clone()));

@@ -16,4 +16,4 @@ pub mod table_reader;
 pub mod verified;
 
 pub use table_builder::{TableBuilder, TableOptions};
-pub use table_reader::{BlockReads, Table, TableIterator};
+pub use table_reader::{BlockReads, Table, TableIterator, TableReadOptions};

@@ -2,10 +2,13 @@
 //! blocks and the footer (layout in `docs/format/sst.md`).
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
+use crate::comparator::KeyOrder;
 use crate::error::Result;
+use crate::filter_policy::FilterPolicy;
 use crate::fs::WritableFile;
-use crate::key::{self, compare_internal, short_successor, shortest_separator, ValueKind};
+use crate::key::{self, compare_internal, ValueKind};
 
 use super::block_builder::BlockBuilder;
 use super::compression::{self, Compression, TYPE_NONE};
@@ -23,6 +26,11 @@ pub struct TableOptions {
     pub compression: Compression,
     /// Bloom filter bits per user key; `0.0` writes no filter.
     pub bloom_bits_per_key: f64,
+    /// The order entries arrive in (index separators are shortened by it).
+    pub order: KeyOrder,
+    /// A custom filter policy, whose filter the table gets instead of the Bloom filter (when
+    /// `bloom_bits_per_key` is above 0).
+    pub filter_policy: Option<Arc<dyn FilterPolicy>>,
 }
 
 impl Default for TableOptions {
@@ -32,6 +40,37 @@ impl Default for TableOptions {
             restart_interval: 16,
             compression: Compression::None,
             bloom_bits_per_key: 10.0,
+            order: KeyOrder::default(),
+            filter_policy: None,
+        }
+    }
+}
+
+/// Collects the table's user keys for its filter: the built-in Bloom filter takes their
+/// hashes, a custom policy the keys themselves (one `create_filter` call at the end).
+enum FilterSink {
+    Bloom(FilterBuilder),
+    Policy { policy: Arc<dyn FilterPolicy>, keys: Vec<u8>, ends: Vec<usize> },
+}
+
+impl FilterSink {
+    fn new(opts: &TableOptions) -> Option<FilterSink> {
+        if opts.bloom_bits_per_key <= 0.0 {
+            return None;
+        }
+        Some(match &opts.filter_policy {
+            Some(p) => FilterSink::Policy { policy: Arc::clone(p), keys: Vec::new(), ends: Vec::new() },
+            None => FilterSink::Bloom(FilterBuilder::new(opts.bloom_bits_per_key)),
+        })
+    }
+
+    fn add_key(&mut self, user_key: &[u8]) {
+        match self {
+            FilterSink::Bloom(b) => b.add_key(user_key),
+            FilterSink::Policy { keys, ends, .. } => {
+                keys.extend_from_slice(user_key);
+                ends.push(keys.len());
+            }
         }
     }
 }
@@ -48,6 +87,8 @@ pub struct TableSummary {
     pub num_deletions: u64,
     pub raw_key_bytes: u64,
     pub raw_value_bytes: u64,
+    /// Range tombstones stored in the properties block.
+    pub range_tombstones: u64,
 }
 
 /// Builds a table from entries added in strictly increasing internal-key order.
@@ -58,7 +99,7 @@ pub struct TableBuilder {
     offset: u64,
     data_block: BlockBuilder,
     index_block: BlockBuilder,
-    filter: Option<FilterBuilder>,
+    filter: Option<FilterSink>,
     /// Handle of the last data block written, waiting for its index entry until the next
     /// key is known (so the separator can be short).
     pending_handle: Option<BlockHandle>,
@@ -72,7 +113,7 @@ pub struct TableBuilder {
 impl TableBuilder {
     /// A builder appending the table to `file`.
     pub fn new(file: Box<dyn WritableFile>, opts: TableOptions) -> Self {
-        let filter = (opts.bloom_bits_per_key > 0.0).then(|| FilterBuilder::new(opts.bloom_bits_per_key));
+        let filter = FilterSink::new(&opts);
         TableBuilder {
             offset: file.len(),
             file,
@@ -92,9 +133,12 @@ impl TableBuilder {
     /// Append an entry; `ikey` must sort after every key added before.
     pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         let first = self.props.num_entries == 0;
-        debug_assert!(first || compare_internal(&self.last_key, ikey) == Ordering::Less, "table keys out of order");
+        debug_assert!(
+            first || self.opts.order.compare_internal(&self.last_key, ikey) == Ordering::Less,
+            "table keys out of order"
+        );
         if let Some(h) = self.pending_handle.take() {
-            let sep = shortest_separator(&self.last_key, ikey);
+            let sep = self.opts.order.shortest_separator(&self.last_key, ikey);
             self.add_index_entry(&sep, h);
         }
         if let Some(f) = &mut self.filter {
@@ -111,6 +155,13 @@ impl TableBuilder {
             self.flush_data_block()?;
         }
         Ok(())
+    }
+
+    /// Store `tombstones` (in key order, as `Fragments::tombstones` gives them) in the table's
+    /// properties block. The summary's key range then covers them: from the first one's
+    /// begin to a sentinel at the last one's end (`RangeTombstone::end_bound`).
+    pub fn set_range_tombstones(&mut self, tombstones: Vec<crate::range_del::RangeTombstone>) {
+        self.props.range_tombstones = tombstones;
     }
 
     fn count(&mut self, ikey: &[u8], value: &[u8]) {
@@ -163,13 +214,20 @@ impl TableBuilder {
     pub fn finish_unsynced(mut self) -> Result<(TableSummary, Box<dyn WritableFile>)> {
         self.flush_data_block()?;
         let filter = match self.filter.take() {
-            Some(f) => self.write_raw(&f.finish())?,
+            Some(FilterSink::Bloom(f)) => self.write_raw(&f.finish())?,
+            Some(FilterSink::Policy { policy, keys, ends }) => {
+                let starts = std::iter::once(0).chain(ends.iter().copied());
+                let list: Vec<&[u8]> = starts.zip(&ends).map(|(s, &e)| &keys[s..e]).collect();
+                let handle = self.write_raw(&policy.create_filter(&list))?;
+                self.props.policy_filter = Some((policy.name().to_string(), handle));
+                BlockHandle { offset: self.offset, size: 0 }
+            }
             None => BlockHandle { offset: self.offset, size: 0 },
         };
         self.props.largest = self.last_key.clone();
         let properties = self.write_raw(&self.props.encode())?;
         if let Some(h) = self.pending_handle.take() {
-            let succ = short_successor(&self.last_key);
+            let succ = self.opts.order.short_successor(&self.last_key);
             self.add_index_entry(&succ, h);
         }
         let index = write_block(
@@ -183,14 +241,16 @@ impl TableBuilder {
         self.file.append(&footer.encode())?;
         self.offset += FOOTER_LEN as u64;
         let p = self.props;
+        let (smallest, largest) = covering_range(p.smallest, p.largest, &p.range_tombstones);
         let summary = TableSummary {
             file_size: self.offset,
             num_entries: p.num_entries,
-            smallest: p.smallest,
-            largest: p.largest,
+            smallest,
+            largest,
             num_deletions: p.num_deletions,
             raw_key_bytes: p.raw_key_bytes,
             raw_value_bytes: p.raw_value_bytes,
+            range_tombstones: p.range_tombstones.len() as u64,
         };
         Ok((summary, self.file))
     }
@@ -200,6 +260,25 @@ impl TableBuilder {
         let file = &mut *self.file;
         write_block(file, &mut self.offset, contents, Compression::None, &mut self.scratch)
     }
+}
+
+/// The internal-key range a table with entries `[smallest, largest]` (empty when it has none)
+/// and `tombstones` must be recorded with: every tombstone's range inside it.
+fn covering_range(
+    mut smallest: Vec<u8>,
+    mut largest: Vec<u8>,
+    tombstones: &[crate::range_del::RangeTombstone],
+) -> (Vec<u8>, Vec<u8>) {
+    for t in tombstones {
+        let (lo, hi) = (t.start_bound(), t.end_bound());
+        if smallest.is_empty() || compare_internal(&lo, &smallest) == Ordering::Less {
+            smallest = lo;
+        }
+        if largest.is_empty() || compare_internal(&hi, &largest) == Ordering::Greater {
+            largest = hi;
+        }
+    }
+    (smallest, largest)
 }
 
 /// Compress (when worth it) and append one block plus trailer with a single `append`;

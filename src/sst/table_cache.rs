@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::block_cache::BlockCache;
+use super::table_reader::TableReadOptions;
 use super::Table;
+use crate::comparator::KeyOrder;
 use crate::error::Result;
 use crate::filename::table_file_name;
 use crate::fs::Vfs;
@@ -16,11 +18,29 @@ pub struct TableCache {
     dir: PathBuf,
     tables: quick_cache::sync::Cache<u64, Arc<Table>>,
     block_cache: Option<Arc<BlockCache>>,
+    read_options: TableReadOptions,
 }
 
 impl TableCache {
-    pub fn new(vfs: Arc<dyn Vfs>, dir: PathBuf, max_open_files: usize, block_cache: Option<Arc<BlockCache>>) -> Self {
-        TableCache { vfs, dir, tables: quick_cache::sync::Cache::new(max_open_files.max(16)), block_cache }
+    pub fn new(
+        vfs: Arc<dyn Vfs>,
+        dir: PathBuf,
+        max_open_files: usize,
+        block_cache: Option<Arc<BlockCache>>,
+        read_options: TableReadOptions,
+    ) -> Self {
+        let tables = quick_cache::sync::Cache::new(max_open_files.max(16));
+        TableCache { vfs, dir, tables, block_cache, read_options }
+    }
+
+    /// Bytes the block cache holds.
+    pub fn block_cache_bytes(&self) -> u64 {
+        self.block_cache.as_ref().map_or(0, |c| c.weight())
+    }
+
+    /// The order of the tables' keys.
+    pub fn order(&self) -> &KeyOrder {
+        &self.read_options.order
     }
 
     /// The reader of table file `number`, `size` bytes long, opened on first use. Light-weight
@@ -34,7 +54,7 @@ impl TableCache {
         let open = || -> Result<Arc<Table>> {
             let path = table_file_name(&self.dir, number);
             let file = self.vfs.open_read_mapped(&path)?;
-            Ok(Arc::new(Table::open(file, number, size, self.block_cache.clone())?))
+            Ok(Arc::new(Table::open_with(file, number, size, self.block_cache.clone(), &self.read_options)?))
         };
         let cached = match self.tables.get(&number) {
             Some(t) => t,

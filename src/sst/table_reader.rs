@@ -9,10 +9,12 @@ use std::cmp::Ordering;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use crate::comparator::KeyOrder;
 use crate::error::{Error, Result};
+use crate::filter_policy::FilterPolicy;
 use crate::fs::{FileMapping, RandomAccessFile};
 use crate::internal_iter::{InternalIterator, MergingIterator};
-use crate::key::{compare_internal, user_key, ValueKind};
+use crate::key::{user_key, ValueKind};
 use crate::sst::block_cache::BlockCache;
 use crate::value::Value;
 
@@ -28,6 +30,51 @@ use super::format::{
 };
 use super::verified::VerifiedBlocks;
 
+/// How tables are read: the order of their keys, and the custom filter policy whose filters
+/// are used (a table whose filter another policy built is read without it).
+#[derive(Debug, Clone, Default)]
+pub struct TableReadOptions {
+    pub(crate) order: KeyOrder,
+    pub(crate) filter_policy: Option<Arc<dyn FilterPolicy>>,
+}
+
+impl TableReadOptions {
+    /// What `o` says about reading tables.
+    pub(crate) fn from_options(o: &crate::options::Options) -> Self {
+        TableReadOptions { order: o.key_order(), filter_policy: o.filter_policy.clone() }
+    }
+}
+
+/// A table's filter: the built-in Bloom filter, or a custom policy's.
+enum TableFilter {
+    Bloom(BloomFilter),
+    Policy { policy: Arc<dyn FilterPolicy>, data: Vec<u8> },
+}
+
+impl TableFilter {
+    /// False only when no entry of the user key (hashed: `hash`) is in the table.
+    #[inline]
+    fn may_contain(&self, hash: FilterHash, user_key: &[u8]) -> bool {
+        match self {
+            TableFilter::Bloom(b) => b.may_contain_hash(hash),
+            TableFilter::Policy { policy, data } => policy.key_may_match(user_key, data),
+        }
+    }
+
+    fn prefetch(&self, hash: FilterHash) {
+        if let TableFilter::Bloom(b) = self {
+            b.prefetch(hash);
+        }
+    }
+
+    fn len_bytes(&self) -> u64 {
+        match self {
+            TableFilter::Bloom(b) => b.len_bytes(),
+            TableFilter::Policy { data, .. } => data.len() as u64,
+        }
+    }
+}
+
 /// An open table; immutable and shared between threads as `Arc<Table>`.
 pub struct Table {
     file: Arc<dyn RandomAccessFile>,
@@ -35,9 +82,12 @@ pub struct Table {
     file_number: u64,
     cache: Option<Arc<BlockCache>>,
     index: Arc<Block>,
-    /// Dense copy of the index keys' distinguishing bytes (`None`: search the index block).
+    /// The order of the keys (index and data blocks are searched by it).
+    order: KeyOrder,
+    /// Dense copy of the index keys' distinguishing bytes (`None`: search the index block;
+    /// always under a custom order, which bytes do not follow).
     fences: Option<IndexFences>,
-    filter: Option<BloomFilter>,
+    filter: Option<TableFilter>,
     props: TableProperties,
     /// End of the data-block region: data handles must lie below it.
     data_end: u64,
@@ -76,20 +126,33 @@ impl std::fmt::Debug for Table {
 }
 
 impl Table {
-    /// Open a table of `file_size` bytes (a plain table, or a DTable whose tail lists its
-    /// segments): validate the footers, then load each segment's index, filter and properties
-    /// blocks (all checksummed).
+    /// `open_with` for a table of bytewise-ordered keys and no custom filter policy (tests and
+    /// tools).
+    #[cfg(any(test, feature = "test-util"))]
     pub fn open(
         file: Arc<dyn RandomAccessFile>,
         file_number: u64,
         file_size: u64,
         cache: Option<Arc<BlockCache>>,
     ) -> Result<Table> {
+        Table::open_with(file, file_number, file_size, cache, &TableReadOptions::default())
+    }
+
+    /// Open a table of `file_size` bytes (a plain table, or a DTable whose tail lists its
+    /// segments) to be read as `ro` says: validate the footers, then load each segment's index,
+    /// filter and properties blocks (all checksummed).
+    pub fn open_with(
+        file: Arc<dyn RandomAccessFile>,
+        file_number: u64,
+        file_size: u64,
+        cache: Option<Arc<BlockCache>>,
+        ro: &TableReadOptions,
+    ) -> Result<Table> {
         let buf = read_footer(&*file, file_size)?;
         if footer_magic(&buf) != DTABLE_MAGIC {
-            return Table::open_segment(file, file_number, file_size, file_size, buf, cache);
+            return Table::open_segment(file, (file_number, file_size), file_size, buf, cache, ro);
         }
-        Table::open_dtable(file, file_number, file_size, cache, buf)
+        Table::open_dtable(file, file_number, file_size, cache, buf, ro)
     }
 
     /// Open the DTable whose tail footer is `buf`: each segment its directory lists.
@@ -99,6 +162,7 @@ impl Table {
         file_size: u64,
         cache: Option<Arc<BlockCache>>,
         buf: [u8; FOOTER_LEN],
+        ro: &TableReadOptions,
     ) -> Result<Table> {
         let ends = read_segment_ends(&*file, &buf, file_size)?;
         let Some((&newest_end, older_ends)) = ends.split_last() else {
@@ -107,29 +171,24 @@ impl Table {
         let mut older = Vec::with_capacity(older_ends.len());
         for &end in older_ends.iter().rev() {
             let buf = read_footer(&*file, end)?;
-            older.push(Arc::new(Table::open_segment(
-                Arc::clone(&file),
-                file_number,
-                end,
-                file_size,
-                buf,
-                cache.clone(),
-            )?));
+            let segment =
+                Table::open_segment(Arc::clone(&file), (file_number, file_size), end, buf, cache.clone(), ro)?;
+            older.push(Arc::new(segment));
         }
         let buf = read_footer(&*file, newest_end)?;
-        let mut newest = Table::open_segment(file, file_number, newest_end, file_size, buf, cache)?;
+        let mut newest = Table::open_segment(file, (file_number, file_size), newest_end, buf, cache, ro)?;
         newest.older = older;
         Ok(newest)
     }
 
-    /// Open the segment whose footer (`buf`) ends at `end`.
+    /// Open the segment whose footer (`buf`) ends at `end`, of table file `(number, size)`.
     fn open_segment(
         file: Arc<dyn RandomAccessFile>,
-        file_number: u64,
+        (file_number, file_size): (u64, u64),
         end: u64,
-        file_size: u64,
         buf: [u8; FOOTER_LEN],
         cache: Option<Arc<BlockCache>>,
+        ro: &TableReadOptions,
     ) -> Result<Table> {
         let path: Arc<Path> = Arc::from(file.path());
         let footer_at = end - FOOTER_LEN as u64;
@@ -139,20 +198,36 @@ impl Table {
         let props_raw = read_block(&*file, footer.properties, footer_at)?;
         let props = TableProperties::decode(&props_raw)
             .ok_or_else(|| Error::corruption(&*path, footer.properties.offset, "malformed properties block"))?;
-        let filter = match footer.filter.size {
-            0 => None,
+        let filter = match (footer.filter.size, &props.policy_filter) {
+            (0, Some((name, h))) => match ro.filter_policy.as_ref().filter(|p| p.name() == name) {
+                Some(policy) => {
+                    let data = read_block(&*file, *h, footer_at)?;
+                    Some(TableFilter::Policy { policy: Arc::clone(policy), data })
+                }
+                // Built by another policy: read without a filter, as LevelDB does.
+                None => None,
+            },
+            (0, None) => None,
             _ => {
                 let raw = read_block(&*file, footer.filter, footer_at)?;
-                Some(BloomFilter::new(raw, &path, footer.filter.offset)?)
+                Some(TableFilter::Bloom(BloomFilter::new(raw, &path, footer.filter.offset)?))
             }
         };
-        let data_end = footer.data_end();
+        // A policy's filter block lies between the data blocks and the properties block.
+        let data_end = props.policy_filter.as_ref().map_or(footer.data_end(), |(_, h)| h.offset.min(footer.data_end()));
         let mapping = file.mapping().cloned();
+        if mapping.is_some() {
+            // A lookup's fault should read its own page, not the kernel's read-around (up to
+            // the device's read-ahead, megabytes here) when the tree outgrows the page cache:
+            // scans read ahead themselves (`BlockReadahead::advise_mapped`). A hint only.
+            let _ = file.advise(0, 0, crate::fs::Advice::Random);
+        }
         // Every block takes at least its trailer, which bounds a damaged block count.
         let max_blocks = usize::try_from(data_end / BLOCK_TRAILER_LEN as u64).unwrap_or(usize::MAX);
         let blocks = usize::try_from(props.num_data_blocks).unwrap_or(usize::MAX).min(max_blocks);
         let verified = VerifiedBlocks::with_capacity(if mapping.is_some() { blocks } else { 0 });
-        let fences = IndexFences::build(&index);
+        // Fences and the segment cascade compare key bytes: only for the bytewise order.
+        let fences = if ro.order.is_bytewise() { IndexFences::build(&index) } else { None };
         let slots = if mapping.is_some() && fences.is_some() { index.num_restarts() } else { 0 };
         let mapped_blocks = (0..slots).map(|_| OnceLock::new()).collect();
         Ok(Table {
@@ -161,6 +236,7 @@ impl Table {
             file_number,
             cache,
             index,
+            order: ro.order.clone(),
             fences,
             filter,
             props,
@@ -213,12 +289,12 @@ impl Table {
     #[cfg(test)]
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
         let h = FilterHash::of(user_key);
-        self.segments().any(|s| s.segment_may_contain(h))
+        self.segments().any(|s| s.segment_may_contain(h, user_key))
     }
 
     /// Bytes of Bloom filter the table holds in memory, over all its segments.
     pub fn filter_bytes(&self) -> u64 {
-        self.segments().map(|s| s.filter.as_ref().map_or(0, BloomFilter::len_bytes)).sum()
+        self.segments().map(|s| s.filter.as_ref().map_or(0, TableFilter::len_bytes)).sum()
     }
 
     /// Bytes of merged segment fences the table holds in memory (0 for a plain table).
@@ -230,7 +306,7 @@ impl Table {
     /// The merged fences of a DTable's segments, made on first use (`None` for a plain table,
     /// or when `SegmentCascade::build` declines).
     fn cascade(&self) -> Option<&SegmentCascade> {
-        if self.older.is_empty() {
+        if self.older.is_empty() || !self.order.is_bytewise() {
             return None;
         }
         self.cascade
@@ -241,9 +317,9 @@ impl Table {
             .as_ref()
     }
 
-    /// This segment's own filter answer.
-    fn segment_may_contain(&self, hash: FilterHash) -> bool {
-        self.filter.as_ref().is_none_or(|f| f.may_contain_hash(hash))
+    /// This segment's own filter answer for `user_key`, hashed: `hash`.
+    fn segment_may_contain(&self, hash: FilterHash, user_key: &[u8]) -> bool {
+        self.filter.as_ref().is_none_or(|f| f.may_contain(hash, user_key))
     }
 
     /// The first entry whose internal key is >= `seek_ikey`, if its user key equals the user
@@ -255,6 +331,15 @@ impl Table {
         Ok(self.get_filtered(seek_ikey, hash, reads)?.found)
     }
 
+    /// Every segment's range tombstones (`range_del`), oldest segment's first.
+    pub fn range_tombstones(&self) -> Vec<crate::range_del::RangeTombstone> {
+        let mut out = Vec::new();
+        for s in self.older.iter().rev().map(|s| &**s).chain([self]) {
+            out.extend_from_slice(&s.props.range_tombstones);
+        }
+        out
+    }
+
     /// A point lookup behind the filters, each segment's filter asked once (newest segment
     /// first; the first segment holding a visible version answers), with `hash` the lookup's
     /// `FilterHash` of the user key. Says whether any filter let the lookup in, which the DB
@@ -262,17 +347,18 @@ impl Table {
     /// kind and its value as a handle (`BlockIter::value_handle`: shared with a block-cached
     /// block); an entry whose key does not parse is corruption.
     pub fn get_filtered(&self, seek_ikey: &[u8], hash: FilterHash, reads: BlockReads) -> Result<Probe> {
-        let mut probe = Probe { passed: false, found: None };
+        let mut probe = Probe { passed: false, found: None, seq: 0 };
         if !self.older.is_empty() {
             for f in self.segments().filter_map(|s| s.filter.as_ref()) {
                 f.prefetch(hash);
             }
         }
+        let uk = user_key(seek_ikey);
         for s in self.segments() {
-            if s.segment_may_contain(hash) {
+            if s.segment_may_contain(hash, uk) {
                 probe.passed = true;
-                probe.found = s.segment_get(seek_ikey, reads)?;
-                if probe.found.is_some() {
+                if let Some((kind, value, seq)) = s.segment_get(seek_ikey, reads)? {
+                    (probe.found, probe.seq) = (Some((kind, value)), seq);
                     break;
                 }
             }
@@ -281,25 +367,25 @@ impl Table {
     }
 
     /// `get_filtered` within this segment alone, its filter not asked.
-    fn segment_get(&self, seek_ikey: &[u8], reads: BlockReads) -> Result<Option<(ValueKind, Value)>> {
+    fn segment_get(&self, seek_ikey: &[u8], reads: BlockReads) -> Result<Option<(ValueKind, Value, u64)>> {
         let uk = user_key(seek_ikey);
         // A block made before was checked when it was made; a verifying read checks again.
         if let Some((_, block)) = self.fenced_block(seek_ikey).filter(|_| !reads.verify_checksums) {
-            let mut it = BlockIter::new(Arc::clone(block));
+            let mut it = block.iter_in(&self.order);
             it.seek(seek_ikey)?;
             if it.valid() {
                 return self.found(&it, uk, block.file_offset());
             }
             // The target lies past the block's last key: the index search below goes on.
         }
-        let mut index = self.index.iter();
+        let mut index = self.index.iter_in(&self.order);
         self.seek_index(&mut index, seek_ikey)?;
         // Normally the first block tried holds the answer; the loop only continues when a
         // separator lies past its block's last key and the target falls in that gap.
         while index.valid() {
             let handle = self.decode_handle(index.value())?;
             let block = self.load_block(handle, index.current_restart(), reads, None)?;
-            let mut it = BlockIter::new(block);
+            let mut it = BlockIter::with_order(block, self.order.clone());
             it.seek(seek_ikey)?;
             if it.valid() {
                 return self.found(&it, uk, handle.offset);
@@ -310,7 +396,7 @@ impl Table {
     }
 
     /// What a point lookup of `uk` found at `it`'s entry (of the block at `block_offset`).
-    fn found(&self, it: &BlockIter, uk: &[u8], block_offset: u64) -> Result<Option<(ValueKind, Value)>> {
+    fn found(&self, it: &BlockIter, uk: &[u8], block_offset: u64) -> Result<Option<(ValueKind, Value, u64)>> {
         if user_key(it.key()) != uk {
             return Ok(None);
         }
@@ -318,7 +404,7 @@ impl Table {
             let why = crate::key::malformed_reason(it.key());
             return Err(Error::corruption(&*self.path, block_offset, why));
         };
-        Ok(Some((parsed.kind, it.value_handle())))
+        Ok(Some((parsed.kind, it.value_handle(), parsed.seq)))
     }
 
     /// An iterator over the whole table (initially not positioned); over a DTable, the merge
@@ -332,14 +418,14 @@ impl Table {
         children.extend(self.older.iter().map(|s| s.segment_iter(reads)));
         TableIterator::Segments(Box::new(SegmentsIterator {
             table: Arc::clone(self),
-            merge: MergingIterator::new(children),
+            merge: MergingIterator::new(children, self.order.clone()),
         }))
     }
 
     /// An iterator over this segment alone.
     fn segment_iter(self: &Arc<Self>, reads: BlockReads) -> SegmentIterator {
         SegmentIterator {
-            index: self.index.iter(),
+            index: self.index.iter_in(&self.order),
             table: Arc::clone(self),
             data: None,
             data_handle: BlockHandle::default(),
@@ -349,14 +435,24 @@ impl Table {
         }
     }
 
-    /// Approximate file offset where entries with key `ikey` start: the offset of the data
-    /// block that would hold it, or the end of the data blocks when past the last key.
-    #[cfg(test)]
+    /// Approximate bytes of data blocks holding entries before `ikey`: in a plain table the
+    /// offset of the data block that would hold it (the end of the data blocks when past the
+    /// last key); in a DTable that summed over its segments, each from its first data block.
     pub fn approximate_offset_of(&self, ikey: &[u8]) -> u64 {
-        let mut index = self.index.iter();
-        if index.seek(ikey).is_ok() && index.valid() {
+        self.segments().map(|s| s.segment_offset_of(Some(ikey)).saturating_sub(s.segment_offset_of(None))).sum()
+    }
+
+    /// The offset of the data block a seek to `ikey` lands in (`None`: the first one), or the
+    /// end of the data blocks.
+    fn segment_offset_of(&self, ikey: Option<&[u8]>) -> u64 {
+        let mut index = self.index.iter_in(&self.order);
+        let sought = match ikey {
+            Some(k) => index.seek(k),
+            None => index.seek_to_first(),
+        };
+        if sought.is_ok() && index.valid() {
             if let Some(h) = BlockHandle::decode_exact(index.value()) {
-                return h.offset;
+                return h.offset.min(self.data_end);
             }
         }
         self.data_end
@@ -411,6 +507,9 @@ impl Table {
         readahead: Option<&mut BlockReadahead>,
     ) -> Result<Arc<Block>> {
         if let Some(map) = &self.mapping {
+            if let Some(ra) = readahead.filter(|ra| ra.active()) {
+                ra.advise_mapped(&*self.file, handle, self.data_end);
+            }
             let slot = ordinal.and_then(|i| self.mapped_blocks.get(i));
             let made = slot.and_then(OnceLock::get).filter(|b| b.file_offset() == handle.offset);
             if let Some(b) = made.filter(|_| !reads.verify_checksums) {
@@ -426,7 +525,8 @@ impl Table {
             return Ok(b);
         }
         let raw = match readahead {
-            Some(ra) if ra.active() => ra.read(&*self.file, handle, self.data_end)?,
+            // The buffer reads forward: a reverse scan reads block by block.
+            Some(ra) if ra.active() && !ra.backward => ra.read(&*self.file, handle, self.data_end)?,
             _ => read_block(&*self.file, handle, self.data_end)?,
         };
         self.cache_block(handle, raw, reads.fill_cache)
@@ -495,31 +595,61 @@ const READAHEAD_AFTER: u32 = 2;
 const READAHEAD_MIN_BYTES: usize = 16 << 10;
 const READAHEAD_MAX_BYTES: usize = 256 << 10;
 
-/// Sequential-scan detection and read-ahead buffer of one iterator: once blocks are loaded
-/// in file order, cache misses are served from one large read instead of one read per
-/// block (a system call per 4 KiB block dominates a scan otherwise).
+/// Sequential-scan detection and read-ahead of one iterator: once blocks are loaded in file
+/// order (either way), cache misses are served from one large read instead of one read per
+/// block (a system call per 4 KiB block dominates a scan otherwise), and a mapped file's
+/// pages ahead are asked for (`MADV_WILLNEED`: its mapping is advised for random access).
 #[derive(Debug, Default)]
 struct BlockReadahead {
     buf: Vec<u8>,
     /// File offset of `buf[0]`.
     buf_offset: u64,
-    /// End (with trailer) of the last block loaded.
-    last_end: Option<u64>,
+    /// Start and end (with trailer) of the last block loaded.
+    last: Option<(u64, u64)>,
     /// Blocks loaded in file order in a row.
     sequential: u32,
+    /// The run goes towards the start of the file (a reverse scan).
+    backward: bool,
     next_size: usize,
+    /// How far ahead of the scan a mapped file's pages were asked for: an end going forward,
+    /// a start going backward.
+    advised: Option<u64>,
 }
 
 impl BlockReadahead {
     /// Record that the iterator moves to the block at `h`.
     fn observe(&mut self, h: BlockHandle) {
-        if self.last_end == Some(h.offset) {
+        let (forward, backward) = match self.last {
+            Some((start, end)) => (end == h.offset, h.end_with_trailer() == start),
+            None => (false, false),
+        };
+        if (forward && !self.backward) || (backward && (self.backward || self.sequential == 0)) {
+            self.backward = backward && !forward;
             self.sequential += 1;
         } else {
             self.sequential = 0;
+            self.backward = false;
             self.next_size = READAHEAD_MIN_BYTES;
+            self.advised = None;
         }
-        self.last_end = Some(h.end_with_trailer());
+        self.last = Some((h.offset, h.end_with_trailer()));
+    }
+
+    /// Ask for the pages of a mapped `file` ahead of the block at `h` once fewer than half a
+    /// read-ahead's worth is left asked for, `next_size` at a time (doubling to the most).
+    fn advise_mapped(&mut self, file: &dyn RandomAccessFile, h: BlockHandle, limit: u64) {
+        let size = self.next_size.max(READAHEAD_MIN_BYTES) as u64;
+        let range = if self.backward {
+            let from = self.advised.unwrap_or(h.end_with_trailer());
+            (from + size / 2 > h.offset).then(|| (from.saturating_sub(size), from))
+        } else {
+            let from = self.advised.unwrap_or(h.offset);
+            (from < h.offset + size / 2).then(|| (from, (from + size).min(limit)))
+        };
+        let Some((start, end)) = range.filter(|(s, e)| e > s) else { return };
+        let _ = file.advise(start, end - start, crate::fs::Advice::WillNeed);
+        self.advised = Some(if self.backward { start } else { end });
+        self.next_size = (self.next_size.max(READAHEAD_MIN_BYTES) * 2).min(READAHEAD_MAX_BYTES);
     }
 
     fn active(&self) -> bool {
@@ -575,6 +705,8 @@ impl BlockReads {
 pub struct Probe {
     pub passed: bool,
     pub found: Option<(ValueKind, Value)>,
+    /// The sequence number of the entry found (0 when none was).
+    pub seq: u64,
 }
 
 /// Iterator over a table: a plain table's two-level iterator, or the merge of a DTable's
@@ -703,7 +835,7 @@ impl SegmentIterator {
         }
         match &mut self.data {
             Some(it) => it.reset(block),
-            None => self.data = Some(BlockIter::new(block)),
+            None => self.data = Some(BlockIter::with_order(block, self.table.order.clone())),
         }
         self.data_handle = handle;
         Ok(())
@@ -728,7 +860,7 @@ impl SegmentIterator {
         let block = Arc::clone(block);
         match &mut self.data {
             Some(it) => it.reset(block),
-            None => self.data = Some(BlockIter::new(block)),
+            None => self.data = Some(BlockIter::with_order(block, self.table.order.clone())),
         }
         self.data_handle = handle;
         self.index_at = Some(i);
@@ -847,8 +979,9 @@ impl InternalIterator for SegmentIterator {
             // Stay in the current block when the target lies inside it (sequential seeks).
             let in_block = s.data_valid()
                 && s.data.as_ref().is_some_and(|d| {
-                    compare_internal(d.key(), target) != Ordering::Greater
-                        && compare_internal(target, s.index.key()) != Ordering::Greater
+                    let order = &s.table.order;
+                    order.compare_internal(d.key(), target) != Ordering::Greater
+                        && order.compare_internal(target, s.index.key()) != Ordering::Greater
                 });
             if !in_block {
                 match s.table.fenced_entry(target) {

@@ -30,13 +30,16 @@ pub struct FileMeta {
     /// Segments in the file: light-weight compaction appends sorted segments to a table
     /// (a DTable, `sst/dtable.rs`). 0 and 1 both mean a plain table.
     pub segments: u64,
+    /// Range tombstones in the file (over all its segments): readers collect them from the
+    /// files that have any, without opening the others.
+    pub range_tombstones: u64,
 }
 
 /// A change to a `Version` plus the counters the manifest persists.
 /// Every field is optional so an edit carries only what changed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct VersionEdit {
-    /// Name of the key order; only `"wisckey.bytewise"` is known.
+    /// Name of the key order (`wisckey.bytewise`, or a custom comparator's name).
     pub comparator: Option<String>,
     /// On-disk format version of the database.
     pub format_version: Option<u32>,
@@ -139,6 +142,11 @@ const TAG_KEYSPACE_CREATED: u32 = 19;
 const TAG_KEYSPACE_DROPPED: u32 = 20;
 const TAG_KEYSPACE_FORGOTTEN: u32 = 21;
 const TAG_NEXT_KEYSPACE_ID: u32 = 22;
+/// An added file holding range tombstones: the added-file fields, the segment count (>= 1)
+/// and the tombstone count (>= 1). Other files keep tags 9 and 15, and a build that does not
+/// know range tombstones refuses a manifest naming such a file (unknown tag) instead of
+/// opening a database whose deleted keys it would bring back.
+const TAG_ADDED_FILE_RANGE_DELS: u32 = 23;
 
 impl VersionEdit {
     /// Append the tagged encoding of this edit to `dst`.
@@ -182,6 +190,14 @@ impl VersionEdit {
             put_varint64(dst, *number);
         }
         for (level, f) in &self.added_files {
+            if f.range_tombstones > 0 {
+                put_varint32(dst, TAG_ADDED_FILE_RANGE_DELS);
+                put_varint32(dst, *level);
+                put_file_meta(dst, f);
+                put_varint64(dst, f.segments.max(1));
+                put_varint64(dst, f.range_tombstones);
+                continue;
+            }
             put_varint32(dst, if f.segments > 1 { TAG_ADDED_DTABLE } else { TAG_ADDED_FILE });
             put_varint32(dst, *level);
             put_file_meta(dst, f);
@@ -341,6 +357,14 @@ impl VersionEdit {
                 self.added_files.push((level, f));
                 Ok(())
             }
+            TAG_ADDED_FILE_RANGE_DELS => {
+                let level = r.varint32().ok_or_else(|| trunc("added file level"))?;
+                let mut f = get_file_meta(r)?;
+                f.segments = r.varint64().filter(|&n| n >= 1).ok_or_else(|| trunc("segment count"))?;
+                f.range_tombstones = r.varint64().filter(|&n| n >= 1).ok_or_else(|| trunc("range tombstone count"))?;
+                self.added_files.push((level, f));
+                Ok(())
+            }
             TAG_POLICY => {
                 let s = utf8(r.length_prefixed().ok_or_else(|| trunc("policy"))?, "policy")?;
                 set_once(&mut self.policy, s, "policy")
@@ -447,6 +471,7 @@ fn get_file_meta(r: &mut Reader<'_>) -> Result<FileMeta, String> {
         num_deletions: num("deletion count")?,
         raw_value_bytes: num("value bytes")?,
         segments: 1,
+        range_tombstones: 0,
     })
 }
 
@@ -482,17 +507,20 @@ mod tests {
     }
 
     fn file_meta() -> impl Strategy<Value = FileMeta> {
-        (any::<[u64; 6]>(), ikey(), ikey()).prop_map(|(n, smallest, largest)| FileMeta {
-            number: n[0],
-            size: n[1],
-            smallest,
-            largest,
-            run: n[2],
-            num_entries: n[3],
-            num_deletions: n[4],
-            raw_value_bytes: n[5],
-            segments: 1 + n[0] % 4,
-        })
+        (any::<[u64; 6]>(), ikey(), ikey(), prop_oneof![Just(0u64), 1u64..1000]).prop_map(
+            |(n, smallest, largest, rt)| FileMeta {
+                number: n[0],
+                size: n[1],
+                smallest,
+                largest,
+                run: n[2],
+                num_entries: n[3],
+                num_deletions: n[4],
+                raw_value_bytes: n[5],
+                segments: 1 + n[0] % 4,
+                range_tombstones: rt,
+            },
+        )
     }
 
     fn position() -> impl Strategy<Value = LogPos> {

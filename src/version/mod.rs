@@ -7,7 +7,9 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::key::{compare_internal, user_key};
+use crate::comparator::KeyOrder;
+use crate::key::user_key;
+use crate::range_del::{Fragments, RangeTombstone};
 
 pub mod edit;
 pub mod manifest;
@@ -17,8 +19,9 @@ pub mod set;
 pub use edit::{FileMeta, VersionEdit};
 pub use set::{LoadedManifest, VersionSet, DEFAULT_KEYSPACE};
 
-/// The only key order we know; stored in the manifest so a foreign database is refused.
-pub const COMPARATOR_NAME: &str = "wisckey.bytewise";
+/// The name of the default (bytewise) key order, as the manifest records it.
+#[cfg(test)]
+pub const COMPARATOR_NAME: &str = crate::comparator::BYTEWISE_NAME;
 
 /// The on-disk format version this code writes. 2: log files carry marks (start and sync
 /// marks, docs/format/log.md), which builds of version 1 would read as damage. 3: the manifest
@@ -39,10 +42,14 @@ pub struct SortedRun {
 }
 
 impl SortedRun {
-    /// Files whose user-key range intersects `[begin, end]` (`None` = unbounded), in key order.
-    pub fn overlapping(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> &[Arc<FileMeta>] {
-        let first = begin.map_or(0, |b| self.files.partition_point(|f| user_key(&f.largest) < b));
-        let last = end.map_or(self.files.len(), |e| self.files.partition_point(|f| user_key(&f.smallest) <= e));
+    /// Files whose user-key range intersects `[begin, end]` (`None` = unbounded; keys in
+    /// `order`), in key order.
+    pub fn overlapping(&self, order: &KeyOrder, begin: Option<&[u8]>, end: Option<&[u8]>) -> &[Arc<FileMeta>] {
+        let first =
+            begin.map_or(0, |b| self.files.partition_point(|f| order.compare_user(user_key(&f.largest), b).is_lt()));
+        let last = end.map_or(self.files.len(), |e| {
+            self.files.partition_point(|f| order.compare_user(user_key(&f.smallest), e).is_le())
+        });
         &self.files[first..last.max(first)]
     }
 }
@@ -65,6 +72,48 @@ impl Level {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Version {
     pub levels: Vec<Level>,
+    /// The order of the keys in the tables (and of the file ranges).
+    pub order: KeyOrder,
+    /// The range tombstones of its tables, fragmented once for every reader of the Version.
+    pub range_dels: RangeDelCache,
+}
+
+/// A Version's range tombstones: whether any table holds some (decided when the Version is
+/// made, so a tree without any pays nothing), and their fragments, made by the first read
+/// that needs them (Versions are immutable, so they stay right for its life).
+#[derive(Default)]
+pub struct RangeDelCache {
+    tables: usize,
+    made: std::sync::OnceLock<Arc<Fragments>>,
+}
+
+impl RangeDelCache {
+    fn of(levels: &[Level]) -> RangeDelCache {
+        let tables = levels.iter().flat_map(|l| l.files()).filter(|f| f.range_tombstones > 0).count();
+        RangeDelCache { tables, made: std::sync::OnceLock::new() }
+    }
+}
+
+/// A copy starts without the fragments (they are remade on demand).
+impl Clone for RangeDelCache {
+    fn clone(&self) -> Self {
+        RangeDelCache { tables: self.tables, made: std::sync::OnceLock::new() }
+    }
+}
+
+/// A cache: two Versions are equal by their files.
+impl PartialEq for RangeDelCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for RangeDelCache {}
+
+impl std::fmt::Debug for RangeDelCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RangeDelCache({} tables)", self.tables)
+    }
 }
 
 impl Version {
@@ -73,9 +122,38 @@ impl Version {
         self.levels.get(level)?.files().find(|f| f.number == number)
     }
 
-    /// A version with `num_levels` empty levels.
+    /// A version with `num_levels` empty levels, of keys in bytewise order.
+    #[cfg(test)]
     pub fn empty(num_levels: usize) -> Self {
-        Version { levels: vec![Level::default(); num_levels] }
+        Version::empty_in(num_levels, KeyOrder::default())
+    }
+
+    /// A version with `num_levels` empty levels, of keys in `order`.
+    pub fn empty_in(num_levels: usize, order: KeyOrder) -> Self {
+        Version { levels: vec![Level::default(); num_levels], order, range_dels: RangeDelCache::default() }
+    }
+
+    /// Every table's range tombstones, fragmented (`None`: no table holds any). Made on the
+    /// first call, `load` reading each table's. Every sequence number is kept: a reader may
+    /// have taken its read sequence number before the first call, so no floor is safe here
+    /// (compactions drop the numbers no reader sees).
+    pub fn range_tombstones<E>(
+        &self,
+        mut load: impl FnMut(&FileMeta) -> Result<Vec<RangeTombstone>, E>,
+    ) -> Result<Option<Arc<Fragments>>, E> {
+        if self.range_dels.tables == 0 {
+            return Ok(None);
+        }
+        if let Some(f) = self.range_dels.made.get() {
+            return Ok(Some(f.clone()));
+        }
+        let mut all = Vec::new();
+        for (_, f) in self.all_files().filter(|(_, f)| f.range_tombstones > 0) {
+            all.extend(load(f)?);
+        }
+        let made = Arc::new(Fragments::build(&all, None));
+        // Another reader may have made them meanwhile: the same fragments either way.
+        Ok(Some(self.range_dels.made.get_or_init(|| made).clone()))
     }
 
     pub fn num_levels(&self) -> usize {
@@ -114,16 +192,17 @@ impl Version {
     /// An iterator, not a list: a point lookup allocates nothing here and usually stops at the
     /// first file.
     pub fn files_for_key<'a>(&'a self, key: &'a [u8]) -> impl Iterator<Item = (usize, &'a Arc<FileMeta>)> + 'a {
+        let order = &self.order;
         self.levels.iter().enumerate().flat_map(move |(level, l)| {
             l.runs.iter().flat_map(move |run| {
-                let first = run.files.partition_point(|f| user_key(&f.largest) < key);
+                let first = run.files.partition_point(|f| order.compare_user(user_key(&f.largest), key).is_lt());
                 // Files of one run holding `key`: the first whose range reaches it, and the next
                 // ones while the key straddles their boundaries.
                 let mut straddles = true;
                 run.files[first..]
                     .iter()
                     .take_while(move |f| {
-                        let take = straddles && user_key(&f.smallest) <= key;
+                        let take = straddles && order.compare_user(user_key(&f.smallest), key).is_le();
                         straddles = user_key(&f.largest) == key;
                         take
                     })
@@ -144,7 +223,7 @@ impl Version {
             return Vec::new();
         };
         let collect = |b: Option<&[u8]>, e: Option<&[u8]>| -> Vec<Arc<FileMeta>> {
-            l.runs.iter().flat_map(|r| r.overlapping(b, e).iter().cloned()).collect()
+            l.runs.iter().flat_map(|r| r.overlapping(&self.order, b, e).iter().cloned()).collect()
         };
         if !self.files_may_overlap(level) {
             return collect(begin, end);
@@ -152,8 +231,8 @@ impl Version {
         let (mut begin, mut end) = (begin.map(<[u8]>::to_vec), end.map(<[u8]>::to_vec));
         loop {
             let picked = collect(begin.as_deref(), end.as_deref());
-            let new_begin = begin.as_ref().map(|b| lowest(b, picked.iter().map(|f| user_key(&f.smallest))));
-            let new_end = end.as_ref().map(|e| highest(e, picked.iter().map(|f| user_key(&f.largest))));
+            let new_begin = begin.as_ref().map(|b| self.lowest(b, picked.iter().map(|f| user_key(&f.smallest))));
+            let new_end = end.as_ref().map(|e| self.highest(e, picked.iter().map(|f| user_key(&f.largest))));
             if new_begin == begin && new_end == end {
                 return picked;
             }
@@ -168,8 +247,10 @@ impl Version {
         self.levels.iter().all(|l| {
             l.runs.windows(2).all(|r| r[0].id > r[1].id)
                 && l.runs.iter().all(|r| {
-                    r.files.iter().all(|f| compare_internal(&f.smallest, &f.largest).is_le())
-                        && r.files.windows(2).all(|f| compare_internal(&f[0].largest, &f[1].smallest).is_lt())
+                    r.files.iter().all(|f| self.order.compare_internal(&f.smallest, &f.largest).is_le())
+                        && r.files
+                            .windows(2)
+                            .all(|f| self.order.compare_internal(&f[0].largest, &f[1].smallest).is_lt())
                 })
         })
     }
@@ -178,14 +259,16 @@ impl Version {
     pub fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMeta>)> {
         self.levels.iter().enumerate().flat_map(|(level, l)| l.files().map(move |f| (level, f)))
     }
-}
 
-fn lowest<'a>(start: &'a [u8], keys: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
-    keys.fold(start, |m, k| m.min(k)).to_vec()
-}
+    /// The smallest of `start` and `keys` (user keys).
+    fn lowest<'a>(&self, start: &'a [u8], keys: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
+        keys.fold(start, |m, k| self.order.min_user(m, k)).to_vec()
+    }
 
-fn highest<'a>(start: &'a [u8], keys: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
-    keys.fold(start, |m, k| m.max(k)).to_vec()
+    /// The largest of `start` and `keys` (user keys).
+    fn highest<'a>(&self, start: &'a [u8], keys: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
+        keys.fold(start, |m, k| self.order.max_user(m, k)).to_vec()
+    }
 }
 
 /// Why an edit cannot be applied to a version.
@@ -213,12 +296,13 @@ impl std::fmt::Display for ApplyError {
 pub struct Builder {
     /// Per level: file number → file.
     levels: Vec<HashMap<u64, Arc<FileMeta>>>,
+    order: KeyOrder,
 }
 
 impl Builder {
     pub fn new(base: &Version) -> Self {
         let levels = base.levels.iter().map(|l| l.files().map(|f| (f.number, f.clone())).collect()).collect();
-        Builder { levels }
+        Builder { levels, order: base.order.clone() }
     }
 
     /// Apply deletions, then additions (so delete+add of one file moves it).
@@ -231,7 +315,7 @@ impl Builder {
             }
         }
         for (level, f) in &edit.added_files {
-            if compare_internal(&f.smallest, &f.largest).is_gt() {
+            if self.order.compare_internal(&f.smallest, &f.largest).is_gt() {
                 return Err(ApplyError::Inconsistent(format!(
                     "file {} has its smallest key after its largest",
                     f.number
@@ -265,20 +349,22 @@ impl Builder {
                 }
                 runs.entry(f.run).or_default().push(f);
             }
-            let runs =
-                runs.into_iter().rev().map(|(id, files)| sorted_run(level, id, files)).collect::<Result<_, _>>()?;
+            let runs = (runs.into_iter().rev())
+                .map(|(id, files)| sorted_run(&self.order, level, id, files))
+                .collect::<Result<_, _>>()?;
             levels.push(Level { runs });
         }
-        let version = Version { levels };
+        let range_dels = RangeDelCache::of(&levels);
+        let version = Version { levels, order: self.order, range_dels };
         debug_assert!(version.runs_are_sorted_and_disjoint(), "a version with overlapping runs: {version:?}");
         Ok(version)
     }
 }
 
-fn sorted_run(level: usize, id: u64, mut files: Vec<Arc<FileMeta>>) -> Result<SortedRun, ApplyError> {
-    files.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
+fn sorted_run(order: &KeyOrder, level: usize, id: u64, mut files: Vec<Arc<FileMeta>>) -> Result<SortedRun, ApplyError> {
+    files.sort_by(|a, b| order.compare_internal(&a.smallest, &b.smallest));
     for pair in files.windows(2) {
-        if !compare_internal(&pair[0].largest, &pair[1].smallest).is_lt() {
+        if !order.compare_internal(&pair[0].largest, &pair[1].smallest).is_lt() {
             return Err(ApplyError::Inconsistent(format!(
                 "files {} and {} of run {id} in level {level} overlap",
                 pair[0].number, pair[1].number

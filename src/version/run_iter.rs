@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::internal_iter::InternalIterator;
-use crate::key::compare_internal;
 use crate::sst::table_cache::TableCache;
 use crate::sst::{BlockReads, TableIterator};
 use crate::version::FileMeta;
@@ -102,7 +101,8 @@ impl InternalIterator for RunIterator {
         self.skip_backward()
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let idx = self.files.partition_point(|f| compare_internal(&f.largest, target) == Ordering::Less);
+        let order = self.cache.order();
+        let idx = self.files.partition_point(|f| order.compare_internal(&f.largest, target) == Ordering::Less);
         if let (Some((level, o)), Some(f)) = (&self.observer, self.files.get(idx)) {
             if f.segments > 1 {
                 o.sought(*level, f);

@@ -8,7 +8,8 @@ use std::sync::{Arc, Weak};
 
 use super::edit::VersionEdit;
 use super::manifest::{read_current, read_manifest, set_current, ManifestContents, ManifestWriter};
-use super::{ApplyError, Builder, Version, COMPARATOR_NAME, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
+use super::{ApplyError, Builder, Version, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
+use crate::comparator::KeyOrder;
 use crate::error::{Error, Result};
 use crate::filename::{current_file_name, manifest_file_name};
 use crate::fs::Vfs;
@@ -126,12 +127,12 @@ pub struct Tree {
 }
 
 impl Tree {
-    fn new(name: &str, num_levels: usize, policy: &str, options: &str) -> Tree {
+    fn new(name: &str, num_levels: usize, (policy, options): (&str, &str), order: KeyOrder) -> Tree {
         Tree {
             name: name.to_string(),
             policy: policy.to_string(),
             options: options.to_string(),
-            current: Arc::new(Version::empty(num_levels)),
+            current: Arc::new(Version::empty_in(num_levels, order)),
             current_id: 0,
             older: Vec::new(),
             compact_pointers: vec![None; num_levels],
@@ -186,6 +187,8 @@ fn levels_in_record(options: &str, default: usize) -> usize {
 pub struct VersionSet {
     vfs: Arc<dyn Vfs>,
     dir: PathBuf,
+    /// The key order of every keyspace; its name is what the manifest records.
+    order: KeyOrder,
     /// Every keyspace's tree, the default one (0) included.
     trees: BTreeMap<u32, Tree>,
     /// The next keyspace id to hand out.
@@ -222,14 +225,15 @@ impl std::fmt::Debug for VersionSet {
 }
 
 impl VersionSet {
-    fn blank(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize, policy: &str) -> Result<Self> {
+    fn blank(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize, policy: &str, order: KeyOrder) -> Result<Self> {
         if num_levels == 0 {
             return Err(Error::invalid("num_levels must be at least 1"));
         }
-        let default = Tree::new("default", num_levels, policy, "");
+        let default = Tree::new("default", num_levels, (policy, ""), order.clone());
         Ok(VersionSet {
             vfs,
             dir: dir.to_path_buf(),
+            order,
             trees: BTreeMap::from([(DEFAULT_KEYSPACE, default)]),
             next_keyspace_id: DEFAULT_KEYSPACE + 1,
             next_file_number: 1,
@@ -245,25 +249,27 @@ impl VersionSet {
         })
     }
 
-    /// Start a new database in `dir`: `MANIFEST-000001` holding the initial edit, then `CURRENT`.
+    /// Start a new database of bytewise-ordered keys in `dir`: `MANIFEST-000001` holding the
+    /// initial edit, then `CURRENT`.
     #[cfg(test)]
     pub fn create(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize, policy: &str) -> Result<VersionSet> {
-        Self::create_with_options(vfs, dir, num_levels, policy, "")
+        Self::create_with_options(vfs, dir, num_levels, policy, ("", KeyOrder::default()))
     }
 
-    /// `create`, recording the shaping options `options` in the first manifest.
+    /// `create` for keys in `order` (whose name the first manifest records), recording the
+    /// shaping options `options` too.
     pub fn create_with_options(
         vfs: Arc<dyn Vfs>,
         dir: &Path,
         num_levels: usize,
         policy: &str,
-        options: &str,
+        (options, order): (&str, KeyOrder),
     ) -> Result<VersionSet> {
         if vfs.exists(&current_file_name(dir)) {
             return Err(Error::AlreadyExists { path: dir.to_path_buf() });
         }
         vfs.create_dir_all(dir)?;
-        let mut set = Self::blank(vfs, dir, num_levels, policy)?;
+        let mut set = Self::blank(vfs, dir, num_levels, policy, order)?;
         set.default_tree_mut().options = options.to_string();
         set.write_new_manifest()?;
         Ok(set)
@@ -282,21 +288,23 @@ impl VersionSet {
         Ok(set)
     }
 
-    /// `recover` without writing anything: the state the manifest holds. Call
-    /// `start_manifest` before the first `log_and_apply`.
+    /// `recover` without writing anything: the state the manifest holds (of bytewise-ordered
+    /// keys). Call `start_manifest` before the first `log_and_apply`.
     pub fn load(vfs: Arc<dyn Vfs>, dir: &Path, num_levels: usize) -> Result<VersionSet> {
         let manifest = LoadedManifest::read(&*vfs, dir)?;
-        Self::from_manifest(vfs, dir, manifest, num_levels)
+        Self::from_manifest(vfs, dir, manifest, num_levels, KeyOrder::default())
     }
 
-    /// `load` from a manifest already read (whose recorded options decided `num_levels`).
+    /// `load` from a manifest already read (whose recorded options decided `num_levels`), whose
+    /// key order must be `order` (by name: another is `Error::IncompatibleOptions`).
     pub fn from_manifest(
         vfs: Arc<dyn Vfs>,
         dir: &Path,
         manifest: LoadedManifest,
         num_levels: usize,
+        order: KeyOrder,
     ) -> Result<VersionSet> {
-        let mut set = Self::blank(vfs, dir, num_levels, "")?;
+        let mut set = Self::blank(vfs, dir, num_levels, "", order)?;
         let LoadedManifest { number, path, contents } = manifest;
         set.replay(&path, contents, num_levels)?;
         set.manifest_file_number = number;
@@ -322,17 +330,17 @@ impl VersionSet {
         }
         // One builder per tree, each fed every edit of its tree and finished once.
         let mut builders: BTreeMap<u32, Builder> =
-            BTreeMap::from([(DEFAULT_KEYSPACE, Builder::new(&Version::empty(num_levels)))]);
+            BTreeMap::from([(DEFAULT_KEYSPACE, Builder::new(&Version::empty_in(num_levels, self.order.clone())))]);
         let (mut comparator, mut next_file, mut last_seq) = (None, None, None);
         let mut last_offset = 0;
         for (offset, edit) in &contents.edits {
             last_offset = *offset;
-            check_format(&self.dir, edit)?;
+            check_format(&self.dir, edit, self.order.name())?;
             let inconsistent = |reason: String| Error::corruption(path, *offset, reason);
             for (id, name, options) in &edit.keyspaces_created {
                 let levels = levels_in_record(options, num_levels);
                 self.add_tree(*id, name, options, levels).map_err(inconsistent)?;
-                builders.insert(*id, Builder::new(&Version::empty(levels)));
+                builders.insert(*id, Builder::new(&Version::empty_in(levels, self.order.clone())));
             }
             for e in edit.tree_edits() {
                 let b = builders.get_mut(&e.keyspace).ok_or_else(|| inconsistent(unknown_keyspace(e.keyspace)))?;
@@ -408,7 +416,7 @@ impl VersionSet {
             return Err(format!("keyspace {id} ({name:?}) is created twice"));
         }
         let policy = options.lines().find_map(|l| l.strip_prefix("merge_policy=")).unwrap_or("");
-        self.trees.insert(id, Tree::new(name, num_levels, policy, options));
+        self.trees.insert(id, Tree::new(name, num_levels, (policy, options), self.order.clone()));
         self.next_keyspace_id = self.next_keyspace_id.max(id.saturating_add(1));
         Ok(())
     }
@@ -441,7 +449,7 @@ impl VersionSet {
     /// On error nothing is installed, but the edit may or may not be on disk: the caller must
     /// not delete the files the edit adds (treat it as a background error).
     pub fn log_and_apply(&mut self, mut edit: VersionEdit) -> Result<Arc<Version>> {
-        if edit.comparator.as_deref().is_some_and(|c| c != COMPARATOR_NAME) {
+        if edit.comparator.as_deref().is_some_and(|c| c != self.order.name()) {
             return Err(Error::invalid(format!("an edit cannot change the comparator to {:?}", edit.comparator)));
         }
         let versions = self.versions_after(&edit)?;
@@ -480,7 +488,7 @@ impl VersionSet {
             if self.trees.contains_key(id) {
                 return Err(bad(format!("keyspace {id} ({name:?}) exists")));
             }
-            bases.insert(*id, Version::empty(levels_in_record(options, 7)));
+            bases.insert(*id, Version::empty_in(levels_in_record(options, 7), self.order.clone()));
         }
         let mut out = BTreeMap::new();
         for e in edit.tree_edits() {
@@ -581,7 +589,7 @@ impl VersionSet {
             (self.vlog_files.iter()).filter(|(_, s)| s.garbage_bytes > 0).map(|(&n, s)| (n, s.garbage_bytes)).collect();
         let others = self.trees.iter().filter(|(&id, _)| id != DEFAULT_KEYSPACE);
         VersionEdit {
-            comparator: Some(COMPARATOR_NAME.to_string()),
+            comparator: Some(self.order.name().to_string()),
             format_version: Some(FORMAT_VERSION),
             next_file_number: Some(self.next_file_number),
             last_sequence: Some(self.last_sequence),
@@ -776,11 +784,16 @@ fn unknown_keyspace(id: u32) -> String {
     format!("keyspace {id}, which the manifest never created")
 }
 
-/// Refuse manifests of another key order or a newer format.
-fn check_format(dir: &Path, edit: &VersionEdit) -> Result<()> {
+/// Refuse manifests of another key order than `comparator` (LevelDB's "does not match existing
+/// comparator") or of a newer format.
+fn check_format(dir: &Path, edit: &VersionEdit, comparator: &str) -> Result<()> {
     let refuse = |reason: String| Error::NotADatabase { path: dir.to_path_buf(), reason };
-    if let Some(c) = edit.comparator.as_deref().filter(|&c| c != COMPARATOR_NAME) {
-        return Err(refuse(format!("it uses comparator {c:?}, not {COMPARATOR_NAME:?}")));
+    if let Some(c) = edit.comparator.as_deref().filter(|&c| c != comparator) {
+        return Err(Error::IncompatibleOptions {
+            option: "comparator",
+            existing: format!("{c:?}, the key order the database was created with"),
+            given: format!("{comparator:?}"),
+        });
     }
     if let Some(v) = edit.format_version.filter(|v| !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(v)) {
         return Err(refuse(format!(

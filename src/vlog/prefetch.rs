@@ -93,6 +93,43 @@ impl PendingRead {
     }
 }
 
+/// `struct cachestat_range` of `cachestat(2)`.
+#[repr(C)]
+struct CachestatRange {
+    off: u64,
+    len: u64,
+}
+
+/// `struct cachestat` of `cachestat(2)`.
+#[repr(C)]
+#[derive(Default)]
+struct Cachestat {
+    nr_cache: u64,
+    nr_dirty: u64,
+    nr_writeback: u64,
+    nr_evicted: u64,
+    nr_recently_evicted: u64,
+}
+
+/// `cachestat`'s system call number (the same on x86-64 and the generic table of arm64).
+const SYS_CACHESTAT: libc::c_long = 451;
+
+/// Whether the page cache holds every page of `[offset, offset + len)` of `fd`, asked with
+/// `cachestat(2)` (Linux 6.5), which starts no I/O: a `preadv2(RWF_NOWAIT)` probe of bytes
+/// not cached starts reading them in (and a direct read after it reads them twice). `None`
+/// where the call is unsupported.
+pub(crate) fn page_cache_holds(fd: i32, offset: u64, len: usize) -> Option<bool> {
+    let first = offset / 4096 * 4096;
+    let end = offset + len as u64;
+    let range = CachestatRange { off: first, len: end - first };
+    let mut stat = Cachestat::default();
+    // SAFETY: both pointers are to live, properly laid out structs for the call's duration;
+    // the kernel reads `range` and writes `stat` only.
+    let rc =
+        unsafe { libc::syscall(SYS_CACHESTAT, fd, &range as *const CachestatRange, &mut stat as *mut Cachestat, 0u32) };
+    (rc == 0).then(|| stat.nr_cache >= end.div_ceil(4096) - first / 4096)
+}
+
 /// Read `len` bytes at `offset` of `fd` only if they are all in the page cache
 /// (`preadv2(RWF_NOWAIT)`); `None` when the read would block, fall short or is unsupported.
 fn read_if_cached(fd: i32, offset: u64, len: usize) -> Option<ReadState> {
@@ -197,6 +234,17 @@ impl ParallelReader {
         if let Some(read) = self.probe_cache(&file, offset, len) {
             return read;
         }
+        let (req, done) = ReadRequest::new(file, offset, len);
+        match self.ring_for(&req) {
+            Some(engine) => engine.submit_many(std::iter::once(req)),
+            None => self.pool.get_or_init(Pool::start).submit(req),
+        }
+        PendingRead::waiting(done)
+    }
+
+    /// Start reading `len` bytes at `offset` of `file` without asking the page cache first
+    /// (the caller did, or `file` reads around it: `Vfs::open_read_direct`).
+    pub fn submit_unprobed(&self, file: Arc<dyn RandomAccessFile>, offset: u64, len: usize) -> PendingRead {
         let (req, done) = ReadRequest::new(file, offset, len);
         match self.ring_for(&req) {
             Some(engine) => engine.submit_many(std::iter::once(req)),

@@ -55,7 +55,30 @@ pub struct VlogReader {
     region_reads: OnceLock<Option<SyncSender<RegionRead>>>,
     /// Values read and verified before (`Options::value_cache_bytes`).
     cache: ValueCache,
+    /// `O_DIRECT` handles for point reads the page cache does not help (`None`: the file
+    /// system has no direct reads).
+    direct: Mutex<HashMap<u64, Option<Arc<dyn RandomAccessFile>>>>,
+    /// Point reads that missed the value cache in the current window, and how many of them
+    /// the page cache held: it decides `read_direct`.
+    window_reads: AtomicU32,
+    window_hits: AtomicU32,
+    direct_mode: std::sync::atomic::AtomicBool,
+    /// Point reads that missed both caches, for sampling the page cache in direct mode.
+    misses: AtomicU32,
 }
+
+/// Point reads per window of the page cache's hit count.
+const POINT_WINDOW: u32 = 256;
+
+/// Point reads go around the page cache (`O_DIRECT`) while it holds fewer than one in this
+/// many of the values the value cache misses: it then costs reads twice the value's size (a
+/// 4 KiB value spans two pages) and evicts the tables' pages for values read once.
+const DIRECT_BELOW: u32 = 8;
+
+/// In direct mode, one read in this many still goes through the page cache, so a workload
+/// whose hot values would stay there (a skewed one larger than the value cache) shows up in
+/// the hit count and turns direct reads off again.
+const DIRECT_SAMPLE: u32 = 8;
 
 /// A region of a vLog file to read into the page cache; the handle keeps the file open.
 type RegionRead = (Arc<dyn RandomAccessFile>, u64, u64);
@@ -136,6 +159,11 @@ impl VlogReader {
             log: OnceLock::new(),
             warm_probes: AtomicU32::new(0),
             cache: ValueCache::new(0),
+            direct: Mutex::new(HashMap::new()),
+            window_reads: AtomicU32::new(0),
+            window_hits: AtomicU32::new(0),
+            direct_mode: std::sync::atomic::AtomicBool::new(false),
+            misses: AtomicU32::new(0),
         }
     }
 
@@ -252,6 +280,7 @@ impl VlogReader {
         files.remove(&(number, false));
         files.remove(&(number, true));
         drop(files);
+        self.direct.lock().remove(&number);
         self.maps.write().remove(&number);
         self.cache.forget_file(number);
     }
@@ -388,19 +417,93 @@ impl VlogReader {
                     return v;
                 }
             } else if let Ok(f) = self.file(ptr.file, Access::Point) {
+                if let Some(v) = self.read_point_direct(&f, ptr, user_key, cache) {
+                    return v;
+                }
                 match self.parallel.read_if_cached(&f, ptr.offset, ptr.op_len as usize) {
                     Some(read) => {
                         if !read.past_end() {
                             self.note_probe(true);
+                            self.note_point_read(true);
                         }
                         return self.finish_read(ptr, user_key, read, Access::Point, cache);
                     }
-                    None if f.raw_fd().is_some() => self.note_probe(false),
+                    None if f.raw_fd().is_some() => {
+                        self.note_probe(false);
+                        self.note_point_read(false);
+                    }
                     None => {}
                 }
             }
         }
         self.read_uncached(ptr, user_key, Access::Point, cache)
+    }
+
+    /// Count a read (a point read or a scan's) that missed the value cache (`cached`: the page
+    /// cache held it); at the end of each window decide whether such reads go around the page
+    /// cache. Only with a value cache: without one the page cache is the only place hot
+    /// values stay.
+    fn note_point_read(&self, cached: bool) {
+        if cached {
+            self.window_hits.fetch_add(1, Ordering::Relaxed);
+        }
+        if self.window_reads.fetch_add(1, Ordering::Relaxed) + 1 < POINT_WINDOW {
+            return;
+        }
+        let hits = self.window_hits.swap(0, Ordering::Relaxed);
+        self.window_reads.store(0, Ordering::Relaxed);
+        let direct = self.cache.is_on() && hits * DIRECT_BELOW < POINT_WINDOW;
+        self.direct_mode.store(direct, Ordering::Relaxed);
+    }
+
+    /// A point read while the page cache holds few of the values point reads want
+    /// (`note_point_read`): the page cache is asked without reading anything in
+    /// (`page_cache_holds`); what it holds is read through it, the rest around it (`O_DIRECT`)
+    /// but for a sample (`sampled_direct_file`). `None` when not in direct mode or the page
+    /// cache cannot be asked (the caller probes and reads through the page cache).
+    fn read_point_direct(
+        &self,
+        f: &Arc<dyn RandomAccessFile>,
+        ptr: &ValuePointer,
+        user_key: &[u8],
+        cache: CacheUse,
+    ) -> Option<Result<Value>> {
+        if !self.direct_mode.load(Ordering::Relaxed) {
+            return None;
+        }
+        let cached = super::prefetch::page_cache_holds(f.raw_fd()?, ptr.offset, ptr.op_len as usize)?;
+        self.note_point_read(cached);
+        if !cached {
+            if let Some(direct) = self.sampled_direct_file(ptr.file) {
+                match direct.read_new(ptr.offset, ptr.op_len as usize) {
+                    Ok(Some(op)) => return Some(self.verify_op(ptr, op, user_key, cache)),
+                    // Past the end of the file: the op is still in the log buffer.
+                    Ok(None) => {}
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+        }
+        Some(self.read_uncached(ptr, user_key, Access::Point, cache))
+    }
+
+    /// In direct mode, the `O_DIRECT` handle for the next read that missed the page cache;
+    /// `None` for one in `DIRECT_SAMPLE` of them (read through the page cache, so its hit
+    /// count can turn direct mode off) and where direct reads are unsupported.
+    fn sampled_direct_file(&self, number: u64) -> Option<Arc<dyn RandomAccessFile>> {
+        if self.misses.fetch_add(1, Ordering::Relaxed).is_multiple_of(DIRECT_SAMPLE) {
+            return None;
+        }
+        self.direct_file(number)
+    }
+
+    /// The `O_DIRECT` handle of value file `number` (opened once; `None` if unsupported).
+    fn direct_file(&self, number: u64) -> Option<Arc<dyn RandomAccessFile>> {
+        if let Some(f) = self.direct.lock().get(&number) {
+            return f.clone();
+        }
+        let f = self.vfs.open_read_direct(&self.path(number));
+        self.direct.lock().insert(number, f.clone());
+        f
     }
 
     /// Finish a read `start_read` began, with `read_value`'s checks; an op that was not in the
@@ -470,7 +573,25 @@ impl VlogReader {
             return Ok(PendingRead::hit(value));
         }
         let f = self.file(ptr.file, access)?;
-        Ok(self.parallel.submit(f, ptr.offset, ptr.op_len as usize))
+        let len = ptr.op_len as usize;
+        let fd = f.raw_fd().filter(|_| self.direct_mode.load(Ordering::Relaxed));
+        if let Some(cached) = fd.and_then(|fd| super::prefetch::page_cache_holds(fd, ptr.offset, len)) {
+            // Direct mode (see `read_point_direct`): what the page cache misses goes around it.
+            self.note_point_read(cached);
+            if !cached {
+                if let Some(direct) = self.sampled_direct_file(ptr.file) {
+                    return Ok(self.parallel.submit_unprobed(direct, ptr.offset, len));
+                }
+            }
+            return Ok(self.parallel.submit(f, ptr.offset, len));
+        }
+        // Reads of files with a descriptor ask the page cache first: count what it held.
+        let probed = f.raw_fd().is_some();
+        let read = self.parallel.submit(f, ptr.offset, len);
+        if probed && !read.past_end() {
+            self.note_point_read(read.was_cached());
+        }
+        Ok(read)
     }
 
     /// `start_read` for each pointer given (with the key it must lead to), submitted together

@@ -41,6 +41,11 @@ pub(crate) fn probe() -> bool {
 struct InFlight {
     req: ReadRequest,
     buf: Vec<u8>,
+    /// Where in the buffer the kernel writes (a direct read's alignment in memory; 0 otherwise).
+    mem_skip: usize,
+    /// Where in the buffer the requested bytes begin (a direct read's `mem_skip` plus the
+    /// sectors' bytes before the offset asked for; 0 otherwise).
+    lead: usize,
 }
 
 /// Reads in flight, indexed by their entry's `user_data`.
@@ -147,10 +152,14 @@ impl Ring {
             req.run_inline();
             return false;
         }
-        let offset = req.offset;
-        // Not zero-filled: the kernel writes it, and only what it wrote is kept (`complete`).
-        let mut buf: Vec<u8> = Vec::with_capacity(req.len);
-        let ptr = buf.as_mut_ptr();
+        let Some((offset, len, mut buf, mem_skip)) = read_window(&req, len) else {
+            req.run_inline();
+            return false;
+        };
+        let lead = mem_skip + (req.offset - offset) as usize;
+        debug_assert!(mem_skip + len as usize <= buf.capacity());
+        // SAFETY: `mem_skip` is within the buffer's capacity (`read_window`).
+        let ptr = unsafe { buf.as_mut_ptr().add(mem_skip) };
         let slot = {
             let mut t = self.table.lock();
             let Some(slot) = t.free.pop() else {
@@ -158,7 +167,7 @@ impl Ring {
                 req.run_inline();
                 return false;
             };
-            t.slots[slot] = Some(InFlight { req, buf });
+            t.slots[slot] = Some(InFlight { req, buf, mem_skip, lead });
             t.in_flight += 1;
             slot
         };
@@ -251,14 +260,40 @@ fn drive(ring: &Arc<Ring>) {
     }
 }
 
+/// Where the kernel reads `req` into: the file offset, length, buffer (not zero-filled: the
+/// kernel writes it, and only what it wrote is kept) and the buffer offset the read lands at.
+/// A direct read covers the aligned sectors around the bytes, at an aligned address. `None`
+/// when the aligned span does not fit a read.
+fn read_window(req: &ReadRequest, len: u32) -> Option<(u64, u32, Vec<u8>, usize)> {
+    let Some((offset_align, mem_align)) = req.file.direct_alignment() else {
+        return Some((req.offset, len, Vec::with_capacity(req.len), 0));
+    };
+    let start = req.offset / offset_align * offset_align;
+    let end = (req.offset + req.len as u64).div_ceil(offset_align) * offset_align;
+    let span = u32::try_from(end - start).ok()?;
+    let buf: Vec<u8> = Vec::with_capacity(span as usize + mem_align);
+    let skip = buf.as_ptr().align_offset(mem_align);
+    (skip <= mem_align).then_some((start, span, buf, skip))
+}
+
 /// Finish one read from its completion result (bytes read, or `-errno`).
 fn complete(f: InFlight, res: i32) {
-    let InFlight { req, mut buf } = f;
+    let InFlight { req, mut buf, mem_skip, lead } = f;
     let Ok(n) = usize::try_from(res) else {
         // Redo a failed read with `pread`, which reports the error with the file's path and
         // retries what is transient.
         return req.run_inline();
     };
+    if req.file.direct_alignment().is_some() {
+        if mem_skip + n < lead + req.len {
+            // Short: the file ends first (or a partial read); the plain read sorts it out.
+            return req.run_inline();
+        }
+        // SAFETY: the kernel wrote `n` bytes from `mem_skip` on, which cover the `req.len`
+        // bytes from `lead` (checked above), all within the buffer's capacity.
+        let wanted = unsafe { std::slice::from_raw_parts(buf.as_ptr().add(lead), req.len) };
+        return req.done.finish(Ok(Some(wanted.to_vec())));
+    }
     let n = n.min(req.len);
     // SAFETY: the read completed, so the kernel wrote its `n` bytes (at most `req.len`, the
     // capacity the buffer was made with) at the start of the buffer.

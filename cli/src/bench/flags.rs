@@ -185,6 +185,15 @@ pub struct BenchArgs {
     #[arg(long = "merge_policy", default_value = "leveling", value_parser = parse_merge_policy)]
     pub merge_policy: MergePolicy,
 
+    /// Online self-tuning: the engine moves the tree along the merge-policy continuum as the
+    /// workload shifts, starting from `--merge_policy` (default: the engine's).
+    #[arg(long = "auto_tune", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub auto_tune: Option<bool>,
+
+    /// Under `--auto_tune`: milliseconds between the tuner's looks at the workload.
+    #[arg(long = "auto_tune_interval_ms")]
+    pub auto_tune_interval_ms: Option<u64>,
+
     /// Light-weight compaction (LWC-tree) on leveled levels: append to the tables below
     /// instead of rewriting them (default: the engine's).
     #[arg(long = "lwc", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
@@ -204,6 +213,20 @@ pub struct BenchArgs {
     /// over the same probes.
     #[arg(long = "probe_every", default_value_t = 0)]
     pub probe_every: u64,
+    /// Write benchmarks issue a range delete every this many writes per thread (0: never), as
+    /// db_bench does: `[k, k + --range_tombstone_width)` from the key generator's next key.
+    #[arg(long = "writes_per_range_tombstone", default_value_t = 0)]
+    pub writes_per_range_tombstone: u64,
+    /// Keys each range delete of `--writes_per_range_tombstone` spans.
+    #[arg(long = "range_tombstone_width", default_value_t = 100)]
+    pub range_tombstone_width: u64,
+    /// At most this many range deletes per thread and benchmark (db_bench's cap).
+    #[arg(long = "max_num_range_tombstones", default_value_t = 0)]
+    pub max_num_range_tombstones: u64,
+    /// Writes per thread before the first range delete (db_bench's
+    /// `--writes_before_delete_range`).
+    #[arg(long = "writes_before_delete_range", default_value_t = 0)]
+    pub writes_before_delete_range: u64,
     /// Keyspaces open during the benchmarks (default 1: the default keyspace alone): the
     /// others (`ks1`, `ks2`, ...) are created and given 1000 entries each, and the
     /// benchmarks run on the default keyspace (`fillcrossks` writes to `ks1` too).
@@ -304,6 +327,12 @@ impl BenchArgs {
         }
         if let Some(v) = self.lwc {
             o = o.light_weight_compaction(v);
+        }
+        if let Some(v) = self.auto_tune {
+            o = o.auto_tune(v);
+        }
+        if let Some(v) = self.auto_tune_interval_ms {
+            o = o.auto_tune_interval_ms(v);
         }
         if let Some(v) = self.lwc_max_segments {
             o = o.lwc_max_segments(v);

@@ -71,6 +71,9 @@ const NAMES: &[&str] = &[
     "readwhilewriting",
     "readrandomwriterandom",
     "seekrandomwriterandom",
+    "shiftwrites",
+    "shiftreads",
+    "shiftscans",
     "deleteseq",
     "deleterandom",
     "compact",
@@ -118,6 +121,9 @@ fn step_for(name: &str, args: &BenchArgs) -> Option<Step> {
         "readwhilewriting" => (s.method, s.extra_threads) = (workloads::read_while_writing, 1),
         "readrandomwriterandom" => (s.writes, s.method) = (true, workloads::read_random_write_random),
         "seekrandomwriterandom" => (s.writes, s.method) = (true, workloads::seek_random_write_random),
+        "shiftwrites" => (s.writes, s.method) = (true, workloads::shift_writes),
+        "shiftreads" => (s.writes, s.method) = (true, workloads::shift_reads),
+        "shiftscans" => (s.writes, s.method) = (true, workloads::shift_scans),
         "deleteseq" => (s.writes, s.method) = (true, workloads::delete_seq),
         "deleterandom" => (s.writes, s.method) = (true, workloads::delete_random),
         // One call per thread; zero reads also keeps the progress bar off.
@@ -252,7 +258,12 @@ impl Bench {
         }
         Ok(Bench {
             db: Some(db),
-            live: LiveKeys::new(args.num, args.key_size as usize),
+            // A byte per key, only when `stats` will report space: at 100 M keys it would
+            // otherwise be 100 MB of the benchmark's own memory beside the engine's.
+            live: LiveKeys::new(
+                if args.benchmark_names().any(|n| n == "stats") { args.num } else { 0 },
+                args.key_size as usize,
+            ),
             live_known: !args.use_existing_db,
             args,
             path,
@@ -335,12 +346,19 @@ impl Bench {
             (1..=threads as u32).map(|i| self.args.seed.wrapping_add(self.thread_count + i)).collect();
         // Write benchmarks always keep latencies: their tail (p99, p99.9) is where stalls show.
         let latencies = self.args.histogram || spec.writes;
+        // Write benchmarks also report how long writers waited for the engine (GC's pacing,
+        // flush and compaction stalls) while they ran.
+        let waits_before = spec.writes.then(|| self.db().map(|db| report::Waits::of(&db.stats()))).transpose()?;
         let stats = run_threads(&ctx, spec.method, &seeds, progress.as_ref(), latencies)?;
         if let Some(pb) = progress {
             pb.finish_and_clear();
         }
         self.thread_count += threads as u32;
-        self.report(&stats.summary(name, threads));
+        let mut summary = stats.summary(name, threads);
+        if let Some(before) = waits_before {
+            summary.waits = Some(report::Waits::of(&self.db()?.stats()).since(&before));
+        }
+        self.report(&summary);
         Ok(())
     }
 
@@ -528,6 +546,21 @@ mod tests {
         assert!(!spec("overwrite", &a).fresh_db);
         assert!(spec("overwrite", &a).writes && !spec("readseq", &a).writes);
         assert!(matches!(step_for("stats", &a), Some(Step::Stats)));
+    }
+
+    #[test]
+    fn range_deletes_come_every_n_writes_up_to_the_cap_as_db_bench_issues_them() {
+        let a = args(&["--writes_per_range_tombstone=10", "--max_num_range_tombstones=3"]);
+        let due: Vec<u64> = (1..=100).filter(|&w| workloads::range_delete_due(&a, w)).collect();
+        assert_eq!(due, vec![10, 20, 30]);
+        let later = args(&[
+            "--writes_per_range_tombstone=10",
+            "--max_num_range_tombstones=2",
+            "--writes_before_delete_range=5",
+        ]);
+        let due: Vec<u64> = (1..=100).filter(|&w| workloads::range_delete_due(&later, w)).collect();
+        assert_eq!(due, vec![15, 25]);
+        assert!(!(1..=100).any(|w| workloads::range_delete_due(&args(&[]), w)), "off by default");
     }
 
     #[test]

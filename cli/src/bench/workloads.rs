@@ -109,6 +109,18 @@ fn probe_missing(ctx: &Ctx, t: &mut ThreadState, key: &mut KeyFormat) -> CliResu
     Ok((entries > 0).then(|| s.level_filter_bytes.iter().sum::<u64>() as f64 * 8.0 / entries as f64))
 }
 
+/// Whether a thread's `written`-th write is followed by a range delete (db_bench's rule:
+/// every `--writes_per_range_tombstone` writes after `--writes_before_delete_range`, at most
+/// `--max_num_range_tombstones` of them).
+pub(super) fn range_delete_due(args: &BenchArgs, written: u64) -> bool {
+    let every = args.writes_per_range_tombstone;
+    if every == 0 || written <= args.writes_before_delete_range {
+        return false;
+    }
+    let after = written - args.writes_before_delete_range;
+    after.is_multiple_of(every) && after / every <= args.max_num_range_tombstones
+}
+
 fn do_write(ctx: &Ctx, t: &mut ThreadState, order: KeyOrder) -> CliResult {
     if ctx.num != ctx.args.num {
         t.stats.add_message(&format!("({} ops)", ctx.num));
@@ -145,6 +157,19 @@ fn do_write(ctx: &Ctx, t: &mut ThreadState, order: KeyOrder) -> CliResult {
             }
             ctx.live.put(k, ctx.value_class);
             t.stats.finished_single_op();
+            if range_delete_due(ctx.args, i + j + 1) {
+                let begin = match order {
+                    KeyOrder::Random => t.rand.uniform(ctx.args.num),
+                    KeyOrder::Seq | KeyOrder::Shuffled => k,
+                };
+                let end = begin + ctx.args.range_tombstone_width;
+                let (b, e) = (key.key(begin).to_vec(), key.key(end).to_vec());
+                match n {
+                    1 => ctx.db.delete_range_opt(&ctx.write_options, &b, &e)?,
+                    _ => _ = batch.delete_range(&b, &e),
+                }
+                (begin..end.min(ctx.args.num)).for_each(|k| ctx.live.delete(k));
+            }
         }
         if n > 1 {
             ctx.db.write(&ctx.write_options, &batch)?;
@@ -240,47 +265,88 @@ pub fn read_missing(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
 /// probability `--readwritepercent` % and otherwise a write of one (a mix for comparing merge
 /// policies).
 pub fn read_random_write_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
-    read_write_mix(ctx, t, |ctx, k| Ok(ctx.db.get(k)?.is_some()))
+    let mix = Mix { read_percent: ctx.args.readwritepercent, read_key_space: 1 };
+    read_write_mix(ctx, t, mix, get)
 }
 
 /// `readrandomwriterandom` with short scans for reads: a seek to a random key and
 /// `--seek_nexts` steps (the Wacky paper's short range reads; RocksDB's mixgraph with
 /// `mix_seek_ratio`).
 pub fn seek_random_write_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
-    let ro = ctx.args.read_options();
-    read_write_mix(ctx, t, |ctx, k| {
-        let mut it = ctx.db.iter(&ro)?;
-        it.seek(k)?;
-        let found = it.valid() && it.key() == k;
-        for _ in 0..ctx.args.seek_nexts {
-            if !it.valid() {
-                break;
-            }
-            it.next()?;
+    let mix = Mix { read_percent: ctx.args.readwritepercent, read_key_space: 1 };
+    read_write_mix(ctx, t, mix, seek_and_step)
+}
+
+/// The phases of a shifting workload (run one after another in one process, e.g.
+/// `--benchmarks=fillshuffle,shiftwrites,shiftreads,shiftscans,shiftwrites`), each `--reads`
+/// ops: 90 % writes / 10 % reads.
+pub fn shift_writes(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    read_write_mix(ctx, t, Mix { read_percent: 10, read_key_space: 1 }, get)
+}
+
+/// A shifting workload's read phase: 10 % writes / 90 % reads, half of them of absent keys
+/// (reads draw from twice the key space).
+pub fn shift_reads(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    read_write_mix(ctx, t, Mix { read_percent: 90, read_key_space: 2 }, get)
+}
+
+/// A shifting workload's scan phase: 60 % writes / 40 % short scans (seek + `--seek_nexts`).
+pub fn shift_scans(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    read_write_mix(ctx, t, Mix { read_percent: 40, read_key_space: 1 }, seek_and_step)
+}
+
+fn get(ctx: &Ctx, k: &[u8]) -> CliResult<bool> {
+    Ok(ctx.db.get(k)?.is_some())
+}
+
+/// A seek to `k` and `--seek_nexts` steps; whether `k` itself was there.
+fn seek_and_step(ctx: &Ctx, k: &[u8]) -> CliResult<bool> {
+    let mut it = ctx.db.iter(&ctx.args.read_options())?;
+    it.seek(k)?;
+    let found = it.valid() && it.key() == k;
+    for _ in 0..ctx.args.seek_nexts {
+        if !it.valid() {
+            break;
         }
-        Ok(found)
-    })
+        it.next()?;
+    }
+    Ok(found)
+}
+
+/// A read/write mix: the share of reads, and how many times `--num` the keys reads draw from
+/// (beyond `--num` a read misses).
+#[derive(Clone, Copy)]
+struct Mix {
+    read_percent: u32,
+    read_key_space: u64,
 }
 
 /// `--reads` ops on random keys: a read (`read`, which says whether the key was found) with
-/// probability `--readwritepercent` %, else a write.
-fn read_write_mix(ctx: &Ctx, t: &mut ThreadState, mut read: impl FnMut(&Ctx, &[u8]) -> CliResult<bool>) -> CliResult {
+/// probability `mix.read_percent` %, else a write. Besides the whole run's rate, reports the
+/// rate after its first fifth (how fast the tree serves the mix once it had time to adapt).
+fn read_write_mix(ctx: &Ctx, t: &mut ThreadState, mix: Mix, read: fn(&Ctx, &[u8]) -> CliResult<bool>) -> CliResult {
     let mut gen = ValueGenerator::new(ctx.args.compression_ratio, ctx.value_size);
     let mut key = KeyFormat::new(ctx.args.key_size as usize);
     let (mut reads, mut writes, mut found) = (0u64, 0u64, 0u64);
-    for _ in 0..ctx.reads {
-        let k = t.rand.uniform(ctx.args.num);
-        if t.rand.uniform(100) < u64::from(ctx.args.readwritepercent) {
+    let fifth = ctx.reads / 5;
+    let mut after_fifth = std::time::Instant::now();
+    for i in 0..ctx.reads {
+        if i == fifth {
+            after_fifth = std::time::Instant::now();
+        }
+        if t.rand.uniform(100) < u64::from(mix.read_percent) {
             reads += 1;
-            found += u64::from(read(ctx, key.key(k))?);
+            found += u64::from(read(ctx, key.key(t.rand.uniform(ctx.args.num * mix.read_key_space)))?);
         } else {
             writes += 1;
+            let k = t.rand.uniform(ctx.args.num);
             ctx.db.put_opt(&ctx.write_options, key.key(k), gen.generate(ctx.value_size))?;
             ctx.live.put(k, ctx.value_class);
         }
         t.stats.finished_single_op();
     }
-    t.stats.add_message(&format!("(reads:{reads} writes:{writes} found:{found})"));
+    let rest = (ctx.reads - fifth) as f64 / after_fifth.elapsed().as_secs_f64().max(1e-9);
+    t.stats.add_message(&format!("(reads:{reads} writes:{writes} found:{found} after_20%:{rest:.0}ops/s)"));
     Ok(())
 }
 

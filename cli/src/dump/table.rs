@@ -248,6 +248,12 @@ fn print_segment(s: &TableSegment) {
     );
     outln!("  smallest:   {}", opt_key(&p.smallest));
     outln!("  largest:    {}", opt_key(&p.largest));
+    if !p.range_tombstones.is_empty() {
+        outln!("  range tombstones: {}", p.range_tombstones.len());
+        for t in &p.range_tombstones {
+            outln!("    [{}, {}) @{}", escape(&t.begin), escape(&t.end), t.seq);
+        }
+    }
     let filter = f.filter.map_or("none".to_string(), |h| format!("{}+{}", h.offset, h.size));
     outln!(
         "  footer:     index {}+{}, filter {filter}, properties {}+{}, format {}",
@@ -306,7 +312,8 @@ fn segment_json(s: &TableSegment) -> String {
         .int("num_data_blocks", p.num_data_blocks)
         .int("raw_key_bytes", p.raw_key_bytes)
         .int("raw_value_bytes", p.raw_value_bytes)
-        .int("index_entries", s.index().len() as u64);
+        .int("index_entries", s.index().len() as u64)
+        .int("num_range_tombstones", p.range_tombstones.len() as u64);
     if let Some(k) = &p.smallest {
         j.str("smallest", &key_text(k));
     }

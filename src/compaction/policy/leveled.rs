@@ -7,12 +7,12 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::monkey::{FilterPlan, SteadyLevel};
-use crate::compaction::lwc::{AppendTask, LwcLimits};
+use crate::compaction::lwc::{self, AppendTask, LwcLimits};
 use crate::compaction::{
     pick_drop, Choice, CompactionInput, CompactionPolicy, CompactionTask, L0Limits, L0Triggers, NewRun, PickContext,
     Reason, WritePressure,
 };
-use crate::key::{self, compare_internal};
+use crate::key;
 use crate::options::Options;
 use crate::sst::TableOptions;
 use crate::version::{FileMeta, Version};
@@ -103,7 +103,7 @@ impl LeveledPolicy {
     /// Rewrite `files` (adjacent tables of the one run of `level`) into tables of the target
     /// size in that run: a split in place, or a manual compaction collapsing segments.
     fn in_place(&self, v: &Version, level: usize, files: Vec<Arc<FileMeta>>, reason: Reason) -> CompactionTask {
-        let (lo, hi) = user_range(&files);
+        let (lo, hi) = user_range(v, &files);
         let grandparents = match level + 1 < self.num_levels {
             true => v.overlapping_files(level + 1, Some(&lo), Some(&hi)),
             false => Vec::new(),
@@ -146,9 +146,9 @@ impl LeveledPolicy {
     fn task_for(&self, v: &Version, level: usize, upper: Vec<Arc<FileMeta>>, reason: Reason) -> Choice {
         // A level reshaped from another policy's tree may still hold several runs.
         let upper = if v.num_runs(level) > 1 { expand_overlapping(v, level, upper) } else { upper };
-        let (lo, hi) = user_range(&upper);
+        let (lo, hi) = user_range(v, &upper);
         let lower = v.overlapping_files(level + 1, Some(&lo), Some(&hi));
-        let (all_lo, all_hi) = user_range(&upper.iter().chain(lower.iter()).cloned().collect::<Vec<_>>());
+        let (all_lo, all_hi) = user_range(v, &upper.iter().chain(lower.iter()).cloned().collect::<Vec<_>>());
         let grandparents = if level + 2 < self.num_levels {
             v.overlapping_files(level + 2, Some(&all_lo), Some(&all_hi))
         } else {
@@ -156,13 +156,16 @@ impl LeveledPolicy {
         };
         let gp_bytes: u64 = grandparents.iter().map(|f| f.size).sum();
         let trivial_move = upper.len() == 1 && lower.is_empty() && gp_bytes <= 20 * self.target_file_bytes;
-        let largest = upper.iter().map(|f| f.largest.clone()).max_by(|a, b| compare_internal(a, b));
+        let largest = upper.iter().map(|f| f.largest.clone()).max_by(|a, b| v.order.compare_internal(a, b));
         let output_run = v.levels.get(level + 1).and_then(|l| l.runs.first()).map(|r| r.id);
         let mut inputs = vec![CompactionInput { level, files: upper }];
         if !lower.is_empty() {
             inputs.push(CompactionInput { level: level + 1, files: lower });
         }
-        let appendable = self.lwc.is_some() && inputs.len() == 2 && v.num_runs(level + 1) == 1;
+        let appendable = self.lwc.is_some()
+            && inputs.len() == 2
+            && v.num_runs(level + 1) == 1
+            && (inputs[0].files.iter().all(|f| f.range_tombstones == 0) || lwc::can_split_tombstones(&inputs[1].files));
         // A target past its limits waits for its split, which may wait for a busy level; appends
         // go on meanwhile: holding them back stalled level 0 through a 20M-key load and sent the
         // deepest level into a split per two tiny segments, and merging instead rewrote a
@@ -208,10 +211,11 @@ fn current_record(v: &Version, (level, charged): &(usize, Arc<FileMeta>)) -> Opt
     Some((*level, v.file(*level, charged.number)?.clone()))
 }
 
-/// Smallest and largest user key over `files`.
-fn user_range(files: &[Arc<FileMeta>]) -> (Vec<u8>, Vec<u8>) {
-    let lo = files.iter().map(|f| key::user_key(&f.smallest)).min().unwrap_or_default();
-    let hi = files.iter().map(|f| key::user_key(&f.largest)).max().unwrap_or_default();
+/// Smallest and largest user key over `files` (in `v`'s key order).
+fn user_range(v: &Version, files: &[Arc<FileMeta>]) -> (Vec<u8>, Vec<u8>) {
+    let o = &v.order;
+    let lo = files.iter().map(|f| key::user_key(&f.smallest)).reduce(|a, b| o.min_user(a, b)).unwrap_or_default();
+    let hi = files.iter().map(|f| key::user_key(&f.largest)).reduce(|a, b| o.max_user(a, b)).unwrap_or_default();
     (lo.to_vec(), hi.to_vec())
 }
 
@@ -219,7 +223,7 @@ fn user_range(files: &[Arc<FileMeta>]) -> (Vec<u8>, Vec<u8>) {
 /// compaction must take every file of the level overlapping the chosen ones, or an older
 /// version of a key could end up below a newer one.
 fn expand_overlapping(v: &Version, level: usize, files: Vec<Arc<FileMeta>>) -> Vec<Arc<FileMeta>> {
-    let (lo, hi) = user_range(&files);
+    let (lo, hi) = user_range(v, &files);
     let expanded = v.overlapping_files(level, Some(&lo), Some(&hi));
     if expanded.is_empty() {
         files
@@ -251,7 +255,7 @@ impl CompactionPolicy for LeveledPolicy {
         // Round robin: the first file after where the last compaction of this level stopped.
         let pointer = ctx.compact_pointers.get(level).and_then(|p| p.as_deref());
         let chosen = pointer
-            .and_then(|p| files.iter().find(|f| compare_internal(&f.largest, p) == Ordering::Greater))
+            .and_then(|p| files.iter().find(|f| v.order.compare_internal(&f.largest, p) == Ordering::Greater))
             .or_else(|| files.first())?
             .clone();
         Some(self.task_for(v, level, vec![chosen], if level == 0 { Reason::L0Files } else { Reason::LevelSize }))

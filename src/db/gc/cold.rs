@@ -59,6 +59,21 @@ pub(crate) struct Relocation {
     pub old: Vec<ValuePointer>,
 }
 
+/// Relocations appended to a cold file whose pointers are not logged yet (`log_appended`).
+pub(crate) struct Appended {
+    batches: Vec<AppendedPiece>,
+    checked: Option<crate::db::read::CheckedAt>,
+}
+
+/// One relocation appended: the pointer ops naming the copies in cold file `cold`, the
+/// pointers they replace (the condition), and the user bytes moved.
+struct AppendedPiece {
+    pointers: WriteBatch,
+    cold: u64,
+    old: Vec<ValuePointer>,
+    bytes: u64,
+}
+
 impl Gc {
     /// Move the relocations' values to the cold file (one `fdatasync` for all of them) and
     /// log the new pointers, each op applied only if its key still points at its old copy
@@ -70,14 +85,33 @@ impl Gc {
         checked: Option<crate::db::read::CheckedAt>,
         sync: bool,
     ) -> Result<u64> {
-        let pieces: Vec<Relocation> = pieces.into_iter().filter(|r| !r.puts.is_empty()).collect();
-        if pieces.is_empty() {
-            return Ok(0);
-        }
+        let appended = self.append_relocations(db, pieces, checked)?;
+        self.log_appended(db, vec![appended], sync)
+    }
+
+    /// Append the relocations' values to the cold file, unsynced: their pointers are logged by
+    /// `log_appended` once the file is synced (several chunks' worth share one `fdatasync`).
+    pub(crate) fn append_relocations(
+        &self,
+        db: &DbInner,
+        pieces: Vec<Relocation>,
+        checked: Option<crate::db::read::CheckedAt>,
+    ) -> Result<Appended> {
         let mut out = self.cold.lock();
-        let mut logged = Vec::with_capacity(pieces.len());
-        for r in &pieces {
-            logged.push(self.cold_append(db, &mut out, &r.puts)?);
+        let mut batches = Vec::with_capacity(pieces.len());
+        for r in pieces.into_iter().filter(|r| !r.puts.is_empty()) {
+            let (pointers, cold) = self.cold_append(db, &mut out, &r.puts)?;
+            batches.push(AppendedPiece { pointers, cold, old: r.old, bytes: r.puts.user_bytes });
+        }
+        Ok(Appended { batches, checked })
+    }
+
+    /// Sync the cold file, then log the pointers of the values `appended` put there (the
+    /// last batch synced when `sync`). Returns the value bytes moved.
+    pub(crate) fn log_appended(&self, db: &DbInner, appended: Vec<Appended>, sync: bool) -> Result<u64> {
+        let mut out = self.cold.lock();
+        if appended.iter().all(|a| a.batches.is_empty()) {
+            return Ok(0);
         }
         let active = out.active.as_mut().map(|a| a.number);
         if let Some(a) = out.active.as_mut() {
@@ -87,14 +121,18 @@ impl Gc {
                 return Err(e);
             }
         }
-        let last = logged.len() - 1;
+        let count: usize = appended.iter().map(|a| a.batches.len()).sum();
         let mut bytes = 0;
-        for (i, ((pointers, cold), r)) in logged.into_iter().zip(pieces).enumerate() {
-            // Recorded before the write too: a failed write may still have reached the log.
-            out.logged_in.insert(cold, db.writes.log.lock().file_number());
-            db.writes.gc_write(db, pointers, r.old, checked.clone(), sync && i == last)?;
-            bytes += r.puts.user_bytes;
-            out.logged_in.insert(cold, db.writes.log.lock().file_number());
+        let mut i = 0;
+        for a in appended {
+            for piece in a.batches {
+                i += 1;
+                // Recorded before the write too: a failed write may still have reached the log.
+                out.logged_in.insert(piece.cold, db.writes.log.lock().file_number());
+                db.writes.gc_write(db, piece.pointers, piece.old, a.checked.clone(), sync && i == count)?;
+                bytes += piece.bytes;
+                out.logged_in.insert(piece.cold, db.writes.log.lock().file_number());
+            }
         }
         debug_assert!(active.is_none_or(|a| out.logged_in.contains_key(&a)));
         Ok(bytes)

@@ -31,9 +31,11 @@ enum ChunkDone {
 /// alone, and user writers wait behind it.
 const GC_WRITE_BYTES: usize = 4 << 20;
 
-/// Chunks moved but not yet freed at most, before GC syncs the log itself (each is
-/// `gc_chunk_bytes` of the file it collects, still on disk).
-const MOVED_CHUNKS_UNSYNCED: usize = 3;
+/// Chunks whose live values GC appends to the cold file before it syncs it, logs their
+/// pointers, syncs the log and frees them together (each is `gc_chunk_bytes` of the file it
+/// collects, still on disk until then): every `fdatasync`, and the manifest record written
+/// under the state lock every writer takes, serves this many chunks.
+const CHUNKS_PER_SYNC: usize = 4;
 
 /// A chunk whose live values were moved: freeing it waits until the log is durable to
 /// `log_at`.
@@ -149,13 +151,23 @@ impl Gc {
                 }
             });
             let mut chunk_start = start;
-            let mut moved = std::collections::VecDeque::new();
+            let mut appended = Vec::new();
             for chunk in rx {
                 let chunk = chunk?;
-                let end = chunk.end;
-                moved.push_back(self.move_chunk(db, file, chunk_start, chunk, report)?);
+                let end_of_file = chunk.end_of_file;
+                appended.push(self.append_chunk(db, file, chunk_start, chunk, report)?);
+                chunk_start = appended.last().map_or(chunk_start, |(_, m): &(_, MovedChunk)| m.end);
+                let due = end_of_file
+                    || appended.len() >= CHUNKS_PER_SYNC
+                    || self.pacing.is_stalled()
+                    || self.is_shutting_down(db);
+                if !due {
+                    self.pause_between_chunks(db);
+                    continue;
+                }
+                let mut moved = self.log_chunks(db, std::mem::take(&mut appended), report)?;
                 match self.free_moved_chunks(db, file, &mut moved, report)? {
-                    ChunkDone::More => chunk_start = end,
+                    ChunkDone::More => self.pause_between_chunks(db),
                     ChunkDone::FileDone => return Ok(None),
                     ChunkDone::Pinned(seq) => return Ok(Some(seq)),
                 }
@@ -164,16 +176,16 @@ impl Gc {
         })
     }
 
-    /// Move a chunk's live values to a cold file (synced, pointer puts logged but not synced) and
-    /// say what freeing the chunk waits for.
-    fn move_chunk(
+    /// Append a chunk's live values to a cold file (unsynced); say which range of the file it
+    /// covers (`log_at` is filled in when its pointers are logged).
+    fn append_chunk(
         &self,
         db: &DbInner,
         file: u64,
         chunk_start: u64,
         chunk: Chunk,
         report: &mut GcReport,
-    ) -> Result<MovedChunk> {
+    ) -> Result<(super::cold::Appended, MovedChunk)> {
         report.bytes_read += chunk.bytes_read;
         add(&db.counters.gc_bytes_read, chunk.bytes_read);
         if chunk.torn && db.points_past(file, chunk.end)? {
@@ -184,24 +196,55 @@ impl Gc {
                 "value-log GC: damaged record group in a cold value file holding live values",
             ));
         }
-        let bytes = self.relocate(db, chunk.pieces, chunk.checked, false)?;
-        tracing::debug!(file, chunk_start, bytes_read = chunk.bytes_read, bytes_moved = bytes, "value-log GC chunk");
-        report.bytes_rewritten += bytes;
-        add(&db.counters.gc_bytes_rewritten, bytes);
-        // Every write the liveness view saw and every pointer put is before the log's end now.
-        let log_at = db.writes.log.lock().groups_end();
-        Ok(MovedChunk { start: chunk_start, end: chunk.end, end_of_file: chunk.end_of_file, log_at })
+        tracing::debug!(file, chunk_start, bytes_read = chunk.bytes_read, "value-log GC chunk");
+        let moved = MovedChunk {
+            start: chunk_start,
+            end: chunk.end,
+            end_of_file: chunk.end_of_file,
+            log_at: LogPos::default(),
+        };
+        Ok((self.append_relocations(db, chunk.pieces, chunk.checked)?, moved))
     }
 
-    /// Free the moved chunks, oldest first, whose writes are durable: values were judged dead
-    /// against a view that includes unsynced writes, a crash can lose those (as a suffix), and
-    /// the old values they shadow must then still be there; the pointer puts must survive too.
-    /// The log becomes durable by itself at every memtable flush and synced write, so GC waits
-    /// for that instead of forcing each chunk's unsynced user writes to disk (what GC forces to
-    /// disk, not what it computes, sets its cost: docs/BENCHMARKS.md §5). It syncs the log itself at
-    /// the end of a file, when writers wait for space, or past `MOVED_CHUNKS_UNSYNCED` chunks.
+    /// Sync the cold file once for the appended chunks and log their pointers (not synced);
+    /// the chunks, with what freeing them waits for.
+    fn log_chunks(
+        &self,
+        db: &DbInner,
+        appended: Vec<(super::cold::Appended, MovedChunk)>,
+        report: &mut GcReport,
+    ) -> Result<std::collections::VecDeque<MovedChunk>> {
+        let (batches, mut chunks): (Vec<_>, Vec<_>) = appended.into_iter().unzip();
+        let bytes = self.log_appended(db, batches, false)?;
+        report.bytes_rewritten += bytes;
+        add(&db.counters.gc_bytes_rewritten, bytes);
+        // Every write the liveness views saw and every pointer put is before the log's end now.
+        let log_at = db.writes.log.lock().groups_end();
+        for c in &mut chunks {
+            c.log_at = log_at;
+        }
+        Ok(chunks.into())
+    }
+
+    /// Leave the disk and the CPU to foreground work between chunks, unless the value log is
+    /// past its space target (writers may be waiting for this very chunk); pace writers by
+    /// the space as it is now.
+    fn pause_between_chunks(&self, db: &DbInner) {
+        let amp = self.vlog_space_amp(db);
+        self.pace(db, amp);
+        if !self.pacing.is_stalled() && !above(amp, db.opts.gc_space_amp_target) {
+            std::thread::sleep(Duration::from_millis(db.opts.gc_pause_ms));
+        }
+    }
+
+    /// Free the moved chunks, oldest first: values were judged dead against a view that
+    /// includes unsynced writes, a crash can lose those (as a suffix), and the old values they
+    /// shadow must then still be there; the pointer puts must survive too. So GC syncs the log
+    /// first (without holding it: `WriteQueue::sync_log_for_gc`), then frees the chunks in one
+    /// go: one manifest record (written under the state lock, which every writer takes too)
+    /// and one hole for all of them.
     /// A reader older than the moves pins the old copies: GC waits a little for it, then
-    /// stops (the chunk stays, the tail is recorded, the next round resumes after it), so disk
+    /// stops (the chunks stay, the tail is recorded, the next round resumes after it), so disk
     /// use grows by at most a few chunks while old readers last.
     fn free_moved_chunks(
         &self,
@@ -210,42 +253,33 @@ impl Gc {
         moved: &mut std::collections::VecDeque<MovedChunk>,
         report: &mut GcReport,
     ) -> Result<ChunkDone> {
-        let last = moved.back().map(|m| (m.end_of_file, m.log_at));
-        let Some((end_of_file, newest)) = last else { return Ok(ChunkDone::More) };
-        let force =
-            end_of_file || moved.len() > MOVED_CHUNKS_UNSYNCED || self.pacing.is_stalled() || self.is_shutting_down(db);
-        if force && *db.writes.durable.lock() < newest {
+        let Some(newest) = moved.back().map(|m| m.log_at) else { return Ok(ChunkDone::More) };
+        if *db.writes.durable.lock() < newest {
             db.writes.sync_log_for_gc(db)?;
         }
-        while let Some(m) = moved.front().copied() {
-            if *db.writes.durable.lock() < m.log_at {
-                break;
-            }
-            moved.pop_front();
-            if let done @ (ChunkDone::FileDone | ChunkDone::Pinned(_)) = self.free_chunk(db, file, m, report)? {
+        let durable = *db.writes.durable.lock();
+        let ready = moved.iter().take_while(|m| durable >= m.log_at).count();
+        if ready > 0 {
+            let batch: Vec<MovedChunk> = moved.drain(..ready).collect();
+            if let done @ (ChunkDone::FileDone | ChunkDone::Pinned(_)) = self.free_chunks(db, file, &batch, report)? {
                 return Ok(done);
             }
         }
         if self.is_shutting_down(db) {
             return Ok(ChunkDone::FileDone);
         }
-        // Leave the disk and the CPU to foreground work between chunks, unless the value
-        // log is past its space target (writers may be waiting for this very chunk).
-        let amp = self.vlog_space_amp(db);
-        self.pace(db, amp);
-        if !self.pacing.is_stalled() && !above(amp, db.opts.gc_space_amp_target) {
-            std::thread::sleep(Duration::from_millis(db.opts.gc_pause_ms));
-        }
         Ok(ChunkDone::More)
     }
 
-    /// Record a moved chunk as collected and give its space back (the file at its end).
-    fn free_chunk(&self, db: &DbInner, file: u64, m: MovedChunk, report: &mut GcReport) -> Result<ChunkDone> {
+    /// Record consecutive moved chunks as collected and give their space back with one hole
+    /// (the file, at its end).
+    fn free_chunks(&self, db: &DbInner, file: u64, batch: &[MovedChunk], report: &mut GcReport) -> Result<ChunkDone> {
+        let (Some(first), Some(last)) = (batch.first(), batch.last()) else { return Ok(ChunkDone::More) };
         let install_seq = db.writes.visible_seq();
         let free = self.wait_for_readers(db, install_seq);
-        self.record_gc_progress(db, file, m.end, m.end_of_file, install_seq, free)?;
+        self.record_gc_progress(db, file, last.end, last.end_of_file, install_seq, free)?;
         let pinned = || ChunkDone::Pinned(db.snapshots.oldest().unwrap_or(0));
-        if m.end_of_file {
+        if last.end_of_file {
             tracing::info!(file, bytes_read = report.bytes_read, "value-log file collected");
             report.files_collected += 1;
             add(&db.counters.gc_runs, 1);
@@ -254,7 +288,7 @@ impl Gc {
         if !free {
             return Ok(pinned());
         }
-        self.punch(db, file, m.start, m.end);
+        self.punch(db, file, first.start, last.end);
         Ok(ChunkDone::More)
     }
 

@@ -63,6 +63,8 @@ pub(crate) struct Gc {
     stats_refreshed_at: Mutex<u64>,
     /// Writers wait here while GC is behind (`Options::gc_space_amp_stall`).
     pub(super) pacing: GcPacing,
+    /// The live bytes the last space estimate divided by (`vlog_space_amp`), for the pacer.
+    live_estimate: std::sync::atomic::AtomicU64,
     /// GC asks the next memtable switch to roll the log file, so the values in it can be
     /// collected once the memtable is flushed (the space stall is on and no file is behind
     /// the log head).
@@ -87,6 +89,7 @@ impl Gc {
             cold: Mutex::new(ColdOutput::after_recovery(mem, vlog, log_file)),
             stats_refreshed_at: Mutex::new(0),
             pacing: GcPacing::new(memtable_log_bytes),
+            live_estimate: std::sync::atomic::AtomicU64::new(0),
             roll_requested: AtomicBool::new(false),
             cv: Condvar::new(),
         }
@@ -168,7 +171,7 @@ impl Gc {
         let mut report = GcReport::default();
         let keyspaces = {
             let st = db.state.lock();
-            DbInner::live_keyspace_ids(&st)
+            st.live_keyspace_ids()
         };
         {
             let _one = self.lock.lock();
@@ -337,7 +340,7 @@ impl Gc {
         struct EndStall<'a>(&'a GcPacing);
         impl Drop for EndStall<'_> {
             fn drop(&mut self) {
-                self.0.set_slowdown(0.0);
+                self.0.set_rate(0);
                 self.0.set_stalled(false);
             }
         }
@@ -376,20 +379,34 @@ impl Gc {
         self.release_writers();
     }
 
-    /// One background round: refresh the discard statistics when due, then collect the best
-    /// file by `score` (cost-benefit under the space target, most garbage above it) if it
-    /// passes the ratio the current space amplification calls
-    /// for. Returns what the round did.
+    /// One background round: refresh the discard statistics when due, and collect a file
+    /// (`collect_one`). Returns what the round did.
     pub(super) fn gc_round(&self, db: &DbInner) -> Result<GcRound> {
-        // A stall stays on through the refresh: it is part of GC's work (the tree is under
-        // 1/20 of the value bytes, so it is short) and ends with a pick below, or is lifted.
         // Near the space target, statistics must be fresh: every flush's overwrites counted.
+        // The refresh (a compaction of the whole tree when it is small) runs beside this
+        // round's collection, for the next round's pick: in line, it held GC up for as long as
+        // collecting a file took.
         let target = db.opts.gc_space_amp_target;
-        let mut amp = self.vlog_space_amp(db);
-        if self.refresh_discard_stats(db, target > 0.0 && above(amp, 1.0 + (target - 1.0) / 2.0))? {
-            amp = self.vlog_space_amp(db);
-        }
-        let over_target = above(amp, target);
+        let amp = self.vlog_space_amp(db);
+        let eager = target > 0.0 && above(amp, 1.0 + (target - 1.0) / 2.0);
+        std::thread::scope(|s| {
+            let refresh = s.spawn(|| self.refresh_discard_stats(db, eager));
+            let round = self.collect_one(db, amp);
+            let refreshed = refresh.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            // A round that found nothing may find something once the statistics are fresh.
+            match (round, refreshed) {
+                (Ok(GcRound::Idle), Ok(true)) => self.collect_one(db, self.vlog_space_amp(db)),
+                (round, Ok(_)) => round,
+                (Ok(_), Err(e)) => Err(e),
+                (Err(e), Err(_)) => Err(e),
+            }
+        })
+    }
+
+    /// Collect the best file by `score` (cost-benefit under the space target, most garbage
+    /// above it) if it passes the ratio the space amplification `amp` calls for.
+    fn collect_one(&self, db: &DbInner, amp: f64) -> Result<GcRound> {
+        let over_target = above(amp, db.opts.gc_space_amp_target);
         let min_ratio =
             if over_target { db.opts.gc_garbage_ratio.min(EAGER_MIN_GARBAGE_RATIO) } else { db.opts.gc_garbage_ratio };
         let _one = self.lock.lock();
@@ -434,9 +451,9 @@ impl Gc {
         Ok(true)
     }
 
-    /// Lift the stall and the slowdown (GC has nothing it can free now).
+    /// Lift the stall and the pacing (GC has nothing it can free now).
     pub(super) fn release_writers(&self) {
-        self.pacing.set_slowdown(0.0);
+        self.pacing.set_rate(0);
         self.pacing.set_stalled(false);
     }
 }

@@ -1,14 +1,17 @@
 //! LevelDB's DBIter without value reads: walks the merged stream of internal entries and stops
 //! at the newest version of each live user key visible at the iterator's sequence number,
 //! within bounds, yielding its kind and stored bytes (an inline value or an encoded pointer).
+//! An entry a range tombstone covers (`range_del::Coverage`) counts as a deletion.
 
 use std::cmp::Ordering;
 
 use super::sampling::ReadSampler;
 use super::Step;
+use crate::comparator::KeyOrder;
 use crate::error::Result;
 use crate::internal_iter::InternalIterator;
 use crate::key::{self, ValueKind, MAX_SEQ};
+use crate::range_del::Coverage;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum CursorDir {
@@ -24,6 +27,8 @@ enum CursorDir {
 pub(super) struct Cursor {
     inner: Box<dyn InternalIterator>,
     seq: u64,
+    /// The order of the user keys (and of the bounds).
+    order: KeyOrder,
     direction: CursorDir,
     valid: bool,
     saved_key: Vec<u8>,
@@ -36,19 +41,23 @@ pub(super) struct Cursor {
     kind: ValueKind,
     /// Reports a key about every MiB read (`sampling`), when the DB wants samples.
     sampler: Option<ReadSampler>,
+    /// The range tombstones of the iterator's sources (`None`: there are none).
+    coverage: Option<Coverage>,
 }
 
 impl Cursor {
-    /// A cursor over `inner` at sequence number `seq`, within `[lower, upper)`; not positioned.
+    /// A cursor over `inner` at sequence number `seq`, within `[lower, upper)` (keys in
+    /// `order`); not positioned.
     pub(super) fn new(
         inner: Box<dyn InternalIterator>,
-        seq: u64,
+        (seq, order): (u64, KeyOrder),
         lower: Option<Vec<u8>>,
         upper: Option<Vec<u8>>,
     ) -> Self {
         Cursor {
             inner,
             seq,
+            order,
             direction: CursorDir::Forward,
             valid: false,
             saved_key: Vec::new(),
@@ -58,7 +67,13 @@ impl Cursor {
             upper,
             kind: ValueKind::Value,
             sampler: None,
+            coverage: None,
         }
+    }
+
+    /// Treat entries `coverage` covers as deleted.
+    pub(super) fn set_coverage(&mut self, coverage: Coverage) {
+        self.coverage = (!coverage.is_empty()).then_some(coverage);
     }
 
     /// Sample what this cursor reads (LevelDB's read sampling).
@@ -152,7 +167,7 @@ impl Cursor {
     /// Position at the first live key >= `target` (and >= the lower bound).
     pub(super) fn seek(&mut self, target: &[u8]) -> Result<()> {
         let target = match &self.lower {
-            Some(l) if l.as_slice() > target => l.clone(),
+            Some(l) if self.order.compare_user(l, target) == Ordering::Greater => l.clone(),
             _ => target.to_vec(),
         };
         self.direction = CursorDir::Forward;
@@ -203,7 +218,7 @@ impl Cursor {
                     self.valid = false;
                     return Ok(());
                 }
-                if key::user_key(self.inner.key()) < self.saved_key.as_slice() {
+                if self.order.compare_user(key::user_key(self.inner.key()), &self.saved_key) == Ordering::Less {
                     break;
                 }
             }
@@ -228,12 +243,16 @@ impl Cursor {
         while self.inner.valid() {
             self.sample();
             if let Some(p) = key::parse_internal_key(self.inner.key()) {
-                if p.seq <= self.seq {
-                    if p.kind == ValueKind::Deletion {
+                if p.seq <= self.seq
+                    && !(skipping && self.order.compare_user(p.user_key, &self.saved_key) != Ordering::Greater)
+                {
+                    let deleted = p.kind == ValueKind::Deletion
+                        || self.coverage.as_mut().is_some_and(|c| c.covers(p.user_key, p.seq));
+                    if deleted {
                         self.saved_key.clear();
                         self.saved_key.extend_from_slice(p.user_key);
                         skipping = true;
-                    } else if !(skipping && p.user_key <= self.saved_key.as_slice()) {
+                    } else {
                         self.valid = true;
                         self.kind = p.kind;
                         self.saved_key.clear();
@@ -257,12 +276,16 @@ impl Cursor {
             if let Some(p) = key::parse_internal_key(self.inner.key()) {
                 if p.seq <= self.seq {
                     if last_kind != ValueKind::Deletion
-                        && key::compare_bytes(p.user_key, &self.saved_key) == Ordering::Less
+                        && self.order.compare_user(p.user_key, &self.saved_key) == Ordering::Less
                     {
                         break;
                     }
-                    last_kind = p.kind;
-                    if p.kind == ValueKind::Deletion {
+                    last_kind = match p.kind {
+                        ValueKind::Deletion => ValueKind::Deletion,
+                        _ if self.coverage.as_mut().is_some_and(|c| c.covers(p.user_key, p.seq)) => ValueKind::Deletion,
+                        kind => kind,
+                    };
+                    if last_kind == ValueKind::Deletion {
                         self.saved_key.clear();
                         self.saved_value.clear();
                         self.saved_kept = None;
@@ -293,7 +316,7 @@ impl Cursor {
     fn check_upper(&mut self) {
         if self.valid {
             if let Some(u) = &self.upper {
-                if self.key() >= u.as_slice() {
+                if self.order.compare_user(self.key(), u) != Ordering::Less {
                     self.valid = false;
                 }
             }
@@ -303,7 +326,7 @@ impl Cursor {
     fn check_lower(&mut self) {
         if self.valid {
             if let Some(l) = &self.lower {
-                if self.key() < l.as_slice() {
+                if self.order.compare_user(self.key(), l) == Ordering::Less {
                     self.valid = false;
                 }
             }

@@ -21,6 +21,7 @@ use self::cursor::Cursor;
 use self::readahead::Readahead;
 use self::regions::{Region, ValueRegions};
 use self::window::Window;
+use crate::comparator::KeyOrder;
 use crate::error::Result;
 use crate::internal_iter::InternalIterator;
 use crate::key::ValueKind;
@@ -104,10 +105,11 @@ pub struct DbIterator {
 }
 
 impl DbIterator {
-    /// `readahead_values`: the most values read ahead at once (0: none).
+    /// `readahead_values`: the most values read ahead at once (0: none). `inner`'s keys and
+    /// the bounds are in `order`.
     pub(crate) fn new(
         inner: Box<dyn InternalIterator>,
-        seq: u64,
+        (seq, order): (u64, KeyOrder),
         bounds: (Option<Vec<u8>>, Option<Vec<u8>>),
         values: Arc<dyn ValueSource>,
         readahead_values: usize,
@@ -119,7 +121,7 @@ impl DbIterator {
             readahead.trust_cache();
         }
         DbIterator {
-            cursor: Cursor::new(inner, seq, lower, upper),
+            cursor: Cursor::new(inner, (seq, order), lower, upper),
             values,
             readahead,
             regions: ValueRegions::default(),
@@ -130,6 +132,12 @@ impl DbIterator {
             failed: false,
             _pins: pins,
         }
+    }
+
+    /// Hide the entries range tombstones cover (`range_del::Coverage`).
+    pub(crate) fn range_deleted(mut self, coverage: crate::range_del::Coverage) -> Self {
+        self.cursor.set_coverage(coverage);
+        self
     }
 
     /// Report a key about every MiB this iterator reads (LevelDB's read sampling).

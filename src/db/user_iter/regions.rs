@@ -12,7 +12,10 @@
 //! docs/BENCHMARKS.md).
 //!
 //! Short scans over scattered values rarely read several in one region, so they keep reading
-//! value by value.
+//! value by value. So do long scans whose visits to a region lie far apart (values scattered
+//! over a log many times the page cache: a region read whole would be evicted before the
+//! scan came back to it): the visits that count must fall within `RECENT_VALUES` of each
+//! other.
 
 use std::collections::HashMap;
 
@@ -29,6 +32,9 @@ pub const REGION_VISITS: u32 = 3;
 pub const LONG_SCAN_REGION_VISITS: u32 = 2;
 /// Values read ahead since the last seek that make a scan long.
 pub const LONG_SCAN_VALUES: u64 = 1024;
+/// Visits to a region count together only within this many values of the scan: values
+/// stored in key order (or in a few runs of it) come back to a region within a few of them.
+pub const RECENT_VALUES: u64 = 1024;
 /// Regions tracked at most (16 GiB of value log); past that, counting starts afresh.
 const MAX_TRACKED: usize = 1 << 16;
 /// Count of a region already requested whole.
@@ -37,7 +43,8 @@ const REQUESTED: u32 = u32::MAX;
 /// Reads per value-log region by one scan.
 #[derive(Debug, Default)]
 pub struct ValueRegions {
-    visits: HashMap<(u64, u64), u32>,
+    /// Per region: visits, and the scan's value count at the first of them.
+    visits: HashMap<(u64, u64), (u32, u64)>,
     /// Values counted since the last reset.
     seen: u64,
 }
@@ -66,9 +73,14 @@ impl ValueRegions {
             self.visits.clear();
         }
         let index = ptr.offset >> REGION_SHIFT;
-        let count = self.visits.entry((ptr.file, index)).or_insert(0);
+        let seen = self.seen;
+        let (count, first) = self.visits.entry((ptr.file, index)).or_insert((0, seen));
         if *count == REQUESTED {
             return None;
+        }
+        if seen - *first > RECENT_VALUES {
+            // The visits so far lie too far back to say the scan is in this region now.
+            (*count, *first) = (0, seen);
         }
         *count += 1;
         self.seen += 1;
@@ -129,6 +141,18 @@ mod tests {
         r.reset();
         r.visit(&ptr(1, 0), true);
         assert_eq!(r.visit(&ptr(1, 1), true), None, "a seek makes the scan short again");
+    }
+
+    #[test]
+    fn visits_far_apart_do_not_make_a_region_worth_reading() {
+        let mut r = ValueRegions::default();
+        let far = RECENT_VALUES + 1;
+        for i in 0..LONG_SCAN_VALUES + 3 * far {
+            // Region 0 every `far` values, the others scattered once each.
+            let at = if i % far == 0 { 7 } else { (i + 10) * REGION_BYTES };
+            assert_eq!(r.visit(&ptr(1, at), true), None, "value {i}");
+        }
+        assert!(r.visit(&ptr(1, 9), true).is_some(), "a visit soon after one counts");
     }
 
     #[test]

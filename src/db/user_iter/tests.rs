@@ -82,7 +82,7 @@ fn scan_over(n: u32, offset: impl Fn(u32) -> u64, values: std::sync::Arc<ModelVa
         let ptr = ValuePointer { file: 1, offset: offset(i), op_len: 100, value_crc: 0 };
         mem.add(0, u64::from(i) + 1, ValueKind::Pointer, format!("k{i:06}").as_bytes(), &ptr.encoded());
     }
-    DbIterator::new(Box::new(mem.iter(0)), MAX_SEQ, (None, None), values, 32, Box::new(()))
+    DbIterator::new(Box::new(mem.iter(0)), (MAX_SEQ, Default::default()), (None, None), values, 32, Box::new(()))
 }
 
 fn walk(it: &mut DbIterator, offset: impl Fn(u32) -> u64) -> u32 {

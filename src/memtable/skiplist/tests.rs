@@ -129,12 +129,12 @@ fn a_node_larger_than_a_quarter_chunk_gets_its_own_and_the_rest_keep_bumping() {
 fn chunks_of_a_dropped_list_are_reused() {
     let stash = Arc::new(ChunkStash::new(4));
     let first = {
-        let list = SkipList::<u32>::new(Some(stash.clone()));
+        let list = SkipList::<u32>::new(Some(stash.clone()), Default::default());
         list.insert(b"k", 1, b"v", None);
         list.first().map(|e| e.key().as_ptr() as usize)
     };
     assert_eq!(stash.chunks.lock().len(), 1, "the chunk went back");
-    let list = SkipList::<u32>::new(Some(stash.clone()));
+    let list = SkipList::<u32>::new(Some(stash.clone()), Default::default());
     list.insert(b"k", 1, b"v", None);
     assert_eq!(list.first().map(|e| e.key().as_ptr() as usize), first, "same memory, same place");
 }

@@ -9,6 +9,7 @@ use rand::{Rng, SeedableRng};
 
 use super::*;
 use crate::fs::WritableFile;
+use crate::key::compare_internal;
 use crate::key::{make_internal_key, seek_key, ValueKind, MAX_SEQ};
 use crate::sst::block_cache::new_block_cache;
 use crate::sst::compression::Compression;
@@ -84,7 +85,13 @@ impl RandomAccessFile for MemFile {
 type Model = Vec<(Vec<u8>, Vec<u8>)>;
 
 fn opts(block: usize, restart: usize, compression: Compression, bits: f64) -> TableOptions {
-    TableOptions { block_size_bytes: block, restart_interval: restart, compression, bloom_bits_per_key: bits }
+    TableOptions {
+        block_size_bytes: block,
+        restart_interval: restart,
+        compression,
+        bloom_bits_per_key: bits,
+        ..TableOptions::default()
+    }
 }
 
 /// `n_users` user keys (even numbers only, so odd ones are known absent), 1..=4 versions
