@@ -5,7 +5,9 @@
 #
 # Usage: scripts/crash-loop.sh [N=200]   (env: THREADS, KEYS, SEED, KEEP=1 keeps the temp dir,
 #        POLICY=<merge policy> e.g. tiering or bush, COMPACTION_THREADS (default 2, the engine's),
-#        LWC=1 for light-weight compaction, which works under leveling only)
+#        LWC=1 for light-weight compaction, which works under leveling only, KEYSPACES=N spreads
+#        the keys over N keyspaces, RANGE_DELETES=1 adds range deletes, CHECKPOINTS=1 has the
+#        workers checkpoint the database now and then and check the copies)
 set -euo pipefail
 
 cycles=${1:-200}
@@ -24,10 +26,12 @@ db="$work/db"
 exp="$work/expected"
 cleanup() { [[ ${KEEP:-0} == 1 ]] || rm -rf "$work"; }
 trap cleanup EXIT
-echo "crash-loop: $cycles cycles, threads=$threads keys=$keys policy=${POLICY:-leveling} lwc=${LWC:-0} base seed=$base_seed dir=$work"
+echo "crash-loop: $cycles cycles, threads=$threads keys=$keys policy=${POLICY:-leveling} lwc=${LWC:-0}" \
+    "keyspaces=${KEYSPACES:-1} range_deletes=${RANGE_DELETES:-0} checkpoints=${CHECKPOINTS:-0} base seed=$base_seed dir=$work"
 
 common=(--db "$db" --expected "$exp" --threads "$threads" --keys "$keys"
-    --merge_policy "${POLICY:-leveling}" --compaction_threads "${COMPACTION_THREADS:-2}" --lwc="${LWC:-0}")
+    --merge_policy "${POLICY:-leveling}" --compaction_threads "${COMPACTION_THREADS:-2}" --lwc="${LWC:-0}"
+    --keyspaces "${KEYSPACES:-1}" --range_deletes="${RANGE_DELETES:-0}" --checkpoints="${CHECKPOINTS:-0}")
 last=""
 for ((i = 1; i <= cycles; i++)); do
     seed=$((base_seed + i))

@@ -3,13 +3,20 @@
 //! an "expected state" file records every acknowledged write so that, after a `kill -9`,
 //! `--verify-only` can prove that no synced write was lost and no value is wrong.
 //!
-//! Expected file layout (little endian): a 32-byte header (magic, keys, threads), then one
+//! Expected file layout (little endian): a 32-byte header (magic, keys, threads, keyspaces), then one
 //! region per thread (ops done, in-flight count, up to `MAX_BATCH` in-flight (key, version)
 //! pairs), then one u32 slot per key holding its latest acknowledged version (0 = never
-//! written; `DELETED` bit set = deleted). Each key is written only by thread `key % threads`,
+//! written; `DELETED` bit set = deleted). Each key is written only by its owner thread,
 //! which records its pending write in its region before writing the DB and updates the key's
 //! slot after the DB acknowledges: after a crash a key may only hold its slot's version or,
 //! for the thread's last in-flight write, the in-flight version.
+//!
+//! Keys are owned in blocks of `BLOCK`: thread `t` owns the blocks `b` with `b % threads == t`,
+//! so a range delete inside one block touches only its owner's keys. With `--keyspaces N` a
+//! block lives in keyspace `(b / threads) % N` (0 is the default keyspace), so a thread's
+//! batches span keyspaces. With `--checkpoints` a thread now and then checkpoints the database,
+//! opens the copy, and checks that its own keys (which cannot change meanwhile) read exactly
+//! as expected and that the copy verifies.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -20,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use clap::Args;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use wisckey::{Db, MergePolicy, Options, ReadOptions, WriteBatch, WriteOptions};
+use wisckey::{Db, Error, Keyspace, MergePolicy, Options, ReadOptions, WriteBatch, WriteOptions};
 
 use crate::bench::CliResult;
 
@@ -30,6 +37,8 @@ const MAX_BATCH: usize = 6;
 const REGION_BYTES: u64 = 16 + 8 * MAX_BATCH as u64;
 const DELETED: u32 = 0x8000_0000;
 const SCAN_KEYS: u32 = 16;
+/// Keys per ownership block (see the module comment).
+const BLOCK: u32 = 64;
 
 #[derive(Args)]
 pub struct StressArgs {
@@ -64,13 +73,80 @@ pub struct StressArgs {
     #[arg(long = "lwc", default_value = "false", num_args = 0..=1, default_missing_value = "true",
           action = clap::ArgAction::Set, value_parser = crate::bench::flags::parse_bool)]
     pub lwc: bool,
+    /// Keyspaces the keys are spread over (must stay the same for a given expected file).
+    #[arg(long, default_value_t = 1)]
+    pub keyspaces: u32,
+    /// Also delete ranges of keys (range tombstones, within one ownership block).
+    #[arg(long = "range_deletes", default_value = "false", num_args = 0..=1, default_missing_value = "true",
+          action = clap::ArgAction::Set, value_parser = crate::bench::flags::parse_bool)]
+    pub range_deletes: bool,
+    /// Now and then checkpoint the database, open the copy and check it.
+    #[arg(long = "checkpoints", default_value = "false", num_args = 0..=1, default_missing_value = "true",
+          action = clap::ArgAction::Set, value_parser = crate::bench::flags::parse_bool)]
+    pub checkpoints: bool,
+}
+
+/// The shape of the key space: who owns a key and which keyspace holds it.
+#[derive(Clone, Copy)]
+struct Layout {
+    keys: u32,
+    threads: u32,
+    keyspaces: u32,
+}
+
+impl Layout {
+    fn owner(&self, k: u32) -> u32 {
+        (k / BLOCK) % self.threads
+    }
+
+    fn keyspace_of(&self, k: u32) -> usize {
+        ((k / BLOCK / self.threads) % self.keyspaces) as usize
+    }
+}
+
+/// A database's keyspaces by index and the layout that places keys in them.
+struct Stores {
+    ks: Vec<Keyspace>,
+    layout: Layout,
+}
+
+impl Stores {
+    /// The keyspace holding key `k`.
+    fn home(&self, k: u32) -> &Keyspace {
+        &self.ks[self.layout.keyspace_of(k)]
+    }
+}
+
+/// The database's keyspaces by index (0: the default one), created if missing: keyspaces are
+/// created before any write, so one a crash left uncreated holds nothing expected.
+fn open_keyspaces(db: &Db, layout: Layout) -> CliResult<Stores> {
+    let mut out = vec![db.default_keyspace().clone()];
+    for i in 1..layout.keyspaces {
+        let name = format!("ks{i}");
+        out.push(match db.keyspace(&name) {
+            Ok(ks) => ks,
+            Err(Error::UnknownKeyspace { .. }) => db.create_keyspace(&name, keyspace_options(i))?,
+            Err(e) => return Err(e.into()),
+        });
+    }
+    Ok(Stores { ks: out, layout })
+}
+
+/// Keyspaces shaped differently, so flushes and compactions of several shapes interleave.
+fn keyspace_options(i: u32) -> Options {
+    match i % 3 {
+        1 => stress_options().merge_policy(MergePolicy::tiering(4)),
+        2 => stress_options().min_separated_value_bytes(64),
+        _ => stress_options(),
+    }
 }
 
 pub fn run(a: StressArgs) -> CliResult {
-    if a.threads == 0 || a.keys < a.threads || a.keys >= DELETED {
-        return Err("need 1 <= threads <= keys < 2^31".into());
+    if a.threads == 0 || a.keys < a.threads * BLOCK || a.keys >= DELETED || a.keyspaces == 0 {
+        return Err(format!("need 1 <= threads, threads * {BLOCK} <= keys < 2^31, 1 <= keyspaces").into());
     }
-    let exp = Expected::open(&a.expected, a.keys, a.threads)?;
+    let layout = Layout { keys: a.keys, threads: a.threads, keyspaces: a.keyspaces };
+    let exp = Expected::open(&a.expected, layout)?;
     let mut options = stress_options()
         .merge_policy(a.merge_policy)
         .compaction_threads(a.compaction_threads)
@@ -81,13 +157,16 @@ pub fn run(a: StressArgs) -> CliResult {
         options = options.target_file_size_bytes(32 << 10).max_bytes_for_level_base(128 << 10);
     }
     let db = Db::open(&a.db, options)?;
-    let summary = verify(&db, &exp)?;
+    let st = open_keyspaces(&db, layout)?;
+    let summary = verify(&st, &exp)?;
     println!("{summary}");
     if a.verify_only {
         return Ok(());
     }
-    exp.resolve_in_flight(&db)?;
-    stress(&db, &exp, &a)?;
+    exp.resolve_in_flight(&st)?;
+    // A run killed while it checked a checkpoint leaves the copy behind.
+    let _ = std::fs::remove_dir_all(checkpoint_root(&a.db));
+    stress(&db, &st, &exp, &a)?;
     println!("stress done: {} ops, seed {}", a.ops, a.seed);
     Ok(())
 }
@@ -105,6 +184,13 @@ fn stress_options() -> Options {
         .gc_garbage_ratio(0.2)
         .gc_chunk_bytes(256 << 10)
         .gc_pause_ms(1)
+}
+
+/// Where checkpoints are made: beside the database.
+fn checkpoint_root(db: &Path) -> PathBuf {
+    let mut name = db.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".checkpoints");
+    db.with_file_name(name)
 }
 
 // ---------------------------------------------------------------- keys and values
@@ -156,9 +242,10 @@ fn matches(slot: u32, found: Option<u32>) -> bool {
     }
 }
 
-/// Reads the DB value of `key`: Ok(None) absent, Ok(Some(ver)), Err(description) if garbled.
-fn read_version(db: &Db, ro: &ReadOptions, key: u32) -> CliResult<Result<Option<u32>, String>> {
-    Ok(match db.get_opt(ro, key_bytes(key))? {
+/// Reads the DB value of `key` from its keyspace: Ok(None) absent, Ok(Some(ver)),
+/// Err(description) if garbled.
+fn read_version(st: &Stores, ro: &ReadOptions, key: u32) -> CliResult<Result<Option<u32>, String>> {
+    Ok(match st.home(key).get_opt(ro, key_bytes(key))? {
         None => Ok(None),
         Some(v) => match decode_value(key, &v) {
             Some(ver) => Ok(Some(ver)),
@@ -179,7 +266,8 @@ struct Expected {
 }
 
 impl Expected {
-    fn open(path: &Path, keys: u32, threads: u32) -> CliResult<Expected> {
+    fn open(path: &Path, layout: Layout) -> CliResult<Expected> {
+        let Layout { keys, threads, keyspaces } = layout;
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
         let size = HEADER_BYTES + REGION_BYTES * threads as u64 + 4 * keys as u64;
         if file.metadata()?.len() == 0 {
@@ -188,14 +276,20 @@ impl Expected {
             h[0..8].copy_from_slice(&MAGIC.to_le_bytes());
             h[8..12].copy_from_slice(&keys.to_le_bytes());
             h[12..16].copy_from_slice(&threads.to_le_bytes());
+            h[16..20].copy_from_slice(&keyspaces.to_le_bytes());
             file.write_all_at(&h, 0)?;
         }
-        let mut h = [0u8; 16];
+        let mut h = [0u8; 20];
         file.read_exact_at(&mut h, 0)?;
         let shape = (u64::from_le_bytes(h[0..8].try_into()?), u32::from_le_bytes(h[8..12].try_into()?));
         let t = u32::from_le_bytes(h[12..16].try_into()?);
-        if shape != (MAGIC, keys) || t != threads || file.metadata()?.len() != size {
-            return Err(format!("{}: not an expected file for {keys} keys / {threads} threads", path.display()).into());
+        let n = u32::from_le_bytes(h[16..20].try_into()?);
+        if shape != (MAGIC, keys) || t != threads || n != keyspaces || file.metadata()?.len() != size {
+            return Err(format!(
+                "{}: not an expected file for {keys} keys / {threads} threads / {keyspaces} keyspaces",
+                path.display()
+            )
+            .into());
         }
         let mut raw = vec![0u8; 4 * keys as usize];
         file.read_exact_at(&mut raw, Self::slot_offset(threads, 0))?;
@@ -251,11 +345,11 @@ impl Expected {
     }
 
     /// After a crash: adopt in-flight writes the DB kept, so slots equal the DB again.
-    fn resolve_in_flight(&self, db: &Db) -> CliResult {
+    fn resolve_in_flight(&self, st: &Stores) -> CliResult {
         for t in 0..self.threads {
             let (ops, writes) = self.in_flight(t)?;
             for (k, v) in writes {
-                let found = read_version(db, &ReadOptions::default(), k)?.map_err(|e| e.to_string())?;
+                let found = read_version(st, &ReadOptions::default(), k)?.map_err(|e| e.to_string())?;
                 if matches(v, found) && !matches(self.slot(k), found) {
                     self.set_slot(k, v)?;
                 }
@@ -269,7 +363,7 @@ impl Expected {
 // ---------------------------------------------------------------- verification
 
 /// Check every key (by get and by a full scan) against the expected state; Err on any mismatch.
-fn verify(db: &Db, exp: &Expected) -> CliResult<String> {
+fn verify(st: &Stores, exp: &Expected) -> CliResult<String> {
     let mut in_flight: HashMap<u32, u32> = HashMap::new();
     let mut total_ops = 0;
     for t in 0..exp.threads {
@@ -277,12 +371,12 @@ fn verify(db: &Db, exp: &Expected) -> CliResult<String> {
         total_ops += ops;
         in_flight.extend(writes);
     }
-    let scanned = scan_all(db)?;
+    let scanned = scan_all(st)?;
     let mut errors = Vec::new();
     let (mut present, mut adopted) = (0u64, 0u64);
     for k in 0..exp.keys {
         let slot = exp.slot(k);
-        let found = match read_version(db, &ReadOptions::default(), k)? {
+        let found = match read_version(st, &ReadOptions::default(), k)? {
             Ok(f) => f,
             Err(e) => {
                 errors.push(e);
@@ -305,7 +399,7 @@ fn verify(db: &Db, exp: &Expected) -> CliResult<String> {
             )),
         }
     }
-    check_batches_atomic(db, exp, &mut errors)?;
+    check_batches_atomic(st, exp, &mut errors)?;
     for e in errors.iter().take(20) {
         eprintln!("MISMATCH {e}");
     }
@@ -326,31 +420,36 @@ fn show(slot: u32) -> String {
     }
 }
 
-/// Every key in the database, by a full forward scan, checking order and value encoding.
-fn scan_all(db: &Db) -> CliResult<HashMap<u32, u32>> {
+/// Every key in the database, by a full forward scan of each keyspace, checking order, value
+/// encoding and that each key is in its own keyspace.
+fn scan_all(st: &Stores) -> CliResult<HashMap<u32, u32>> {
     let mut out = HashMap::new();
-    let mut last: Option<Vec<u8>> = None;
-    for e in db.scan(&ReadOptions::default())? {
-        let (k, v) = e?;
-        if last.as_ref().is_some_and(|l| *l >= k) {
-            return Err(format!("scan out of order at {:?}", String::from_utf8_lossy(&k)).into());
+    for (i, ks) in st.ks.iter().enumerate() {
+        let mut last: Option<Vec<u8>> = None;
+        for e in ks.scan(&ReadOptions::default())? {
+            let (k, v) = e?;
+            if last.as_ref().is_some_and(|l| *l >= k) {
+                return Err(format!("scan out of order at {:?}", String::from_utf8_lossy(&k)).into());
+            }
+            let key = parse_key(&k)
+                .filter(|&k| st.layout.keyspace_of(k) == i)
+                .ok_or_else(|| format!("unknown key {:?} in keyspace {i}'s scan", String::from_utf8_lossy(&k)))?;
+            let ver =
+                decode_value(key, &v).ok_or_else(|| format!("key {key}: garbled value in scan ({} bytes)", v.len()))?;
+            out.insert(key, ver);
+            last = Some(k);
         }
-        let key = parse_key(&k).ok_or_else(|| format!("unknown key {:?} in scan", String::from_utf8_lossy(&k)))?;
-        let ver =
-            decode_value(key, &v).ok_or_else(|| format!("key {key}: garbled value in scan ({} bytes)", v.len()))?;
-        out.insert(key, ver);
-        last = Some(k);
     }
     Ok(out)
 }
 
 /// A thread's last in-flight batch must be in the DB entirely or not at all.
-fn check_batches_atomic(db: &Db, exp: &Expected, errors: &mut Vec<String>) -> CliResult {
+fn check_batches_atomic(st: &Stores, exp: &Expected, errors: &mut Vec<String>) -> CliResult {
     for t in 0..exp.threads {
         let (_, writes) = exp.in_flight(t)?;
         let (mut all_new, mut all_old) = (true, true);
         for &(k, v) in &writes {
-            let found = read_version(db, &ReadOptions::default(), k)?.ok();
+            let found = read_version(st, &ReadOptions::default(), k)?.ok();
             let Some(found) = found else { continue };
             all_new &= matches(v, found);
             all_old &= matches(exp.slot(k), found) && exp.slot(k) != v;
@@ -364,14 +463,15 @@ fn check_batches_atomic(db: &Db, exp: &Expected, errors: &mut Vec<String>) -> Cl
 
 // ---------------------------------------------------------------- the stress workers
 
-fn stress(db: &Db, exp: &Expected, a: &StressArgs) -> CliResult {
+fn stress(db: &Db, st: &Stores, exp: &Expected, a: &StressArgs) -> CliResult {
     let stop = AtomicBool::new(false);
     let done = AtomicU64::new(0);
     let per_thread = a.ops / a.threads as u64;
     let results: Vec<CliResult> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..a.threads)
             .map(|t| {
-                let w = Worker { db, exp, t, rng: StdRng::seed_from_u64(mix64(a.seed) ^ t as u64), ops: 0 };
+                let rng = StdRng::seed_from_u64(mix64(a.seed) ^ t as u64);
+                let w = Worker { db, st, exp, args: a, t, rng, ops: 0 };
                 let (stop, done) = (&stop, &done);
                 s.spawn(move || w.run(per_thread, stop, done))
             })
@@ -383,7 +483,9 @@ fn stress(db: &Db, exp: &Expected, a: &StressArgs) -> CliResult {
 
 struct Worker<'a> {
     db: &'a Db,
+    st: &'a Stores,
     exp: &'a Expected,
+    args: &'a StressArgs,
     t: u32,
     rng: StdRng,
     ops: u64,
@@ -411,6 +513,7 @@ impl Worker<'_> {
         match self.rng.gen_range(0..1000) {
             0..=399 => self.write(1, false),
             400..=499 => self.write(1, true),
+            500..=539 if self.args.range_deletes => self.delete_range(),
             500..=579 => {
                 let n = self.rng.gen_range(2..=MAX_BATCH);
                 let delete = self.rng.gen_bool(0.3);
@@ -421,14 +524,22 @@ impl Worker<'_> {
             930..=994 => self.snapshot_read(),
             995 => self.compact(),
             996 => self.db.run_gc(0.2).map(|_| ()).map_err(Into::into),
+            997 if self.args.checkpoints && self.rng.gen_ratio(1, 4) => self.checkpoint(),
             _ => self.get(),
         }
     }
 
-    /// A random key owned by this thread.
+    /// A random key owned by this thread (one of its blocks, see `Layout`).
     fn own_key(&mut self) -> u32 {
-        let per = (self.exp.keys - self.t).div_ceil(self.exp.threads);
-        self.t + self.rng.gen_range(0..per) * self.exp.threads
+        loop {
+            let blocks = self.exp.keys.div_ceil(BLOCK);
+            let per = (blocks - self.t).div_ceil(self.exp.threads);
+            let block = self.t + self.rng.gen_range(0..per) * self.exp.threads;
+            let k = block * BLOCK + self.rng.gen_range(0..BLOCK);
+            if k < self.exp.keys {
+                return k;
+            }
+        }
     }
 
     /// Write `n` distinct own keys (puts, or deletes if `delete`; some mixed), synced.
@@ -447,15 +558,66 @@ impl Worker<'_> {
         let mut b = WriteBatch::new();
         for &(k, v) in &writes {
             if v & DELETED != 0 {
-                b.delete(key_bytes(k));
+                b.delete_in(self.st.home(k), key_bytes(k));
             } else {
-                b.put(key_bytes(k), value_for(k, v));
+                b.put_in(self.st.home(k), key_bytes(k), value_for(k, v));
             }
         }
-        self.db.write(&WriteOptions::synced(), &b)?;
-        for &(k, v) in &writes {
+        self.commit(&writes, &b)
+    }
+
+    /// Write `b` synced and record its `writes` as acknowledged.
+    fn commit(&mut self, writes: &[(u32, u32)], b: &WriteBatch) -> CliResult {
+        self.db.write(&WriteOptions::synced(), b)?;
+        for &(k, v) in writes {
             self.exp.set_slot(k, v)?;
         }
+        Ok(())
+    }
+
+    /// Delete up to `MAX_BATCH` consecutive own keys (inside one block) with one range
+    /// tombstone, synced; every key in the range counts as deleted, present or not.
+    fn delete_range(&mut self) -> CliResult {
+        let k = self.own_key();
+        let block_end = ((k / BLOCK + 1) * BLOCK).min(self.exp.keys);
+        let width = self.rng.gen_range(1..=MAX_BATCH as u32).min(block_end - k);
+        let writes: Vec<(u32, u32)> =
+            (k..k + width).map(|k| (k, ((self.exp.slot(k) & !DELETED) + 1) | DELETED)).collect();
+        self.exp.set_in_flight(self.t, self.ops, &writes)?;
+        let mut b = WriteBatch::new();
+        b.delete_range_in(self.st.home(k), key_bytes(k), key_bytes(k + width));
+        self.commit(&writes, &b)
+    }
+
+    /// Checkpoint the database, open the copy, and check it: it verifies, every value decodes,
+    /// and this thread's keys (which cannot change while it checkpoints) read exactly as
+    /// expected.
+    fn checkpoint(&mut self) -> CliResult {
+        let dir = checkpoint_root(&self.args.db).join(format!("t{}-{}", self.t, self.ops));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        self.db.checkpoint(&dir)?;
+        let copy = Db::open(&dir, stress_options().create_if_missing(false))?;
+        let stores = Stores {
+            ks: (0..self.st.ks.len())
+                .map(|i| if i == 0 { Ok(copy.default_keyspace().clone()) } else { copy.keyspace(&format!("ks{i}")) })
+                .collect::<Result<_, _>>()?,
+            layout: self.st.layout,
+        };
+        let scanned = scan_all(&stores).map_err(|e| format!("checkpoint {}: {e}", dir.display()))?;
+        for k in (0..self.exp.keys).filter(|&k| self.st.layout.owner(k) == self.t) {
+            let found = scanned.get(&k).copied();
+            if !matches(self.exp.slot(k), found) {
+                let want = show(self.exp.slot(k));
+                return Err(format!("checkpoint {}: key {k} has {found:?}, expected {want}", dir.display()).into());
+            }
+        }
+        let report = copy.verify()?;
+        if !report.is_healthy() {
+            return Err(format!("checkpoint {} does not verify: {report}", dir.display()).into());
+        }
+        drop((stores, copy));
+        std::fs::remove_dir_all(&dir)?;
         Ok(())
     }
 
@@ -464,7 +626,7 @@ impl Worker<'_> {
         let (own, k) =
             if self.rng.gen_bool(0.5) { (true, self.own_key()) } else { (false, self.rng.gen_range(0..self.exp.keys)) };
         let before = self.exp.slot(k);
-        let found = read_version(self.db, &ReadOptions::default(), k)?.map_err(|e| e.to_string())?;
+        let found = read_version(self.st, &ReadOptions::default(), k)?.map_err(|e| e.to_string())?;
         if own && !matches(before, found) {
             return Err(format!("get key {k}: db has {found:?}, expected {}", show(before)).into());
         }
@@ -478,16 +640,21 @@ impl Worker<'_> {
         let ro =
             ReadOptions { lower_bound: Some(key_bytes(lo)), upper_bound: Some(key_bytes(hi)), ..Default::default() };
         let mut seen = HashMap::new();
-        let mut prev = None;
-        for e in self.db.scan(&ro)? {
-            let (kb, v) = e?;
-            let k = parse_key(&kb).filter(|k| (lo..hi).contains(k) && prev < Some(*k));
-            let k = k.ok_or_else(|| format!("scan [{lo},{hi}): unexpected key {:?}", String::from_utf8_lossy(&kb)))?;
-            let ver = decode_value(k, &v).ok_or_else(|| format!("scan: garbled value for key {k}"))?;
-            seen.insert(k, ver);
-            prev = Some(k);
+        for (i, ks) in self.st.ks.iter().enumerate() {
+            let mut prev = None;
+            for e in ks.scan(&ro)? {
+                let (kb, v) = e?;
+                let k = parse_key(&kb)
+                    .filter(|&k| (lo..hi).contains(&k) && prev < Some(k) && self.st.layout.keyspace_of(k) == i);
+                let k = k.ok_or_else(|| {
+                    format!("scan [{lo},{hi}) of keyspace {i}: unexpected key {:?}", String::from_utf8_lossy(&kb))
+                })?;
+                let ver = decode_value(k, &v).ok_or_else(|| format!("scan: garbled value for key {k}"))?;
+                seen.insert(k, ver);
+                prev = Some(k);
+            }
         }
-        for k in (lo..hi).filter(|k| k % self.exp.threads == self.t) {
+        for k in (lo..hi).filter(|&k| self.st.layout.owner(k) == self.t) {
             let found = seen.get(&k).copied();
             if !matches(self.exp.slot(k), found) {
                 return Err(format!("scan key {k}: db has {found:?}, expected {}", show(self.exp.slot(k))).into());
@@ -503,7 +670,7 @@ impl Worker<'_> {
         let before: Vec<u32> = keys.iter().map(|&k| self.exp.slot(k)).collect();
         self.write(1, false)?;
         for (&k, &slot) in keys.iter().zip(&before) {
-            let found = read_version(self.db, &ro, k)?.map_err(|e| e.to_string())?;
+            let found = read_version(self.st, &ro, k)?.map_err(|e| e.to_string())?;
             if !matches(slot, found) {
                 return Err(format!("snapshot read of key {k}: {found:?}, expected {}", show(slot)).into());
             }
@@ -514,7 +681,8 @@ impl Worker<'_> {
     fn compact(&mut self) -> CliResult {
         let lo = self.rng.gen_range(0..self.exp.keys);
         let hi = (lo + self.exp.keys / 8).min(self.exp.keys - 1);
-        self.db.compact_range(Some(&key_bytes(lo)), Some(&key_bytes(hi)))?;
+        let ks = &self.st.ks[self.rng.gen_range(0..self.st.ks.len())];
+        ks.compact_range(Some(&key_bytes(lo)), Some(&key_bytes(hi)))?;
         Ok(())
     }
 }
