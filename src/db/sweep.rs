@@ -24,9 +24,6 @@ impl DbInner {
         let bound = st.versions.next_file_number();
         // Captured by a checkpoint or backup in progress.
         let pinned = self.sharing.pinned();
-        // Counted so `wait_for_background_work` does not return while files it made
-        // obsolete are still being removed.
-        st.sweeps_running += 1;
         MutexGuard::unlocked(st, || {
             // Nothing is deleted while a read-only handle reads the files in place.
             let Some(_no_readers) = self.sharing.exclude_readers(&*self.vfs, &self.dir) else {
@@ -70,7 +67,5 @@ impl DbInner {
                 }
             }
         });
-        st.sweeps_running -= 1;
-        self.scheduler.progress.notify_all();
     }
 }
