@@ -37,6 +37,8 @@ const MAX_BATCH: usize = 6;
 const REGION_BYTES: u64 = 16 + 8 * MAX_BATCH as u64;
 const DELETED: u32 = 0x8000_0000;
 const SCAN_KEYS: u32 = 16;
+/// Checkpoints made and checked by this process.
+static CHECKPOINTS_CHECKED: AtomicU64 = AtomicU64::new(0);
 /// Keys per ownership block (see the module comment).
 const BLOCK: u32 = 64;
 
@@ -167,7 +169,8 @@ pub fn run(a: StressArgs) -> CliResult {
     // A run killed while it checked a checkpoint leaves the copy behind.
     let _ = std::fs::remove_dir_all(checkpoint_root(&a.db));
     stress(&db, &st, &exp, &a)?;
-    println!("stress done: {} ops, seed {}", a.ops, a.seed);
+    let checked = CHECKPOINTS_CHECKED.load(Ordering::Relaxed);
+    println!("stress done: {} ops, seed {}, {checked} checkpoints checked", a.ops, a.seed);
     Ok(())
 }
 
@@ -524,7 +527,7 @@ impl Worker<'_> {
             930..=994 => self.snapshot_read(),
             995 => self.compact(),
             996 => self.db.run_gc(0.2).map(|_| ()).map_err(Into::into),
-            997 if self.args.checkpoints && self.rng.gen_ratio(1, 4) => self.checkpoint(),
+            997 if self.args.checkpoints => self.checkpoint(),
             _ => self.get(),
         }
     }
@@ -618,6 +621,7 @@ impl Worker<'_> {
         }
         drop((stores, copy));
         std::fs::remove_dir_all(&dir)?;
+        CHECKPOINTS_CHECKED.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
