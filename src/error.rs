@@ -94,6 +94,18 @@ pub enum Error {
         /// The name.
         name: String,
     },
+    /// A transaction's commit found that a key it wrote (or, as its isolation level asks, read
+    /// or scanned) was written by another commit after the transaction's snapshot. Nothing of
+    /// the transaction was written; run it again from the start (`Error::is_retryable`).
+    #[error("transaction conflict on key {key:?} of keyspace {keyspace:?}: {reason}; nothing was written, retry")]
+    Conflict {
+        /// The keyspace of the key.
+        keyspace: String,
+        /// The key (a scanned range's first changed key, or its start).
+        key: Vec<u8>,
+        /// What the commit found.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -137,7 +149,15 @@ impl Error {
             Error::UnknownKeyspace { name } => Error::UnknownKeyspace { name: name.clone() },
             Error::KeyspaceDropped { name } => Error::KeyspaceDropped { name: name.clone() },
             Error::KeyspaceExists { name } => Error::KeyspaceExists { name: name.clone() },
+            Error::Conflict { keyspace, key, reason } => {
+                Error::Conflict { keyspace: keyspace.clone(), key: key.clone(), reason: reason.clone() }
+            }
         }
+    }
+
+    /// True when running the operation again may succeed: a transaction's `Conflict`.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Conflict { .. })
     }
 
     /// True when this is a `Corruption` error.
