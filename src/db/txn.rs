@@ -123,16 +123,7 @@ impl Transaction {
         let (snapshot, mem) = db.transaction_start();
         let seq = snapshot.sequence();
         let ro = ReadOptions { snapshot: Some(snapshot), ..ReadOptions::default() };
-        Transaction {
-            db,
-            ro,
-            seq,
-            mem,
-            opts,
-            pending: BTreeMap::new(),
-            reads: BTreeSet::new(),
-            scanned: Vec::new(),
-        }
+        Transaction { db, ro, seq, mem, opts, pending: BTreeMap::new(), reads: BTreeSet::new(), scanned: Vec::new() }
     }
 
     /// The sequence number of the snapshot the transaction reads at.

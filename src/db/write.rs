@@ -571,11 +571,16 @@ impl WriteQueue {
             for (ks, lower, upper) in &check.ranges {
                 let bounds = (lower.as_deref(), upper.as_deref());
                 let Some(mems) = &since else {
-                    let why = "the transaction outlived the memtable of its snapshot, so its scanned range cannot be checked";
+                    let why =
+                        "the transaction outlived the memtable of its snapshot, so its scanned range cannot be checked";
                     return Ok(Some((*ks, lower.clone().unwrap_or_default(), why)));
                 };
                 if let Some(key) = mems.iter().find_map(|m| m.written_in_range_since(*ks, bounds, seq, &order)) {
-                    return Ok(Some((*ks, key, "a range the transaction scanned or deletes changed after its snapshot")));
+                    return Ok(Some((
+                        *ks,
+                        key,
+                        "a range the transaction scanned or deletes changed after its snapshot",
+                    )));
                 }
             }
             Ok(None)
@@ -610,7 +615,11 @@ fn group_size(st: &State, leader: &WriterSlot) -> usize {
     for w in st.writers.iter().skip(1) {
         // A non-sync leader must not make a sync writer's data durable-late; a flush request
         // ends the group.
-        if w.force_switch || w.gc_old.is_some() || w.txn.is_some() || (w.sync && !leader.sync) || size + w.ops.len() > max
+        if w.force_switch
+            || w.gc_old.is_some()
+            || w.txn.is_some()
+            || (w.sync && !leader.sync)
+            || size + w.ops.len() > max
         {
             break;
         }
