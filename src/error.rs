@@ -97,7 +97,7 @@ pub enum Error {
     /// A transaction's commit found that a key it wrote (or, as its isolation level asks, read
     /// or scanned) was written by another commit after the transaction's snapshot. Nothing of
     /// the transaction was written; run it again from the start (`Error::is_retryable`).
-    #[error("transaction conflict on key {key:?} of keyspace {keyspace:?}: {reason}; nothing was written, retry")]
+    #[error("transaction conflict on key \"{}\" of keyspace {keyspace:?}: {reason}; nothing was written, retry", escaped(.key))]
     Conflict {
         /// The keyspace of the key.
         keyspace: String,
@@ -106,6 +106,11 @@ pub enum Error {
         /// What the commit found.
         reason: String,
     },
+}
+
+/// A key as text, its non-printable bytes escaped (`\x00`).
+fn escaped(key: &[u8]) -> String {
+    key.iter().flat_map(|&b| std::ascii::escape_default(b)).map(char::from).collect()
 }
 
 impl Error {

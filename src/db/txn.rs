@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::keyspace::Bounds;
 use super::read::CheckedAt;
-use super::write::TxnCheck;
+use super::write::{KeyRange, TxnCheck};
 use super::{add, DbInner, Keyspace, Range};
 use crate::comparator::KeyOrder;
 use crate::error::{Error, Result};
@@ -105,7 +105,7 @@ pub struct Transaction {
     /// serializable mode every key read.
     reads: BTreeSet<(u32, Vec<u8>)>,
     /// Ranges scanned (serializable mode).
-    scanned: Vec<(u32, Option<Vec<u8>>, Option<Vec<u8>>)>,
+    scanned: Vec<KeyRange>,
 }
 
 impl std::fmt::Debug for Transaction {

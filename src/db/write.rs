@@ -94,8 +94,11 @@ pub(crate) struct TxnCheck {
     pub(crate) keys: Vec<(u32, Vec<u8>)>,
     /// Key ranges `[lower, upper)` (`None`: unbounded): the ones it range-deletes, and in
     /// serializable mode the ones it scanned.
-    pub(crate) ranges: Vec<(u32, Option<Vec<u8>>, Option<Vec<u8>>)>,
+    pub(crate) ranges: Vec<KeyRange>,
 }
+
+/// A key range `[lower, upper)` of a keyspace (`None`: unbounded).
+pub(crate) type KeyRange = (u32, Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// The leader's group as the log sees it: its sequence numbers, and what the leader does to the
 /// log besides appending it.
