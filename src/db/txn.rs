@@ -92,6 +92,19 @@ fn range_deleted(ranges: &[(Vec<u8>, Vec<u8>)], key: &[u8]) -> bool {
 /// atomically (across keyspaces) or, on a conflict, none (`Error::Conflict`: run it again).
 /// Dropping it without committing rolls it back. Reads and writes name the keyspace they
 /// use; `Db::default_keyspace` is the database's own.
+///
+/// `commit` and `rollback` consume the transaction, so using one after it ended does not
+/// compile:
+///
+/// ```compile_fail
+/// # let db = wisckey::Db::open("/tmp/never-opened", wisckey::Options::default())?;
+/// let ks = db.default_keyspace().clone();
+/// let mut txn = db.transaction();
+/// txn.put(&ks, "k", "v")?;
+/// txn.commit()?;
+/// txn.put(&ks, "k", "w")?; // error[E0382]: borrow of moved value: `txn`
+/// # Ok::<(), wisckey::Error>(())
+/// ```
 pub struct Transaction {
     db: Arc<DbInner>,
     /// Reads at the snapshot (held until the transaction ends).
