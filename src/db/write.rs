@@ -618,7 +618,12 @@ fn group_size(st: &State, leader: &WriterSlot) -> usize {
     for w in st.writers.iter().skip(1) {
         // A non-sync leader must not make a sync writer's data durable-late; a flush request
         // ends the group.
-        if w.force_switch
+        // An exclusive job (a keyspace change, a checkpoint's capture) runs only as a leader:
+        // taken into a group it would be acknowledged without running. A transaction's
+        // commit, whose check may fail, leads a group of its own too.
+        let exclusive = w.exclusive.lock().is_some();
+        if exclusive
+            || w.force_switch
             || w.gc_old.is_some()
             || w.txn.is_some()
             || (w.sync && !leader.sync)
@@ -633,9 +638,6 @@ fn group_size(st: &State, leader: &WriterSlot) -> usize {
 }
 
 impl WriteQueue {
-    /// Make every log group written so far durable (GC does this before it frees values
-    /// shadowed by writes that may not be synced yet). A failed sync leaves the log's state
-    /// unknown, so it stops writes like a failed synced write does.
     /// Make every log group written so far durable, under the state lock (lock order: state,
     /// then log): a failure becomes the background error, as a failed synced write's does.
     pub(crate) fn sync_log_locked(&self, st: &mut State) -> Result<()> {
