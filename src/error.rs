@@ -117,6 +117,23 @@ pub enum Error {
         /// One of them.
         example: String,
     },
+    /// A transaction's commit found that a key it wrote (or, as its isolation level asks, read
+    /// or scanned) was written by another commit after the transaction's snapshot. Nothing of
+    /// the transaction was written; run it again from the start (`Error::is_retryable`).
+    #[error("transaction conflict on key \"{}\" of keyspace {keyspace:?}: {reason}; nothing was written, retry", escaped(.key))]
+    Conflict {
+        /// The keyspace of the key.
+        keyspace: String,
+        /// The key (a scanned range's first changed key, or its start).
+        key: Vec<u8>,
+        /// What the commit found.
+        reason: String,
+    },
+}
+
+/// A key as text, its non-printable bytes escaped (`\x00`).
+fn escaped(key: &[u8]) -> String {
+    key.iter().flat_map(|&b| std::ascii::escape_default(b)).map(char::from).collect()
 }
 
 impl Error {
@@ -164,7 +181,15 @@ impl Error {
             Error::TargetNotEmpty { what, path, entries, example } => {
                 Error::TargetNotEmpty { what, path: path.clone(), entries: *entries, example: example.clone() }
             }
+            Error::Conflict { keyspace, key, reason } => {
+                Error::Conflict { keyspace: keyspace.clone(), key: key.clone(), reason: reason.clone() }
+            }
         }
+    }
+
+    /// True when running the operation again may succeed: a transaction's `Conflict`.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Conflict { .. })
     }
 
     /// True when this is a `Corruption` error.

@@ -24,8 +24,8 @@
 //! # Ok::<(), wisckey::Error>(())
 //! ```
 //!
-//! The API: [`Db`] (open, read, write, iterate, snapshots, flush and compaction, value-log
-//! GC, verification), its [`Options`], [`ReadOptions`] and [`WriteOptions`], [`WriteBatch`],
+//! The API: [`Db`] (open, read, write, iterate, snapshots, optimistic [`Transaction`]s, flush
+//! and compaction, value-log GC, verification), its [`Options`], [`ReadOptions`] and [`WriteOptions`], [`WriteBatch`],
 //! the one [`Error`] type, and the [`fs`] layer every file operation goes through (real files
 //! by default, in memory for tests). `examples/` shows each in a small program.
 //!
@@ -68,8 +68,8 @@ mod write_batch;
 pub use comparator::{BytewiseComparator, Comparator};
 pub use db::{
     destroy, list_backups, restore_backup, BackupInfo, CheckpointInfo, Db, DbIterator, DbStats, Entries, GcReport,
-    Keyspace, LostRange, Range, RecoveryReport, VerifyReport, WorkloadCounts, DEFAULT_KEYSPACE_NAME,
-    MAX_KEYSPACE_NAME_BYTES,
+    Isolation, Keyspace, LostRange, Range, RecoveryReport, Transaction, TransactionOptions, TxnRange, VerifyReport,
+    WorkloadCounts, DEFAULT_KEYSPACE_NAME, MAX_KEYSPACE_NAME_BYTES,
 };
 pub use error::{Error, Result};
 pub use filter_policy::FilterPolicy;

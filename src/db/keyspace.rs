@@ -155,6 +155,11 @@ impl Keyspace {
         self.apply(wo, b)
     }
 
+    /// The database the handle belongs to.
+    pub(crate) fn db(&self) -> &Arc<DbInner> {
+        &self.db
+    }
+
     pub(crate) fn count_writes(&self, n: u64) {
         self.workload.writes.fetch_add(n, Ordering::Relaxed);
     }
@@ -213,6 +218,12 @@ impl Keyspace {
     /// `range` with read options (a snapshot, cache use, read-ahead). `ro`'s own bounds are
     /// replaced by the range's.
     pub fn range_opt<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, ro: &ReadOptions, range: R) -> Result<Range> {
+        let (lower, upper) = self.range_bounds(range)?;
+        self.bounded(ro, lower, upper)
+    }
+
+    /// `range` as an inclusive lower and an exclusive upper bound (`None`: unbounded).
+    pub(crate) fn range_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<Bounds> {
         let successor_needed =
             matches!(range.start_bound(), Bound::Excluded(_)) || matches!(range.end_bound(), Bound::Included(_));
         if successor_needed && !self.db.table_cache.order().is_bytewise() {
@@ -231,7 +242,7 @@ impl Keyspace {
             Bound::Included(k) => Some([k.as_ref(), &[0]].concat()),
             Bound::Unbounded => None,
         };
-        self.bounded(ro, lower, upper)
+        Ok((lower, upper))
     }
 
     /// The entries whose keys start with `prefix`, as a double-ended iterator (see `range`).
@@ -242,16 +253,22 @@ impl Keyspace {
 
     /// `prefix` with read options.
     pub fn prefix_opt(&self, ro: &ReadOptions, prefix: impl AsRef<[u8]>) -> Result<Range> {
+        let (lower, upper) = self.prefix_bounds(prefix.as_ref())?;
+        self.bounded(ro, lower, upper)
+    }
+
+    /// The bounds of the keys starting with `prefix` (see `range_bounds`).
+    pub(crate) fn prefix_bounds(&self, prefix: &[u8]) -> Result<Bounds> {
         if !self.db.table_cache.order().is_bytewise() {
             return Err(Error::invalid(
                 "prefix() needs the bytewise key order (keys of a prefix are one range only there)",
             ));
         }
-        let prefix = prefix.as_ref();
-        self.bounded(ro, Some(prefix.to_vec()), prefix_successor(prefix))
+        Ok((Some(prefix.to_vec()), prefix_successor(prefix)))
     }
 
-    fn bounded(&self, ro: &ReadOptions, lower: Option<Vec<u8>>, upper: Option<Vec<u8>>) -> Result<Range> {
+    /// The entries in `[lower, upper)` as `ro` reads them.
+    pub(crate) fn bounded(&self, ro: &ReadOptions, lower: Option<Vec<u8>>, upper: Option<Vec<u8>>) -> Result<Range> {
         let order = self.db.table_cache.order().clone();
         let empty = matches!((&lower, &upper), (Some(l), Some(u)) if order.compare_user(l, u).is_ge());
         // One snapshot for both ends: they must see the same state to meet correctly.
@@ -307,6 +324,9 @@ impl Keyspace {
         self.workload.counts()
     }
 }
+
+/// A key range as an inclusive lower and an exclusive upper bound (`None`: unbounded).
+pub(crate) type Bounds = (Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// The smallest key greater than every key starting with `prefix` (`None`: there is none,
 /// the prefix is empty or all `0xff`).

@@ -16,6 +16,7 @@ mod scheduler;
 mod sharing;
 mod sweep;
 mod tuner;
+mod txn;
 mod user_iter;
 mod verify;
 mod workload;
@@ -34,6 +35,7 @@ pub use checkpoint::CheckpointInfo;
 pub use gc::GcReport;
 pub use keyspace::{Keyspace, Range, DEFAULT_KEYSPACE_NAME, MAX_KEYSPACE_NAME_BYTES};
 pub use repair::{LostRange, RecoveryReport, LOST_DIR};
+pub use txn::{Isolation, Transaction, TransactionOptions, TxnRange};
 pub use user_iter::{DbIterator, Entries};
 pub use verify::VerifyReport;
 pub use workload::WorkloadCounts;
@@ -153,6 +155,10 @@ pub struct DbStats {
     /// Of those, tables that then held no visible entry of the key: what filter memory (and
     /// Monkey's allocation of it) is there to save.
     pub filter_false_positives: u64,
+    /// Transactions committed (with at least one write).
+    pub transactions_committed: u64,
+    /// Transaction commits refused with `Error::Conflict`.
+    pub transaction_conflicts: u64,
     /// Separated values the value cache holds.
     pub value_cache_entries: u64,
     /// Bytes the value cache holds (`Options::value_cache_bytes` at most).
@@ -211,6 +217,8 @@ pub(crate) struct Counters {
     filter_probes: AtomicU64,
     filter_passes: AtomicU64,
     filter_false_positives: AtomicU64,
+    transactions_committed: AtomicU64,
+    transaction_conflicts: AtomicU64,
 }
 
 fn add(c: &AtomicU64, v: u64) {
@@ -432,6 +440,19 @@ impl Db {
         inner.delete_obsolete_files(&mut inner.state.lock());
         let default = inner.keyspace(DEFAULT_KEYSPACE_NAME)?;
         Ok(Db { inner, default, threads: Mutex::new(threads), lock: Mutex::new(Some(lock)), recovery_report })
+    }
+
+    /// Begin an optimistic transaction with snapshot isolation, not synced (see
+    /// `transaction_with`): it reads at a snapshot of now with its own writes visible, and
+    /// `Transaction::commit` writes all its writes atomically, in any keyspaces, unless another
+    /// commit wrote one of its keys after its snapshot (`Error::Conflict`).
+    pub fn transaction(&self) -> Transaction {
+        self.transaction_with(TransactionOptions::default())
+    }
+
+    /// Begin an optimistic transaction with `opts` (serializable isolation, synced commit).
+    pub fn transaction_with(&self, opts: TransactionOptions) -> Transaction {
+        Transaction::begin(self.inner.clone(), opts)
     }
 
     /// The default keyspace: what `Db`'s own reads and writes use.

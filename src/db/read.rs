@@ -191,6 +191,34 @@ impl DbInner {
         Ok(View { mems, version, seq, ks, counters })
     }
 
+    /// A transaction's start: a registered snapshot of the newest state and the memtable
+    /// active at it, read under the lock that fixes both (see `view`): every later write goes
+    /// into that memtable or a newer one, which the commit's check relies on.
+    pub(crate) fn transaction_start(&self) -> (crate::snapshot::Snapshot, Arc<Memtable>) {
+        let st = self.state.lock();
+        let seq = self.writes.visible_seq();
+        let snapshot = self.snapshots.acquire(seq);
+        (snapshot, st.mem.clone())
+    }
+
+    /// The sequence number of the newest write of `user_key` in keyspace `ks` in `mems` and
+    /// `version` (range deletes covering it included; 0: none). A full lookup: a
+    /// transaction's commit asks it when the memtable of its snapshot has been flushed.
+    pub(crate) fn newest_write_seq(
+        &self,
+        mems: &[Arc<Memtable>],
+        version: &Version,
+        ks: u32,
+        user_key: &[u8],
+    ) -> Result<u64> {
+        let in_mems = mems.iter().filter_map(|m| m.newest_seq(ks, user_key)).max().unwrap_or(0);
+        let in_tables = self
+            .newest_entry(&[], version, key::MAX_SEQ, (ks, None), user_key, BlockReads::filling(true), false)?
+            .map_or(0, |(_, _, s)| s);
+        let deleted = self.version_tombstones(version)?.map_or(0, |f| f.covering_seq(user_key, key::MAX_SEQ));
+        Ok(in_mems.max(in_tables).max(deleted))
+    }
+
     /// A view for a reader that must keep its separated values readable (iterators,
     /// `multi_get`), with its registration as a reader. It registers *before* its sequence
     /// number is read: value-log GC then either sees it (and keeps the files it may read) or
@@ -570,6 +598,8 @@ impl DbInner {
             num_tables_dropped: load(&c.tables_dropped),
             stall_micros: load(&c.stall_micros),
             gc_stall_micros: load(&c.gc_stall_micros),
+            transactions_committed: load(&c.transactions_committed),
+            transaction_conflicts: load(&c.transaction_conflicts),
             vlog_space_amp_estimate: 0.0,
             level_files: (0..v.num_levels()).map(|l| v.level_files(l)).collect(),
             level_entries: (0..v.num_levels()).map(|l| v.levels[l].files().map(|f| f.num_entries).sum()).collect(),

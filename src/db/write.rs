@@ -69,6 +69,9 @@ pub(crate) struct WriterSlot {
     /// *i* is applied only if the key's newest entry is still the pointer `gc_old[i]` (a user
     /// write in between wins).
     gc_old: Option<Condition>,
+    /// A transaction's commit: the leader writes the batch, in a group of its own, only if
+    /// none of these keys and ranges was written after the transaction's snapshot.
+    txn: Option<TxnCheck>,
     result: Mutex<Option<Result<()>>>,
     cv: Condvar,
 }
@@ -81,6 +84,21 @@ pub(crate) struct Condition {
     old: Vec<ValuePointer>,
     checked: Option<CheckedAt>,
 }
+
+/// What a transaction's commit checks (`WriteQueue::commit_transaction`): the keys and ranges
+/// that must not have been written after its snapshot `at.seq`; `at.mem` was the active
+/// memtable then, so every later write is in it or in a newer one.
+pub(crate) struct TxnCheck {
+    pub(crate) at: CheckedAt,
+    /// Point keys: the ones it writes, and the ones it read as its isolation level asks.
+    pub(crate) keys: Vec<(u32, Vec<u8>)>,
+    /// Key ranges `[lower, upper)` (`None`: unbounded): the ones it range-deletes, and in
+    /// serializable mode the ones it scanned.
+    pub(crate) ranges: Vec<KeyRange>,
+}
+
+/// A key range `[lower, upper)` of a keyspace (`None`: unbounded).
+pub(crate) type KeyRange = (u32, Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// The leader's group as the log sees it: its sequence numbers, and what the leader does to the
 /// log besides appending it.
@@ -102,8 +120,25 @@ const MAX_GROUP_BYTES: usize = 1 << 20;
 const SMALL_LEADER_BYTES: usize = 128 << 10;
 
 impl WriteQueue {
-    /// Commit `batch` (or, with an empty batch and `force_switch`, switch the memtable).
-    pub(crate) fn write(&self, db: &DbInner, sync: bool, mut batch: WriteBatch) -> Result<()> {
+    /// Commit `batch`.
+    pub(crate) fn write(&self, db: &DbInner, sync: bool, batch: WriteBatch) -> Result<()> {
+        self.write_checked(db, sync, batch, None)
+    }
+
+    /// Commit a transaction's `batch` if nothing `check` names was written after its snapshot
+    /// (else `Error::Conflict`, and nothing is written). The check and the write are one step
+    /// of the write leader: no other write can come between them.
+    pub(crate) fn commit_transaction(
+        &self,
+        db: &DbInner,
+        sync: bool,
+        batch: WriteBatch,
+        check: TxnCheck,
+    ) -> Result<()> {
+        self.write_checked(db, sync, batch, Some(check))
+    }
+
+    fn write_checked(&self, db: &DbInner, sync: bool, mut batch: WriteBatch, txn: Option<TxnCheck>) -> Result<()> {
         db.sharing.writable(&db.dir, "write")?;
         batch.check()?;
         if db.opts.comparator.is_some()
@@ -131,6 +166,7 @@ impl WriteQueue {
                 force_switch: false,
                 exclusive: Mutex::new(None),
                 gc_old: None,
+                txn,
                 result: Mutex::new(None),
                 cv: Condvar::new(),
             },
@@ -158,6 +194,7 @@ impl WriteQueue {
                 force_switch: false,
                 exclusive: Mutex::new(None),
                 gc_old: Some(Condition { old, checked }),
+                txn: None,
                 result: Mutex::new(None),
                 cv: Condvar::new(),
             },
@@ -175,6 +212,7 @@ impl WriteQueue {
                 force_switch: true,
                 exclusive: Mutex::new(None),
                 gc_old: None,
+                txn: None,
                 result: Mutex::new(None),
                 cv: Condvar::new(),
             },
@@ -199,6 +237,7 @@ impl WriteQueue {
                 force_switch: false,
                 exclusive: Mutex::new(Some(Box::new(work))),
                 gc_old: None,
+                txn: None,
                 result: Mutex::new(None),
                 cv: Condvar::new(),
             },
@@ -252,11 +291,18 @@ impl WriteQueue {
         if leader.force_switch {
             return (1, Ok(()));
         }
+        if let Some(check) = &leader.txn {
+            if let Err(e) = self.check_transaction(db, st, check) {
+                return (1, Err(e));
+            }
+        }
         let (n, gc_batch) = match &leader.gc_old {
             Some(reloc) => match self.still_pointing(db, st, (&leader.ops, leader.batch.len()), reloc) {
                 Ok(b) => (1, b.map(|mut b| (take_ops(&mut b), b))),
                 Err(e) => return (1, Err(e)),
             },
+            // A transaction's batch goes alone: a conflict then fails no one else's write.
+            None if leader.txn.is_some() => (1, None),
             None => (group_size(st, &leader), None),
         };
         let group: Vec<Arc<WriterSlot>> = st.writers.iter().take(n).cloned().collect();
@@ -493,6 +539,64 @@ impl WriteQueue {
         })
     }
 
+    /// A transaction's commit check, run by the leader before it writes the batch (no write
+    /// can come in between): `Error::Conflict` naming the first key of `check` written after
+    /// the snapshot. While the snapshot's memtable is still in memory, every later write is in
+    /// it or a newer one, so a few memtable probes answer, with no bookkeeping on the write
+    /// path (a table of recent writes would cost every plain write a hash insert). Once that
+    /// memtable is flushed, each key is looked up in full (its newest sequence number in the
+    /// tree), and a scanned range, which would need a scan of every table, is a conflict: the
+    /// transaction ran for longer than the memtables hold, and a retry starts a fresh snapshot.
+    fn check_transaction(&self, db: &DbInner, st: &mut MutexGuard<'_, State>, check: &TxnCheck) -> Result<()> {
+        let seq = check.at.seq;
+        let mems: Vec<Arc<Memtable>> = st.imms.iter().chain(std::iter::once(&st.mem)).cloned().collect();
+        let since: Option<Vec<Arc<Memtable>>> =
+            mems.iter().position(|m| Arc::ptr_eq(m, &check.at.mem)).map(|at| mems[at..].to_vec());
+        let versions: Vec<(u32, Arc<crate::version::Version>)> = match since {
+            Some(_) => Vec::new(),
+            None => {
+                let mut ks: Vec<u32> = check.keys.iter().map(|(k, _)| *k).collect();
+                ks.dedup();
+                ks.iter().filter_map(|&k| Some((k, st.versions.current_of(k)?))).collect()
+            }
+        };
+        let order = db.table_cache.order().clone();
+        let found = MutexGuard::unlocked(st, || -> Result<Option<(u32, Vec<u8>, &'static str)>> {
+            for (ks, key) in &check.keys {
+                let newest = match &since {
+                    Some(mems) => mems.iter().filter_map(|m| m.newest_seq(*ks, key)).max().unwrap_or(0),
+                    None => match versions.iter().find(|(k, _)| k == ks) {
+                        Some((_, v)) => db.newest_write_seq(&mems, v, *ks, key)?,
+                        None => 0,
+                    },
+                };
+                if newest > seq {
+                    return Ok(Some((*ks, key.clone(), "written by another commit after the transaction's snapshot")));
+                }
+            }
+            for (ks, lower, upper) in &check.ranges {
+                let bounds = (lower.as_deref(), upper.as_deref());
+                let Some(mems) = &since else {
+                    let why =
+                        "the transaction outlived the memtable of its snapshot, so its scanned range cannot be checked";
+                    return Ok(Some((*ks, lower.clone().unwrap_or_default(), why)));
+                };
+                if let Some(key) = mems.iter().find_map(|m| m.written_in_range_since(*ks, bounds, seq, &order)) {
+                    return Ok(Some((
+                        *ks,
+                        key,
+                        "a range the transaction scanned or deletes changed after its snapshot",
+                    )));
+                }
+            }
+            Ok(None)
+        })?;
+        let Some((ks, key, reason)) = found else { return Ok(()) };
+        add(&db.counters.transaction_conflicts, 1);
+        let keyspace = st.tree(ks).map_or_else(|| format!("#{ks}"), |t| t.name.to_string());
+        Err(Error::Conflict { keyspace, key, reason: reason.to_string() })
+    }
+
     /// Whether the newest entry of `key` is the pointer `old` (a full lookup).
     fn points_to(&self, db: &DbInner, ks: u32, key: &[u8], old: &ValuePointer) -> Result<bool> {
         Ok(match db.get_latest_entry(ks, key)? {
@@ -518,9 +622,16 @@ fn group_size(st: &State, leader: &WriterSlot) -> usize {
         // A non-sync leader must not make a sync writer's data durable-late; a flush request
         // ends the group.
         // An exclusive job (a keyspace change, a checkpoint's capture) runs only as a leader:
-        // taken into a group it would be acknowledged without running.
+        // taken into a group it would be acknowledged without running. A transaction's
+        // commit, whose check may fail, leads a group of its own too.
         let exclusive = w.exclusive.lock().is_some();
-        if exclusive || w.force_switch || w.gc_old.is_some() || (w.sync && !leader.sync) || size + w.ops.len() > max {
+        if exclusive
+            || w.force_switch
+            || w.gc_old.is_some()
+            || w.txn.is_some()
+            || (w.sync && !leader.sync)
+            || size + w.ops.len() > max
+        {
             break;
         }
         size += w.ops.len();

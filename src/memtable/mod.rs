@@ -431,6 +431,44 @@ impl Memtable {
         }
     }
 
+    /// A key of keyspace `ks` in `[lower, upper)` (`None`: unbounded) written here after
+    /// `seq`, or the start of a range delete after `seq` overlapping it (`None`: no such write
+    /// here). A serializable transaction's commit asks it for each range it scanned: the walk
+    /// costs the entries this memtable holds in the range.
+    pub fn written_in_range_since(
+        &self,
+        ks: u32,
+        (lower, upper): (Option<&[u8]>, Option<&[u8]>),
+        seq: u64,
+        order: &KeyOrder,
+    ) -> Option<Vec<u8>> {
+        let slot = self.slot(ks)?;
+        let below_upper = |k: &[u8]| upper.is_none_or(|u| order.compare_user(k, u).is_lt());
+        let start = match lower {
+            Some(l) => slot.map.lower_bound(&key::seek_key_inline(l, key::MAX_SEQ)),
+            None => slot.map.first(),
+        };
+        for e in std::iter::successors(start, |e| e.next()) {
+            let p = key::parse_internal_key(e.key())?;
+            if !below_upper(p.user_key) {
+                break;
+            }
+            if p.seq > seq {
+                return Some(p.user_key.to_vec());
+            }
+        }
+        // Range deletes are of the bytewise order only.
+        let fragments = slot.range_dels.fragments()?;
+        let found = fragments.tombstones().find_map(|t| {
+            let overlaps = lower.is_none_or(|l| t.end.as_slice() > l) && upper.is_none_or(|u| t.begin.as_slice() < u);
+            (t.seq > seq && overlaps).then(|| match lower {
+                Some(l) if l > t.begin.as_slice() => l.to_vec(),
+                _ => t.begin.clone(),
+            })
+        });
+        found
+    }
+
     /// Visit every pointer entry whose value this memtable keeps: `(internal key, encoded
     /// pointer, value, alone)` (a flush hands them to the value cache: as they are when
     /// `alone`, else as copies, which pin nothing else).

@@ -16,7 +16,9 @@ pub struct BenchArgs {
     /// (every key once, in a scattered order), overwrite, fillsync, fill100K, readrandom,
     /// multireadrandom, readseq, readreverse, readmissing, readhot, seekrandom, seekordered,
     /// readwhilewriting, readrandomwriterandom, seekrandomwriterandom (its reads are seeks
-    /// with --seek_nexts steps), deleteseq, deleterandom, compact, waitforcompaction, stats.
+    /// with --seek_nexts steps), txnrmw (2-key read-modify-write transactions, --reads each)
+    /// and batchrmw (the same as gets and a batch), deleteseq, deleterandom, compact,
+    /// waitforcompaction, stats.
     #[arg(long = "benchmarks", value_delimiter = ',', default_value = DEFAULT_BENCHMARKS)]
     pub benchmarks: Vec<String>,
 

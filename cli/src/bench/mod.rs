@@ -74,6 +74,8 @@ const NAMES: &[&str] = &[
     "shiftwrites",
     "shiftreads",
     "shiftscans",
+    "txnrmw",
+    "batchrmw",
     "deleteseq",
     "deleterandom",
     "compact",
@@ -124,6 +126,8 @@ fn step_for(name: &str, args: &BenchArgs) -> Option<Step> {
         "shiftwrites" => (s.writes, s.method) = (true, workloads::shift_writes),
         "shiftreads" => (s.writes, s.method) = (true, workloads::shift_reads),
         "shiftscans" => (s.writes, s.method) = (true, workloads::shift_scans),
+        "txnrmw" => (s.writes, s.method) = (true, workloads::txn_rmw),
+        "batchrmw" => (s.writes, s.method) = (true, workloads::batch_rmw),
         "deleteseq" => (s.writes, s.method) = (true, workloads::delete_seq),
         "deleterandom" => (s.writes, s.method) = (true, workloads::delete_random),
         // One call per thread; zero reads also keeps the progress bar off.

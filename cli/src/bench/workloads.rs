@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use wisckey::{Db, WriteBatch, WriteOptions};
+use wisckey::{Db, TransactionOptions, WriteBatch, WriteOptions};
 
 use super::flags::BenchArgs;
 use super::keys::{KeyFormat, Random};
@@ -347,6 +347,58 @@ fn read_write_mix(ctx: &Ctx, t: &mut ThreadState, mix: Mix, read: fn(&Ctx, &[u8]
     }
     let rest = (ctx.reads - fifth) as f64 / after_fifth.elapsed().as_secs_f64().max(1e-9);
     t.stats.add_message(&format!("(reads:{reads} writes:{writes} found:{found} after_20%:{rest:.0}ops/s)"));
+    Ok(())
+}
+
+/// `txnrmw`: each op an optimistic transaction that reads two random keys with
+/// `get_for_update` (both take part in the commit's check) and writes both, retried on a
+/// conflict. `--reads` ops per thread; `batchrmw` is the same reads and writes without a
+/// transaction, to compare against.
+pub fn txn_rmw(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    read_modify_write(ctx, t, true)
+}
+
+/// `batchrmw`: `txnrmw`'s two reads and two writes as plain gets and one batch.
+pub fn batch_rmw(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    read_modify_write(ctx, t, false)
+}
+
+fn read_modify_write(ctx: &Ctx, t: &mut ThreadState, transaction: bool) -> CliResult {
+    let mut gen = ValueGenerator::new(ctx.args.compression_ratio, ctx.value_size);
+    let (mut ka, mut kb) = (KeyFormat::new(ctx.args.key_size as usize), KeyFormat::new(ctx.args.key_size as usize));
+    let ks = ctx.db.default_keyspace();
+    let opts = TransactionOptions { sync: ctx.write_options.sync, ..TransactionOptions::default() };
+    let (mut found, mut conflicts, mut bytes) = (0u64, 0u64, 0u64);
+    for _ in 0..ctx.reads {
+        let (a, b) = (t.rand.uniform(ctx.args.num), t.rand.uniform(ctx.args.num));
+        let (a_key, b_key) = (ka.key(a), kb.key(b));
+        loop {
+            let v = gen.generate(ctx.value_size);
+            if !transaction {
+                found += u64::from(ctx.db.get(a_key)?.is_some()) + u64::from(ctx.db.get(b_key)?.is_some());
+                let mut batch = WriteBatch::with_capacity(2 * (a_key.len() + v.len() + 8));
+                batch.put(a_key, v).put(b_key, v);
+                ctx.db.write(&ctx.write_options, &batch)?;
+                break;
+            }
+            let mut txn = ctx.db.transaction_with(opts.clone());
+            found += u64::from(txn.get_for_update(ks, a_key)?.is_some());
+            found += u64::from(txn.get_for_update(ks, b_key)?.is_some());
+            txn.put(ks, a_key, v)?;
+            txn.put(ks, b_key, v)?;
+            match txn.commit() {
+                Ok(()) => break,
+                Err(e) if e.is_retryable() => conflicts += 1,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        bytes += 2 * (a_key.len() + ctx.value_size) as u64;
+        ctx.live.put(a, ctx.value_class);
+        ctx.live.put(b, ctx.value_class);
+        t.stats.finished_single_op();
+    }
+    t.stats.add_bytes(bytes);
+    t.stats.add_message(&format!("(found:{found} conflicts:{conflicts})"));
     Ok(())
 }
 
