@@ -94,6 +94,17 @@ pub enum Error {
         /// The name.
         name: String,
     },
+    /// Folding a key's merge operands failed: the keyspace has no merge operator, or its
+    /// operator returned an error or panicked. Nothing stored was changed.
+    #[error("merge of key {key:?} with operator {operator:?} failed: {reason}")]
+    Merge {
+        /// The merge operator's name (empty: none is set).
+        operator: String,
+        /// The user key whose operands were being folded.
+        key: Vec<u8>,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -137,6 +148,9 @@ impl Error {
             Error::UnknownKeyspace { name } => Error::UnknownKeyspace { name: name.clone() },
             Error::KeyspaceDropped { name } => Error::KeyspaceDropped { name: name.clone() },
             Error::KeyspaceExists { name } => Error::KeyspaceExists { name: name.clone() },
+            Error::Merge { operator, key, reason } => {
+                Error::Merge { operator: operator.clone(), key: key.clone(), reason: reason.clone() }
+            }
         }
     }
 

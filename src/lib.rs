@@ -55,6 +55,7 @@ mod internal_iter;
 mod key;
 mod log;
 mod memtable;
+mod merge;
 mod options;
 mod range_del;
 mod snapshot;
@@ -73,6 +74,7 @@ pub use db::{
 pub use error::{Error, Result};
 pub use filter_policy::FilterPolicy;
 pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+pub use merge::{AppendOperator, MergeOperator, MergeResult, U64AddOperator};
 pub use options::{
     Compression, FilterAllocation, MergePolicy, Options, PrepopulateValueCache, ReadOptions, RecoveryMode, WriteOptions,
 };

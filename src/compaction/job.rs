@@ -38,6 +38,9 @@ pub struct JobContext<'a> {
     pub defer_syncs: bool,
     /// Check every input block against its checksum again (`Options::paranoid_checks`).
     pub verify_inputs: bool,
+    /// The keyspace's merge operator: folds merge operands every reader sees (`None`: they are
+    /// kept as they are).
+    pub merge_operator: crate::merge::Operator,
 }
 
 impl JobContext<'_> {
@@ -401,6 +404,97 @@ impl<'a> VersionFilter<'a> {
         }
         Ok(!drop)
     }
+
+    /// Whether `keep` kept a merge operand every reader sees: the caller folds it with
+    /// `fold_merges` instead of writing it.
+    pub(crate) fn should_fold(&self, ikey: &[u8]) -> bool {
+        key::parse_internal_key(ikey).is_some_and(|p| p.kind == ValueKind::Merge && p.seq <= self.smallest_snapshot)
+    }
+
+    /// At a merge operand every reader sees (the newest such entry of its key, which `keep`
+    /// kept): fold it with its key's older operands, and with the value or deletion beneath
+    /// them when one is among the inputs, or when nothing older can hold the key. Returns the
+    /// entries to write in their place, in order, and leaves `it` at the first entry it did
+    /// not take (the key's older entries, which `keep` then drops as shadowed, or the next
+    /// key).
+    ///
+    /// A value in the value log beneath the operands is not read here (compaction writes
+    /// tables only): it stays, and the operands above it are combined by `partial_merge`
+    /// where the operator offers one. An operator that fails or panics leaves every entry as
+    /// it was: nothing is lost, and the read that folds them reports the error.
+    pub(crate) fn fold_merges(
+        &mut self,
+        it: &mut dyn InternalIterator,
+        op: &crate::merge::Operator,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let first = key::parse_internal_key(it.key()).map(|p| (p.user_key.to_vec(), p.seq));
+        let Some((user_key, top_seq)) = first else { return Err(Error::corruption(self.dir, 0, "bad merge key")) };
+        // Operands newest first, with their sequence numbers.
+        let mut operands: Vec<(u64, Vec<u8>)> = vec![(top_seq, it.value().to_vec())];
+        // What lies beneath: a value or deletion taken (kind, seq, bytes), or a pointer kept.
+        let mut base: Option<(ValueKind, u64, Vec<u8>)> = None;
+        let mut deleted = false;
+        let mut kept_below: Option<(Vec<u8>, Vec<u8>)> = None;
+        let mut last_seq = top_seq;
+        it.next()?;
+        while it.valid() {
+            let p = key::parse_internal_key(it.key()).ok_or_else(|| {
+                let why = format!("compaction input holds a bad internal key: {}", key::malformed_reason(it.key()));
+                Error::corruption(self.dir, 0, why)
+            })?;
+            if p.user_key != &user_key[..] {
+                break;
+            }
+            if self.range_deleted(&user_key, p.seq) {
+                // Left for `keep`, which drops it (and counts its separated value).
+                deleted = true;
+                break;
+            }
+            last_seq = p.seq;
+            let kind = p.kind;
+            match kind {
+                ValueKind::Merge => operands.push((p.seq, it.value().to_vec())),
+                ValueKind::Pointer => kept_below = Some((it.key().to_vec(), it.value().to_vec())),
+                kind => base = Some((kind, p.seq, it.value().to_vec())),
+            }
+            it.next()?;
+            if kind != ValueKind::Merge {
+                break;
+            }
+        }
+        self.current_user_key = Some(user_key.clone());
+        self.last_seq_for_key = last_seq;
+        let newest_first: Vec<Vec<u8>> = operands.iter().map(|(_, v)| v.clone()).collect();
+        let full = kept_below.is_none()
+            && (base.is_some() || deleted || is_base_level_for_key(self.version, self.task, &self.inputs, &user_key));
+        let mut out = Vec::new();
+        let entry = |seq, kind: ValueKind, v: Vec<u8>| (internal_key(&user_key, seq, kind), v);
+        if full {
+            let existing = base.as_ref().filter(|b| b.0 == ValueKind::Value).map(|b| &b.2[..]);
+            match crate::merge::full_merge(op, &user_key, existing, &newest_first) {
+                Ok(v) => return Ok(vec![entry(top_seq, ValueKind::Value, v)]),
+                Err(e) => tracing::warn!(error = %e, "compaction keeps merge operands it could not fold"),
+            }
+        } else if operands.len() > 1 {
+            if let Some(v) = crate::merge::partial_merge(op, &user_key, &newest_first) {
+                operands = vec![(top_seq, v)];
+            }
+        }
+        out.extend(operands.into_iter().map(|(seq, v)| entry(seq, ValueKind::Merge, v)));
+        if let Some((kind, seq, v)) = base {
+            out.push(entry(seq, kind, v));
+        }
+        out.extend(kept_below);
+        Ok(out)
+    }
+}
+
+/// `user_key` with a trailer of `seq` and `kind`.
+fn internal_key(user_key: &[u8], seq: u64, kind: ValueKind) -> Vec<u8> {
+    let mut k = Vec::with_capacity(user_key.len() + key::TRAILER_LEN);
+    k.extend_from_slice(user_key);
+    k.extend_from_slice(&key::pack_trailer(seq, kind as u8).to_le_bytes());
+    k
 }
 
 /// Merge the task's inputs into new files at the output level.
@@ -427,6 +521,12 @@ pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Ver
             w.cut_before_next_key();
         }
         if filter.keep(ikey, it.value())? {
+            if filter.should_fold(ikey) {
+                for (k, v) in filter.fold_merges(&mut it, &ctx.merge_operator)? {
+                    w.add(&k, &v)?;
+                }
+                continue;
+            }
             w.add(ikey, it.value())?;
         }
         it.next()?;

@@ -144,7 +144,15 @@ pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Re
     it.seek_to_first()?;
     while it.valid() {
         if filter.keep(it.key(), it.value())? {
-            let uk = user_key(it.key());
+            let folded = match filter.should_fold(it.key()) {
+                true => Some(filter.fold_merges(&mut it, &ctx.merge_operator)?),
+                false => None,
+            };
+            let entries = match &folded {
+                Some(f) => f.iter().map(|(k, v)| (&k[..], &v[..])).collect(),
+                None => vec![(it.key(), it.value())],
+            };
+            let uk = user_key(entries[0].0);
             while idx < bounds.len() && !within(order, &bounds[idx], uk) {
                 idx += 1;
             }
@@ -155,7 +163,12 @@ pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Re
                 open = Some(Open { target: idx, writer: start(ctx, &t.targets[idx])? });
             }
             if let Some(o) = &mut open {
-                o.writer.add(it.key(), it.value())?;
+                for (k, v) in entries {
+                    o.writer.add(k, v)?;
+                }
+            }
+            if folded.is_some() {
+                continue;
             }
         }
         it.next()?;

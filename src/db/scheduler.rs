@@ -344,6 +344,7 @@ impl Scheduler {
                 new_file_number: &alloc,
                 defer_syncs: tree_opts.defer_compaction_syncs_in_force(),
                 verify_inputs: db.opts.paranoid_checks,
+                merge_operator: tree_opts.merge_operator.clone(),
             };
             job(&ctx, &version)
         });
