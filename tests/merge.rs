@@ -303,7 +303,7 @@ fn every_crash_point_of_merges_folded_by_compaction_recovers_a_durable_prefix() 
     let mut steps = Vec::new();
     for round in 0..6u64 {
         for k in 0..6usize {
-            steps.push(if (k as u64 + round) % 5 == 0 { Step::Put(k, round) } else { Step::Merge(k, round) });
+            steps.push(if (k as u64 + round).is_multiple_of(5) { Step::Put(k, round) } else { Step::Merge(k, round) });
         }
         steps.push(Step::Flush);
         if round % 2 == 1 {
