@@ -43,6 +43,7 @@
 #![deny(missing_docs)]
 
 mod compaction;
+mod compaction_filter;
 mod comparator;
 pub mod continuum;
 mod db;
@@ -66,6 +67,7 @@ mod version;
 mod vlog;
 mod write_batch;
 
+pub use compaction_filter::{CompactionFilter, FilterDecision};
 pub use comparator::{BytewiseComparator, Comparator};
 pub use db::{
     destroy, Db, DbIterator, DbStats, Entries, GcReport, Keyspace, LostRange, Range, RecoveryReport, VerifyReport,

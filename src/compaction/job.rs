@@ -31,6 +31,9 @@ pub struct JobContext<'a> {
     pub target_file_bytes: u64,
     /// Versions at or below this sequence number are visible to no snapshot but the newest.
     pub smallest_snapshot: u64,
+    /// The newest snapshot (or iterator) held, if any: the compaction filter sees only
+    /// entries newer than it, so no snapshot sees the filter's effect.
+    pub newest_snapshot: Option<u64>,
     /// Allocates a file number (and protects it from obsolete-file deletion).
     pub new_file_number: &'a dyn Fn() -> u64,
     /// Sync the outputs together at the job's end (`Options::defer_compaction_syncs`), not
@@ -41,6 +44,11 @@ pub struct JobContext<'a> {
     /// The keyspace's merge operator: folds merge operands every reader sees (`None`: they are
     /// kept as they are).
     pub merge_operator: crate::merge::Operator,
+    /// Reads a separated value (user key, encoded pointer) checked against its checksum: the
+    /// value beneath merge operands, which a full merge needs.
+    pub read_value: &'a dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>>,
+    /// The keyspace's compaction filter, if any.
+    pub compaction_filter: Option<Arc<dyn crate::compaction_filter::CompactionFilter>>,
 }
 
 impl JobContext<'_> {
@@ -338,6 +346,9 @@ pub(crate) struct VersionFilter<'a> {
     dir: &'a Path,
     current_user_key: Option<Vec<u8>>,
     last_seq_for_key: u64,
+    /// The entry `keep` last saw is the first (newest) of its key in the inputs.
+    newest_of_key: bool,
+    newest_snapshot: Option<u64>,
     /// The inputs' range tombstones (an entry one that every reader sees covers is dropped),
     /// and where the last lookup in them landed.
     tombstones: Fragments,
@@ -362,6 +373,8 @@ impl<'a> VersionFilter<'a> {
             dir: ctx.dir,
             current_user_key: None,
             last_seq_for_key: MAX_SEQ,
+            newest_of_key: false,
+            newest_snapshot: ctx.newest_snapshot,
             tombstones: Fragments::build(tombstones, None),
             hint: 0,
             vlog_garbage: Default::default(),
@@ -381,7 +394,8 @@ impl<'a> VersionFilter<'a> {
             let why = format!("compaction input holds a bad internal key: {}", key::malformed_reason(ikey));
             Error::corruption(self.dir, 0, why)
         })?;
-        if self.current_user_key.as_deref() != Some(p.user_key) {
+        self.newest_of_key = self.current_user_key.as_deref() != Some(p.user_key);
+        if self.newest_of_key {
             self.current_user_key = Some(p.user_key.to_vec());
             self.last_seq_for_key = MAX_SEQ;
         }
@@ -418,15 +432,17 @@ impl<'a> VersionFilter<'a> {
     /// not take (the key's older entries, which `keep` then drops as shadowed, or the next
     /// key).
     ///
-    /// A value in the value log beneath the operands is not read here (compaction writes
-    /// tables only): it stays, and the operands above it are combined by `partial_merge`
-    /// where the operator offers one. An operator that fails or panics leaves every entry as
-    /// it was: nothing is lost, and the read that folds them reports the error.
+    /// A value in the value log beneath the operands is read (checked) and folded too, its
+    /// copy in the log becoming garbage; when that read fails the value stays, and the
+    /// operands above it are combined by `partial_merge` where the operator offers one. An
+    /// operator that fails or panics leaves every entry as it was: nothing is lost, and the
+    /// read that folds them reports the error.
     pub(crate) fn fold_merges(
         &mut self,
         it: &mut dyn InternalIterator,
-        op: &crate::merge::Operator,
+        ctx: &JobContext<'_>,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let op = &ctx.merge_operator;
         let first = key::parse_internal_key(it.key()).map(|p| (p.user_key.to_vec(), p.seq));
         let Some((user_key, top_seq)) = first else { return Err(Error::corruption(self.dir, 0, "bad merge key")) };
         // Operands newest first, with their sequence numbers.
@@ -464,6 +480,19 @@ impl<'a> VersionFilter<'a> {
         }
         self.current_user_key = Some(user_key.clone());
         self.last_seq_for_key = last_seq;
+        // A separated value beneath: read it (checked) so the operands fold into one value;
+        // a read that fails (a value GC moved since) keeps everything as it is.
+        let separated_base =
+            kept_below.as_ref().and_then(|(_, ptr)| Some(((ctx.read_value)(&user_key, ptr).ok()?, ptr)));
+        if let Some((v, ptr)) = separated_base {
+            let newest_first: Vec<Vec<u8>> = operands.iter().map(|(_, v)| v.clone()).collect();
+            if let Ok(merged) = crate::merge::full_merge(op, &user_key, Some(&v), &newest_first) {
+                if let Some(p) = crate::vlog::ValuePointer::decode(ptr) {
+                    *self.vlog_garbage.entry(p.file).or_insert(0) += u64::from(p.op_len);
+                }
+                return Ok(vec![(internal_key(&user_key, top_seq, ValueKind::Value), merged)]);
+            }
+        }
         let newest_first: Vec<Vec<u8>> = operands.iter().map(|(_, v)| v.clone()).collect();
         let full = kept_below.is_none()
             && (base.is_some() || deleted || is_base_level_for_key(self.version, self.task, &self.inputs, &user_key));
@@ -486,6 +515,62 @@ impl<'a> VersionFilter<'a> {
         }
         out.extend(kept_below);
         Ok(out)
+    }
+}
+
+impl VersionFilter<'_> {
+    /// Whether the compaction filter is to see the entry `keep` kept: the newest version of
+    /// its key in the inputs, a value (inline or separated), newer than every snapshot.
+    pub(crate) fn should_filter(&self, ikey: &[u8], ctx: &JobContext<'_>) -> bool {
+        ctx.compaction_filter.is_some()
+            && self.newest_of_key
+            && key::parse_internal_key(ikey).is_some_and(|p| {
+                matches!(p.kind, ValueKind::Value | ValueKind::Pointer)
+                    && self.newest_snapshot.is_none_or(|s| p.seq > s)
+            })
+    }
+
+    /// Ask the compaction filter about the entry at `ikey` (`should_filter`): `None` keeps it,
+    /// otherwise the entries to write in its place — a value changed (inline), a deletion at
+    /// its sequence number, or nothing when nothing older can hold the key and no reader needs
+    /// an older version. A separated value
+    /// is read (checked) for the filter, and counted as garbage when replaced; one that cannot
+    /// be read is kept.
+    pub(crate) fn apply_filter(
+        &mut self,
+        ikey: &[u8],
+        value: &[u8],
+        ctx: &JobContext<'_>,
+    ) -> Result<Option<Vec<(Vec<u8>, Vec<u8>)>>> {
+        let (Some(f), Some(p)) = (&ctx.compaction_filter, key::parse_internal_key(ikey)) else { return Ok(None) };
+        let separated = match p.kind {
+            ValueKind::Pointer => match (ctx.read_value)(p.user_key, value) {
+                Ok(v) => Some(v),
+                Err(_) => return Ok(None),
+            },
+            _ => None,
+        };
+        let shown = separated.as_deref().unwrap_or(value);
+        let decision = crate::compaction_filter::decide(f, self.task.output_level, p.user_key, shown);
+        let replaced = match decision {
+            crate::compaction_filter::FilterDecision::Keep => return Ok(None),
+            crate::compaction_filter::FilterDecision::ChangeValue(v) => {
+                vec![(internal_key(p.user_key, p.seq, ValueKind::Value), v)]
+            }
+            crate::compaction_filter::FilterDecision::Remove => {
+                let shadows_all = p.seq <= self.smallest_snapshot;
+                match shadows_all && is_base_level_for_key(self.version, self.task, &self.inputs, p.user_key) {
+                    true => Vec::new(),
+                    false => vec![(internal_key(p.user_key, p.seq, ValueKind::Deletion), Vec::new())],
+                }
+            }
+        };
+        if p.kind == ValueKind::Pointer {
+            if let Some(ptr) = crate::vlog::ValuePointer::decode(value) {
+                *self.vlog_garbage.entry(ptr.file).or_insert(0) += u64::from(ptr.op_len);
+            }
+        }
+        Ok(Some(replaced))
     }
 }
 
@@ -522,10 +607,19 @@ pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Ver
         }
         if filter.keep(ikey, it.value())? {
             if filter.should_fold(ikey) {
-                for (k, v) in filter.fold_merges(&mut it, &ctx.merge_operator)? {
+                for (k, v) in filter.fold_merges(&mut it, ctx)? {
                     w.add(&k, &v)?;
                 }
                 continue;
+            }
+            if filter.should_filter(ikey, ctx) {
+                if let Some(replaced) = filter.apply_filter(ikey, it.value(), ctx)? {
+                    for (k, v) in replaced {
+                        w.add(&k, &v)?;
+                    }
+                    it.next()?;
+                    continue;
+                }
             }
             w.add(ikey, it.value())?;
         }

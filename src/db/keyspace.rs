@@ -386,12 +386,18 @@ impl DbInner {
         Ok(Keyspace::new(Arc::clone(self), id, t.name.clone(), t.workload.clone()))
     }
 
-    /// Give keyspace `id` the merge operator `opts` sets, if any (`Db::open_keyspace` of an
-    /// existing keyspace): one of another name than the keyspace's is refused.
+    /// Give keyspace `id` the merge operator and compaction filter `opts` sets, if any
+    /// (`Db::open_keyspace` of an existing keyspace): an operator of another name than the
+    /// keyspace's is refused.
     pub(crate) fn install_merge_operator(&self, id: u32, opts: &Options) -> Result<()> {
-        let Some(op) = &opts.merge_operator else { return Ok(()) };
         let mut st = self.state.lock();
         let Some(t) = st.trees.get_mut(&id) else { return Ok(()) };
+        if let Some(f) = &opts.compaction_filter {
+            let mut o = (*t.opts).clone();
+            o.compaction_filter = Some(f.clone());
+            t.opts = Arc::new(o);
+        }
+        let Some(op) = &opts.merge_operator else { return Ok(()) };
         match t.opts.merge_operator_name() {
             Some(name) if name != op.name() => Err(Error::IncompatibleOptions {
                 option: "merge_operator",

@@ -176,8 +176,8 @@ impl DbInner {
 
     /// An error when the newest entry of `user_key` in `view` is a merge operand with the
     /// separated value `at` beneath: value-log GC may not move it (a pointer put would hide
-    /// the operands) nor free it (the operands need it). Compaction folds such operands once
-    /// it reads the key's value... until then GC leaves the file.
+    /// the operands) nor free it (the operands need it). A compaction that reaches the key
+    /// folds the operands and the value into one inline value; until then GC leaves the file.
     pub(crate) fn check_not_under_merges(
         &self,
         view: &LatestView,

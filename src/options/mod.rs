@@ -245,6 +245,10 @@ pub struct Options {
     /// keyspace with an operator of another name is `Error::IncompatibleOptions`; without one,
     /// reads that meet merge operands fail with `Error::Merge` and compaction keeps them.
     pub merge_operator: Option<Arc<dyn crate::merge::MergeOperator>>,
+    /// The keyspace's compaction filter (RocksDB's `compaction_filter`): asked by compaction
+    /// about the newest version of each key every reader sees, to keep, remove or change it.
+    /// `None`, the default: none. Per keyspace, like `merge_operator`; not recorded.
+    pub compaction_filter: Option<Arc<dyn crate::compaction_filter::CompactionFilter>>,
     /// The merge operator name the keyspace recorded when it was opened without one (kept in
     /// the record, so a later open with another operator is still refused).
     pub(crate) recorded_merge_operator: Option<String>,
@@ -318,6 +322,7 @@ impl Default for Options {
             auto_tune_interval_ms: 1000,
             vfs: Arc::new(PosixFs::new()),
             merge_operator: None,
+            compaction_filter: None,
             recorded_merge_operator: None,
             named_shape: std::collections::BTreeSet::new(),
         }
@@ -412,6 +417,13 @@ impl Options {
     #[must_use]
     pub fn merge_operator(mut self, op: Arc<dyn crate::merge::MergeOperator>) -> Self {
         self.merge_operator = Some(op);
+        self
+    }
+
+    /// Set [`Options::compaction_filter`].
+    #[must_use]
+    pub fn compaction_filter(mut self, filter: Arc<dyn crate::compaction_filter::CompactionFilter>) -> Self {
+        self.compaction_filter = Some(filter);
         self
     }
 

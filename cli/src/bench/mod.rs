@@ -76,6 +76,7 @@ const NAMES: &[&str] = &[
     "shiftscans",
     "deleteseq",
     "deleterandom",
+    "mergerandom",
     "compact",
     "waitforcompaction",
     "reorganize",
@@ -126,6 +127,7 @@ fn step_for(name: &str, args: &BenchArgs) -> Option<Step> {
         "shiftscans" => (s.writes, s.method) = (true, workloads::shift_scans),
         "deleteseq" => (s.writes, s.method) = (true, workloads::delete_seq),
         "deleterandom" => (s.writes, s.method) = (true, workloads::delete_random),
+        "mergerandom" => (s.writes, s.method) = (true, workloads::merge_random),
         // One call per thread; zero reads also keeps the progress bar off.
         "compact" => (s.method, s.reads) = (workloads::compact, 0),
         "waitforcompaction" => (s.method, s.reads) = (workloads::wait_for_compaction, 0),
