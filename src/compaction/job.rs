@@ -22,6 +22,12 @@ use crate::sst::{TableBuilder, TableOptions};
 use crate::version::run_iter::RunIterator;
 use crate::version::{FileMeta, Version};
 
+/// Reads a separated value: (user key, encoded pointer) to the value, checked.
+pub type ReadValue<'a> = dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>> + 'a;
+
+/// Entries a job writes in place of ones it read (internal key, value), in order.
+pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// What a job needs from the database.
 pub struct JobContext<'a> {
     pub vfs: &'a Arc<dyn Vfs>,
@@ -46,7 +52,7 @@ pub struct JobContext<'a> {
     pub merge_operator: crate::merge::Operator,
     /// Reads a separated value (user key, encoded pointer) checked against its checksum: the
     /// value beneath merge operands, which a full merge needs.
-    pub read_value: &'a dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>>,
+    pub read_value: &'a ReadValue<'a>,
     /// The keyspace's compaction filter, if any.
     pub compaction_filter: Option<Arc<dyn crate::compaction_filter::CompactionFilter>>,
 }
@@ -437,11 +443,7 @@ impl<'a> VersionFilter<'a> {
     /// operands above it are combined by `partial_merge` where the operator offers one. An
     /// operator that fails or panics leaves every entry as it was: nothing is lost, and the
     /// read that folds them reports the error.
-    pub(crate) fn fold_merges(
-        &mut self,
-        it: &mut dyn InternalIterator,
-        ctx: &JobContext<'_>,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    pub(crate) fn fold_merges(&mut self, it: &mut dyn InternalIterator, ctx: &JobContext<'_>) -> Result<Entries> {
         let op = &ctx.merge_operator;
         let first = key::parse_internal_key(it.key()).map(|p| (p.user_key.to_vec(), p.seq));
         let Some((user_key, top_seq)) = first else { return Err(Error::corruption(self.dir, 0, "bad merge key")) };
@@ -533,15 +535,9 @@ impl VersionFilter<'_> {
     /// Ask the compaction filter about the entry at `ikey` (`should_filter`): `None` keeps it,
     /// otherwise the entries to write in its place — a value changed (inline), a deletion at
     /// its sequence number, or nothing when nothing older can hold the key and no reader needs
-    /// an older version. A separated value
-    /// is read (checked) for the filter, and counted as garbage when replaced; one that cannot
-    /// be read is kept.
-    pub(crate) fn apply_filter(
-        &mut self,
-        ikey: &[u8],
-        value: &[u8],
-        ctx: &JobContext<'_>,
-    ) -> Result<Option<Vec<(Vec<u8>, Vec<u8>)>>> {
+    /// an older version. A separated value is read (checked) for the filter, and counted as
+    /// garbage when replaced; one that cannot be read is kept.
+    pub(crate) fn apply_filter(&mut self, ikey: &[u8], value: &[u8], ctx: &JobContext<'_>) -> Result<Option<Entries>> {
         let (Some(f), Some(p)) = (&ctx.compaction_filter, key::parse_internal_key(ikey)) else { return Ok(None) };
         let separated = match p.kind {
             ValueKind::Pointer => match (ctx.read_value)(p.user_key, value) {
