@@ -428,3 +428,40 @@ fn a_crash_at_every_step_of_keyspace_create_drop_and_cross_keyspace_batches_keep
     }
     assert!(checked > 20, "only {checked} crash points");
 }
+
+#[test]
+fn keyspace_changes_queued_behind_synced_writers_take_effect_every_time() {
+    // A create or drop waits in the write queue like a write; behind a synced writer leading a
+    // group it must still run, not be acknowledged as part of that group.
+    let fs = Arc::new(MemFs::new());
+    let db = Db::open("/queued", options(fs)).expect("open");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let missed = std::thread::scope(|s| {
+        for t in 0..3 {
+            let (db, stop) = (&db, &stop);
+            s.spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    db.put_opt(&WriteOptions::synced(), format!("w{t}-{i}"), "v").expect("synced put");
+                    i += 1;
+                }
+            });
+        }
+        let mut missed = Vec::new();
+        for round in 0..150 {
+            let name = format!("q{}", round % 3);
+            if db.create_keyspace(&name, Options::default()).is_err() || !db.keyspaces().contains(&name) {
+                missed.push(format!("round {round}: {name} was not created"));
+                break;
+            }
+            if db.drop_keyspace(&name).is_err() || db.keyspaces().contains(&name) {
+                missed.push(format!("round {round}: {name} was not dropped"));
+                break;
+            }
+        }
+        // Stopped before the scope joins the writers, whatever the rounds found.
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        missed
+    });
+    assert!(missed.is_empty(), "{missed:?}");
+}

@@ -241,8 +241,6 @@ pub(crate) struct State {
     /// The names of keyspaces whose drop finished while this handle was open: a `Keyspace`
     /// handle kept past the drop still gets `KeyspaceDropped`, not a bare unknown id.
     forgotten: HashMap<u32, Arc<str>>,
-    /// File sweeps running now (they remove files without the lock).
-    sweeps_running: u32,
 }
 
 impl State {
@@ -380,7 +378,6 @@ impl Db {
                 pending_outputs: HashSet::new(),
                 trees,
                 forgotten: HashMap::new(),
-                sweeps_running: 0,
             }),
             writes,
             scheduler: scheduler::Scheduler::default(),

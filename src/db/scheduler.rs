@@ -544,11 +544,14 @@ impl Scheduler {
         let r = st.versions.log_and_apply(edit);
         match &r {
             Ok(_) => {
+                self.seek_stats.lock().remove(&ks);
+                tracing::info!(keyspace = ks, tables = files.len(), "dropped keyspace's tables deleted");
+                // The tree (still busy) goes after its tables: until then a wait for
+                // background work waits for their deletion too.
+                db.delete_obsolete_files(st);
                 if let Some(t) = st.trees.remove(&ks) {
                     st.forgotten.insert(ks, t.name);
                 }
-                self.seek_stats.lock().remove(&ks);
-                tracing::info!(keyspace = ks, tables = files.len(), "dropped keyspace's tables deleted");
             }
             Err(_) => {
                 if let Some(t) = st.trees.get_mut(&ks) {
@@ -557,7 +560,6 @@ impl Scheduler {
             }
         }
         self.progress.notify_all();
-        db.delete_obsolete_files(st);
         r.map(|_| ())
     }
 
@@ -605,13 +607,12 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Block until no flush, automatic compaction or file sweep is pending.
+    /// Block until no flush or automatic compaction is pending.
     fn wait_for_flush_and_compaction(&self, db: &DbInner) -> Result<()> {
         let mut st = db.state.lock();
         loop {
             db.background_error(&st)?;
-            let idle = st.imms.is_empty() && !st.compactions_running() && st.sweeps_running == 0;
-            if idle && self.pick_compaction(db, &st).is_none() {
+            if st.imms.is_empty() && !st.compactions_running() && self.pick_compaction(db, &st).is_none() {
                 return Ok(());
             }
             self.flush_cv.notify_one();

@@ -20,9 +20,6 @@ impl DbInner {
         vlog_files.extend(self.gc.pending.lock().iter().map(|(f, _)| *f));
         let manifest = st.versions.manifest_file_number();
         let bound = st.versions.next_file_number();
-        // Counted so `wait_for_background_work` does not return while files it made
-        // obsolete are still being removed.
-        st.sweeps_running += 1;
         MutexGuard::unlocked(st, || {
             let Ok(names) = self.vfs.list(&self.dir) else {
                 return;
@@ -60,7 +57,5 @@ impl DbInner {
                 }
             }
         });
-        st.sweeps_running -= 1;
-        self.scheduler.progress.notify_all();
     }
 }

@@ -530,7 +530,10 @@ fn group_size(st: &State, leader: &WriterSlot) -> usize {
     for w in st.writers.iter().skip(1) {
         // A non-sync leader must not make a sync writer's data durable-late; a flush request
         // ends the group.
-        if w.force_switch || w.gc_old.is_some() || (w.sync && !leader.sync) || size + w.ops.len() > max {
+        // An exclusive job (a keyspace change, a checkpoint's capture) runs only as a leader:
+        // taken into a group it would be acknowledged without running.
+        let exclusive = w.exclusive.lock().is_some();
+        if exclusive || w.force_switch || w.gc_old.is_some() || (w.sync && !leader.sync) || size + w.ops.len() > max {
             break;
         }
         size += w.ops.len();
@@ -540,9 +543,6 @@ fn group_size(st: &State, leader: &WriterSlot) -> usize {
 }
 
 impl WriteQueue {
-    /// Make every log group written so far durable (GC does this before it frees values
-    /// shadowed by writes that may not be synced yet). A failed sync leaves the log's state
-    /// unknown, so it stops writes like a failed synced write does.
     /// Make every log group written so far durable, under the state lock (lock order: state,
     /// then log): a failure becomes the background error, as a failed synced write's does.
     pub(crate) fn sync_log_locked(&self, st: &mut State) -> Result<()> {
