@@ -129,6 +129,17 @@ pub enum Error {
         /// What the commit found.
         reason: String,
     },
+    /// Folding a key's merge operands failed: the keyspace has no merge operator, or its
+    /// operator returned an error or panicked. Nothing stored was changed.
+    #[error("merge of key {key:?} with operator {operator:?} failed: {reason}")]
+    Merge {
+        /// The merge operator's name (empty: none is set).
+        operator: String,
+        /// The user key whose operands were being folded.
+        key: Vec<u8>,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 /// A key as text, its non-printable bytes escaped (`\x00`).
@@ -183,6 +194,9 @@ impl Error {
             }
             Error::Conflict { keyspace, key, reason } => {
                 Error::Conflict { keyspace: keyspace.clone(), key: key.clone(), reason: reason.clone() }
+            }
+            Error::Merge { operator, key, reason } => {
+                Error::Merge { operator: operator.clone(), key: key.clone(), reason: reason.clone() }
             }
         }
     }

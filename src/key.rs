@@ -29,6 +29,9 @@ pub enum ValueKind {
     Value = 1,
     /// The value lives in the value log; the entry holds an encoded `ValuePointer`.
     Pointer = 2,
+    /// A merge operand, stored inline: folded with the older entries of its key by the
+    /// keyspace's `MergeOperator` (3 is a range delete's op kind in a batch).
+    Merge = 4,
 }
 
 /// The kind used when building a seek key: sorts before every real kind at the same seq.
@@ -41,6 +44,7 @@ impl ValueKind {
             0 => Some(ValueKind::Deletion),
             1 => Some(ValueKind::Value),
             2 => Some(ValueKind::Pointer),
+            4 => Some(ValueKind::Merge),
             _ => None,
         }
     }

@@ -43,6 +43,7 @@
 #![deny(missing_docs)]
 
 mod compaction;
+mod compaction_filter;
 mod comparator;
 pub mod continuum;
 mod db;
@@ -55,6 +56,7 @@ mod internal_iter;
 mod key;
 mod log;
 mod memtable;
+mod merge;
 mod options;
 mod range_del;
 mod snapshot;
@@ -65,6 +67,7 @@ mod version;
 mod vlog;
 mod write_batch;
 
+pub use compaction_filter::{CompactionFilter, FilterDecision};
 pub use comparator::{BytewiseComparator, Comparator};
 pub use db::{
     destroy, list_backups, restore_backup, BackupInfo, CheckpointInfo, Db, DbIterator, DbStats, Entries, GcReport,
@@ -74,6 +77,7 @@ pub use db::{
 pub use error::{Error, Result};
 pub use filter_policy::FilterPolicy;
 pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+pub use merge::{AppendOperator, MergeOperator, MergeResult, U64AddOperator};
 pub use options::{
     Compression, FilterAllocation, MergePolicy, Options, PrepopulateValueCache, ReadOptions, RecoveryMode, WriteOptions,
 };

@@ -34,6 +34,11 @@ impl SnapshotList {
         self.held.lock().keys().next().copied()
     }
 
+    /// The newest snapshot's sequence number, if any snapshot is held.
+    pub fn newest(&self) -> Option<u64> {
+        self.held.lock().keys().next_back().copied()
+    }
+
     /// The oldest snapshot's sequence number, or `current` when none is held.
     pub fn smallest(&self, current: u64) -> u64 {
         self.held.lock().keys().next().copied().unwrap_or(current).min(current)

@@ -31,6 +31,13 @@ pub enum BatchOp<'a> {
         /// The encoded pointer.
         pointer: &'a [u8],
     },
+    /// Fold `operand` into `key`'s value with the keyspace's merge operator.
+    Merge {
+        /// The key.
+        key: &'a [u8],
+        /// The merge operand.
+        operand: &'a [u8],
+    },
     /// Remove every key in `[begin, end)`.
     DeleteRange {
         /// The first key removed.
@@ -41,17 +48,19 @@ pub enum BatchOp<'a> {
 }
 
 impl<'a> BatchOp<'a> {
-    /// The key the op writes.
     /// The key the op writes (a range delete's first key).
     pub fn key(&self) -> &'a [u8] {
         match *self {
-            BatchOp::Put { key, .. } | BatchOp::Delete { key } | BatchOp::PutPointer { key, .. } => key,
+            BatchOp::Put { key, .. }
+            | BatchOp::Delete { key }
+            | BatchOp::PutPointer { key, .. }
+            | BatchOp::Merge { key, .. } => key,
             BatchOp::DeleteRange { begin, .. } => begin,
         }
     }
 }
 
-/// The op kind byte of a range delete (point kinds are `ValueKind`'s: 0, 1, 2).
+/// The op kind byte of a range delete (point kinds are `ValueKind`'s: 0, 1, 2, 4).
 pub(crate) const KIND_RANGE_DELETE: u8 = 3;
 
 /// Set in an op's kind byte when a varint keyspace id follows it (absent: the default
@@ -80,6 +89,9 @@ pub struct WriteBatch {
     /// The keyspaces other than the default one the batch writes (each once): a writer checks
     /// them, and a batch of the default keyspace costs nothing for them.
     pub(crate) other_keyspaces: Vec<u32>,
+    /// The keyspaces the batch's merge ops name (each once): a writer checks that each has a
+    /// merge operator.
+    pub(crate) merge_keyspaces: Vec<u32>,
 }
 
 impl WriteBatch {
@@ -101,6 +113,25 @@ impl WriteBatch {
     /// Queue the deletion of `key` in the default keyspace.
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
         self.push(0, ValueKind::Deletion as u8, key.as_ref(), &[])
+    }
+
+    /// Queue a merge of `operand` into `key` of the default keyspace (folded by its
+    /// `Options::merge_operator`; `Db::write` refuses the batch if it has none).
+    pub fn merge(&mut self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> &mut Self {
+        self.merge_raw(0, key.as_ref(), operand.as_ref())
+    }
+
+    /// Queue a merge of `operand` into `key` of keyspace `ks`.
+    pub fn merge_in(&mut self, ks: &crate::Keyspace, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> &mut Self {
+        self.merge_raw(ks.id(), key.as_ref(), operand.as_ref())
+    }
+
+    /// Queue a merge into `key` of keyspace `keyspace` by id.
+    pub(crate) fn merge_raw(&mut self, keyspace: u32, key: &[u8], operand: &[u8]) -> &mut Self {
+        if !self.merge_keyspaces.contains(&keyspace) {
+            self.merge_keyspaces.push(keyspace);
+        }
+        self.push(keyspace, ValueKind::Merge as u8, key, operand)
     }
 
     /// Queue the deletion of every key in `[begin, end)` of the default keyspace (a range
@@ -222,6 +253,11 @@ impl WriteBatch {
                 self.other_keyspaces.push(ks);
             }
         }
+        for &ks in &other.merge_keyspaces {
+            if !self.merge_keyspaces.contains(&ks) {
+                self.merge_keyspaces.push(ks);
+            }
+        }
         if self.error.is_none() {
             self.error.clone_from(&other.error);
         }
@@ -277,6 +313,7 @@ impl<'a> BatchIter<'a> {
             ValueKind::Deletion if vlen == 0 => BatchOp::Delete { key },
             // An encoded pointer is 7 to 28 bytes.
             ValueKind::Pointer if (7..=28).contains(&vlen) => BatchOp::PutPointer { key, pointer: value },
+            ValueKind::Merge => BatchOp::Merge { key, operand: value },
             _ => return None,
         };
         Some((keyspace, op))

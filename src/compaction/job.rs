@@ -22,6 +22,12 @@ use crate::sst::{TableBuilder, TableOptions};
 use crate::version::run_iter::RunIterator;
 use crate::version::{FileMeta, Version};
 
+/// Reads a separated value: (user key, encoded pointer) to the value, checked.
+pub type ReadValue<'a> = dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>> + 'a;
+
+/// Entries a job writes in place of ones it read (internal key, value), in order.
+pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// What a job needs from the database.
 pub struct JobContext<'a> {
     pub vfs: &'a Arc<dyn Vfs>,
@@ -31,6 +37,9 @@ pub struct JobContext<'a> {
     pub target_file_bytes: u64,
     /// Versions at or below this sequence number are visible to no snapshot but the newest.
     pub smallest_snapshot: u64,
+    /// The newest snapshot (or iterator) held, if any: the compaction filter sees only
+    /// entries newer than it, so no snapshot sees the filter's effect.
+    pub newest_snapshot: Option<u64>,
     /// Allocates a file number (and protects it from obsolete-file deletion).
     pub new_file_number: &'a dyn Fn() -> u64,
     /// Sync the outputs together at the job's end (`Options::defer_compaction_syncs`), not
@@ -38,6 +47,14 @@ pub struct JobContext<'a> {
     pub defer_syncs: bool,
     /// Check every input block against its checksum again (`Options::paranoid_checks`).
     pub verify_inputs: bool,
+    /// The keyspace's merge operator: folds merge operands every reader sees (`None`: they are
+    /// kept as they are).
+    pub merge_operator: crate::merge::Operator,
+    /// Reads a separated value (user key, encoded pointer) checked against its checksum: the
+    /// value beneath merge operands, which a full merge needs.
+    pub read_value: &'a ReadValue<'a>,
+    /// The keyspace's compaction filter, if any.
+    pub compaction_filter: Option<Arc<dyn crate::compaction_filter::CompactionFilter>>,
 }
 
 impl JobContext<'_> {
@@ -335,6 +352,9 @@ pub(crate) struct VersionFilter<'a> {
     dir: &'a Path,
     current_user_key: Option<Vec<u8>>,
     last_seq_for_key: u64,
+    /// The entry `keep` last saw is the first (newest) of its key in the inputs.
+    newest_of_key: bool,
+    newest_snapshot: Option<u64>,
     /// The inputs' range tombstones (an entry one that every reader sees covers is dropped),
     /// and where the last lookup in them landed.
     tombstones: Fragments,
@@ -359,6 +379,8 @@ impl<'a> VersionFilter<'a> {
             dir: ctx.dir,
             current_user_key: None,
             last_seq_for_key: MAX_SEQ,
+            newest_of_key: false,
+            newest_snapshot: ctx.newest_snapshot,
             tombstones: Fragments::build(tombstones, None),
             hint: 0,
             vlog_garbage: Default::default(),
@@ -378,7 +400,8 @@ impl<'a> VersionFilter<'a> {
             let why = format!("compaction input holds a bad internal key: {}", key::malformed_reason(ikey));
             Error::corruption(self.dir, 0, why)
         })?;
-        if self.current_user_key.as_deref() != Some(p.user_key) {
+        self.newest_of_key = self.current_user_key.as_deref() != Some(p.user_key);
+        if self.newest_of_key {
             self.current_user_key = Some(p.user_key.to_vec());
             self.last_seq_for_key = MAX_SEQ;
         }
@@ -401,6 +424,158 @@ impl<'a> VersionFilter<'a> {
         }
         Ok(!drop)
     }
+
+    /// Whether `keep` kept a merge operand every reader sees: the caller folds it with
+    /// `fold_merges` instead of writing it.
+    pub(crate) fn should_fold(&self, ikey: &[u8]) -> bool {
+        key::parse_internal_key(ikey).is_some_and(|p| p.kind == ValueKind::Merge && p.seq <= self.smallest_snapshot)
+    }
+
+    /// At a merge operand every reader sees (the newest such entry of its key, which `keep`
+    /// kept): fold it with its key's older operands, and with the value or deletion beneath
+    /// them when one is among the inputs, or when nothing older can hold the key. Returns the
+    /// entries to write in their place, in order, and leaves `it` at the first entry it did
+    /// not take (the key's older entries, which `keep` then drops as shadowed, or the next
+    /// key).
+    ///
+    /// A value in the value log beneath the operands is read (checked) and folded too, its
+    /// copy in the log becoming garbage; when that read fails the value stays, and the
+    /// operands above it are combined by `partial_merge` where the operator offers one. An
+    /// operator that fails or panics leaves every entry as it was: nothing is lost, and the
+    /// read that folds them reports the error.
+    pub(crate) fn fold_merges(&mut self, it: &mut dyn InternalIterator, ctx: &JobContext<'_>) -> Result<Entries> {
+        let op = &ctx.merge_operator;
+        let first = key::parse_internal_key(it.key()).map(|p| (p.user_key.to_vec(), p.seq));
+        let Some((user_key, top_seq)) = first else { return Err(Error::corruption(self.dir, 0, "bad merge key")) };
+        // Operands newest first, with their sequence numbers.
+        let mut operands: Vec<(u64, Vec<u8>)> = vec![(top_seq, it.value().to_vec())];
+        // What lies beneath: a value or deletion taken (kind, seq, bytes), or a pointer kept.
+        let mut base: Option<(ValueKind, u64, Vec<u8>)> = None;
+        let mut deleted = false;
+        let mut kept_below: Option<(Vec<u8>, Vec<u8>)> = None;
+        let mut last_seq = top_seq;
+        it.next()?;
+        while it.valid() {
+            let p = key::parse_internal_key(it.key()).ok_or_else(|| {
+                let why = format!("compaction input holds a bad internal key: {}", key::malformed_reason(it.key()));
+                Error::corruption(self.dir, 0, why)
+            })?;
+            if p.user_key != &user_key[..] {
+                break;
+            }
+            if self.range_deleted(&user_key, p.seq) {
+                // Left for `keep`, which drops it (and counts its separated value).
+                deleted = true;
+                break;
+            }
+            last_seq = p.seq;
+            let kind = p.kind;
+            match kind {
+                ValueKind::Merge => operands.push((p.seq, it.value().to_vec())),
+                ValueKind::Pointer => kept_below = Some((it.key().to_vec(), it.value().to_vec())),
+                kind => base = Some((kind, p.seq, it.value().to_vec())),
+            }
+            it.next()?;
+            if kind != ValueKind::Merge {
+                break;
+            }
+        }
+        self.current_user_key = Some(user_key.clone());
+        self.last_seq_for_key = last_seq;
+        // A separated value beneath: read it (checked) so the operands fold into one value;
+        // a read that fails (a value GC moved since) keeps everything as it is.
+        let separated_base =
+            kept_below.as_ref().and_then(|(_, ptr)| Some(((ctx.read_value)(&user_key, ptr).ok()?, ptr)));
+        if let Some((v, ptr)) = separated_base {
+            let newest_first: Vec<Vec<u8>> = operands.iter().map(|(_, v)| v.clone()).collect();
+            if let Ok(merged) = crate::merge::full_merge(op, &user_key, Some(&v), &newest_first) {
+                if let Some(p) = crate::vlog::ValuePointer::decode(ptr) {
+                    *self.vlog_garbage.entry(p.file).or_insert(0) += u64::from(p.op_len);
+                }
+                return Ok(vec![(internal_key(&user_key, top_seq, ValueKind::Value), merged)]);
+            }
+        }
+        let newest_first: Vec<Vec<u8>> = operands.iter().map(|(_, v)| v.clone()).collect();
+        let full = kept_below.is_none()
+            && (base.is_some() || deleted || is_base_level_for_key(self.version, self.task, &self.inputs, &user_key));
+        let mut out = Vec::new();
+        let entry = |seq, kind: ValueKind, v: Vec<u8>| (internal_key(&user_key, seq, kind), v);
+        if full {
+            let existing = base.as_ref().filter(|b| b.0 == ValueKind::Value).map(|b| &b.2[..]);
+            match crate::merge::full_merge(op, &user_key, existing, &newest_first) {
+                Ok(v) => return Ok(vec![entry(top_seq, ValueKind::Value, v)]),
+                Err(e) => tracing::warn!(error = %e, "compaction keeps merge operands it could not fold"),
+            }
+        } else if operands.len() > 1 {
+            if let Some(v) = crate::merge::partial_merge(op, &user_key, &newest_first) {
+                operands = vec![(top_seq, v)];
+            }
+        }
+        out.extend(operands.into_iter().map(|(seq, v)| entry(seq, ValueKind::Merge, v)));
+        if let Some((kind, seq, v)) = base {
+            out.push(entry(seq, kind, v));
+        }
+        out.extend(kept_below);
+        Ok(out)
+    }
+}
+
+impl VersionFilter<'_> {
+    /// Whether the compaction filter is to see the entry `keep` kept: the newest version of
+    /// its key in the inputs, a value (inline or separated), newer than every snapshot.
+    pub(crate) fn should_filter(&self, ikey: &[u8], ctx: &JobContext<'_>) -> bool {
+        ctx.compaction_filter.is_some()
+            && self.newest_of_key
+            && key::parse_internal_key(ikey).is_some_and(|p| {
+                matches!(p.kind, ValueKind::Value | ValueKind::Pointer)
+                    && self.newest_snapshot.is_none_or(|s| p.seq > s)
+            })
+    }
+
+    /// Ask the compaction filter about the entry at `ikey` (`should_filter`): `None` keeps it,
+    /// otherwise the entries to write in its place — a value changed (inline), a deletion at
+    /// its sequence number, or nothing when nothing older can hold the key and no reader needs
+    /// an older version. A separated value is read (checked) for the filter, and counted as
+    /// garbage when replaced; one that cannot be read is kept.
+    pub(crate) fn apply_filter(&mut self, ikey: &[u8], value: &[u8], ctx: &JobContext<'_>) -> Result<Option<Entries>> {
+        let (Some(f), Some(p)) = (&ctx.compaction_filter, key::parse_internal_key(ikey)) else { return Ok(None) };
+        let separated = match p.kind {
+            ValueKind::Pointer => match (ctx.read_value)(p.user_key, value) {
+                Ok(v) => Some(v),
+                Err(_) => return Ok(None),
+            },
+            _ => None,
+        };
+        let shown = separated.as_deref().unwrap_or(value);
+        let decision = crate::compaction_filter::decide(f, self.task.output_level, p.user_key, shown);
+        let replaced = match decision {
+            crate::compaction_filter::FilterDecision::Keep => return Ok(None),
+            crate::compaction_filter::FilterDecision::ChangeValue(v) => {
+                vec![(internal_key(p.user_key, p.seq, ValueKind::Value), v)]
+            }
+            crate::compaction_filter::FilterDecision::Remove => {
+                let shadows_all = p.seq <= self.smallest_snapshot;
+                match shadows_all && is_base_level_for_key(self.version, self.task, &self.inputs, p.user_key) {
+                    true => Vec::new(),
+                    false => vec![(internal_key(p.user_key, p.seq, ValueKind::Deletion), Vec::new())],
+                }
+            }
+        };
+        if p.kind == ValueKind::Pointer {
+            if let Some(ptr) = crate::vlog::ValuePointer::decode(value) {
+                *self.vlog_garbage.entry(ptr.file).or_insert(0) += u64::from(ptr.op_len);
+            }
+        }
+        Ok(Some(replaced))
+    }
+}
+
+/// `user_key` with a trailer of `seq` and `kind`.
+fn internal_key(user_key: &[u8], seq: u64, kind: ValueKind) -> Vec<u8> {
+    let mut k = Vec::with_capacity(user_key.len() + key::TRAILER_LEN);
+    k.extend_from_slice(user_key);
+    k.extend_from_slice(&key::pack_trailer(seq, kind as u8).to_le_bytes());
+    k
 }
 
 /// Merge the task's inputs into new files at the output level.
@@ -427,6 +602,21 @@ pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Ver
             w.cut_before_next_key();
         }
         if filter.keep(ikey, it.value())? {
+            if filter.should_fold(ikey) {
+                for (k, v) in filter.fold_merges(&mut it, ctx)? {
+                    w.add(&k, &v)?;
+                }
+                continue;
+            }
+            if filter.should_filter(ikey, ctx) {
+                if let Some(replaced) = filter.apply_filter(ikey, it.value(), ctx)? {
+                    for (k, v) in replaced {
+                        w.add(&k, &v)?;
+                    }
+                    it.next()?;
+                    continue;
+                }
+            }
             w.add(ikey, it.value())?;
         }
         it.next()?;

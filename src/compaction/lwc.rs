@@ -144,18 +144,37 @@ pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Re
     it.seek_to_first()?;
     while it.valid() {
         if filter.keep(it.key(), it.value())? {
-            let uk = user_key(it.key());
-            while idx < bounds.len() && !within(order, &bounds[idx], uk) {
-                idx += 1;
+            // Folded merges leave `it` past what they took; a filtered entry is one entry.
+            let (replaced, folded) = if filter.should_fold(it.key()) {
+                (Some(filter.fold_merges(&mut it, ctx)?), true)
+            } else if filter.should_filter(it.key(), ctx) {
+                (filter.apply_filter(it.key(), it.value(), ctx)?, false)
+            } else {
+                (None, false)
+            };
+            let entries: Vec<(&[u8], &[u8])> = match &replaced {
+                Some(r) => r.iter().map(|(k, v)| (&k[..], &v[..])).collect(),
+                None => vec![(it.key(), it.value())],
+            };
+            if let Some(&(first, _)) = entries.first() {
+                let uk = user_key(first);
+                while idx < bounds.len() && !within(order, &bounds[idx], uk) {
+                    idx += 1;
+                }
+                if open.as_ref().is_some_and(|o| o.target != idx) {
+                    finish(order, open.take(), &t.targets, &mut pieces, &mut out, &mut unsynced)?;
+                }
+                if open.is_none() {
+                    open = Some(Open { target: idx, writer: start(ctx, &t.targets[idx])? });
+                }
+                if let Some(o) = &mut open {
+                    for (k, v) in entries {
+                        o.writer.add(k, v)?;
+                    }
+                }
             }
-            if open.as_ref().is_some_and(|o| o.target != idx) {
-                finish(order, open.take(), &t.targets, &mut pieces, &mut out, &mut unsynced)?;
-            }
-            if open.is_none() {
-                open = Some(Open { target: idx, writer: start(ctx, &t.targets[idx])? });
-            }
-            if let Some(o) = &mut open {
-                o.writer.add(it.key(), it.value())?;
+            if folded {
+                continue;
             }
         }
         it.next()?;

@@ -160,6 +160,20 @@ impl Keyspace {
         &self.db
     }
 
+    /// Merge `operand` into `key` with the keyspace's merge operator (not synced: see
+    /// `merge_opt`). A keyspace without an operator refuses it (`Error::InvalidArgument`).
+    pub fn merge(&self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
+        self.merge_opt(&WriteOptions::default(), key, operand)
+    }
+
+    /// `merge` with write options.
+    pub fn merge_opt(&self, wo: &WriteOptions, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
+        let (key, operand) = (key.as_ref(), operand.as_ref());
+        let mut b = WriteBatch::with_capacity(crate::write_batch::op_len(key.len(), operand.len()) + 5);
+        b.merge_raw(self.id, key, operand);
+        self.apply(wo, b)
+    }
+
     pub(crate) fn count_writes(&self, n: u64) {
         self.workload.writes.fetch_add(n, Ordering::Relaxed);
     }
@@ -391,6 +405,33 @@ impl DbInner {
             .find(|(_, t)| !t.dropped && &*t.name == name)
             .ok_or_else(|| Error::UnknownKeyspace { name: name.to_string() })?;
         Ok(Keyspace::new(Arc::clone(self), id, t.name.clone(), t.workload.clone()))
+    }
+
+    /// Give keyspace `id` the merge operator and compaction filter `opts` sets, if any
+    /// (`Db::open_keyspace` of an existing keyspace): an operator of another name than the
+    /// keyspace's is refused.
+    pub(crate) fn install_merge_operator(&self, id: u32, opts: &Options) -> Result<()> {
+        let mut st = self.state.lock();
+        let Some(t) = st.trees.get_mut(&id) else { return Ok(()) };
+        if let Some(f) = &opts.compaction_filter {
+            let mut o = (*t.opts).clone();
+            o.compaction_filter = Some(f.clone());
+            t.opts = Arc::new(o);
+        }
+        let Some(op) = &opts.merge_operator else { return Ok(()) };
+        match t.opts.merge_operator_name() {
+            Some(name) if name != op.name() => Err(Error::IncompatibleOptions {
+                option: "merge_operator",
+                existing: format!("{name:?}, the merge operator of keyspace {:?}", &*t.name),
+                given: format!("{:?}", op.name()),
+            }),
+            _ => {
+                let mut o = (*t.opts).clone();
+                o.merge_operator = Some(op.clone());
+                t.opts = Arc::new(o);
+                Ok(())
+            }
+        }
     }
 
     /// The names of the keyspaces (not dropped), the default one first.

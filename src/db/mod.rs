@@ -478,6 +478,12 @@ impl Db {
 
     /// The keyspace named `name`, created with `options` if it does not exist.
     pub fn open_keyspace(&self, name: &str, options: Options) -> Result<Keyspace> {
+        // An existing keyspace takes the merge operator given (merge operators are code: the
+        // manifest records only their names).
+        if let Ok(ks) = self.inner.keyspace(name) {
+            self.inner.install_merge_operator(ks.id(), &options)?;
+            return Ok(ks);
+        }
         match self.inner.keyspace(name) {
             Err(Error::UnknownKeyspace { .. }) => match self.inner.create_keyspace(name, options) {
                 // Another thread created it first.
@@ -530,6 +536,16 @@ impl Db {
     /// `delete_range` with write options.
     pub fn delete_range_opt(&self, wo: &WriteOptions, begin: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {
         self.default.delete_range_opt(wo, begin, end)
+    }
+
+    /// Merge `operand` into `key` with `Options::merge_operator` (see `Keyspace::merge`).
+    pub fn merge(&self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
+        self.default.merge(key, operand)
+    }
+
+    /// `merge` with write options.
+    pub fn merge_opt(&self, wo: &WriteOptions, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
+        self.default.merge_opt(wo, key, operand)
     }
 
     /// Apply a batch atomically, across every keyspace it names: after a crash either all of

@@ -93,6 +93,8 @@ struct View {
     ks: u32,
     /// The keyspace's counters when the auto-tuner needs its lookups counted.
     counters: Option<Arc<super::tuner::TreeCounters>>,
+    /// The keyspace's merge operator (`None`: merge operands are an error to read).
+    merge: crate::merge::Operator,
 }
 
 /// A pinned view of the newest state of every keyspace, for value-log GC's liveness checks of
@@ -172,10 +174,66 @@ impl DbInner {
         self.get_entry(&view.mems, version, view.seq, (ks, None), user_key, BlockReads::filling(true), false)
     }
 
+    /// An error when the newest entry of `user_key` in `view` is a merge operand with the
+    /// separated value `at` beneath: value-log GC may not move it (a pointer put would hide
+    /// the operands) nor free it (the operands need it). A compaction that reaches the key
+    /// folds the operands and the value into one inline value; until then GC leaves the file.
+    pub(crate) fn check_not_under_merges(
+        &self,
+        view: &LatestView,
+        ks: u32,
+        user_key: &[u8],
+        at: &ValuePointer,
+    ) -> Result<()> {
+        let Some(version) = view.versions.get(&ks) else { return Ok(()) };
+        self.check_base(&view.mems, version, view.seq, ks, user_key, at)
+    }
+
+    /// `check_not_under_merges` against the newest state.
+    pub(crate) fn check_latest_not_under_merges(&self, ks: u32, user_key: &[u8], at: &ValuePointer) -> Result<()> {
+        let view = match self.view(&ReadOptions::default(), ks) {
+            Ok(view) => view,
+            Err(crate::error::Error::KeyspaceDropped { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        self.check_base(&view.mems, &view.version, view.seq, ks, user_key, at)
+    }
+
+    fn check_base(
+        &self,
+        mems: &[Arc<Memtable>],
+        version: &Version,
+        seq: u64,
+        ks: u32,
+        user_key: &[u8],
+        at: &ValuePointer,
+    ) -> Result<()> {
+        let versions = self.versions_to_base(mems, version, seq, ks, user_key, BlockReads::filling(true))?;
+        let under = versions.first().is_some_and(|(k, _)| *k == ValueKind::Merge)
+            && versions.last().is_some_and(|(k, v)| {
+                *k == ValueKind::Pointer
+                    && ValuePointer::decode(v).is_some_and(|p| p.file == at.file && p.offset == at.offset)
+            });
+        match under {
+            false => Ok(()),
+            true => Err(crate::error::Error::Merge {
+                operator: String::new(),
+                key: user_key.to_vec(),
+                reason: format!(
+                    "value-log GC leaves value file {} alone: its value at offset {} lies beneath merge operands \
+                     (a compaction that reaches the key folds them)",
+                    at.file, at.offset
+                ),
+            }),
+        }
+    }
+
     fn view(&self, ro: &ReadOptions, ks: u32) -> Result<View> {
         let st = self.state.lock();
-        let (version, counters) = match (st.versions.current_of(ks), st.tree(ks)) {
-            (Some(v), Some(t)) if !t.dropped => (v, t.opts.auto_tune.then(|| t.counters.clone())),
+        let (version, counters, merge) = match (st.versions.current_of(ks), st.tree(ks)) {
+            (Some(v), Some(t)) if !t.dropped => {
+                (v, t.opts.auto_tune.then(|| t.counters.clone()), t.opts.merge_operator.clone())
+            }
             _ => return Err(st.missing_keyspace(ks)),
         };
         let mems = st.mems();
@@ -188,7 +246,7 @@ impl DbInner {
             None => self.writes.visible_seq(),
         };
         drop(st);
-        Ok(View { mems, version, seq, ks, counters })
+        Ok(View { mems, version, seq, ks, counters, merge })
     }
 
     /// A transaction's start: a registered snapshot of the newest state and the memtable
@@ -243,7 +301,12 @@ impl DbInner {
     pub(crate) fn get(&self, ro: &ReadOptions, ks: u32, user_key: &[u8]) -> Result<Option<Value>> {
         let reads = self.block_reads(ro);
         let cache = CacheUse::filling(reads.fill_cache);
-        let mut entry = self.get_in(&self.view(ro, ks)?, user_key, reads, true)?;
+        let view = self.view(ro, ks)?;
+        let mut entry = self.get_in(&view, user_key, reads, true)?;
+        if matches!(entry, Some((ValueKind::Merge, _))) {
+            return self.get_merged(ro, view, user_key, reads);
+        }
+        drop(view);
         // A get does not register as a reader (that would cost every lookup two trips through
         // the snapshot list), so value-log GC may move the value and delete its old file
         // between the lookup and the read. GC deletes only after the new copy is visible:
@@ -424,11 +487,106 @@ impl DbInner {
         }
     }
 
-    /// Turn a stored entry into the user's value.
+    /// The value of `user_key` whose newest entry in `view` is a merge operand: its entries
+    /// down to the first that is not an operand, folded. A separated value beneath the
+    /// operands that value-log GC moved meanwhile is looked up again (as `get` does).
+    fn get_merged(
+        &self,
+        ro: &ReadOptions,
+        mut view: View,
+        user_key: &[u8],
+        reads: BlockReads,
+    ) -> Result<Option<Value>> {
+        let cache = CacheUse::filling(reads.fill_cache);
+        for attempt in 0.. {
+            let versions = self.versions_to_base(&view.mems, &view.version, view.seq, view.ks, user_key, reads)?;
+            match self.fold_versions(&view.merge, user_key, versions, cache) {
+                Err(e) if attempt < 2 && ro.snapshot.is_none() && !matches!(e, crate::error::Error::Merge { .. }) => {
+                    view = self.view(ro, view.ks)?;
+                }
+                r => return r,
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// The entries of `user_key` visible at `seq`, newest first, down to the first that is
+    /// not a merge operand (a value, a pointer or a deletion; an entry a range tombstone
+    /// covers ends the list as a deletion). Only the tables that may hold the key are read.
+    pub(crate) fn versions_to_base(
+        &self,
+        mems: &[Arc<Memtable>],
+        version: &Version,
+        seq: u64,
+        ks: u32,
+        user_key: &[u8],
+        reads: BlockReads,
+    ) -> Result<Vec<(ValueKind, Value)>> {
+        let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+        for m in mems {
+            children.push(Box::new(m.iter(ks)));
+        }
+        for (_, file) in version.files_for_key(user_key) {
+            let files: Arc<[Arc<FileMeta>]> = Arc::from(vec![file.clone()]);
+            children.push(Box::new(RunIterator::new(self.table_cache.clone(), files, reads)));
+        }
+        let mut it = MergingIterator::new(children, self.table_cache.order().clone());
+        it.seek(&key::seek_key(user_key, seq))?;
+        let mut out = Vec::new();
+        while it.valid() {
+            let Some(p) = key::parse_internal_key(it.key()).filter(|p| p.user_key == user_key) else { break };
+            if p.seq <= seq {
+                if p.kind != ValueKind::Deletion && self.range_deleted(mems, version, seq, ks, user_key, p.seq)? {
+                    out.push((ValueKind::Deletion, Value::new()));
+                    break;
+                }
+                out.push((p.kind, Value::copy_from_slice(it.value())));
+                if p.kind != ValueKind::Merge {
+                    break;
+                }
+            }
+            it.next()?;
+        }
+        Ok(out)
+    }
+
+    /// Fold `versions` (newest first, as `versions_to_base` lists them) into the user's value.
+    fn fold_versions(
+        &self,
+        op: &crate::merge::Operator,
+        user_key: &[u8],
+        versions: Vec<(ValueKind, Value)>,
+        cache: CacheUse,
+    ) -> Result<Option<Value>> {
+        let mut operands = Vec::new();
+        let mut base = None;
+        for (kind, v) in versions {
+            match kind {
+                ValueKind::Merge => operands.push(v.to_vec()),
+                ValueKind::Deletion => break,
+                kind => {
+                    base = self.resolve(user_key, kind, v, cache)?;
+                    break;
+                }
+            }
+        }
+        if operands.is_empty() {
+            return Ok(base);
+        }
+        crate::merge::full_merge(op, user_key, base.as_deref(), &operands).map(|v| Some(Value::from(v)))
+    }
+
+    /// Turn a stored entry into the user's value (a merge operand is folded by the caller,
+    /// `get_merged`: alone it is an error).
     fn resolve(&self, user_key: &[u8], kind: ValueKind, v: Value, cache: CacheUse) -> Result<Option<Value>> {
         match kind {
             ValueKind::Value => Ok(Some(v)),
             ValueKind::Deletion => Ok(None),
+            ValueKind::Merge => Err(crate::error::Error::Merge {
+                operator: String::new(),
+                key: user_key.to_vec(),
+                reason: "a merge operand reached the read path unfolded".into(),
+            }),
             ValueKind::Pointer => {
                 let ptr = self.vlog.decode_pointer(&v)?;
                 self.vlog.read_point(&ptr, user_key, cache).map(Some)
@@ -443,7 +601,8 @@ impl DbInner {
         // Registered like a snapshot: value-log GC keeps what these pointers name until the
         // reads are done.
         let (view, _reader) = self.registered_view(ro, ks)?;
-        let reads = self.block_reads(ro);
+        let block_reads = self.block_reads(ro);
+        let reads = block_reads;
         let cache = CacheUse::filling(reads.fill_cache);
         let mut out = Vec::with_capacity(keys.len());
         // At most `MULTI_GET_BATCH` per batch: more would not fit the ring at once.
@@ -463,6 +622,11 @@ impl DbInner {
             let reads = self.vlog.start_reads(&ptrs, Access::Point, cache);
             for (((key, entry), read), ptr) in chunk.iter().zip(entries).zip(reads).zip(&ptrs) {
                 out.push(match (entry, read.zip(*ptr)) {
+                    (Some((ValueKind::Merge, _)), _) => {
+                        let versions =
+                            self.versions_to_base(&view.mems, &view.version, view.seq, ks, key, block_reads)?;
+                        self.fold_versions(&view.merge, key, versions, cache)?
+                    }
                     (Some(_), Some((read, (ptr, _)))) => {
                         Some(self.vlog.finish_read(&ptr, key, read, Access::Point, cache)?)
                     }
@@ -500,6 +664,11 @@ impl DbInner {
         // still read.
         let pins = (view.mems, view.version.clone(), reader);
         let samples = IterSamples { db: Arc::clone(self), version: view.version.clone(), ks };
+        let merges = Arc::new(ScanMerges {
+            db: Arc::clone(self),
+            op: view.merge.clone(),
+            cache: CacheUse::filling(ro.fill_cache.unwrap_or(false)),
+        });
         let order = self.table_cache.order().clone();
         Ok(DbIterator::new(
             Box::new(MergingIterator::new(children, order.clone())),
@@ -514,6 +683,7 @@ impl DbInner {
             Box::new(pins),
         )
         .range_deleted(coverage)
+        .merged_by(merges)
         .sampled(ReadSampler::new(Box::new(samples))))
     }
 
@@ -681,6 +851,38 @@ impl ValueSource for ScanValues {
 
     fn read_region(&self, region: crate::db::user_iter::regions::Region) {
         self.db.vlog.will_need(region.file, region.offset, region.len);
+    }
+}
+
+/// How an iterator folds merge operands: the keyspace's operator, a separated value beneath
+/// the operands read from the value log (or the memtable that keeps it).
+struct ScanMerges {
+    db: Arc<DbInner>,
+    op: crate::merge::Operator,
+    cache: CacheUse,
+}
+
+impl crate::db::user_iter::MergeSource for ScanMerges {
+    fn has_operator(&self) -> bool {
+        self.op.is_some()
+    }
+
+    fn fold(
+        &self,
+        user_key: &[u8],
+        base: Option<(ValueKind, &[u8], Option<&bytes::Bytes>)>,
+        operands: &[Vec<u8>],
+    ) -> Result<Vec<u8>> {
+        let value = match base {
+            Some((ValueKind::Pointer, _, Some(kept))) => Some(Value::from(kept.clone())),
+            Some((ValueKind::Pointer, stored, None)) => {
+                let ptr = self.db.vlog.decode_pointer(stored)?;
+                Some(self.db.vlog.read_point(&ptr, user_key, self.cache)?)
+            }
+            Some((_, stored, _)) => Some(Value::copy_from_slice(stored)),
+            None => None,
+        };
+        crate::merge::full_merge(&self.op, user_key, value.as_deref(), operands)
     }
 }
 

@@ -195,6 +195,7 @@ fn tree_states(
 /// which named ones differ from the record (compaction reshapes the tree to them), and check
 /// the options that result.
 fn settle_options(options: &mut Options, recorded: &str) -> Result<()> {
+    options.check_merge_operator(recorded)?;
     for r in options.adopt_shape_record(recorded) {
         tracing::info!(
             setting = r.setting,

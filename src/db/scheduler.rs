@@ -232,7 +232,11 @@ impl Scheduler {
         if choice.reason() == Reason::Split {
             add(&db.counters.table_splits, 1);
         }
+        // `compact_range` of a keyspace with a compaction filter rewrites what it would move,
+        // so the filter sees every table (background moves stay moves).
+        let filtered = st.tree(ks).is_some_and(|t| t.opts.compaction_filter.is_some());
         let r = match &choice {
+            Choice::Move(t) if filtered && t.reason == Reason::Manual => self.run_merge(db, st, ks, t),
             Choice::Move(t) => self.install_move(db, st, ks, t),
             Choice::Merge(t) => self.run_merge(db, st, ks, t),
             Choice::Append(a) => self.run_append(db, st, ks, a),
@@ -313,6 +317,7 @@ impl Scheduler {
         };
         let (policy, tree_opts) = (tree.policy.clone(), tree.opts.clone());
         let smallest_snapshot = db.snapshots.smallest(db.writes.visible_seq());
+        let newest_snapshot = db.snapshots.newest();
         let consumed: Vec<u64> = task.input_files().map(|(_, f)| f.number).collect();
         let flush_bytes = [&st.mem]
             .into_iter()
@@ -328,6 +333,10 @@ impl Scheduler {
         let table_options = policy.table_options(&version, &new_run);
         let allocated = parking_lot::Mutex::new(Vec::new());
         let out = MutexGuard::unlocked(st, || {
+            let read_value = |user_key: &[u8], ptr: &[u8]| -> Result<Vec<u8>> {
+                let ptr = db.vlog.decode_pointer(ptr)?;
+                Ok(db.vlog.read_point(&ptr, user_key, crate::vlog::CacheUse::filling(false))?.to_vec())
+            };
             let alloc = || {
                 let mut s = db.state.lock();
                 let n = s.versions.new_file_number();
@@ -342,9 +351,13 @@ impl Scheduler {
                 table_options,
                 target_file_bytes: tree_opts.target_file_size_bytes,
                 smallest_snapshot,
+                newest_snapshot,
                 new_file_number: &alloc,
                 defer_syncs: tree_opts.defer_compaction_syncs_in_force(),
                 verify_inputs: db.opts.paranoid_checks,
+                merge_operator: tree_opts.merge_operator.clone(),
+                read_value: &read_value,
+                compaction_filter: tree_opts.compaction_filter.clone(),
             };
             job(&ctx, &version)
         });
@@ -473,6 +486,11 @@ impl Scheduler {
             let deepest = (0..v.num_levels()).rev().find(|&l| !v.overlapping_files(l, begin, end).is_empty());
             policy.pick_merge_runs(v, deepest.unwrap_or(max_level).max(max_level), begin, end)
         })?;
+        // With a compaction filter the deepest level's tables are rewritten too, so the filter
+        // sees every entry in the range (RocksDB's `kIfHaveCompactionFilter`).
+        if st.tree(ks).is_some_and(|t| t.opts.compaction_filter.is_some()) {
+            self.run_manual_task(db, &mut st, ks, |v| in_place_rewrite(v, begin, end))?;
+        }
         // A compaction of other levels that ran meanwhile may still pin a Version naming the
         // tables replaced here: once none runs, they go.
         while st.tree(ks).is_some_and(|t| !t.busy_levels.is_empty()) {
@@ -628,4 +646,23 @@ fn pointed_bytes(db: &DbInner, files: &[(usize, Arc<FileMeta>)]) -> BTreeMap<u64
         }
     }
     out
+}
+
+/// A rewrite of the tables of the deepest level holding any of `[begin, end]` into their own
+/// run (that level holding one run), for `compact_range` under a compaction filter.
+fn in_place_rewrite(v: &Version, begin: Option<&[u8]>, end: Option<&[u8]>) -> Option<CompactionTask> {
+    let level = (0..v.num_levels()).rev().find(|&l| !v.overlapping_files(l, begin, end).is_empty())?;
+    let files = v.overlapping_files(level, begin, end);
+    if v.num_runs(level) != 1 {
+        return None;
+    }
+    let output_run = files.first().map(|f| f.run);
+    Some(CompactionTask {
+        inputs: vec![crate::compaction::CompactionInput { level, files }],
+        output_level: level,
+        output_run,
+        grandparents: Vec::new(),
+        compact_pointer: None,
+        reason: Reason::Manual,
+    })
 }

@@ -147,11 +147,19 @@ impl WriteQueue {
             // Range tombstones are fragmented and cut in the bytewise order only.
             return Err(Error::invalid("delete_range is not supported under a custom comparator"));
         }
-        if !batch.other_keyspaces.is_empty() {
+        if !batch.other_keyspaces.is_empty() || !batch.merge_keyspaces.is_empty() {
             // Checked when queued: a keyspace dropped after this is dropped after the write.
             let st = db.state.lock();
             for &ks in &batch.other_keyspaces {
                 st.check_writable(ks)?;
+            }
+            for &ks in &batch.merge_keyspaces {
+                if let Some(t) = st.tree(ks).filter(|t| t.opts.merge_operator.is_none()) {
+                    return Err(Error::invalid(format!(
+                        "merge into keyspace {:?}, which has no merge operator (set Options::merge_operator)",
+                        &*t.name
+                    )));
+                }
             }
         }
         // Wait for GC outside the queue: GC's own pointer puts go through the queue and must not
@@ -512,6 +520,10 @@ impl WriteQueue {
             let at = mems.iter().position(|m| Arc::ptr_eq(m, &c.mem))?;
             Some((c.seq, mems[at..].to_vec()))
         });
+        // Keyspaces with a merge operator: a write since the check may be a merge operand over
+        // the value being moved, which must then stay where it is.
+        let merging: Vec<u32> =
+            st.trees.iter().filter(|(_, t)| t.opts.merge_operator.is_some()).map(|(&k, _)| k).collect();
         MutexGuard::unlocked(st, || {
             let mut live = Vec::with_capacity(reloc.old.len());
             for (op, old) in BatchIter::over(ops).zip(&reloc.old) {
@@ -519,10 +531,14 @@ impl WriteQueue {
                     live.push(false);
                     continue;
                 };
-                live.push(match &since {
+                let is_live = match &since {
                     Some((seq, mems)) => mems.iter().all(|m| m.newest_seq(ks, key).is_none_or(|s| s <= *seq)),
                     None => self.points_to(db, ks, key, old)?,
-                });
+                };
+                if !is_live && merging.contains(&ks) {
+                    db.check_latest_not_under_merges(ks, key, old)?;
+                }
+                live.push(is_live);
             }
             if live.len() == count && live.iter().all(|&l| l) {
                 return Ok(None);

@@ -62,6 +62,8 @@ pub enum KeyKind {
     Value,
     /// A value pointer: the value lives in a value-log or cold file.
     Pointer,
+    /// A merge operand, stored inline.
+    Merge,
     /// Any other byte. Index separators and seek keys carry 255, which sorts before every
     /// entry of the same user key and sequence number.
     Other(u8),
@@ -73,6 +75,7 @@ impl KeyKind {
             Some(crate::key::ValueKind::Deletion) => KeyKind::Deletion,
             Some(crate::key::ValueKind::Value) => KeyKind::Value,
             Some(crate::key::ValueKind::Pointer) => KeyKind::Pointer,
+            Some(crate::key::ValueKind::Merge) => KeyKind::Merge,
             None => KeyKind::Other(b),
         }
     }

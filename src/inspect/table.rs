@@ -496,7 +496,7 @@ fn decode_entry(ikey: &[u8], value: &[u8], path: &Path, offset: u64) -> Result<E
     };
     let value = match key.kind {
         KeyKind::Deletion => EntryValue::Deletion,
-        KeyKind::Value => EntryValue::Inline(value.to_vec()),
+        KeyKind::Value | KeyKind::Merge => EntryValue::Inline(value.to_vec()),
         _ => EntryValue::Pointer(ValuePointer::decode(value).ok_or_else(|| {
             let why = format!("malformed value pointer ({} bytes) in the entry of seq {}", value.len(), key.seq);
             Error::corruption(path, offset, why)

@@ -227,6 +227,9 @@ impl Memtable {
                     None => self.add(ks, seq, ValueKind::Value, key, value),
                 },
                 BatchOp::Delete { key } => self.add(ks, seq, ValueKind::Deletion, key, &[]),
+                // Operands stay inline whatever their size: reads fold them with the entries
+                // beneath, and value-log GC sees only puts.
+                BatchOp::Merge { key, operand } => self.add(ks, seq, ValueKind::Merge, key, operand),
                 BatchOp::PutPointer { key, pointer } => {
                     // A value GC moved to a cold value file: counted against that file. A
                     // malformed pointer is stored as it is; reading it reports corruption.

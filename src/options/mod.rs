@@ -238,6 +238,20 @@ pub struct Options {
     pub auto_tune_interval_ms: u64,
     /// The filesystem to use (real files by default; in-memory or fault-injecting in tests).
     pub vfs: Arc<dyn Vfs>,
+    /// The keyspace's merge operator (RocksDB's `merge_operator`): what `merge` ops are folded
+    /// with on reads, in compaction and by value-log GC. `None`, the default: `merge` is refused
+    /// with `Error::InvalidArgument`. Per keyspace (`Db::open` sets the default keyspace's;
+    /// `create_keyspace` / `open_keyspace` another's). Its name is recorded: reopening a
+    /// keyspace with an operator of another name is `Error::IncompatibleOptions`; without one,
+    /// reads that meet merge operands fail with `Error::Merge` and compaction keeps them.
+    pub merge_operator: Option<Arc<dyn crate::merge::MergeOperator>>,
+    /// The keyspace's compaction filter (RocksDB's `compaction_filter`): asked by compaction
+    /// about the newest version of each key every reader sees, to keep, remove or change it.
+    /// `None`, the default: none. Per keyspace, like `merge_operator`; not recorded.
+    pub compaction_filter: Option<Arc<dyn crate::compaction_filter::CompactionFilter>>,
+    /// The merge operator name the keyspace recorded when it was opened without one (kept in
+    /// the record, so a later open with another operator is still refused).
+    pub(crate) recorded_merge_operator: Option<String>,
     /// The shaping settings named through their setters (`recorded.rs`): those win over what
     /// the manifest recorded; the others take the recorded value at open.
     named_shape: std::collections::BTreeSet<&'static str>,
@@ -252,6 +266,7 @@ impl std::fmt::Debug for Options {
             .field("compression", &self.compression)
             .field("comparator", &self.comparator)
             .field("filter_policy", &self.filter_policy)
+            .field("merge_operator", &self.merge_operator.as_ref().map(|m| m.name().to_string()))
             .finish_non_exhaustive()
     }
 }
@@ -306,6 +321,9 @@ impl Default for Options {
             auto_tune: false,
             auto_tune_interval_ms: 1000,
             vfs: Arc::new(PosixFs::new()),
+            merge_operator: None,
+            compaction_filter: None,
+            recorded_merge_operator: None,
             named_shape: std::collections::BTreeSet::new(),
         }
     }
@@ -394,6 +412,25 @@ impl Options {
     shape_setter!(auto_tune: bool);
     setter!(auto_tune_interval_ms: u64);
     setter!(vfs: Arc<dyn Vfs>);
+
+    /// Set [`Options::merge_operator`].
+    #[must_use]
+    pub fn merge_operator(mut self, op: Arc<dyn crate::merge::MergeOperator>) -> Self {
+        self.merge_operator = Some(op);
+        self
+    }
+
+    /// Set [`Options::compaction_filter`].
+    #[must_use]
+    pub fn compaction_filter(mut self, filter: Arc<dyn crate::compaction_filter::CompactionFilter>) -> Self {
+        self.compaction_filter = Some(filter);
+        self
+    }
+
+    /// The merge operator's name as the keyspace records it: the one set, or the one recorded.
+    pub(crate) fn merge_operator_name(&self) -> Option<String> {
+        self.merge_operator.as_ref().map(|m| m.name().to_string()).or_else(|| self.recorded_merge_operator.clone())
+    }
 
     /// The key order `comparator` names.
     pub(crate) fn key_order(&self) -> KeyOrder {

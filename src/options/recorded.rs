@@ -30,6 +30,15 @@ pub(crate) const SHAPE_SETTINGS: &[&str] = &[
     "target_file_size_bytes",
 ];
 
+/// The record's line naming a keyspace's merge operator (checked, never adopted: an operator
+/// is code the caller supplies).
+const MERGE_OPERATOR: &str = "merge_operator";
+
+/// The merge operator name `record` holds, if any.
+pub(crate) fn recorded_merge_operator(record: &str) -> Option<String> {
+    record.lines().find_map(|l| l.strip_prefix("merge_operator=")).map(str::to_string)
+}
+
 /// One setting that an open changed from what the manifest recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Reshape {
@@ -125,7 +134,31 @@ impl Options {
 
     /// The record of the shaping settings in force: `name=value` lines, sorted by name.
     pub(crate) fn shape_record(&self) -> String {
-        SHAPE_SETTINGS.iter().filter_map(|n| Some(format!("{n}={}\n", self.shape_value(n)?))).collect()
+        let mut record: Vec<String> =
+            SHAPE_SETTINGS.iter().filter_map(|n| Some(format!("{n}={}\n", self.shape_value(n)?))).collect();
+        if let Some(name) = self.merge_operator_name() {
+            record.push(format!("{MERGE_OPERATOR}={name}\n"));
+            record.sort();
+        }
+        record.concat()
+    }
+
+    /// Refuse `recorded` (a keyspace's record) when it names a merge operator and these
+    /// options set one of another name; without one set, remember the recorded name.
+    pub(crate) fn check_merge_operator(&mut self, recorded: &str) -> crate::error::Result<()> {
+        let Some(name) = recorded_merge_operator(recorded) else { return Ok(()) };
+        match self.merge_operator.as_ref().map(|m| m.name().to_string()) {
+            Some(given) if given != name => Err(crate::error::Error::IncompatibleOptions {
+                option: "merge_operator",
+                existing: format!("{name:?}, the merge operator the keyspace recorded"),
+                given: format!("{given:?}"),
+            }),
+            Some(_) => Ok(()),
+            None => {
+                self.recorded_merge_operator = Some(name);
+                Ok(())
+            }
+        }
     }
 
     /// These options with every shaping setting taken from `shape` (named as `shape` names
@@ -139,6 +172,9 @@ impl Options {
             }
         }
         o.named_shape = shape.named_shape.clone();
+        o.merge_operator = shape.merge_operator.clone();
+        o.compaction_filter = shape.compaction_filter.clone();
+        o.recorded_merge_operator = shape.recorded_merge_operator.clone();
         o
     }
 
@@ -147,6 +183,7 @@ impl Options {
     pub(crate) fn with_recorded_shape(&self, record: &str) -> Options {
         let mut o = self.with_shape_of(&Options::default());
         o.adopt_shape_record(record);
+        o.recorded_merge_operator = recorded_merge_operator(record);
         o
     }
 
@@ -160,6 +197,9 @@ impl Options {
                 tracing::warn!(line, "ignoring a malformed line of the recorded options");
                 continue;
             };
+            if name == MERGE_OPERATOR {
+                continue;
+            }
             let Some(&setting) = SHAPE_SETTINGS.iter().find(|&&s| s == name) else {
                 tracing::warn!(setting = name, "ignoring a recorded option this build does not know");
                 continue;

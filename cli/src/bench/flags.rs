@@ -17,8 +17,8 @@ pub struct BenchArgs {
     /// multireadrandom, readseq, readreverse, readmissing, readhot, seekrandom, seekordered,
     /// readwhilewriting, readrandomwriterandom, seekrandomwriterandom (its reads are seeks
     /// with --seek_nexts steps), txnrmw (2-key read-modify-write transactions, --reads each)
-    /// and batchrmw (the same as gets and a batch), deleteseq, deleterandom, compact,
-    /// waitforcompaction, stats.
+    /// and batchrmw (the same as gets and a batch), deleteseq, deleterandom, mergerandom,
+    /// compact, waitforcompaction, stats.
     #[arg(long = "benchmarks", value_delimiter = ',', default_value = DEFAULT_BENCHMARKS)]
     pub benchmarks: Vec<String>,
 
@@ -151,6 +151,12 @@ pub struct BenchArgs {
     #[arg(long = "prefetch", default_value = "true", num_args = 0..=1,
           default_missing_value = "true", action = ArgAction::Set, value_parser = parse_bool)]
     pub prefetch: bool,
+
+    /// The merge operator of the default keyspace (db_bench's `--merge_operator`): `uint64add`
+    /// (8-byte little-endian counters: mergerandom then writes 8-byte operands, whatever
+    /// `--value_size`) or `stringappend` / `append`.
+    #[arg(long = "merge_operator")]
+    pub merge_operator: Option<String>,
 
     /// Most values read in parallel with --prefetch (`ReadOptions::readahead_values`; default
     /// the engine's).
@@ -344,6 +350,13 @@ impl BenchArgs {
         }
         if let Some(v) = self.write_buffer_size {
             o = o.write_buffer_bytes(v);
+        }
+        match self.merge_operator.as_deref() {
+            Some("uint64add") => o = o.merge_operator(std::sync::Arc::new(wisckey::U64AddOperator)),
+            Some("stringappend" | "append") => {
+                o = o.merge_operator(std::sync::Arc::new(wisckey::AppendOperator::with_delimiter(",")))
+            }
+            _ => {}
         }
         if let Some(v) = self.value_cache_size {
             o = o.value_cache_bytes(v);

@@ -78,6 +78,7 @@ const NAMES: &[&str] = &[
     "batchrmw",
     "deleteseq",
     "deleterandom",
+    "mergerandom",
     "compact",
     "waitforcompaction",
     "reorganize",
@@ -130,6 +131,7 @@ fn step_for(name: &str, args: &BenchArgs) -> Option<Step> {
         "batchrmw" => (s.writes, s.method) = (true, workloads::batch_rmw),
         "deleteseq" => (s.writes, s.method) = (true, workloads::delete_seq),
         "deleterandom" => (s.writes, s.method) = (true, workloads::delete_random),
+        "mergerandom" => (s.writes, s.method) = (true, workloads::merge_random),
         // One call per thread; zero reads also keeps the progress bar off.
         "compact" => (s.method, s.reads) = (workloads::compact, 0),
         "waitforcompaction" => (s.method, s.reads) = (workloads::wait_for_compaction, 0),

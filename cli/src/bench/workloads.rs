@@ -57,6 +57,26 @@ pub fn write_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
     do_write(ctx, t, KeyOrder::Random)
 }
 
+/// db_bench's mergerandom: `--num` merges into random keys with the default keyspace's
+/// `--merge_operator` (8-byte operands of 1 for `uint64add`, generated values otherwise).
+pub fn merge_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
+    let counter = ctx.args.merge_operator.as_deref() == Some("uint64add");
+    let mut gen = ValueGenerator::new(ctx.args.compression_ratio, ctx.value_size);
+    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut bytes = 0u64;
+    let one = 1u64.to_le_bytes();
+    for _ in 0..ctx.num {
+        let k = t.rand.uniform(ctx.args.num);
+        let kb = key.key(k);
+        let operand = if counter { &one[..] } else { gen.generate(ctx.value_size) };
+        ctx.db.merge_opt(&ctx.write_options, kb, operand)?;
+        bytes += (kb.len() + operand.len()) as u64;
+        t.stats.finished_single_op();
+    }
+    t.stats.add_bytes(bytes);
+    Ok(())
+}
+
 /// Each op a batch of two puts of one random key: to the default keyspace and to `ks1`
 /// (what a write to a table and its index in another keyspace costs: one log record, atomic).
 pub fn write_cross_keyspace(ctx: &Ctx, t: &mut ThreadState) -> CliResult {

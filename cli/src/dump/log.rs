@@ -217,6 +217,7 @@ fn op_kind(op: &BatchOp<'_>) -> &'static str {
     match op {
         BatchOp::Put { .. } => "put",
         BatchOp::Delete { .. } => "del",
+        BatchOp::Merge { .. } => "merge",
         _ => "ptr",
     }
 }
@@ -225,6 +226,7 @@ fn op_detail(op: &BatchOp<'_>, min_separated: usize) -> String {
     match op {
         BatchOp::Put { value, .. } if value.len() >= min_separated => format!("value {} B, separated", value.len()),
         BatchOp::Put { value, .. } => format!("value {} B, inline {}", value.len(), value_preview(value)),
+        BatchOp::Merge { operand, .. } => format!("operand {} B, inline {}", operand.len(), value_preview(operand)),
         BatchOp::PutPointer { pointer, .. } => match ValuePointer::decode(pointer) {
             Some(p) => format!("-> {}:{}:{} (moved by value-log GC)", p.file, p.offset, p.op_len),
             None => format!("-> a malformed pointer of {} B", pointer.len()),

@@ -132,6 +132,7 @@ fn kind_text(k: KeyKind) -> String {
         KeyKind::Deletion => "del".into(),
         KeyKind::Value => "put".into(),
         KeyKind::Pointer => "ptr".into(),
+        KeyKind::Merge => "merge".into(),
         KeyKind::Other(255) => "seek".into(),
         KeyKind::Other(b) => format!("kind{b}"),
         _ => "?".into(),

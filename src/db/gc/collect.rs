@@ -351,6 +351,10 @@ impl Gc {
             Some((ValueKind::Pointer, cur)) => {
                 ValuePointer::decode(&cur).is_some_and(|p| p.file == at.file && p.offset == at.offset)
             }
+            Some((ValueKind::Merge, _)) => {
+                db.check_not_under_merges(view, ks, key, at)?;
+                false
+            }
             _ => false,
         })
     }

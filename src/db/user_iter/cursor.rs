@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::internal_iter::InternalIterator;
 use crate::key::{self, ValueKind, MAX_SEQ};
 use crate::range_del::Coverage;
+use std::sync::Arc;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum CursorDir {
@@ -43,6 +44,30 @@ pub(super) struct Cursor {
     sampler: Option<ReadSampler>,
     /// The range tombstones of the iterator's sources (`None`: there are none).
     coverage: Option<Coverage>,
+    /// Folds merge operands (`None`: an operand is an error to read).
+    merges: Option<Arc<dyn MergeSource>>,
+    /// Forward: the current entry is a folded merge, in `saved_key` and `saved_value`; the
+    /// inner iterator is past the entries it folded.
+    merged: bool,
+    /// Reverse, with a merge operator: the visible entries of the key being walked, oldest
+    /// first (a merge at its newest folds them).
+    rev_key: Vec<u8>,
+    rev_versions: Vec<(ValueKind, Vec<u8>, Option<bytes::Bytes>)>,
+}
+
+/// Folds a key's merge operands for the cursor: reads a separated value beneath them and
+/// applies the keyspace's merge operator.
+pub(crate) trait MergeSource: Send + Sync {
+    /// Whether the keyspace has an operator (without one every fold is an error).
+    fn has_operator(&self) -> bool;
+    /// `user_key`'s value: `operands` (newest first) folded into `base` (its kind, stored
+    /// bytes and any value a memtable keeps for a pointer; `None`: no value or deleted).
+    fn fold(
+        &self,
+        user_key: &[u8],
+        base: Option<(ValueKind, &[u8], Option<&bytes::Bytes>)>,
+        operands: &[Vec<u8>],
+    ) -> Result<Vec<u8>>;
 }
 
 impl Cursor {
@@ -68,7 +93,16 @@ impl Cursor {
             kind: ValueKind::Value,
             sampler: None,
             coverage: None,
+            merges: None,
+            merged: false,
+            rev_key: Vec::new(),
+            rev_versions: Vec::new(),
         }
+    }
+
+    /// Fold merge operands with `merges`.
+    pub(super) fn set_merges(&mut self, merges: Arc<dyn MergeSource>) {
+        self.merges = Some(merges);
     }
 
     /// Treat entries `coverage` covers as deleted.
@@ -103,6 +137,7 @@ impl Cursor {
     /// The current user key.
     pub(super) fn key(&self) -> &[u8] {
         match self.direction {
+            CursorDir::Forward if self.merged => &self.saved_key,
             CursorDir::Forward => key::user_key(self.inner.key()),
             CursorDir::Reverse => &self.saved_key,
         }
@@ -121,6 +156,7 @@ impl Cursor {
 
     fn kept_bytes(&self) -> Option<&bytes::Bytes> {
         match self.direction {
+            CursorDir::Forward if self.merged => None,
             CursorDir::Forward => self.inner.kept_value(),
             CursorDir::Reverse => self.saved_kept.as_ref(),
         }
@@ -129,6 +165,7 @@ impl Cursor {
     /// The current entry's stored bytes: the value, or the encoded pointer to it.
     pub(super) fn stored(&self) -> &[u8] {
         match self.direction {
+            CursorDir::Forward if self.merged => &self.saved_value,
             CursorDir::Forward => self.inner.value(),
             CursorDir::Reverse => &self.saved_value,
         }
@@ -190,6 +227,9 @@ impl Cursor {
             } else {
                 self.inner.seek_to_first()?;
             }
+        } else if self.merged {
+            // `saved_key` is the folded key; the inner iterator is past what it folded.
+            self.merged = false;
         } else {
             self.saved_key.clear();
             self.saved_key.extend_from_slice(key::user_key(self.inner.key()));
@@ -210,8 +250,15 @@ impl Cursor {
         }
         if self.direction == CursorDir::Forward {
             // Walk back past every entry of the current key.
-            self.saved_key.clear();
-            self.saved_key.extend_from_slice(key::user_key(self.inner.key()));
+            if std::mem::take(&mut self.merged) {
+                // `saved_key` is the folded key; the inner iterator is past its entries.
+                if !self.inner.valid() {
+                    self.inner.seek_to_last()?;
+                }
+            } else {
+                self.saved_key.clear();
+                self.saved_key.extend_from_slice(key::user_key(self.inner.key()));
+            }
             loop {
                 self.inner.prev()?;
                 if !self.inner.valid() {
@@ -240,6 +287,7 @@ impl Cursor {
     /// Forward: skip to the newest visible non-deleted entry, skipping keys <= saved_key when
     /// `skipping`.
     fn find_next_user_entry(&mut self, mut skipping: bool) -> Result<()> {
+        self.merged = false;
         while self.inner.valid() {
             self.sample();
             if let Some(p) = key::parse_internal_key(self.inner.key()) {
@@ -252,6 +300,9 @@ impl Cursor {
                         self.saved_key.clear();
                         self.saved_key.extend_from_slice(p.user_key);
                         skipping = true;
+                    } else if p.kind == ValueKind::Merge {
+                        self.valid = true;
+                        return self.fold_forward();
                     } else {
                         self.valid = true;
                         self.kind = p.kind;
@@ -270,6 +321,10 @@ impl Cursor {
     /// Reverse: find the newest visible version of the previous live key, leaving the inner
     /// iterator just before all of that key's entries.
     fn find_prev_user_entry(&mut self) -> Result<()> {
+        self.merged = false;
+        let track = self.merges.as_ref().is_some_and(|m| m.has_operator());
+        self.rev_key.clear();
+        self.rev_versions.clear();
         let mut last_kind = ValueKind::Deletion;
         while self.inner.valid() {
             self.sample();
@@ -285,6 +340,15 @@ impl Cursor {
                         _ if self.coverage.as_mut().is_some_and(|c| c.covers(p.user_key, p.seq)) => ValueKind::Deletion,
                         kind => kind,
                     };
+                    if track {
+                        if self.rev_versions.is_empty() || self.rev_key != p.user_key {
+                            self.rev_key.clear();
+                            self.rev_key.extend_from_slice(p.user_key);
+                            self.rev_versions.clear();
+                        }
+                        let kept = self.inner.kept_value().cloned();
+                        self.rev_versions.push((last_kind, self.inner.value().to_vec(), kept));
+                    }
                     if last_kind == ValueKind::Deletion {
                         self.saved_key.clear();
                         self.saved_value.clear();
@@ -309,8 +373,86 @@ impl Cursor {
         } else {
             self.valid = true;
             self.kind = last_kind;
+            if last_kind == ValueKind::Merge {
+                self.fold_reverse()?;
+            }
         }
         Ok(())
+    }
+
+    /// Forward, at the newest visible entry of a key, a merge operand: fold it with the
+    /// key's older entries down to the first that is not an operand, leaving the inner
+    /// iterator at that entry (or past the key).
+    fn fold_forward(&mut self) -> Result<()> {
+        let user_key = key::user_key(self.inner.key()).to_vec();
+        let mut operands = vec![self.inner.value().to_vec()];
+        let mut base: Option<(ValueKind, Vec<u8>, Option<bytes::Bytes>)> = None;
+        self.inner.next()?;
+        while self.inner.valid() {
+            let Some(p) = key::parse_internal_key(self.inner.key()) else { break };
+            if p.user_key != &user_key[..] {
+                break;
+            }
+            if p.seq <= self.seq {
+                if p.kind == ValueKind::Deletion || self.coverage.as_mut().is_some_and(|c| c.covers(p.user_key, p.seq))
+                {
+                    break;
+                }
+                if p.kind != ValueKind::Merge {
+                    base = Some((p.kind, self.inner.value().to_vec(), self.inner.kept_value().cloned()));
+                    break;
+                }
+                operands.push(self.inner.value().to_vec());
+            }
+            self.inner.next()?;
+        }
+        let base = base.as_ref().map(|(k, v, kept)| (*k, &v[..], kept.as_ref()));
+        self.saved_value = self.fold(&user_key, base, &operands)?;
+        self.saved_key = user_key;
+        self.saved_kept = None;
+        self.kind = ValueKind::Value;
+        self.merged = true;
+        Ok(())
+    }
+
+    /// Reverse, the walk over a key ended at a merge operand: fold the key's entries
+    /// (`rev_versions`, oldest first) from the newest down.
+    fn fold_reverse(&mut self) -> Result<()> {
+        let versions = std::mem::take(&mut self.rev_versions);
+        let mut operands = Vec::new();
+        let mut base = None;
+        for (kind, stored, kept) in versions.iter().rev() {
+            match kind {
+                ValueKind::Merge => operands.push(stored.clone()),
+                ValueKind::Deletion => break,
+                kind => {
+                    base = Some((*kind, &stored[..], kept.as_ref()));
+                    break;
+                }
+            }
+        }
+        if operands.is_empty() {
+            // No operator: the walk kept nothing; the operand is folded alone (an error).
+            operands.push(self.saved_value.clone());
+        }
+        let key = self.saved_key.clone();
+        self.saved_value = self.fold(&key, base, &operands)?;
+        self.saved_kept = None;
+        self.kind = ValueKind::Value;
+        self.rev_versions = versions;
+        Ok(())
+    }
+
+    fn fold(
+        &self,
+        user_key: &[u8],
+        base: Option<(ValueKind, &[u8], Option<&bytes::Bytes>)>,
+        operands: &[Vec<u8>],
+    ) -> Result<Vec<u8>> {
+        match &self.merges {
+            Some(m) => m.fold(user_key, base, operands),
+            None => crate::merge::full_merge(&None, user_key, None, operands),
+        }
     }
 
     fn check_upper(&mut self) {

@@ -18,6 +18,7 @@ mod window;
 use std::sync::Arc;
 
 use self::cursor::Cursor;
+pub(crate) use self::cursor::MergeSource;
 use self::readahead::Readahead;
 use self::regions::{Region, ValueRegions};
 use self::window::Window;
@@ -137,6 +138,12 @@ impl DbIterator {
     /// Hide the entries range tombstones cover (`range_del::Coverage`).
     pub(crate) fn range_deleted(mut self, coverage: crate::range_del::Coverage) -> Self {
         self.cursor.set_coverage(coverage);
+        self
+    }
+
+    /// Fold merge operands with `merges`.
+    pub(crate) fn merged_by(mut self, merges: Arc<dyn MergeSource>) -> Self {
+        self.cursor.set_merges(merges);
         self
     }
 
