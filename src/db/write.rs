@@ -76,6 +76,16 @@ pub(crate) struct WriterSlot {
     cv: Condvar,
 }
 
+impl WriterSlot {
+    /// Whether this slot only ever runs as a leader, never taken into another's group: a flush
+    /// request, an exclusive job (a keyspace change, a checkpoint's capture: taken into a
+    /// group it would be acknowledged without running), a GC relocation, and a transaction's
+    /// commit (its check may fail). `lead_group` handles each when it leads.
+    fn leads_alone(&self) -> bool {
+        self.force_switch || self.gc_old.is_some() || self.txn.is_some() || self.exclusive.lock().is_some()
+    }
+}
+
 /// Work a writer slot hands the leader (see `WriterSlot::exclusive`).
 pub(crate) type Exclusive = Box<dyn FnOnce(&DbInner, &mut MutexGuard<'_, State>) -> Result<()> + Send>;
 
@@ -635,19 +645,8 @@ fn group_size(st: &State, leader: &WriterSlot) -> usize {
     let max = if size <= SMALL_LEADER_BYTES { size + SMALL_LEADER_BYTES } else { MAX_GROUP_BYTES };
     let mut n = 1;
     for w in st.writers.iter().skip(1) {
-        // A non-sync leader must not make a sync writer's data durable-late; a flush request
-        // ends the group.
-        // An exclusive job (a keyspace change, a checkpoint's capture) runs only as a leader:
-        // taken into a group it would be acknowledged without running. A transaction's
-        // commit, whose check may fail, leads a group of its own too.
-        let exclusive = w.exclusive.lock().is_some();
-        if exclusive
-            || w.force_switch
-            || w.gc_old.is_some()
-            || w.txn.is_some()
-            || (w.sync && !leader.sync)
-            || size + w.ops.len() > max
-        {
+        // A non-sync leader must not make a sync writer's data durable-late.
+        if w.leads_alone() || (w.sync && !leader.sync) || size + w.ops.len() > max {
             break;
         }
         size += w.ops.len();
