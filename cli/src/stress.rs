@@ -124,7 +124,7 @@ impl Stores {
 fn open_keyspaces(db: &Db, layout: Layout) -> CliResult<Stores> {
     let mut out = vec![db.default_keyspace().clone()];
     for i in 1..layout.keyspaces {
-        let name = format!("ks{i}");
+        let name = keyspace_name(i);
         out.push(match db.keyspace(&name) {
             Ok(ks) => ks,
             Err(Error::UnknownKeyspace { .. }) => db.create_keyspace(&name, keyspace_options(i))?,
@@ -132,6 +132,11 @@ fn open_keyspaces(db: &Db, layout: Layout) -> CliResult<Stores> {
         });
     }
     Ok(Stores { ks: out, layout })
+}
+
+/// Keyspace `i`'s name (0, the default keyspace, has its own).
+fn keyspace_name(i: u32) -> String {
+    format!("ks{i}")
 }
 
 /// Keyspaces shaped differently, so flushes and compactions of several shapes interleave.
@@ -601,12 +606,11 @@ impl Worker<'_> {
         std::fs::create_dir_all(&dir)?;
         self.db.checkpoint(&dir)?;
         let copy = Db::open(&dir, stress_options().create_if_missing(false))?;
-        let stores = Stores {
-            ks: (0..self.st.ks.len())
-                .map(|i| if i == 0 { Ok(copy.default_keyspace().clone()) } else { copy.keyspace(&format!("ks{i}")) })
-                .collect::<Result<_, _>>()?,
-            layout: self.st.layout,
-        };
+        let mut ks = vec![copy.default_keyspace().clone()];
+        for i in 1..self.st.layout.keyspaces {
+            ks.push(copy.keyspace(&keyspace_name(i))?);
+        }
+        let stores = Stores { ks, layout: self.st.layout };
         let scanned = scan_all(&stores).map_err(|e| format!("checkpoint {}: {e}", dir.display()))?;
         for k in (0..self.exp.keys).filter(|&k| self.st.layout.owner(k) == self.t) {
             let found = scanned.get(&k).copied();
