@@ -16,10 +16,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::crash_points::{crash_points, halting_after, prefix_state};
 use common::{env_u64, make_value, Model};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use wisckey::fs::{CrashMode, FaultFs, MemFs};
+use wisckey::fs::{FaultFs, MemFs};
 use wisckey::{Db, Error, Isolation, Keyspace, Options, TransactionOptions, WriteOptions};
 
 fn mem_db() -> Db {
@@ -579,21 +580,14 @@ fn a_crash_at_every_step_of_transaction_commits_leaves_each_whole_or_absent() {
         assert_eq!(states.len(), script.len() + 2, "clean run");
         fs.ops_count()
     };
-    let modes = [CrashMode::DropUnsynced, CrashMode::TearUnsynced, CrashMode::CorruptUnsynced];
     let mut checked = 0;
-    for at in 0..total {
-        let mode = modes[at as usize % modes.len()];
-        let fs = FaultFs::in_memory(at);
-        fs.set_crash_after_ops(at);
+    for (at, mode) in crash_points(total, u64::MAX) {
+        let fs = halting_after(at);
         let (states, floor) = run_script(&fs, &script);
         fs.halt();
         fs.crash(mode).expect("crash");
         let db = Db::open("/txndb", crash_options(&fs)).unwrap_or_else(|e| panic!("crash point {at} ({mode:?}): {e}"));
-        let state = all_contents(&db);
-        assert!(
-            (floor..states.len()).any(|j| states[j] == state),
-            "crash point {at} ({mode:?}): {state:?} is no state of a whole prefix of commits from {floor} on"
-        );
+        prefix_state(&states, floor, &all_contents(&db), &format!("crash point {at} ({mode:?}): commits"));
         checked += 1;
     }
     assert!(checked > 20, "only {checked} crash points");
