@@ -58,6 +58,7 @@ mod log;
 mod memtable;
 mod merge;
 mod options;
+mod prefix;
 mod range_del;
 mod snapshot;
 mod sst;
@@ -77,6 +78,7 @@ pub use db::{
 pub use error::{Error, Result};
 pub use filter_policy::FilterPolicy;
 pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+pub use prefix::{FixedPrefix, PrefixExtractor};
 pub use merge::{AppendOperator, MergeOperator, MergeResult, U64AddOperator};
 pub use options::{
     Compression, FilterAllocation, MergePolicy, Options, PrepopulateValueCache, ReadOptions, RecoveryMode, WriteOptions,
