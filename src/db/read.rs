@@ -669,7 +669,8 @@ impl DbInner {
                 if files.is_empty() {
                     continue;
                 }
-                let mut it = RunIterator::new(self.table_cache.clone(), files, reads).counted(self.counters.seeks.clone());
+                let mut it =
+                    RunIterator::new(self.table_cache.clone(), files, reads).counted(self.counters.seeks.clone());
                 if let Some(o) = observer.as_ref().filter(|_| l > 0) {
                     it = it.observed(l, Arc::clone(o));
                 }
