@@ -370,4 +370,17 @@ mod tests {
         assert_eq!(TableProperties::decode(&enc), Some(p));
         assert_eq!(TableProperties::decode(&enc[..enc.len() - 1]), None);
     }
+
+    #[test]
+    fn a_prefix_extractor_name_without_its_filter_handle_is_malformed() {
+        let p = TableProperties {
+            prefix_filter: Some(("wisckey.FixedPrefix.4".into(), BlockHandle { offset: 10, size: 65 })),
+            ..TableProperties::default()
+        };
+        assert_eq!(TableProperties::decode(&p.encode()), Some(p));
+        let mut name_only = Vec::new();
+        put_varint64(&mut name_only, tag::PREFIX_EXTRACTOR);
+        put_length_prefixed(&mut name_only, b"wisckey.FixedPrefix.4");
+        assert_eq!(TableProperties::decode(&name_only), None);
+    }
 }
