@@ -58,6 +58,7 @@ mod log;
 mod memtable;
 mod merge;
 mod options;
+mod prefix;
 mod range_del;
 mod snapshot;
 mod sst;
@@ -81,6 +82,7 @@ pub use merge::{AppendOperator, MergeOperator, MergeResult, U64AddOperator};
 pub use options::{
     Compression, FilterAllocation, MergePolicy, Options, PrepopulateValueCache, ReadOptions, RecoveryMode, WriteOptions,
 };
+pub use prefix::{FixedPrefix, PrefixExtractor};
 pub use snapshot::Snapshot;
 pub use value::Value;
 pub use write_batch::{BatchIter, BatchOp, WriteBatch};

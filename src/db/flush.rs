@@ -48,7 +48,8 @@ pub(super) fn plan(
             _ => (0, None),
         };
         let run = NewRun { level, bytes: mem.entry_bytes_in(ks), joins, consumed: &[], flush_bytes };
-        let opts = t.policy.table_options(&v, &run);
+        let mut opts = t.policy.table_options(&v, &run);
+        opts.prefix_extractor = t.opts.prefix_extractor.clone();
         out.push(FlushTable { ks, number: versions.new_file_number(), opts });
     }
     out

@@ -342,14 +342,7 @@ impl Keyspace {
 /// A key range as an inclusive lower and an exclusive upper bound (`None`: unbounded).
 pub(crate) type Bounds = (Option<Vec<u8>>, Option<Vec<u8>>);
 
-/// The smallest key greater than every key starting with `prefix` (`None`: there is none,
-/// the prefix is empty or all `0xff`).
-fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
-    let end = prefix.iter().rposition(|&b| b != 0xff)?;
-    let mut next = prefix[..=end].to_vec();
-    next[end] += 1;
-    Some(next)
-}
+use crate::prefix::successor as prefix_successor;
 
 /// A double-ended iterator over a key range of a keyspace (`Keyspace::range`, `prefix`):
 /// `(key, value)` pairs in ascending order from the front and descending from the back. Two
@@ -416,6 +409,11 @@ impl DbInner {
         if let Some(f) = &opts.compaction_filter {
             let mut o = (*t.opts).clone();
             o.compaction_filter = Some(f.clone());
+            t.opts = Arc::new(o);
+        }
+        if let Some(p) = &opts.prefix_extractor {
+            let mut o = (*t.opts).clone();
+            o.prefix_extractor = Some(p.clone());
             t.opts = Arc::new(o);
         }
         let Some(op) = &opts.merge_operator else { return Ok(()) };

@@ -157,6 +157,12 @@ pub struct DbStats {
     /// Of those, tables that then held no visible entry of the key: what filter memory (and
     /// Monkey's allocation of it) is there to save.
     pub filter_false_positives: u64,
+    /// Tables iterator seeks positioned in (one per sorted run that has a table at or after
+    /// the target, unless a prefix filter ruled it out).
+    pub seek_tables_probed: u64,
+    /// Tables a prefix filter (`Options::prefix_extractor`) let `prefix` iterations and
+    /// prefix-bounded seeks (`ReadOptions::prefix_same_as_start`) skip.
+    pub prefix_tables_skipped: u64,
     /// Transactions committed (with at least one write).
     pub transactions_committed: u64,
     /// Transaction commits refused with `Error::Conflict`.
@@ -219,6 +225,8 @@ pub(crate) struct Counters {
     filter_probes: AtomicU64,
     filter_passes: AtomicU64,
     filter_false_positives: AtomicU64,
+    /// Tables iterator seeks positioned in, and tables prefix filters let them skip.
+    seeks: Arc<crate::version::run_iter::SeekCounts>,
     transactions_committed: AtomicU64,
     transaction_conflicts: AtomicU64,
 }

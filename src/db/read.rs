@@ -16,7 +16,7 @@ use crate::options::ReadOptions;
 use crate::sst::filter::FilterHash;
 use crate::sst::BlockReads;
 use crate::value::Value;
-use crate::version::run_iter::{RunIterator, SeekObserver};
+use crate::version::run_iter::{PrefixScope, RunIterator, SeekObserver};
 use crate::version::{FileMeta, Version};
 use crate::vlog::{Access, CacheUse, PendingRead, ValuePointer};
 
@@ -649,13 +649,33 @@ impl DbInner {
             children.push(Box::new(m.iter(ks)));
         }
         // Seeks charge the tables of several segments they land in (`SeekStats`).
-        let lwc = self.state.lock().tree(ks).is_some_and(|t| t.opts.light_weight_compaction);
+        let (lwc, extractor) = match self.state.lock().tree(ks) {
+            Some(t) => (t.opts.light_weight_compaction, t.opts.prefix_extractor.clone()),
+            None => (false, None),
+        };
+        // A prefix's keys are one key range only in the bytewise order.
+        let extractor = extractor.filter(|_| self.table_cache.order().is_bytewise());
         let observer = lwc.then(|| Arc::new(TreeSeeks { db: Arc::clone(self), ks }) as Arc<dyn SeekObserver>);
+        let within = extractor.as_deref().and_then(|e| prefix_of_bounds(e, ro));
+        let scope = extractor
+            .filter(|_| ro.prefix_same_as_start)
+            .map(|extractor| Arc::new(PrefixScope { extractor, active: false.into() }));
         for (l, level) in view.version.levels.iter().enumerate() {
             for run in &level.runs {
-                let mut it = RunIterator::new(self.table_cache.clone(), run.files.clone(), reads);
+                let files = match &within {
+                    Some((name, prefix)) => self.files_with_prefix(&run.files, ro, name, prefix)?,
+                    None => run.files.clone(),
+                };
+                if files.is_empty() {
+                    continue;
+                }
+                let mut it =
+                    RunIterator::new(self.table_cache.clone(), files, reads).counted(self.counters.seeks.clone());
                 if let Some(o) = observer.as_ref().filter(|_| l > 0) {
                     it = it.observed(l, Arc::clone(o));
+                }
+                if let Some(s) = &scope {
+                    it = it.prefix_scoped(Arc::clone(s));
                 }
                 children.push(Box::new(it));
             }
@@ -670,7 +690,7 @@ impl DbInner {
             cache: CacheUse::filling(ro.fill_cache.unwrap_or(false)),
         });
         let order = self.table_cache.order().clone();
-        Ok(DbIterator::new(
+        let it = DbIterator::new(
             Box::new(MergingIterator::new(children, order.clone())),
             (view.seq, order),
             (ro.lower_bound.clone(), ro.upper_bound.clone()),
@@ -684,7 +704,38 @@ impl DbInner {
         )
         .range_deleted(coverage)
         .merged_by(merges)
-        .sampled(ReadSampler::new(Box::new(samples))))
+        .sampled(ReadSampler::new(Box::new(samples)));
+        Ok(match scope {
+            Some(s) => it.prefix_scoped(s),
+            None => it,
+        })
+    }
+
+    /// Of a run's `files`, those that may hold keys in `ro`'s bounds, which lie within the
+    /// keys of `prefix` (`prefix_of_bounds`): those overlapping the bounds whose prefix filter
+    /// (built under the extractor named `extractor`) may hold the prefix. Counts the others
+    /// that overlap as skipped.
+    fn files_with_prefix(
+        &self,
+        files: &Arc<[Arc<FileMeta>]>,
+        ro: &ReadOptions,
+        extractor: &str,
+        prefix: &[u8],
+    ) -> Result<Arc<[Arc<FileMeta>]>> {
+        let (lower, upper) = (ro.lower_bound.as_deref(), ro.upper_bound.as_deref());
+        let mut kept = Vec::new();
+        for f in files.iter() {
+            let (first, last) = (crate::key::user_key(&f.smallest), crate::key::user_key(&f.largest));
+            if lower.is_some_and(|l| last < l) || upper.is_some_and(|u| first >= u) {
+                continue;
+            }
+            if self.table_cache.get(f.number, f.size)?.prefix_may_match(extractor, prefix) {
+                kept.push(Arc::clone(f));
+            } else {
+                self.counters.seeks.skipped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(kept.into())
     }
 
     /// Hand the values a memtable being flushed kept to the value cache
@@ -796,6 +847,8 @@ impl DbInner {
             workload,
             filter_passes: load(&c.filter_passes),
             filter_false_positives: load(&c.filter_false_positives),
+            seek_tables_probed: load(&c.seeks.probed),
+            prefix_tables_skipped: load(&c.seeks.skipped),
             value_cache_entries: values.entries,
             value_cache_bytes: values.bytes,
             value_cache_hits: values.hits,
@@ -908,6 +961,15 @@ impl ReadSampleSink for IterSamples {
             self.db.charge_seek(self.ks, level, first);
         }
     }
+}
+
+/// The extractor's name and the prefix all keys in `ro`'s bounds share, when they lie within
+/// the keys of one prefix (`prefix(p)` with `p` at least a prefix long, or a range inside one
+/// prefix): the lower bound's prefix, with the upper bound at most its successor.
+fn prefix_of_bounds(e: &dyn crate::prefix::PrefixExtractor, ro: &ReadOptions) -> Option<(String, Vec<u8>)> {
+    let prefix = e.prefix(ro.lower_bound.as_deref()?)?;
+    let end = crate::prefix::successor(prefix)?;
+    ro.upper_bound.as_deref().is_some_and(|u| u <= end.as_slice()).then(|| (e.name().to_string(), prefix.to_vec()))
 }
 
 /// Who hears of an iterator's seeks into tables of several segments: keyspace `ks`'s

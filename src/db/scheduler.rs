@@ -330,7 +330,8 @@ impl Scheduler {
             consumed: &consumed,
             flush_bytes: flush_bytes.unwrap_or(0),
         };
-        let table_options = policy.table_options(&version, &new_run);
+        let mut table_options = policy.table_options(&version, &new_run);
+        table_options.prefix_extractor = tree_opts.prefix_extractor.clone();
         let allocated = parking_lot::Mutex::new(Vec::new());
         let out = MutexGuard::unlocked(st, || {
             let read_value = |user_key: &[u8], ptr: &[u8]| -> Result<Vec<u8>> {

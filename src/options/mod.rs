@@ -249,6 +249,14 @@ pub struct Options {
     /// about the newest version of each key every reader sees, to keep, remove or change it.
     /// `None`, the default: none. Per keyspace, like `merge_operator`; not recorded.
     pub compaction_filter: Option<Arc<dyn crate::compaction_filter::CompactionFilter>>,
+    /// The keyspace's prefix extractor (RocksDB's `prefix_extractor`): tables built while it is
+    /// set keep a Bloom filter over their keys' prefixes beside the whole-key filter (at the
+    /// same bits per entry, counted per distinct prefix), and `prefix` iterations and seeks
+    /// with `ReadOptions::prefix_same_as_start` skip the tables whose prefix filter rules the
+    /// prefix out. `None`, the default: none. Per keyspace, like `merge_operator`; not
+    /// recorded: each table records its extractor's name, and a table built under another name
+    /// is read without its prefix filter.
+    pub prefix_extractor: Option<Arc<dyn crate::prefix::PrefixExtractor>>,
     /// The merge operator name the keyspace recorded when it was opened without one (kept in
     /// the record, so a later open with another operator is still refused).
     pub(crate) recorded_merge_operator: Option<String>,
@@ -323,6 +331,7 @@ impl Default for Options {
             vfs: Arc::new(PosixFs::new()),
             merge_operator: None,
             compaction_filter: None,
+            prefix_extractor: None,
             recorded_merge_operator: None,
             named_shape: std::collections::BTreeSet::new(),
         }
@@ -427,6 +436,13 @@ impl Options {
         self
     }
 
+    /// Set [`Options::prefix_extractor`].
+    #[must_use]
+    pub fn prefix_extractor(mut self, extractor: Arc<dyn crate::prefix::PrefixExtractor>) -> Self {
+        self.prefix_extractor = Some(extractor);
+        self
+    }
+
     /// The merge operator's name as the keyspace records it: the one set, or the one recorded.
     pub(crate) fn merge_operator_name(&self) -> Option<String> {
         self.merge_operator.as_ref().map(|m| m.name().to_string()).or_else(|| self.recorded_merge_operator.clone())
@@ -446,6 +462,7 @@ impl Options {
             bloom_bits_per_key: self.bloom_bits_for_level(level),
             order: self.key_order(),
             filter_policy: self.filter_policy.clone(),
+            prefix_extractor: self.prefix_extractor.clone(),
         }
     }
 
@@ -583,6 +600,11 @@ pub struct ReadOptions {
     /// and `Db::multi_get` keeps up to this many reads in flight. `0` reads every value on its
     /// own, when it is reached.
     pub readahead_values: usize,
+    /// With `Options::prefix_extractor` set: each `seek` bounds the iterator to the keys that
+    /// share the target's prefix (RocksDB's `prefix_same_as_start`), so it can skip every table
+    /// whose prefix filter rules that prefix out. A target out of the extractor's domain seeks
+    /// in total order; `seek_to_first`/`seek_to_last` ignore it. Default: off.
+    pub prefix_same_as_start: bool,
 }
 
 impl ReadOptions {
@@ -599,6 +621,7 @@ impl Default for ReadOptions {
             lower_bound: None,
             upper_bound: None,
             readahead_values: Self::DEFAULT_READAHEAD_VALUES,
+            prefix_same_as_start: false,
         }
     }
 }

@@ -187,6 +187,9 @@ pub struct TableProperties {
     pub policy_filter: Option<(String, BlockHandle)>,
     /// The range tombstones the table (segment) holds, in key order (`range_del`).
     pub range_tombstones: Vec<crate::range_del::RangeTombstone>,
+    /// The prefix extractor (`Options::prefix_extractor`) whose prefixes the table's prefix
+    /// Bloom filter holds, and where that filter's block is; `None`: no prefix filter.
+    pub prefix_filter: Option<(String, BlockHandle)>,
 }
 
 /// Tags of the properties record; unknown tags are skipped so fields can be added later.
@@ -203,6 +206,10 @@ mod tag {
     pub const POLICY_FILTER_HANDLE: u64 = 10;
     /// The range tombstones (`range_del::encode_list`); absent when there are none.
     pub const RANGE_TOMBSTONES: u64 = 11;
+    /// The name of the prefix extractor whose prefixes the prefix filter holds (with 13).
+    pub const PREFIX_EXTRACTOR: u64 = 12;
+    /// The handle of the prefix Bloom filter block (with 12).
+    pub const PREFIX_FILTER_HANDLE: u64 = 13;
 }
 
 impl TableProperties {
@@ -226,12 +233,17 @@ impl TableProperties {
             put_varint64(&mut out, t);
             put_length_prefixed(&mut out, k);
         }
-        if let Some((name, handle)) = &self.policy_filter {
-            put_varint64(&mut out, tag::FILTER_POLICY);
+        let named = [
+            (&self.policy_filter, tag::FILTER_POLICY, tag::POLICY_FILTER_HANDLE),
+            (&self.prefix_filter, tag::PREFIX_EXTRACTOR, tag::PREFIX_FILTER_HANDLE),
+        ];
+        for (field, name_tag, handle_tag) in named {
+            let Some((name, handle)) = field else { continue };
+            put_varint64(&mut out, name_tag);
             put_length_prefixed(&mut out, name.as_bytes());
             let mut h = Vec::with_capacity(MAX_HANDLE_LEN);
             handle.encode_to(&mut h);
-            put_varint64(&mut out, tag::POLICY_FILTER_HANDLE);
+            put_varint64(&mut out, handle_tag);
             put_length_prefixed(&mut out, &h);
         }
         if !self.range_tombstones.is_empty() {
@@ -245,6 +257,7 @@ impl TableProperties {
     pub fn decode(src: &[u8]) -> Option<TableProperties> {
         let mut p = TableProperties::default();
         let (mut policy, mut handle) = (None, None);
+        let (mut prefix_name, mut prefix_handle) = (None, None);
         let mut r = Reader::new(src);
         while !r.is_empty() {
             let t = r.varint64()?;
@@ -266,15 +279,24 @@ impl TableProperties {
                 tag::FILTER_POLICY => policy = Some(String::from_utf8(payload.to_vec()).ok()?),
                 tag::POLICY_FILTER_HANDLE => handle = Some(BlockHandle::decode_exact(payload)?),
                 tag::RANGE_TOMBSTONES => p.range_tombstones = crate::range_del::decode_list(payload)?,
+                tag::PREFIX_EXTRACTOR => prefix_name = Some(String::from_utf8(payload.to_vec()).ok()?),
+                tag::PREFIX_FILTER_HANDLE => prefix_handle = Some(BlockHandle::decode_exact(payload)?),
                 _ => {}
             }
         }
-        p.policy_filter = match (policy, handle) {
-            (Some(name), Some(h)) => Some((name, h)),
-            (None, None) => None,
-            _ => return None,
-        };
+        p.policy_filter = both_or_neither(policy, handle)?;
+        p.prefix_filter = both_or_neither(prefix_name, prefix_handle)?;
         Some(p)
+    }
+}
+
+/// A name and a handle that come together: `Some(None)` for neither, `None` (malformed) for
+/// one without the other.
+fn both_or_neither(name: Option<String>, handle: Option<BlockHandle>) -> Option<Option<(String, BlockHandle)>> {
+    match (name, handle) {
+        (Some(n), Some(h)) => Some(Some((n, h))),
+        (None, None) => Some(None),
+        _ => None,
     }
 }
 
@@ -339,6 +361,7 @@ mod tests {
                 end: b"c".to_vec(),
                 seq: 9,
             }],
+            prefix_filter: Some(("wisckey.FixedPrefix.8".into(), BlockHandle { offset: 9045, size: 65 })),
         };
         let mut enc = p.encode();
         assert_eq!(TableProperties::decode(&enc), Some(p.clone()));
@@ -346,5 +369,18 @@ mod tests {
         put_length_prefixed(&mut enc, b"future");
         assert_eq!(TableProperties::decode(&enc), Some(p));
         assert_eq!(TableProperties::decode(&enc[..enc.len() - 1]), None);
+    }
+
+    #[test]
+    fn a_prefix_extractor_name_without_its_filter_handle_is_malformed() {
+        let p = TableProperties {
+            prefix_filter: Some(("wisckey.FixedPrefix.4".into(), BlockHandle { offset: 10, size: 65 })),
+            ..TableProperties::default()
+        };
+        assert_eq!(TableProperties::decode(&p.encode()), Some(p));
+        let mut name_only = Vec::new();
+        put_varint64(&mut name_only, tag::PREFIX_EXTRACTOR);
+        put_length_prefixed(&mut name_only, b"wisckey.FixedPrefix.4");
+        assert_eq!(TableProperties::decode(&name_only), None);
     }
 }

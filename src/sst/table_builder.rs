@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::filter_policy::FilterPolicy;
 use crate::fs::WritableFile;
 use crate::key::{self, compare_internal, ValueKind};
+use crate::prefix::PrefixExtractor;
 
 use super::block_builder::BlockBuilder;
 use super::compression::{self, Compression, TYPE_NONE};
@@ -31,6 +32,9 @@ pub struct TableOptions {
     /// A custom filter policy, whose filter the table gets instead of the Bloom filter (when
     /// `bloom_bits_per_key` is above 0).
     pub filter_policy: Option<Arc<dyn FilterPolicy>>,
+    /// The keyspace's prefix extractor: with it (and `bloom_bits_per_key` above 0) the table
+    /// also gets a Bloom filter over its keys' distinct prefixes, at the same bits per entry.
+    pub prefix_extractor: Option<Arc<dyn PrefixExtractor>>,
 }
 
 impl Default for TableOptions {
@@ -42,6 +46,7 @@ impl Default for TableOptions {
             bloom_bits_per_key: 10.0,
             order: KeyOrder::default(),
             filter_policy: None,
+            prefix_extractor: None,
         }
     }
 }
@@ -75,6 +80,31 @@ impl FilterSink {
     }
 }
 
+/// Collects the distinct prefixes of the table's user keys (keys out of the extractor's domain
+/// add none) for the prefix Bloom filter.
+struct PrefixSink {
+    extractor: Arc<dyn PrefixExtractor>,
+    filter: FilterBuilder,
+    last: Option<Vec<u8>>,
+}
+
+impl PrefixSink {
+    fn new(opts: &TableOptions) -> Option<PrefixSink> {
+        let extractor = opts.prefix_extractor.clone().filter(|_| opts.bloom_bits_per_key > 0.0)?;
+        Some(PrefixSink { extractor, filter: FilterBuilder::new(opts.bloom_bits_per_key), last: None })
+    }
+
+    fn add_key(&mut self, user_key: &[u8]) {
+        let Some(p) = self.extractor.prefix(user_key) else { return };
+        // Keys arrive in order, so a prefix's keys are adjacent (bytewise order; under another
+        // order a repeat only costs a duplicate hash).
+        if self.last.as_deref() != Some(p) {
+            self.filter.add_key(p);
+            self.last = Some(p.to_vec());
+        }
+    }
+}
+
 /// What a finished table holds (for the manifest and statistics).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TableSummary {
@@ -100,6 +130,7 @@ pub struct TableBuilder {
     data_block: BlockBuilder,
     index_block: BlockBuilder,
     filter: Option<FilterSink>,
+    prefixes: Option<PrefixSink>,
     /// Handle of the last data block written, waiting for its index entry until the next
     /// key is known (so the separator can be short).
     pending_handle: Option<BlockHandle>,
@@ -114,7 +145,9 @@ impl TableBuilder {
     /// A builder appending the table to `file`.
     pub fn new(file: Box<dyn WritableFile>, opts: TableOptions) -> Self {
         let filter = FilterSink::new(&opts);
+        let prefixes = PrefixSink::new(&opts);
         TableBuilder {
+            prefixes,
             offset: file.len(),
             file,
             data_block: BlockBuilder::new(opts.restart_interval),
@@ -146,6 +179,9 @@ impl TableBuilder {
             if first || key::user_key(&self.last_key) != uk {
                 f.add_key(uk);
             }
+        }
+        if let Some(p) = &mut self.prefixes {
+            p.add_key(key::user_key(ikey));
         }
         self.count(ikey, value);
         self.last_key.clear();
@@ -224,6 +260,10 @@ impl TableBuilder {
             }
             None => BlockHandle { offset: self.offset, size: 0 },
         };
+        if let Some(p) = self.prefixes.take() {
+            let handle = self.write_raw(&p.filter.finish())?;
+            self.props.prefix_filter = Some((p.extractor.name().to_string(), handle));
+        }
         self.props.largest = self.last_key.clone();
         let properties = self.write_raw(&self.props.encode())?;
         if let Some(h) = self.pending_handle.take() {

@@ -88,6 +88,8 @@ pub struct Table {
     /// always under a custom order, which bytes do not follow).
     fences: Option<IndexFences>,
     filter: Option<TableFilter>,
+    /// The prefix Bloom filter and the name of the extractor whose prefixes it holds.
+    prefix_filter: Option<(String, BloomFilter)>,
     props: TableProperties,
     /// End of the data-block region: data handles must lie below it.
     data_end: u64,
@@ -213,8 +215,19 @@ impl Table {
                 Some(TableFilter::Bloom(BloomFilter::new(raw, &path, footer.filter.offset)?))
             }
         };
-        // A policy's filter block lies between the data blocks and the properties block.
-        let data_end = props.policy_filter.as_ref().map_or(footer.data_end(), |(_, h)| h.offset.min(footer.data_end()));
+        let prefix_filter = match &props.prefix_filter {
+            Some((name, h)) => {
+                let raw = read_block(&*file, *h, footer_at)?;
+                Some((name.clone(), BloomFilter::new(raw, &path, h.offset)?))
+            }
+            None => None,
+        };
+        // A policy's filter block and the prefix filter block lie between the data blocks and
+        // the properties block.
+        let data_end = [&props.policy_filter, &props.prefix_filter]
+            .into_iter()
+            .flatten()
+            .fold(footer.data_end(), |end, (_, h)| end.min(h.offset));
         let mapping = file.mapping().cloned();
         if mapping.is_some() {
             // A lookup's fault should read its own page, not the kernel's read-around (up to
@@ -239,6 +252,7 @@ impl Table {
             order: ro.order.clone(),
             fences,
             filter,
+            prefix_filter,
             props,
             data_end,
             index_offset: footer.index.offset,
@@ -292,9 +306,22 @@ impl Table {
         self.segments().any(|s| s.segment_may_contain(h, user_key))
     }
 
-    /// Bytes of Bloom filter the table holds in memory, over all its segments.
+    /// Bytes of Bloom filter the table holds in memory (whole-key and prefix filters), over
+    /// all its segments.
     pub fn filter_bytes(&self) -> u64 {
-        self.segments().map(|s| s.filter.as_ref().map_or(0, TableFilter::len_bytes)).sum()
+        let prefix = |s: &Table| s.prefix_filter.as_ref().map_or(0, |(_, f)| f.len_bytes());
+        self.segments().map(|s| s.filter.as_ref().map_or(0, TableFilter::len_bytes) + prefix(s)).sum()
+    }
+
+    /// False only when no key of the table has prefix `prefix` under the extractor named
+    /// `extractor`: some segment has no prefix filter, or one built under another extractor,
+    /// or one that may hold the prefix, and the table may hold keys of the prefix.
+    pub fn prefix_may_match(&self, extractor: &str, prefix: &[u8]) -> bool {
+        let hash = FilterHash::of(prefix);
+        self.segments().any(|s| match &s.prefix_filter {
+            Some((name, f)) if name == extractor => f.may_contain_hash(hash),
+            _ => true,
+        })
     }
 
     /// Bytes of merged segment fences the table holds in memory (0 for a plain table).

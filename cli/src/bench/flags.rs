@@ -46,6 +46,23 @@ pub struct BenchArgs {
     #[arg(long = "key_size", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub key_size: u32,
 
+    /// db_bench's --prefix_size: keys begin with a prefix of this many bytes (digits), and the
+    /// engine gets a fixed-length prefix extractor of it (prefix Bloom filters; seeks are
+    /// bounded to the target's prefix, as in RocksDB's prefix seek mode). 0: none.
+    #[arg(long = "prefix_size", default_value_t = 0)]
+    pub prefix_size: u32,
+
+    /// db_bench's --keys_per_prefix: with --prefix_size, keys share prefixes this many at a
+    /// time (key k's prefix is k mod num/keys_per_prefix). 0: every key's prefix is its own.
+    #[arg(long = "keys_per_prefix", default_value_t = 0)]
+    pub keys_per_prefix: u64,
+
+    /// Build and use prefix Bloom filters when --prefix_size is set (false: the same keys and
+    /// seeks without them, to measure what they save).
+    #[arg(long = "prefix_bloom", default_value = "true", num_args = 0..=1,
+          default_missing_value = "true", action = ArgAction::Set, value_parser = parse_bool)]
+    pub prefix_bloom: bool,
+
     /// Values compress to about this fraction of their size.
     #[arg(long = "compression_ratio", default_value_t = 0.5)]
     pub compression_ratio: f64,
@@ -308,7 +325,17 @@ impl BenchArgs {
     pub fn read_options(&self) -> ReadOptions {
         let depth = self.readahead_values.map_or(ReadOptions::DEFAULT_READAHEAD_VALUES, |n| n as usize);
         let readahead_values = if self.prefetch { depth } else { 0 };
-        ReadOptions { readahead_values, ..ReadOptions::default() }
+        ReadOptions { readahead_values, prefix_same_as_start: self.prefix_size > 0, ..ReadOptions::default() }
+    }
+
+    /// The benchmark's keys: `--key_size` digits, the first `--prefix_size` of them shared by
+    /// `--keys_per_prefix` keys.
+    pub fn key_format(&self) -> super::keys::KeyFormat {
+        let prefixes = match self.keys_per_prefix {
+            0 => 0,
+            n => (self.num / n).max(1),
+        };
+        super::keys::KeyFormat::with_prefixes(self.key_size as usize, self.prefix_size as usize, prefixes)
     }
 
     /// Engine options for these flags; `create` is false when reusing an existing database.
@@ -321,6 +348,9 @@ impl BenchArgs {
             .merge_policy(self.merge_policy)
             .io_uring(self.io_uring)
             .mmap_value_reads(self.mmap_value_reads);
+        if self.prefix_size > 0 && self.prefix_bloom {
+            o = o.prefix_extractor(std::sync::Arc::new(wisckey::FixedPrefix::new(self.prefix_size as usize)));
+        }
         if let Some(v) = self.cache_size {
             o = o.block_cache_bytes(v);
         }

@@ -38,11 +38,23 @@ impl Random {
 #[derive(Debug, Clone)]
 pub struct KeyFormat {
     buf: Vec<u8>,
+    /// db_bench's `--prefix_size` and the number of distinct prefixes (0: no shared prefixes).
+    prefix_size: usize,
+    prefixes: u64,
 }
 
 impl KeyFormat {
+    #[cfg(test)]
     pub fn new(size: usize) -> Self {
-        KeyFormat { buf: vec![b'0'; size] }
+        Self::with_prefixes(size, 0, 0)
+    }
+
+    /// Keys whose first `prefix_size` digits are `k mod prefixes` (db_bench's
+    /// `--keys_per_prefix`: `prefixes = num / keys_per_prefix`) and the rest `k`; plain keys
+    /// when `prefixes` is 0.
+    pub fn with_prefixes(size: usize, prefix_size: usize, prefixes: u64) -> Self {
+        let prefix_size = if prefixes > 0 { prefix_size.min(size) } else { 0 };
+        KeyFormat { buf: vec![b'0'; size], prefix_size, prefixes }
     }
 
     /// Largest key number that fits in `size` digits without losing uniqueness.
@@ -51,18 +63,35 @@ impl KeyFormat {
     }
 
     /// The key for number `k` (the low `size` digits when `k` has more).
-    pub fn key(&mut self, mut k: u64) -> &[u8] {
-        for b in self.buf.iter_mut().rev() {
-            *b = b'0' + (k % 10) as u8;
-            k /= 10;
+    pub fn key(&mut self, k: u64) -> &[u8] {
+        let (head, tail) = self.buf.split_at_mut(self.prefix_size);
+        if self.prefixes > 0 {
+            fill_digits(head, k % self.prefixes);
         }
+        fill_digits(tail, k);
         &self.buf
+    }
+}
+
+/// `k`'s low decimal digits, zero padded, filling `out`.
+fn fill_digits(out: &mut [u8], mut k: u64) {
+    for b in out.iter_mut().rev() {
+        *b = b'0' + (k % 10) as u8;
+        k /= 10;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_per_prefix_share_a_prefix_of_the_given_digits() {
+        let mut f = KeyFormat::with_prefixes(16, 8, 100);
+        assert_eq!(f.key(5), b"0000000500000005");
+        assert_eq!(f.key(105), b"0000000500000105");
+        assert_eq!(f.key(99), b"0000009900000099");
+    }
 
     #[test]
     fn sixteen_byte_keys_match_db_bench_printf_format() {

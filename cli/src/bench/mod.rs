@@ -169,7 +169,7 @@ fn evict_page_cache(dir: &std::path::Path) -> CliResult {
 fn open_keyspaces(db: &Db, args: &BenchArgs) -> CliResult {
     for i in 1..args.keyspaces {
         let ks = db.open_keyspace(&format!("ks{i}"), args.options())?;
-        let mut key = keys::KeyFormat::new(args.key_size as usize);
+        let mut key = args.key_format();
         let value = vec![b'x'; args.value_size];
         for k in 0..1000 {
             ks.put(key.key(k), &value)?;
@@ -210,6 +210,16 @@ fn validate(args: &BenchArgs) -> CliResult {
     let key_size = args.key_size as usize;
     if args.num > KeyFormat::capacity(key_size) {
         return Err(format!("--num={} keys do not fit in --key_size={key_size} digits", args.num).into());
+    }
+    if args.keys_per_prefix > 0 {
+        let rest = key_size.saturating_sub(args.prefix_size as usize);
+        if args.prefix_size == 0 || rest == 0 || args.num > KeyFormat::capacity(rest) {
+            return Err(format!(
+                "--keys_per_prefix needs 0 < --prefix_size < --key_size with --num={} fitting in the other digits",
+                args.num
+            )
+            .into());
+        }
     }
     if args.value_size > wisckey::MAX_VALUE_BYTES {
         return Err(format!("--value_size must be at most {}", wisckey::MAX_VALUE_BYTES).into());

@@ -62,7 +62,7 @@ pub fn write_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
 pub fn merge_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
     let counter = ctx.args.merge_operator.as_deref() == Some("uint64add");
     let mut gen = ValueGenerator::new(ctx.args.compression_ratio, ctx.value_size);
-    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut key = ctx.args.key_format();
     let mut bytes = 0u64;
     let one = 1u64.to_le_bytes();
     for _ in 0..ctx.num {
@@ -82,7 +82,7 @@ pub fn merge_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
 pub fn write_cross_keyspace(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
     let other = ctx.db.keyspace("ks1")?;
     let mut gen = ValueGenerator::new(ctx.args.compression_ratio, ctx.value_size);
-    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut key = ctx.args.key_format();
     let mut bytes = 0u64;
     for _ in 0..ctx.num {
         let k = t.rand.uniform(ctx.args.num);
@@ -146,12 +146,12 @@ fn do_write(ctx: &Ctx, t: &mut ThreadState, order: KeyOrder) -> CliResult {
         t.stats.add_message(&format!("({} ops)", ctx.num));
     }
     let mut gen = ValueGenerator::new(ctx.args.compression_ratio, ctx.value_size);
-    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut key = ctx.args.key_format();
     let mut batch = WriteBatch::new();
     let mut bytes = 0u64;
     let mut i = 0;
     let stride = coprime_stride(ctx.args.num);
-    let mut probe_key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut probe_key = ctx.args.key_format();
     let mut probe_bits = Vec::new();
     while i < ctx.num {
         let n = ctx.entries_per_batch.min(ctx.num - i);
@@ -235,7 +235,7 @@ fn read_scan(ctx: &Ctx, t: &mut ThreadState, reverse: bool) -> CliResult {
 }
 
 pub fn read_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
-    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut key = ctx.args.key_format();
     let mut found = 0u64;
     for _ in 0..ctx.reads {
         let k = t.rand.uniform(ctx.args.num);
@@ -252,7 +252,7 @@ pub fn read_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
 /// `multi_get` (each key counts as one op).
 pub fn multi_read_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
     let ro = ctx.args.read_options();
-    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut key = ctx.args.key_format();
     let (mut found, mut done) = (0u64, 0u64);
     let mut keys: Vec<Vec<u8>> = Vec::new();
     while done < ctx.reads {
@@ -272,7 +272,7 @@ pub fn multi_read_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
 
 /// Looks up keys one byte shorter than the stored ones: never present.
 pub fn read_missing(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
-    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut key = ctx.args.key_format();
     for _ in 0..ctx.reads {
         let k = key.key(t.rand.uniform(ctx.args.num));
         ctx.db.get(&k[..k.len() - 1])?;
@@ -346,7 +346,7 @@ struct Mix {
 /// rate after its first fifth (how fast the tree serves the mix once it had time to adapt).
 fn read_write_mix(ctx: &Ctx, t: &mut ThreadState, mix: Mix, read: fn(&Ctx, &[u8]) -> CliResult<bool>) -> CliResult {
     let mut gen = ValueGenerator::new(ctx.args.compression_ratio, ctx.value_size);
-    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut key = ctx.args.key_format();
     let (mut reads, mut writes, mut found) = (0u64, 0u64, 0u64);
     let fifth = ctx.reads / 5;
     let mut after_fifth = std::time::Instant::now();
@@ -385,7 +385,7 @@ pub fn batch_rmw(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
 
 fn read_modify_write(ctx: &Ctx, t: &mut ThreadState, transaction: bool) -> CliResult {
     let mut gen = ValueGenerator::new(ctx.args.compression_ratio, ctx.value_size);
-    let (mut ka, mut kb) = (KeyFormat::new(ctx.args.key_size as usize), KeyFormat::new(ctx.args.key_size as usize));
+    let (mut ka, mut kb) = (ctx.args.key_format(), ctx.args.key_format());
     let ks = ctx.db.default_keyspace();
     let opts = TransactionOptions { sync: ctx.write_options.sync, ..TransactionOptions::default() };
     let (mut found, mut conflicts, mut bytes) = (0u64, 0u64, 0u64);
@@ -424,7 +424,7 @@ fn read_modify_write(ctx: &Ctx, t: &mut ThreadState, transaction: bool) -> CliRe
 
 /// Random reads confined to the first 1% of the key space.
 pub fn read_hot(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
-    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut key = ctx.args.key_format();
     let range = ctx.args.num.div_ceil(100);
     for _ in 0..ctx.reads {
         ctx.db.get(key.key(t.rand.uniform(range)))?;
@@ -438,8 +438,9 @@ pub fn read_hot(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
 /// `Db::scan_from` is for (keys first, then the values as one batch).
 pub fn seek_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
     let ro = ctx.args.read_options();
-    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut key = ctx.args.key_format();
     let (mut found, mut bytes) = (0u64, 0u64);
+    let before = ctx.db.stats();
     for _ in 0..ctx.reads {
         let k = key.key(t.rand.uniform(ctx.args.num));
         if ctx.args.seek_nexts > 0 {
@@ -457,12 +458,19 @@ pub fn seek_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
         t.stats.add_bytes(bytes);
     }
     t.stats.add_message(&format!("({found} of {} found)", ctx.num));
+    let after = ctx.db.stats();
+    let per_seek = |a: u64, b: u64| (a - b) as f64 / ctx.reads.max(1) as f64;
+    t.stats.add_message(&format!(
+        "(tables per seek: {:.2} probed, {:.2} skipped by prefix filters)",
+        per_seek(after.seek_tables_probed, before.seek_tables_probed),
+        per_seek(after.prefix_tables_skipped, before.prefix_tables_skipped)
+    ));
     Ok(())
 }
 
 /// One iterator seeking forward by random small steps.
 pub fn seek_ordered(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
-    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut key = ctx.args.key_format();
     let mut it = ctx.db.iter(&ctx.args.read_options())?;
     let (mut found, mut k) = (0u64, 0u64);
     for _ in 0..ctx.reads {
@@ -487,7 +495,7 @@ pub fn delete_random(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
 }
 
 fn do_delete(ctx: &Ctx, t: &mut ThreadState, seq: bool) -> CliResult {
-    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut key = ctx.args.key_format();
     for i in 0..ctx.num {
         let k = if seq { i } else { t.rand.uniform(ctx.args.num) };
         ctx.db.delete_opt(&ctx.write_options, key.key(k))?;
@@ -504,7 +512,7 @@ pub fn read_while_writing(ctx: &Ctx, t: &mut ThreadState) -> CliResult {
         return read_random(ctx, t);
     }
     let mut gen = ValueGenerator::new(ctx.args.compression_ratio, ctx.value_size);
-    let mut key = KeyFormat::new(ctx.args.key_size as usize);
+    let mut key = ctx.args.key_format();
     while ctx.threads_done.load(Ordering::Acquire) + 1 < ctx.threads {
         let k = t.rand.uniform(ctx.args.num);
         ctx.db.put_opt(&ctx.write_options, key.key(k), gen.generate(ctx.value_size))?;

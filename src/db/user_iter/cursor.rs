@@ -71,6 +71,16 @@ pub(crate) trait MergeSource: Send + Sync {
 }
 
 impl Cursor {
+    /// The bounds `[lower, upper)`.
+    pub(super) fn bounds(&self) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+        (self.lower.clone(), self.upper.clone())
+    }
+
+    /// Replace the bounds (before a seek).
+    pub(super) fn set_bounds(&mut self, lower: Option<Vec<u8>>, upper: Option<Vec<u8>>) {
+        (self.lower, self.upper) = (lower, upper);
+    }
+
     /// A cursor over `inner` at sequence number `seq`, within `[lower, upper)` (keys in
     /// `order`); not positioned.
     pub(super) fn new(

@@ -17,6 +17,8 @@ mod window;
 
 use std::sync::Arc;
 
+use crate::version::run_iter::PrefixScope;
+
 use self::cursor::Cursor;
 pub(crate) use self::cursor::MergeSource;
 use self::readahead::Readahead;
@@ -102,8 +104,13 @@ pub struct DbIterator {
     kept: bool,
     /// A move failed: invalid until the next seek.
     failed: bool,
+    /// `ReadOptions::prefix_same_as_start`: the scope the runs share, and the iterator's own
+    /// bounds (each seek narrows them to the target's prefix).
+    prefix: Option<(Arc<PrefixScope>, Bounds)>,
     _pins: Box<dyn Pin>,
 }
+
+type Bounds = (Option<Vec<u8>>, Option<Vec<u8>>);
 
 impl DbIterator {
     /// `readahead_values`: the most values read ahead at once (0: none). `inner`'s keys and
@@ -131,8 +138,36 @@ impl DbIterator {
             resolved: None,
             kept: false,
             failed: false,
+            prefix: None,
             _pins: pins,
         }
+    }
+
+    /// Bound every seek to the target's prefix under `scope`'s extractor
+    /// (`ReadOptions::prefix_same_as_start`), telling the runs (which share `scope`) so.
+    pub(crate) fn prefix_scoped(mut self, scope: Arc<PrefixScope>) -> Self {
+        self.prefix = Some((scope, self.cursor.bounds()));
+        self
+    }
+
+    /// Before a seek to `target` (`None`: a seek to the first or last key) or a step back:
+    /// the bounds and the runs' prefix filtering that move needs.
+    fn scope_to(&mut self, target: Option<&[u8]>) {
+        let Some((scope, (lower, upper))) = &self.prefix else { return };
+        let prefix = target.and_then(|t| scope.extractor.prefix(t));
+        scope.active.store(prefix.is_some(), std::sync::atomic::Ordering::Relaxed);
+        let (mut lo, mut hi) = (lower.clone(), upper.clone());
+        if let Some(p) = prefix {
+            if lo.as_deref().is_none_or(|l| l < p) {
+                lo = Some(p.to_vec());
+            }
+            if let Some(end) = crate::prefix::successor(p) {
+                if hi.as_deref().is_none_or(|h| h > end.as_slice()) {
+                    hi = Some(end);
+                }
+            }
+        }
+        self.cursor.set_bounds(lo, hi);
     }
 
     /// Hide the entries range tombstones cover (`range_del::Coverage`).
@@ -198,16 +233,20 @@ impl DbIterator {
 
     /// Position at the first key (or the lower bound).
     pub fn seek_to_first(&mut self) -> Result<()> {
+        self.scope_to(None);
         self.reposition(|c| c.seek_to_first())
     }
 
     /// Position at the last key (before the upper bound).
     pub fn seek_to_last(&mut self) -> Result<()> {
+        self.scope_to(None);
         self.reposition(|c| c.seek_to_last())
     }
 
-    /// Position at the first key >= `target` (and >= the lower bound).
+    /// Position at the first key >= `target` (and >= the lower bound; with
+    /// `ReadOptions::prefix_same_as_start`, among the keys of `target`'s prefix).
     pub fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.scope_to(Some(target));
         self.reposition(|c| c.seek(target))
     }
 
@@ -228,6 +267,7 @@ impl DbIterator {
     /// iterator is used up.
     pub(crate) fn collect_from(mut self, from: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Value)>> {
         let mut out = Vec::with_capacity(limit.min(1024));
+        self.scope_to(Some(from));
         self.cursor.seek(from)?;
         while self.cursor.valid() && out.len() < limit {
             self.collect_batch(&mut out, limit)?;
@@ -289,6 +329,13 @@ impl DbIterator {
         }
         self.resolved = None;
         self.kept = false;
+        if dir == Step::Backward {
+            // Turning back re-seeks the runs to the current key and steps them back; a run
+            // that skipped its tables by prefix would have no position to step back from.
+            if let Some((scope, _)) = &self.prefix {
+                scope.active.store(false, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
         let r = self.step_inner(dir);
         self.fail_on_error(r)
     }
