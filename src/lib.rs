@@ -61,6 +61,7 @@ mod options;
 mod range_del;
 mod snapshot;
 mod sst;
+mod ttl;
 mod util;
 mod value;
 mod version;
@@ -77,6 +78,7 @@ pub use db::{
 pub use error::{Error, Result};
 pub use filter_policy::FilterPolicy;
 pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+pub use ttl::{Clock, ManualClock, SystemClock};
 pub use merge::{AppendOperator, MergeOperator, MergeResult, U64AddOperator};
 pub use options::{
     Compression, FilterAllocation, MergePolicy, Options, PrepopulateValueCache, ReadOptions, RecoveryMode, WriteOptions,

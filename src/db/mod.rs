@@ -517,6 +517,22 @@ impl Db {
         self.default.put_opt(wo, key, value)
     }
 
+    /// Set `key` to `value` until `ttl` has passed (see `Keyspace::put_with_ttl`).
+    pub fn put_with_ttl(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, ttl: std::time::Duration) -> Result<()> {
+        self.default.put_with_ttl(key, value, ttl)
+    }
+
+    /// `put_with_ttl` with write options.
+    pub fn put_with_ttl_opt(
+        &self,
+        wo: &WriteOptions,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: std::time::Duration,
+    ) -> Result<()> {
+        self.default.put_with_ttl_opt(wo, key, value, ttl)
+    }
+
     /// Remove `key` (not synced: see `delete_opt`). Deleting a missing key is not an error.
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         self.default.delete(key)

@@ -358,6 +358,7 @@ impl Scheduler {
                 merge_operator: tree_opts.merge_operator.clone(),
                 read_value: &read_value,
                 compaction_filter: tree_opts.compaction_filter.clone(),
+                now_ms: db.opts.clock.now_ms(),
             };
             job(&ctx, &version)
         });
@@ -633,8 +634,8 @@ fn pointed_bytes(db: &DbInner, files: &[(usize, Arc<FileMeta>)]) -> BTreeMap<u64
             let mut it = db.table_cache.get(f.number, f.size)?.iter(crate::sst::BlockReads::filling(false));
             it.seek_to_first()?;
             while it.valid() {
-                let pointer = key::parse_internal_key(it.key()).is_some_and(|k| k.kind == key::ValueKind::Pointer);
-                if let Some(p) = crate::vlog::ValuePointer::decode(it.value()).filter(|_| pointer) {
+                let pointer = key::parse_internal_key(it.key()).and_then(|k| crate::ttl::pointer_bytes(k.kind, it.value()));
+                if let Some(p) = pointer.and_then(crate::vlog::ValuePointer::decode) {
                     *out.entry(p.file).or_insert(0) += u64::from(p.op_len);
                 }
                 it.next()?;
