@@ -441,6 +441,11 @@ impl DbInner {
             o.compaction_filter = Some(f.clone());
             t.opts = Arc::new(o);
         }
+        if opts.default_ttl_ms != t.opts.default_ttl_ms {
+            let mut o = (*t.opts).clone();
+            o.default_ttl_ms = opts.default_ttl_ms;
+            t.opts = Arc::new(o);
+        }
         let Some(op) = &opts.merge_operator else { return Ok(()) };
         match t.opts.merge_operator_name() {
             Some(name) if name != op.name() => Err(Error::IncompatibleOptions {

@@ -307,6 +307,9 @@ impl State {
 pub(crate) struct DbInner {
     dir: PathBuf,
     opts: Options,
+    /// Puts with a time-to-live were written since the database was opened: `compact_range`
+    /// then rewrites the deepest level too, so it drops the expired entries there.
+    ttl_written: std::sync::atomic::AtomicBool,
     vfs: Arc<dyn Vfs>,
     state: Mutex<State>,
     /// Group commit: the log appender and the sequence number readers may see.
@@ -389,6 +392,7 @@ impl DbInner {
             gc,
             dir,
             opts: options,
+            ttl_written: std::sync::atomic::AtomicBool::new(false),
             vfs,
             table_cache,
             chunk_pool,

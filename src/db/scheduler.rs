@@ -234,7 +234,7 @@ impl Scheduler {
         }
         // `compact_range` of a keyspace with a compaction filter rewrites what it would move,
         // so the filter sees every table (background moves stay moves).
-        let filtered = st.tree(ks).is_some_and(|t| t.opts.compaction_filter.is_some());
+        let filtered = rewrites_deepest(db, st.tree(ks));
         let r = match &choice {
             Choice::Move(t) if filtered && t.reason == Reason::Manual => self.run_merge(db, st, ks, t),
             Choice::Move(t) => self.install_move(db, st, ks, t),
@@ -489,7 +489,8 @@ impl Scheduler {
         })?;
         // With a compaction filter the deepest level's tables are rewritten too, so the filter
         // sees every entry in the range (RocksDB's `kIfHaveCompactionFilter`).
-        if st.tree(ks).is_some_and(|t| t.opts.compaction_filter.is_some()) {
+        // So are they when the keyspace may hold expiring entries: the rewrite drops the expired.
+        if rewrites_deepest(db, st.tree(ks)) {
             self.run_manual_task(db, &mut st, ks, |v| in_place_rewrite(v, begin, end))?;
         }
         // A compaction of other levels that ran meanwhile may still pin a Version naming the
@@ -622,6 +623,17 @@ impl Scheduler {
             self.progress.wait_for(&mut st, Duration::from_millis(100));
         }
     }
+}
+
+/// Whether `compact_range` of `tree` rewrites what it would move, and the deepest level's
+/// tables too: it has a compaction filter to show every entry, or it may hold expiring
+/// entries (a default TTL, or puts with a TTL written since the open) to drop the expired.
+fn rewrites_deepest(db: &DbInner, tree: Option<&super::keyspace::TreeState>) -> bool {
+    tree.is_some_and(|t| {
+        t.opts.compaction_filter.is_some()
+            || t.opts.default_ttl_ms > 0
+            || db.ttl_written.load(std::sync::atomic::Ordering::Relaxed)
+    })
 }
 
 /// Bytes of separated values the entries of `files` point to, per value file (every version:

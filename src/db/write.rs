@@ -183,6 +183,7 @@ impl WriteQueue {
         if !batch.pending_ttls.is_empty() || !default_ttls.is_empty() {
             // Expiry times are set once, here: a TTL counts from the write.
             let now = db.opts.clock.now_ms();
+            db.ttl_written.store(true, std::sync::atomic::Ordering::Relaxed);
             batch.stamp_ttls(now)?;
             let ttl_of = |ks: u32| default_ttls.iter().find(|(k, _)| *k == ks).map_or(0, |(_, t)| *t);
             if let Some(stamped) = batch.with_default_ttls(now, ttl_of)? {
