@@ -188,7 +188,9 @@ impl Error {
             },
             Error::Corruption { file, offset, reason } => Error::corruption(file.clone(), *offset, reason.clone()),
             Error::InvalidArgument { reason } => Error::invalid(reason.clone()),
-            Error::InvalidTtl { key, ttl_ms, reason } => Error::InvalidTtl { key: key.clone(), ttl_ms: *ttl_ms, reason },
+            Error::InvalidTtl { key, ttl_ms, reason } => {
+                Error::InvalidTtl { key: key.clone(), ttl_ms: *ttl_ms, reason }
+            }
             Error::Locked { path } => Error::Locked { path: path.clone() },
             Error::NotADatabase { path, reason } => Error::NotADatabase { path: path.clone(), reason: reason.clone() },
             Error::AlreadyExists { path } => Error::AlreadyExists { path: path.clone() },

@@ -78,12 +78,12 @@ pub use db::{
 pub use error::{Error, Result};
 pub use filter_policy::FilterPolicy;
 pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
-pub use ttl::{Clock, ManualClock, SystemClock};
 pub use merge::{AppendOperator, MergeOperator, MergeResult, U64AddOperator};
 pub use options::{
     Compression, FilterAllocation, MergePolicy, Options, PrepopulateValueCache, ReadOptions, RecoveryMode, WriteOptions,
 };
 pub use snapshot::Snapshot;
+pub use ttl::{Clock, ManualClock, SystemClock};
 pub use value::Value;
 pub use write_batch::{BatchIter, BatchOp, WriteBatch};
 

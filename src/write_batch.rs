@@ -160,7 +160,13 @@ impl WriteBatch {
 
     /// Queue `key = value` expiring at `expires_at_ms` in keyspace `keyspace` by id (a write's
     /// default TTL, GC's moves of expiring values).
-    pub(crate) fn put_expiring_raw(&mut self, keyspace: u32, key: &[u8], value: &[u8], expires_at_ms: u64) -> &mut Self {
+    pub(crate) fn put_expiring_raw(
+        &mut self,
+        keyspace: u32,
+        key: &[u8],
+        value: &[u8],
+        expires_at_ms: u64,
+    ) -> &mut Self {
         self.push_parts(keyspace, ValueKind::ExpiringValue as u8, key, &expires_at_ms.to_le_bytes(), value)
     }
 
@@ -492,9 +498,9 @@ mod tests {
         assert_eq!(
             ops,
             vec![
-                (0, BatchOp::Put { key: b"a", value: b"1" }),
+                (0, BatchOp::Put { key: b"a", value: b"1", expires_at_ms: None }),
                 (0, BatchOp::Delete { key: b"b" }),
-                (0, BatchOp::Put { key: b"", value: b"" })
+                (0, BatchOp::Put { key: b"", value: b"", expires_at_ms: None })
             ]
         );
         assert_eq!(b.len(), 3);
@@ -503,15 +509,15 @@ mod tests {
     #[test]
     fn ops_of_other_keyspaces_and_range_deletes_round_trip_and_the_default_encodes_as_before() {
         let mut b = WriteBatch::new();
-        b.put_raw(7, b"k", b"v").delete_range(b"a", b"c").put_pointer(300, b"p", &[9; 8]);
+        b.put_raw(7, b"k", b"v").delete_range(b"a", b"c").put_pointer(300, b"p", &[9; 8], None);
         b.push_range(2, b"x", b"y");
         let ops: Vec<_> = b.iter().collect::<std::result::Result<_, _>>().unwrap();
         assert_eq!(
             ops,
             vec![
-                (7, BatchOp::Put { key: b"k", value: b"v" }),
+                (7, BatchOp::Put { key: b"k", value: b"v", expires_at_ms: None }),
                 (0, BatchOp::DeleteRange { begin: b"a", end: b"c" }),
-                (300, BatchOp::PutPointer { key: b"p", pointer: &[9; 8] }),
+                (300, BatchOp::PutPointer { key: b"p", pointer: &[9; 8], expires_at_ms: None }),
                 (2, BatchOp::DeleteRange { begin: b"x", end: b"y" }),
             ]
         );
@@ -542,6 +548,27 @@ mod tests {
             let r: Vec<_> = BatchIter::over(&b.rep[..cut]).collect();
             assert!(cut == 0 || r.iter().any(|x| x.is_err()));
         }
+    }
+
+    #[test]
+    fn expiring_ops_carry_their_expiry_time_and_a_short_one_does_not_decode() {
+        let mut b = WriteBatch::new();
+        b.put_with_ttl(b"k", b"v", Duration::from_millis(250)).put_pointer(3, b"p", &[9; 8], Some(77));
+        b.stamp_ttls(1_000).unwrap();
+        let ops: Vec<_> = b.iter().collect::<std::result::Result<_, _>>().unwrap();
+        assert_eq!(
+            ops,
+            vec![
+                (0, BatchOp::Put { key: b"k", value: b"v", expires_at_ms: Some(1_250) }),
+                (3, BatchOp::PutPointer { key: b"p", pointer: &[9; 8], expires_at_ms: Some(77) }),
+            ]
+        );
+        assert_eq!(b.rep[..3], [ValueKind::ExpiringValue as u8, 1, 9], "kind 5, klen 1, vlen 8 + 1");
+        // An expiring op whose value cannot hold the expiry time is malformed.
+        assert_eq!(BatchIter::over(&[5, 1, 3, b'k', 0, 0, 0]).next(), Some(Err(0)));
+        let mut zero = WriteBatch::new();
+        zero.put_with_ttl(b"k", b"v", Duration::ZERO);
+        assert!(matches!(zero.check(), Err(Error::InvalidTtl { .. })) && zero.is_empty());
     }
 
     #[test]

@@ -314,8 +314,8 @@ fn every_crash_point_of_compactions_dropping_expired_entries_keeps_live_values_a
         };
         fs.crash(CrashMode::DropUnsynced).expect("crash");
         let ctx = format!("crash after {n} of {total} fs calls ({} steps done)", models.len() - 1);
-        let db = Db::open("/ttlcrash", crash_options(&fs, &clock))
-            .unwrap_or_else(|e| panic!("{ctx}: reopen failed: {e}"));
+        let db =
+            Db::open("/ttlcrash", crash_options(&fs, &clock)).unwrap_or_else(|e| panic!("{ctx}: reopen failed: {e}"));
         // Every put was synced: the state is that after the last completed step, or after the
         // step in flight. The clock has not moved since the crash.
         let now = clock.now();

@@ -152,7 +152,8 @@ impl DbInner {
             it.seek_to_first()?;
             while it.valid() {
                 // Expired or not: an expiring pointer names its value until compaction drops it.
-                let pointer = key::parse_internal_key(it.key()).and_then(|k| crate::ttl::pointer_bytes(k.kind, it.value()));
+                let pointer =
+                    key::parse_internal_key(it.key()).and_then(|k| crate::ttl::pointer_bytes(k.kind, it.value()));
                 if pointer.and_then(ValuePointer::decode).is_some_and(|p| p.file == file && p.offset >= offset) {
                     return Ok(true);
                 }

@@ -646,7 +646,8 @@ fn pointed_bytes(db: &DbInner, files: &[(usize, Arc<FileMeta>)]) -> BTreeMap<u64
             let mut it = db.table_cache.get(f.number, f.size)?.iter(crate::sst::BlockReads::filling(false));
             it.seek_to_first()?;
             while it.valid() {
-                let pointer = key::parse_internal_key(it.key()).and_then(|k| crate::ttl::pointer_bytes(k.kind, it.value()));
+                let pointer =
+                    key::parse_internal_key(it.key()).and_then(|k| crate::ttl::pointer_bytes(k.kind, it.value()));
                 if let Some(p) = pointer.and_then(crate::vlog::ValuePointer::decode) {
                     *out.entry(p.file).or_insert(0) += u64::from(p.op_len);
                 }

@@ -205,7 +205,8 @@ impl Memtable {
         for (seq, (index, op)) in (first_seq..).zip(BatchIter::over(ops).enumerate()) {
             let Ok((ks, op)) = op else { break };
             match op {
-                BatchOp::Put { key, value, expires_at_ms } => match separated.next_if(|v| v.op_index as usize == index) {
+                BatchOp::Put { key, value, expires_at_ms } => match separated.next_if(|v| v.op_index as usize == index)
+                {
                     // A keyspace this memtable has no list for (dropped): nothing to insert
                     // or count.
                     Some(_) if self.slot(ks).is_none() => {}
@@ -594,7 +595,7 @@ mod tests {
         let mut batch = crate::WriteBatch::new();
         batch.put(b"user", [7u8; 300]);
         let moved = ValuePointer { file: 9, offset: 100, op_len: 4000, value_crc: 1 };
-        batch.put_pointer(0, b"moved", &moved.encoded());
+        batch.put_pointer(0, b"moved", &moved.encoded(), None);
         let separated = log::separated_values(&batch.rep, 64);
         m.apply_group(LogPos { file: 3, offset: 0 }, 1, &batch.rep, &separated, None);
         let per_file = m.vlog_bytes();

@@ -433,6 +433,7 @@ mod tests {
             rec: 0,
             key: 0..0,
             value: 0..0,
+            expires_at_ms: None,
             here: ValuePointer { file: 1, offset: 0, op_len, value_crc: 0 },
         }
     }
