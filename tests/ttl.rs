@@ -9,10 +9,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::crash_points::{crash_points, halting_after, prefix_state};
 use common::{assert_view_matches, make_value, show, Model};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use wisckey::fs::{CrashMode, FaultFs, MemFs, PosixFs};
+use wisckey::fs::{FaultFs, MemFs, PosixFs};
 use wisckey::{Db, Error, ManualClock, Options, ReadOptions, WriteBatch, WriteOptions};
 
 /// The clock's start: some day in 2026, in milliseconds.
@@ -297,12 +298,10 @@ fn every_crash_point_of_compactions_dropping_expired_entries_keeps_live_values_a
     drop(db);
     let total = dry.ops_count();
     let points = common::env_u64("WISCKEY_CRASH_ITERS", 150);
-    let stride = (total / points.max(1)).max(1);
-    eprintln!("TTL crash script: {total} mutating fs calls; crashing after every {stride}");
-    for n in (0..=total).step_by(stride as usize) {
-        let fs = FaultFs::in_memory(n);
+    eprintln!("TTL crash script: {total} mutating fs calls, about {points} crash points");
+    for (n, mode) in crash_points(total, points) {
+        let fs = halting_after(n);
         let clock = Arc::new(ManualClock::new(T0));
-        fs.set_crash_after_ops(n);
         let models = match Db::open("/ttlcrash", crash_options(&fs, &clock)) {
             Ok(db) => {
                 let models = run(&db, &clock, &steps);
@@ -312,19 +311,16 @@ fn every_crash_point_of_compactions_dropping_expired_entries_keeps_live_values_a
             }
             Err(_) => vec![TtlModel::new()],
         };
-        fs.crash(CrashMode::DropUnsynced).expect("crash");
-        let ctx = format!("crash after {n} of {total} fs calls ({} steps done)", models.len() - 1);
+        fs.crash(mode).expect("crash");
+        let ctx = format!("crash after {n} of {total} fs calls ({mode:?}, {} steps attempted)", models.len() - 1);
         let db =
             Db::open("/ttlcrash", crash_options(&fs, &clock)).unwrap_or_else(|e| panic!("{ctx}: reopen failed: {e}"));
         // Every put was synced: the state is that after the last completed step, or after the
         // step in flight. The clock has not moved since the crash.
         let now = clock.now();
         let got = common::owned_map(db.scan(&ReadOptions::default()).unwrap()).unwrap();
-        let done = models.len().saturating_sub(2);
-        let matched = [models.len() - 1, done].into_iter().find(|&j| visible(&models[j], now) == got);
-        let Some(j) = matched else {
-            panic!("{ctx}: recovered state matches neither the last completed step nor the next")
-        };
+        let states: Vec<Model> = models.iter().map(|m| visible(m, now)).collect();
+        let j = prefix_state(&states, models.len().saturating_sub(2), &got, &ctx);
         // The recovered entries kept their expiry: an hour later every TTL has passed.
         clock.advance(Duration::from_secs(3600));
         let forever: Model = got.into_iter().filter(|(k, _)| models[j][k].1.is_none()).collect();
