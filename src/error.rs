@@ -37,6 +37,17 @@ pub enum Error {
         /// What was wrong with it.
         reason: String,
     },
+    /// A write with a time-to-live that cannot be honoured: zero (expired when written), or
+    /// one whose expiry time overflows. Nothing of the write is written.
+    #[error("invalid time-to-live of {ttl_ms} ms for key {key:?}: {reason}")]
+    InvalidTtl {
+        /// The key written.
+        key: Vec<u8>,
+        /// The time-to-live asked for, in milliseconds.
+        ttl_ms: u128,
+        /// Why it is refused.
+        reason: &'static str,
+    },
     /// Another process or handle holds a lock this call needs: the database's `LOCK` (a
     /// second read-write open), or its `READERS` file.
     #[error("lock file {path:?} is held by another process or handle")]
@@ -177,6 +188,9 @@ impl Error {
             },
             Error::Corruption { file, offset, reason } => Error::corruption(file.clone(), *offset, reason.clone()),
             Error::InvalidArgument { reason } => Error::invalid(reason.clone()),
+            Error::InvalidTtl { key, ttl_ms, reason } => {
+                Error::InvalidTtl { key: key.clone(), ttl_ms: *ttl_ms, reason }
+            }
             Error::Locked { path } => Error::Locked { path: path.clone() },
             Error::NotADatabase { path, reason } => Error::NotADatabase { path: path.clone(), reason: reason.clone() },
             Error::AlreadyExists { path } => Error::AlreadyExists { path: path.clone() },

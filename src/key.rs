@@ -32,6 +32,12 @@ pub enum ValueKind {
     /// A merge operand, stored inline: folded with the older entries of its key by the
     /// keyspace's `MergeOperator` (3 is a range delete's op kind in a batch).
     Merge = 4,
+    /// A value stored inline that expires: the entry holds `expires_at_ms u64 LE | value`
+    /// (`ttl.rs`). Reads see it as `Value` before its expiry and as a deletion from then on.
+    ExpiringValue = 5,
+    /// A separated value that expires: the entry holds `expires_at_ms u64 LE | ValuePointer`.
+    /// Reads see it as `Pointer` before its expiry and as a deletion from then on.
+    ExpiringPointer = 6,
 }
 
 /// The kind used when building a seek key: sorts before every real kind at the same seq.
@@ -45,6 +51,8 @@ impl ValueKind {
             1 => Some(ValueKind::Value),
             2 => Some(ValueKind::Pointer),
             4 => Some(ValueKind::Merge),
+            5 => Some(ValueKind::ExpiringValue),
+            6 => Some(ValueKind::ExpiringPointer),
             _ => None,
         }
     }

@@ -62,6 +62,7 @@ mod prefix;
 mod range_del;
 mod snapshot;
 mod sst;
+mod ttl;
 mod util;
 mod value;
 mod version;
@@ -84,6 +85,7 @@ pub use options::{
 };
 pub use prefix::{FixedPrefix, PrefixExtractor};
 pub use snapshot::Snapshot;
+pub use ttl::{Clock, ManualClock, SystemClock};
 pub use value::Value;
 pub use write_batch::{BatchIter, BatchOp, WriteBatch};
 

@@ -3,7 +3,10 @@
 //! the log writer copies it without re-encoding.
 
 use crate::error::{Error, Result};
+use std::time::Duration;
+
 use crate::key::{ValueKind, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use crate::ttl::EXPIRY_LEN;
 use crate::util::coding::{put_varint32, Reader};
 
 /// One operation decoded from a batch.
@@ -16,6 +19,9 @@ pub enum BatchOp<'a> {
         key: &'a [u8],
         /// Its new value.
         value: &'a [u8],
+        /// When it expires, in milliseconds since the Unix epoch (`None`: never). In a batch
+        /// not yet written, a `put_with_ttl` holds 0 here: the write sets it.
+        expires_at_ms: Option<u64>,
     },
     /// Remove `key`.
     Delete {
@@ -30,6 +36,8 @@ pub enum BatchOp<'a> {
         key: &'a [u8],
         /// The encoded pointer.
         pointer: &'a [u8],
+        /// When the value expires, in milliseconds since the Unix epoch (`None`: never).
+        expires_at_ms: Option<u64>,
     },
     /// Fold `operand` into `key`'s value with the keyspace's merge operator.
     Merge {
@@ -60,7 +68,7 @@ impl<'a> BatchOp<'a> {
     }
 }
 
-/// The op kind byte of a range delete (point kinds are `ValueKind`'s: 0, 1, 2, 4).
+/// The op kind byte of a range delete (point kinds are `ValueKind`'s: 0, 1, 2, 4, 5, 6).
 pub(crate) const KIND_RANGE_DELETE: u8 = 3;
 
 /// Set in an op's kind byte when a varint keyspace id follows it (absent: the default
@@ -92,6 +100,11 @@ pub struct WriteBatch {
     /// The keyspaces the batch's merge ops name (each once): a writer checks that each has a
     /// merge operator.
     pub(crate) merge_keyspaces: Vec<u32>,
+    /// The puts with a time-to-live whose expiry time the write sets: where in `rep` the
+    /// expiry time lies, the TTL in milliseconds, and the length of the key before it.
+    pub(crate) pending_ttls: Vec<(usize, u64, usize)>,
+    /// The first refused time-to-live: the key, the TTL in milliseconds, and why.
+    pub(crate) ttl_error: Option<(Vec<u8>, u128, &'static str)>,
 }
 
 impl WriteBatch {
@@ -108,6 +121,96 @@ impl WriteBatch {
     /// Queue `key = value` in the default keyspace.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
         self.push(0, ValueKind::Value as u8, key.as_ref(), value.as_ref())
+    }
+
+    /// Queue `key = value` in the default keyspace, expiring `ttl` after the batch is written
+    /// (a TTL of zero, or one whose expiry overflows, makes `Db::write` fail).
+    pub fn put_with_ttl(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, ttl: Duration) -> &mut Self {
+        self.push_with_ttl(0, key.as_ref(), value.as_ref(), ttl)
+    }
+
+    /// Queue `key = value` in keyspace `ks`, expiring `ttl` after the batch is written.
+    pub fn put_in_with_ttl(
+        &mut self,
+        ks: &crate::Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> &mut Self {
+        self.push_with_ttl(ks.id(), key.as_ref(), value.as_ref(), ttl)
+    }
+
+    /// Queue an expiring put whose expiry time the write sets (`stamp_ttls`).
+    pub(crate) fn push_with_ttl(&mut self, keyspace: u32, key: &[u8], value: &[u8], ttl: Duration) -> &mut Self {
+        let ttl_ms = match crate::ttl::ttl_ms(key, ttl) {
+            Ok(ms) => ms,
+            Err(Error::InvalidTtl { reason, .. }) => {
+                self.ttl_error.get_or_insert_with(|| (key.to_vec(), ttl.as_millis(), reason));
+                return self;
+            }
+            Err(_) => return self,
+        };
+        let before = self.rep.len();
+        self.push_parts(keyspace, ValueKind::ExpiringValue as u8, key, &[0; EXPIRY_LEN], value);
+        if self.rep.len() > before {
+            self.pending_ttls.push((self.rep.len() - value.len() - EXPIRY_LEN, ttl_ms, key.len()));
+        }
+        self
+    }
+
+    /// Queue `key = value` expiring at `expires_at_ms` in keyspace `keyspace` by id (a write's
+    /// default TTL, GC's moves of expiring values).
+    pub(crate) fn put_expiring_raw(
+        &mut self,
+        keyspace: u32,
+        key: &[u8],
+        value: &[u8],
+        expires_at_ms: u64,
+    ) -> &mut Self {
+        self.push_parts(keyspace, ValueKind::ExpiringValue as u8, key, &expires_at_ms.to_le_bytes(), value)
+    }
+
+    /// Set the expiry time of each `put_with_ttl` to `now_ms` + its TTL.
+    pub(crate) fn stamp_ttls(&mut self, now_ms: u64) -> Result<()> {
+        for &(at, ttl_ms, key_len) in &self.pending_ttls {
+            let expires = crate::ttl::expiry(&self.rep[at - key_len..at], now_ms, u128::from(ttl_ms))?;
+            self.rep[at..at + EXPIRY_LEN].copy_from_slice(&expires.to_le_bytes());
+        }
+        self.pending_ttls.clear();
+        Ok(())
+    }
+
+    /// This batch with each plain put of a keyspace with a default TTL (`default_ttl_ms(ks)`,
+    /// 0: none) made to expire that long after `now_ms`; `None` when no op changes.
+    pub(crate) fn with_default_ttls(
+        &self,
+        now_ms: u64,
+        default_ttl_ms: impl Fn(u32) -> u64,
+    ) -> Result<Option<WriteBatch>> {
+        let changes = |(ks, op): &(u32, BatchOp<'_>)| {
+            matches!(op, BatchOp::Put { expires_at_ms: None, .. }) && default_ttl_ms(*ks) > 0
+        };
+        if !self.iter().flatten().any(|op| changes(&op)) {
+            return Ok(None);
+        }
+        let mut out = WriteBatch::with_capacity(self.rep.len() + EXPIRY_LEN * self.len());
+        for op in self.iter() {
+            let (ks, op) = op.map_err(|at| Error::invalid(format!("malformed batch op at offset {at}")))?;
+            match op {
+                BatchOp::Put { key, value, expires_at_ms: None } if default_ttl_ms(ks) > 0 => {
+                    let at = crate::ttl::expiry(key, now_ms, u128::from(default_ttl_ms(ks)))?;
+                    out.put_expiring_raw(ks, key, value, at)
+                }
+                BatchOp::Put { key, value, expires_at_ms: None } => out.put_raw(ks, key, value),
+                BatchOp::Put { key, value, expires_at_ms: Some(at) } => out.put_expiring_raw(ks, key, value, at),
+                BatchOp::Delete { key } => out.delete_raw(ks, key),
+                BatchOp::Merge { key, operand } => out.merge_raw(ks, key, operand),
+                BatchOp::DeleteRange { begin, end } => out.delete_range_raw(ks, begin, end),
+                BatchOp::PutPointer { key, pointer, expires_at_ms } => out.put_pointer(ks, key, pointer, expires_at_ms),
+            };
+        }
+        out.user_bytes = self.user_bytes;
+        Ok(Some(out))
     }
 
     /// Queue the deletion of `key` in the default keyspace.
@@ -161,10 +264,19 @@ impl WriteBatch {
     }
 
     /// Queue `key` → an encoded value pointer in keyspace `keyspace` (GC's relocation to a
-    /// cold value file). Not counted as user bytes.
-    pub(crate) fn put_pointer(&mut self, keyspace: u32, key: &[u8], pointer: &[u8]) -> &mut Self {
+    /// cold value file), expiring at `expires_at_ms` if it is set. Not counted as user bytes.
+    pub(crate) fn put_pointer(
+        &mut self,
+        keyspace: u32,
+        key: &[u8],
+        pointer: &[u8],
+        expires_at_ms: Option<u64>,
+    ) -> &mut Self {
         let user_bytes = self.user_bytes;
-        self.push(keyspace, ValueKind::Pointer as u8, key, pointer);
+        match expires_at_ms {
+            None => self.push(keyspace, ValueKind::Pointer as u8, key, pointer),
+            Some(at) => self.push_parts(keyspace, ValueKind::ExpiringPointer as u8, key, &at.to_le_bytes(), pointer),
+        };
         self.user_bytes = user_bytes;
         self
     }
@@ -195,6 +307,11 @@ impl WriteBatch {
     }
 
     fn push(&mut self, keyspace: u32, kind: u8, key: &[u8], value: &[u8]) -> &mut Self {
+        self.push_parts(keyspace, kind, key, &[], value)
+    }
+
+    /// Queue an op whose value field is `prefix | value` (an expiry time, then the value).
+    fn push_parts(&mut self, keyspace: u32, kind: u8, key: &[u8], prefix: &[u8], value: &[u8]) -> &mut Self {
         if key.len() > MAX_KEY_BYTES || value.len() > MAX_VALUE_BYTES {
             self.error.get_or_insert_with(|| {
                 format!(
@@ -215,8 +332,9 @@ impl WriteBatch {
             }
         }
         put_varint32(&mut self.rep, key.len() as u32);
-        put_varint32(&mut self.rep, value.len() as u32);
+        put_varint32(&mut self.rep, (prefix.len() + value.len()) as u32);
         self.rep.extend_from_slice(key);
+        self.rep.extend_from_slice(prefix);
         self.rep.extend_from_slice(value);
         self.count += 1;
         self.user_bytes += (key.len() + value.len()) as u64;
@@ -245,6 +363,11 @@ impl WriteBatch {
 
     /// Append every op of `other`.
     pub fn append(&mut self, other: &WriteBatch) {
+        let shift = self.rep.len();
+        self.pending_ttls.extend(other.pending_ttls.iter().map(|&(at, ttl, k)| (at + shift, ttl, k)));
+        if self.ttl_error.is_none() {
+            self.ttl_error.clone_from(&other.ttl_error);
+        }
         self.rep.extend_from_slice(&other.rep);
         self.count += other.count;
         self.user_bytes += other.user_bytes;
@@ -264,6 +387,9 @@ impl WriteBatch {
     }
 
     pub(crate) fn check(&self) -> Result<()> {
+        if let Some((key, ttl_ms, reason)) = &self.ttl_error {
+            return Err(Error::InvalidTtl { key: key.clone(), ttl_ms: *ttl_ms, reason });
+        }
         match &self.error {
             Some(e) => Err(Error::invalid(e.clone())),
             None => Ok(()),
@@ -309,11 +435,22 @@ impl<'a> BatchIter<'a> {
             return (key <= value).then_some((keyspace, BatchOp::DeleteRange { begin: key, end: value }));
         }
         let op = match ValueKind::from_u8(kind)? {
-            ValueKind::Value => BatchOp::Put { key, value },
+            ValueKind::Value => BatchOp::Put { key, value, expires_at_ms: None },
             ValueKind::Deletion if vlen == 0 => BatchOp::Delete { key },
             // An encoded pointer is 7 to 28 bytes.
-            ValueKind::Pointer if (7..=28).contains(&vlen) => BatchOp::PutPointer { key, pointer: value },
+            ValueKind::Pointer if (7..=28).contains(&vlen) => {
+                BatchOp::PutPointer { key, pointer: value, expires_at_ms: None }
+            }
             ValueKind::Merge => BatchOp::Merge { key, operand: value },
+            // An expiring op's value starts with its expiry time.
+            ValueKind::ExpiringValue => {
+                let (at, value) = crate::ttl::split_expiry(value)?;
+                BatchOp::Put { key, value, expires_at_ms: Some(at) }
+            }
+            ValueKind::ExpiringPointer if (EXPIRY_LEN + 7..=EXPIRY_LEN + 28).contains(&vlen) => {
+                let (at, pointer) = crate::ttl::split_expiry(value)?;
+                BatchOp::PutPointer { key, pointer, expires_at_ms: Some(at) }
+            }
             _ => return None,
         };
         Some((keyspace, op))
@@ -361,9 +498,9 @@ mod tests {
         assert_eq!(
             ops,
             vec![
-                (0, BatchOp::Put { key: b"a", value: b"1" }),
+                (0, BatchOp::Put { key: b"a", value: b"1", expires_at_ms: None }),
                 (0, BatchOp::Delete { key: b"b" }),
-                (0, BatchOp::Put { key: b"", value: b"" })
+                (0, BatchOp::Put { key: b"", value: b"", expires_at_ms: None })
             ]
         );
         assert_eq!(b.len(), 3);
@@ -372,15 +509,15 @@ mod tests {
     #[test]
     fn ops_of_other_keyspaces_and_range_deletes_round_trip_and_the_default_encodes_as_before() {
         let mut b = WriteBatch::new();
-        b.put_raw(7, b"k", b"v").delete_range(b"a", b"c").put_pointer(300, b"p", &[9; 8]);
+        b.put_raw(7, b"k", b"v").delete_range(b"a", b"c").put_pointer(300, b"p", &[9; 8], None);
         b.push_range(2, b"x", b"y");
         let ops: Vec<_> = b.iter().collect::<std::result::Result<_, _>>().unwrap();
         assert_eq!(
             ops,
             vec![
-                (7, BatchOp::Put { key: b"k", value: b"v" }),
+                (7, BatchOp::Put { key: b"k", value: b"v", expires_at_ms: None }),
                 (0, BatchOp::DeleteRange { begin: b"a", end: b"c" }),
-                (300, BatchOp::PutPointer { key: b"p", pointer: &[9; 8] }),
+                (300, BatchOp::PutPointer { key: b"p", pointer: &[9; 8], expires_at_ms: None }),
                 (2, BatchOp::DeleteRange { begin: b"x", end: b"y" }),
             ]
         );
@@ -411,6 +548,27 @@ mod tests {
             let r: Vec<_> = BatchIter::over(&b.rep[..cut]).collect();
             assert!(cut == 0 || r.iter().any(|x| x.is_err()));
         }
+    }
+
+    #[test]
+    fn expiring_ops_carry_their_expiry_time_and_a_short_one_does_not_decode() {
+        let mut b = WriteBatch::new();
+        b.put_with_ttl(b"k", b"v", Duration::from_millis(250)).put_pointer(3, b"p", &[9; 8], Some(77));
+        b.stamp_ttls(1_000).unwrap();
+        let ops: Vec<_> = b.iter().collect::<std::result::Result<_, _>>().unwrap();
+        assert_eq!(
+            ops,
+            vec![
+                (0, BatchOp::Put { key: b"k", value: b"v", expires_at_ms: Some(1_250) }),
+                (3, BatchOp::PutPointer { key: b"p", pointer: &[9; 8], expires_at_ms: Some(77) }),
+            ]
+        );
+        assert_eq!(b.rep[..3], [ValueKind::ExpiringValue as u8, 1, 9], "kind 5, klen 1, vlen 8 + 1");
+        // An expiring op whose value cannot hold the expiry time is malformed.
+        assert_eq!(BatchIter::over(&[5, 1, 3, b'k', 0, 0, 0]).next(), Some(Err(0)));
+        let mut zero = WriteBatch::new();
+        zero.put_with_ttl(b"k", b"v", Duration::ZERO);
+        assert!(matches!(zero.check(), Err(Error::InvalidTtl { .. })) && zero.is_empty());
     }
 
     #[test]

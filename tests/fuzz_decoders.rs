@@ -78,10 +78,10 @@ fn drain_batch(bytes: &[u8]) -> Ops {
     let mut out = Vec::new();
     for op in BatchIter::over(bytes) {
         match op {
-            Ok((_, BatchOp::Put { key, value })) => out.push((key.to_vec(), Some(value.to_vec()))),
+            Ok((_, BatchOp::Put { key, value, .. })) => out.push((key.to_vec(), Some(value.to_vec()))),
             Ok((_, BatchOp::Delete { key })) => out.push((key.to_vec(), None)),
             // GC's relocation ops: never in a user batch, decoded without panicking.
-            Ok((_, BatchOp::PutPointer { key, pointer })) => {
+            Ok((_, BatchOp::PutPointer { key, pointer, .. })) => {
                 assert!((7..=28).contains(&pointer.len()), "pointer of {} bytes", pointer.len());
                 out.push((key.to_vec(), None))
             }
@@ -107,7 +107,7 @@ fn batch_rep(ops: &[(Vec<u8>, Option<Vec<u8>>)]) -> Vec<u8> {
     let mut rep = Vec::new();
     for op in b.iter() {
         match op {
-            Ok((_, BatchOp::Put { key, value })) => encode_op(&mut rep, 1, key, value),
+            Ok((_, BatchOp::Put { key, value, .. })) => encode_op(&mut rep, 1, key, value),
             Ok((_, BatchOp::Delete { key })) => encode_op(&mut rep, 0, key, &[]),
             _ => {}
         }

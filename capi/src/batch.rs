@@ -99,7 +99,7 @@ pub unsafe extern "C" fn leveldb_writebatch_iterate(
             // SAFETY: the user's callbacks with their state and buffers valid for the call.
             unsafe {
                 match op {
-                    BatchOp::Put { key, value } => {
+                    BatchOp::Put { key, value, .. } => {
                         if let Some(f) = put {
                             f(state, key.as_ptr().cast(), key.len(), value.as_ptr().cast(), value.len());
                         }

@@ -10,7 +10,7 @@ fuzz_target!(|data: &[u8]| {
     let mut it = BatchIter::over(data);
     while let Some(op) = it.next() {
         match op {
-            Ok(BatchOp::Put { key, value }) => assert!(key.len() + value.len() <= data.len()),
+            Ok(BatchOp::Put { key, value, .. }) => assert!(key.len() + value.len() <= data.len()),
             Ok(BatchOp::Delete { key }) => assert!(key.len() <= data.len()),
             Err(at) => {
                 assert!(at <= data.len(), "error offset {at} past the input");

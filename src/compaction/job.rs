@@ -6,7 +6,7 @@
 //! run's files stay disjoint), and dropped once nothing older can hold their range.
 
 use std::cmp::Ordering;
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -19,6 +19,7 @@ use crate::key::{self, compare_bytes, ValueKind, MAX_SEQ};
 use crate::range_del::{Fragments, RangeTombstone};
 use crate::sst::table_cache::TableCache;
 use crate::sst::{TableBuilder, TableOptions};
+use crate::ttl::{ExpiryIter, ExpiryMode};
 use crate::version::run_iter::RunIterator;
 use crate::version::{FileMeta, Version};
 
@@ -55,9 +56,20 @@ pub struct JobContext<'a> {
     pub read_value: &'a ReadValue<'a>,
     /// The keyspace's compaction filter, if any.
     pub compaction_filter: Option<Arc<dyn crate::compaction_filter::CompactionFilter>>,
+    /// Now by the database's clock, in milliseconds: entries that expired by then are
+    /// written as deletions (`ttl::ExpiryIter`).
+    pub now_ms: u64,
 }
 
 impl JobContext<'_> {
+    /// The merged inputs of `task`, with each entry expired by `now_ms` shown as a deletion at
+    /// its sequence number: it then shadows what is older as a deletion would (so dropping it
+    /// never brings an older version back), and goes where a deletion may go.
+    pub(crate) fn merged_inputs(&self, task: &CompactionTask) -> ExpiryIter<MergingIterator> {
+        let merged = MergingIterator::new(input_iterators(self, task), self.table_cache.order().clone());
+        ExpiryIter::new(merged, self.now_ms, ExpiryMode::Compact)
+    }
+
     /// How the job reads its input tables: nothing enters the block cache.
     pub fn input_reads(&self) -> crate::sst::BlockReads {
         crate::sst::BlockReads { fill_cache: false, verify_checksums: self.verify_inputs }
@@ -417,8 +429,8 @@ impl<'a> VersionFilter<'a> {
                 && is_base_level_for_key(self.version, self.task, &self.inputs, p.user_key)
         };
         self.last_seq_for_key = p.seq;
-        if drop && p.kind == ValueKind::Pointer {
-            if let Some(ptr) = crate::vlog::ValuePointer::decode(value) {
+        if drop {
+            if let Some(ptr) = crate::ttl::pointer_bytes(p.kind, value).and_then(crate::vlog::ValuePointer::decode) {
                 *self.vlog_garbage.entry(ptr.file).or_insert(0) += u64::from(ptr.op_len);
             }
         }
@@ -449,10 +461,13 @@ impl<'a> VersionFilter<'a> {
         let Some((user_key, top_seq)) = first else { return Err(Error::corruption(self.dir, 0, "bad merge key")) };
         // Operands newest first, with their sequence numbers.
         let mut operands: Vec<(u64, Vec<u8>)> = vec![(top_seq, it.value().to_vec())];
-        // What lies beneath: a value or deletion taken (kind, seq, bytes), or a pointer kept.
+        // What lies beneath: a value or deletion taken (kind, seq, bytes), or a pointer or an
+        // expiring entry kept as it is (the operands fold into it only when read: until it
+        // expires, then into nothing).
         let mut base: Option<(ValueKind, u64, Vec<u8>)> = None;
         let mut deleted = false;
         let mut kept_below: Option<(Vec<u8>, Vec<u8>)> = None;
+        let mut expiring_below: Option<(Vec<u8>, Vec<u8>)> = None;
         let mut last_seq = top_seq;
         it.next()?;
         while it.valid() {
@@ -473,6 +488,9 @@ impl<'a> VersionFilter<'a> {
             match kind {
                 ValueKind::Merge => operands.push((p.seq, it.value().to_vec())),
                 ValueKind::Pointer => kept_below = Some((it.key().to_vec(), it.value().to_vec())),
+                ValueKind::ExpiringValue | ValueKind::ExpiringPointer => {
+                    expiring_below = Some((it.key().to_vec(), it.value().to_vec()))
+                }
                 kind => base = Some((kind, p.seq, it.value().to_vec())),
             }
             it.next()?;
@@ -497,6 +515,7 @@ impl<'a> VersionFilter<'a> {
         }
         let newest_first: Vec<Vec<u8>> = operands.iter().map(|(_, v)| v.clone()).collect();
         let full = kept_below.is_none()
+            && expiring_below.is_none()
             && (base.is_some() || deleted || is_base_level_for_key(self.version, self.task, &self.inputs, &user_key));
         let mut out = Vec::new();
         let entry = |seq, kind: ValueKind, v: Vec<u8>| (internal_key(&user_key, seq, kind), v);
@@ -516,6 +535,7 @@ impl<'a> VersionFilter<'a> {
             out.push(entry(seq, kind, v));
         }
         out.extend(kept_below);
+        out.extend(expiring_below);
         Ok(out)
     }
 }
@@ -570,6 +590,14 @@ impl VersionFilter<'_> {
     }
 }
 
+/// The garbage a job counted, with that of the expired entries it dropped added.
+pub(crate) fn with_expired(mut garbage: BTreeMap<u64, u64>, expired: BTreeMap<u64, u64>) -> BTreeMap<u64, u64> {
+    for (file, bytes) in expired {
+        *garbage.entry(file).or_insert(0) += bytes;
+    }
+    garbage
+}
+
 /// `user_key` with a trailer of `seq` and `kind`.
 fn internal_key(user_key: &[u8], seq: u64, kind: ValueKind) -> Vec<u8> {
     let mut k = Vec::with_capacity(user_key.len() + key::TRAILER_LEN);
@@ -581,7 +609,7 @@ fn internal_key(user_key: &[u8], seq: u64, kind: ValueKind) -> Vec<u8> {
 /// Merge the task's inputs into new files at the output level.
 pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Version) -> Result<JobOutput> {
     let run = task.output_run.unwrap_or_else(|| (ctx.new_file_number)());
-    let mut it = MergingIterator::new(input_iterators(ctx, task), ctx.table_cache.order().clone());
+    let mut it = ctx.merged_inputs(task);
     let mut w = OutputWriter::new(ctx, run);
     w.out.bytes_read = task.input_bytes();
     let mut cutter = GrandparentCutter {
@@ -623,7 +651,7 @@ pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Ver
     }
     w.finish(None)?;
     w.unsynced.sync_all()?;
-    w.out.vlog_garbage = filter.vlog_garbage;
+    w.out.vlog_garbage = with_expired(filter.vlog_garbage, it.take_garbage());
     Ok(w.out)
 }
 

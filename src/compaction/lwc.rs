@@ -13,13 +13,13 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use super::job::{input_iterators, input_tombstones, output_tombstones, take_before, JobContext, VersionFilter};
+use super::job::{input_tombstones, output_tombstones, take_before, JobContext, VersionFilter};
 use super::CompactionTask;
 use crate::comparator::KeyOrder;
 use crate::error::Result;
 use crate::filename::table_file_name;
 use crate::fs::SyncBatch;
-use crate::internal_iter::{InternalIterator, MergingIterator};
+use crate::internal_iter::InternalIterator;
 use crate::key::user_key;
 use crate::range_del::RangeTombstone;
 use crate::sst::dtable::SegmentWriter;
@@ -132,7 +132,7 @@ struct Open {
 pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Result<AppendOutput> {
     let bounds = bounds(&t.targets);
     let order = ctx.table_cache.order();
-    let mut it = MergingIterator::new(input_iterators(ctx, &t.task), order.clone());
+    let mut it = ctx.merged_inputs(&t.task);
     let tombstones = input_tombstones(ctx, &t.task)?;
     let mut filter = VersionFilter::new(ctx, &t.task, version, &tombstones);
     let mut pieces = split_tombstones(output_tombstones(ctx, &t.task, version, &tombstones), &bounds);
@@ -188,7 +188,7 @@ pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Re
         }
     }
     unsynced.sync_all()?;
-    out.vlog_garbage = filter.vlog_garbage;
+    out.vlog_garbage = super::job::with_expired(filter.vlog_garbage, it.take_garbage());
     Ok(out)
 }
 

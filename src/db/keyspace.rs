@@ -14,6 +14,7 @@
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::workload::WorkloadCounters;
 use super::{DbInner, DbIterator, Entries};
@@ -127,6 +128,28 @@ impl Keyspace {
         // allocation (`bytes::Bytes` of a full vector).
         let mut b = WriteBatch::with_capacity(crate::write_batch::op_len(key.len(), value.len()) + 5);
         b.put_raw(self.id, key, value);
+        self.apply(wo, b)
+    }
+
+    /// Set `key` to `value` until `ttl` has passed (by `Options::clock`): from then on reads
+    /// see the key as deleted, compaction drops it, and value-log GC reclaims a separated
+    /// value. A TTL of zero, or one whose expiry time overflows, is `Error::InvalidTtl` and
+    /// nothing is written. Not synced: see `put_with_ttl_opt`.
+    pub fn put_with_ttl(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, ttl: Duration) -> Result<()> {
+        self.put_with_ttl_opt(&WriteOptions::default(), key, value, ttl)
+    }
+
+    /// `put_with_ttl` with write options.
+    pub fn put_with_ttl_opt(
+        &self,
+        wo: &WriteOptions,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        let mut b = WriteBatch::with_capacity(crate::write_batch::op_len(key.len(), value.len() + 8) + 5);
+        b.push_with_ttl(self.id, key, value, ttl);
         self.apply(wo, b)
     }
 
@@ -414,6 +437,11 @@ impl DbInner {
         if let Some(p) = &opts.prefix_extractor {
             let mut o = (*t.opts).clone();
             o.prefix_extractor = Some(p.clone());
+            t.opts = Arc::new(o);
+        }
+        if opts.default_ttl_ms != t.opts.default_ttl_ms {
+            let mut o = (*t.opts).clone();
+            o.default_ttl_ms = opts.default_ttl_ms;
             t.opts = Arc::new(o);
         }
         let Some(op) = &opts.merge_operator else { return Ok(()) };

@@ -317,6 +317,9 @@ impl State {
 pub(crate) struct DbInner {
     dir: PathBuf,
     opts: Options,
+    /// Puts with a time-to-live were written since the database was opened: `compact_range`
+    /// then rewrites the deepest level too, so it drops the expired entries there.
+    ttl_written: std::sync::atomic::AtomicBool,
     vfs: Arc<dyn Vfs>,
     state: Mutex<State>,
     /// Group commit: the log appender and the sequence number readers may see.
@@ -399,6 +402,7 @@ impl DbInner {
             gc,
             dir,
             opts: options,
+            ttl_written: std::sync::atomic::AtomicBool::new(false),
             vfs,
             table_cache,
             chunk_pool,
@@ -525,6 +529,22 @@ impl Db {
     /// Set `key` to `value`; with `wo.sync` the write survives a crash once this returns.
     pub fn put_opt(&self, wo: &WriteOptions, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         self.default.put_opt(wo, key, value)
+    }
+
+    /// Set `key` to `value` until `ttl` has passed (see `Keyspace::put_with_ttl`).
+    pub fn put_with_ttl(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, ttl: std::time::Duration) -> Result<()> {
+        self.default.put_with_ttl(key, value, ttl)
+    }
+
+    /// `put_with_ttl` with write options.
+    pub fn put_with_ttl_opt(
+        &self,
+        wo: &WriteOptions,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: std::time::Duration,
+    ) -> Result<()> {
+        self.default.put_with_ttl_opt(wo, key, value, ttl)
     }
 
     /// Remove `key` (not synced: see `delete_opt`). Deleting a missing key is not an error.

@@ -151,9 +151,10 @@ impl DbInner {
             let mut it = MergingIterator::new(children, self.table_cache.order().clone());
             it.seek_to_first()?;
             while it.valid() {
-                let is_pointer = key::parse_internal_key(it.key()).is_some_and(|k| k.kind == ValueKind::Pointer);
-                if is_pointer && ValuePointer::decode(it.value()).is_some_and(|p| p.file == file && p.offset >= offset)
-                {
+                // Expired or not: an expiring pointer names its value until compaction drops it.
+                let pointer =
+                    key::parse_internal_key(it.key()).and_then(|k| crate::ttl::pointer_bytes(k.kind, it.value()));
+                if pointer.and_then(ValuePointer::decode).is_some_and(|p| p.file == file && p.offset >= offset) {
                     return Ok(true);
                 }
                 it.next()?;
@@ -370,6 +371,11 @@ impl DbInner {
         kept: bool,
     ) -> Result<Option<(ValueKind, Value)>> {
         let found = self.newest_entry(mems, version, seq, (ks, tree), user_key, reads, kept)?;
+        // An expiring entry reads as its plain kind until it expires, then as a deletion.
+        let found = match found {
+            Some((kind, v, s)) if crate::ttl::is_expiring(kind) => Some(self.as_read(kind, v, s)?),
+            other => other,
+        };
         // The newest visible entry is deleted when a range tombstone newer than it covers it.
         if let Some((kind, _, entry_seq)) = found {
             if kind != ValueKind::Deletion && self.range_deleted(mems, version, seq, ks, user_key, entry_seq)? {
@@ -540,7 +546,8 @@ impl DbInner {
                     out.push((ValueKind::Deletion, Value::new()));
                     break;
                 }
-                out.push((p.kind, Value::copy_from_slice(it.value())));
+                let (kind, v, _) = self.as_read(p.kind, Value::copy_from_slice(it.value()), p.seq)?;
+                out.push((kind, v));
                 if p.kind != ValueKind::Merge {
                     break;
                 }
@@ -576,10 +583,33 @@ impl DbInner {
         crate::merge::full_merge(op, user_key, base.as_deref(), &operands).map(|v| Some(Value::from(v)))
     }
 
+    /// An entry (`kind`, stored bytes `v`, written at `seq`) as a reader sees it now: an
+    /// expiring one as its plain kind with its expiry time stripped, or a deletion once it
+    /// has expired (`ttl::as_read`); any other as it is.
+    pub(crate) fn as_read(&self, kind: ValueKind, v: Value, seq: u64) -> Result<(ValueKind, Value, u64)> {
+        if !crate::ttl::is_expiring(kind) {
+            return Ok((kind, v, seq));
+        }
+        let now = self.opts.clock.now_ms();
+        match crate::ttl::as_read(kind, &v, now) {
+            Some((ValueKind::Deletion, _)) => Ok((ValueKind::Deletion, Value::new(), seq)),
+            Some((plain, _)) => Ok((plain, v.slice(crate::ttl::EXPIRY_LEN..), seq)),
+            None => Err(crate::error::Error::corruption(
+                &self.dir,
+                0,
+                format!("an expiring entry of seq {seq} is shorter than its expiry time"),
+            )),
+        }
+    }
+
     /// Turn a stored entry into the user's value (a merge operand is folded by the caller,
     /// `get_merged`: alone it is an error).
     fn resolve(&self, user_key: &[u8], kind: ValueKind, v: Value, cache: CacheUse) -> Result<Option<Value>> {
         match kind {
+            ValueKind::ExpiringValue | ValueKind::ExpiringPointer => {
+                let (kind, v, _) = self.as_read(kind, v, 0)?;
+                self.resolve(user_key, kind, v, cache)
+            }
             ValueKind::Value => Ok(Some(v)),
             ValueKind::Deletion => Ok(None),
             ValueKind::Merge => Err(crate::error::Error::Merge {
@@ -690,8 +720,12 @@ impl DbInner {
             cache: CacheUse::filling(ro.fill_cache.unwrap_or(false)),
         });
         let order = self.table_cache.order().clone();
+        // Expiry is judged once, when the iterator is made: it reads one instant, as it reads
+        // one sequence number.
+        let now = self.opts.clock.now_ms();
+        let merged = MergingIterator::new(children, order.clone());
         let it = DbIterator::new(
-            Box::new(MergingIterator::new(children, order.clone())),
+            Box::new(crate::ttl::ExpiryIter::new(merged, now, crate::ttl::ExpiryMode::Read)),
             (view.seq, order),
             (ro.lower_bound.clone(), ro.upper_bound.clone()),
             Arc::new(ScanValues {
@@ -750,7 +784,8 @@ impl DbInner {
             return;
         }
         mem.for_each_kept(|ikey, stored, value, alone| {
-            if let Some(ptr) = ValuePointer::decode(stored) {
+            let pointer = key::parse_internal_key(ikey).and_then(|k| crate::ttl::pointer_bytes(k.kind, stored));
+            if let Some(ptr) = pointer.and_then(ValuePointer::decode) {
                 let value = if alone { value.clone() } else { bytes::Bytes::copy_from_slice(value) };
                 self.vlog.cache_value(&ptr, key::user_key(ikey), value);
             }

@@ -234,7 +234,7 @@ impl Scheduler {
         }
         // `compact_range` of a keyspace with a compaction filter rewrites what it would move,
         // so the filter sees every table (background moves stay moves).
-        let filtered = st.tree(ks).is_some_and(|t| t.opts.compaction_filter.is_some());
+        let filtered = rewrites_deepest(db, st.tree(ks));
         let r = match &choice {
             Choice::Move(t) if filtered && t.reason == Reason::Manual => self.run_merge(db, st, ks, t),
             Choice::Move(t) => self.install_move(db, st, ks, t),
@@ -359,6 +359,7 @@ impl Scheduler {
                 merge_operator: tree_opts.merge_operator.clone(),
                 read_value: &read_value,
                 compaction_filter: tree_opts.compaction_filter.clone(),
+                now_ms: db.opts.clock.now_ms(),
             };
             job(&ctx, &version)
         });
@@ -489,7 +490,8 @@ impl Scheduler {
         })?;
         // With a compaction filter the deepest level's tables are rewritten too, so the filter
         // sees every entry in the range (RocksDB's `kIfHaveCompactionFilter`).
-        if st.tree(ks).is_some_and(|t| t.opts.compaction_filter.is_some()) {
+        // So are they when the keyspace may hold expiring entries: the rewrite drops the expired.
+        if rewrites_deepest(db, st.tree(ks)) {
             self.run_manual_task(db, &mut st, ks, |v| in_place_rewrite(v, begin, end))?;
         }
         // A compaction of other levels that ran meanwhile may still pin a Version naming the
@@ -624,6 +626,17 @@ impl Scheduler {
     }
 }
 
+/// Whether `compact_range` of `tree` rewrites what it would move, and the deepest level's
+/// tables too: it has a compaction filter to show every entry, or it may hold expiring
+/// entries (a default TTL, or puts with a TTL written since the open) to drop the expired.
+fn rewrites_deepest(db: &DbInner, tree: Option<&super::keyspace::TreeState>) -> bool {
+    tree.is_some_and(|t| {
+        t.opts.compaction_filter.is_some()
+            || t.opts.default_ttl_ms > 0
+            || db.ttl_written.load(std::sync::atomic::Ordering::Relaxed)
+    })
+}
+
 /// Bytes of separated values the entries of `files` point to, per value file (every version:
 /// each pointer was counted when its table was flushed). A table that cannot be read counts
 /// nothing: its values then look live until GC collects their file and finds them dead.
@@ -634,8 +647,9 @@ fn pointed_bytes(db: &DbInner, files: &[(usize, Arc<FileMeta>)]) -> BTreeMap<u64
             let mut it = db.table_cache.get(f.number, f.size)?.iter(crate::sst::BlockReads::filling(false));
             it.seek_to_first()?;
             while it.valid() {
-                let pointer = key::parse_internal_key(it.key()).is_some_and(|k| k.kind == key::ValueKind::Pointer);
-                if let Some(p) = crate::vlog::ValuePointer::decode(it.value()).filter(|_| pointer) {
+                let pointer =
+                    key::parse_internal_key(it.key()).and_then(|k| crate::ttl::pointer_bytes(k.kind, it.value()));
+                if let Some(p) = pointer.and_then(crate::vlog::ValuePointer::decode) {
                     *out.entry(p.file).or_insert(0) += u64::from(p.op_len);
                 }
                 it.next()?;

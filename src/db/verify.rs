@@ -158,6 +158,12 @@ impl Checker<'_> {
             }
             match parsed {
                 Some(p) if p.kind == ValueKind::Pointer => self.pointer(ks, &path, p.user_key, it.value(), report),
+                // An expiring pointer is checked like any other (expired or not: its value is
+                // on disk until compaction drops the entry).
+                Some(p) if p.kind == ValueKind::ExpiringPointer => match crate::ttl::split_expiry(it.value()) {
+                    Some((_, ptr)) => self.pointer(ks, &path, p.user_key, ptr, report),
+                    None => report.error(bad(format!("entry {entries}: expiring entry shorter than its expiry time"))),
+                },
                 Some(_) => {}
                 None => report.error(bad(format!("entry {entries}: {}", key::malformed_reason(ikey)))),
             }

@@ -157,11 +157,19 @@ impl WriteQueue {
             // Range tombstones are fragmented and cut in the bytewise order only.
             return Err(Error::invalid("delete_range is not supported under a custom comparator"));
         }
+        // The keyspaces of the batch with a default time-to-live, and theirs.
+        let mut default_ttls: Vec<(u32, u64)> = Vec::new();
+        if db.opts.default_ttl_ms > 0 {
+            default_ttls.push((0, db.opts.default_ttl_ms));
+        }
         if !batch.other_keyspaces.is_empty() || !batch.merge_keyspaces.is_empty() {
             // Checked when queued: a keyspace dropped after this is dropped after the write.
             let st = db.state.lock();
             for &ks in &batch.other_keyspaces {
                 st.check_writable(ks)?;
+                if let Some(t) = st.tree(ks).filter(|t| t.opts.default_ttl_ms > 0) {
+                    default_ttls.push((ks, t.opts.default_ttl_ms));
+                }
             }
             for &ks in &batch.merge_keyspaces {
                 if let Some(t) = st.tree(ks).filter(|t| t.opts.merge_operator.is_none()) {
@@ -170,6 +178,16 @@ impl WriteQueue {
                         &*t.name
                     )));
                 }
+            }
+        }
+        if !batch.pending_ttls.is_empty() || !default_ttls.is_empty() {
+            // Expiry times are set once, here: a TTL counts from the write.
+            let now = db.opts.clock.now_ms();
+            db.ttl_written.store(true, std::sync::atomic::Ordering::Relaxed);
+            batch.stamp_ttls(now)?;
+            let ttl_of = |ks: u32| default_ttls.iter().find(|(k, _)| *k == ks).map_or(0, |(_, t)| *t);
+            if let Some(stamped) = batch.with_default_ttls(now, ttl_of)? {
+                batch = stamped;
             }
         }
         // Wait for GC outside the queue: GC's own pointer puts go through the queue and must not
@@ -556,8 +574,13 @@ impl WriteQueue {
             let mut keep = WriteBatch::with_capacity(ops.len());
             for (op, _) in BatchIter::over(ops).zip(&live).filter(|(_, &l)| l) {
                 match op {
-                    Ok((ks, BatchOp::Put { key, value })) => keep.put_raw(ks, key, value),
-                    Ok((ks, BatchOp::PutPointer { key, pointer })) => keep.put_pointer(ks, key, pointer),
+                    Ok((ks, BatchOp::Put { key, value, expires_at_ms: None })) => keep.put_raw(ks, key, value),
+                    Ok((ks, BatchOp::Put { key, value, expires_at_ms: Some(at) })) => {
+                        keep.put_expiring_raw(ks, key, value, at)
+                    }
+                    Ok((ks, BatchOp::PutPointer { key, pointer, expires_at_ms })) => {
+                        keep.put_pointer(ks, key, pointer, expires_at_ms)
+                    }
                     _ => continue,
                 };
             }

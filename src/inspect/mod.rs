@@ -64,6 +64,10 @@ pub enum KeyKind {
     Pointer,
     /// A merge operand, stored inline.
     Merge,
+    /// A value stored inline with an expiry time (`expires_at_ms | value`).
+    ExpiringValue,
+    /// A value pointer with an expiry time (`expires_at_ms | pointer`).
+    ExpiringPointer,
     /// Any other byte. Index separators and seek keys carry 255, which sorts before every
     /// entry of the same user key and sequence number.
     Other(u8),
@@ -76,6 +80,8 @@ impl KeyKind {
             Some(crate::key::ValueKind::Value) => KeyKind::Value,
             Some(crate::key::ValueKind::Pointer) => KeyKind::Pointer,
             Some(crate::key::ValueKind::Merge) => KeyKind::Merge,
+            Some(crate::key::ValueKind::ExpiringValue) => KeyKind::ExpiringValue,
+            Some(crate::key::ValueKind::ExpiringPointer) => KeyKind::ExpiringPointer,
             None => KeyKind::Other(b),
         }
     }

@@ -494,9 +494,16 @@ fn decode_entry(ikey: &[u8], value: &[u8], path: &Path, offset: u64) -> Result<E
     let Some(key) = InternalKey::parse(ikey).filter(|k| !matches!(k.kind, KeyKind::Other(_))) else {
         return Err(Error::corruption(path, offset, crate::key::malformed_reason(ikey)));
     };
+    // An expiring entry's bytes start with its expiry time; what follows is as its plain kind's.
+    let expiring = matches!(key.kind, KeyKind::ExpiringValue | KeyKind::ExpiringPointer);
+    let value = match (expiring, crate::ttl::split_expiry(value)) {
+        (false, _) => value,
+        (true, Some((_, rest))) => rest,
+        (true, None) => return Err(Error::corruption(path, offset, "expiring entry shorter than its expiry time")),
+    };
     let value = match key.kind {
         KeyKind::Deletion => EntryValue::Deletion,
-        KeyKind::Value | KeyKind::Merge => EntryValue::Inline(value.to_vec()),
+        KeyKind::Value | KeyKind::Merge | KeyKind::ExpiringValue => EntryValue::Inline(value.to_vec()),
         _ => EntryValue::Pointer(ValuePointer::decode(value).ok_or_else(|| {
             let why = format!("malformed value pointer ({} bytes) in the entry of seq {}", value.len(), key.seq);
             Error::corruption(path, offset, why)

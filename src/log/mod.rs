@@ -188,7 +188,12 @@ mod tests {
         for (v, (key, value)) in values.iter().zip([(b"a", [1u8; 300].as_slice()), (b"d", [4u8; 200].as_slice())]) {
             let op = &g[v.op_offset as usize..][..v.op_len as usize];
             let decoded: Vec<_> = BatchIter::over(op).collect();
-            assert_eq!(decoded, [Ok((0, BatchOp::Put { key: &key[..], value }))], "op {}", v.op_index);
+            assert_eq!(
+                decoded,
+                [Ok((0, BatchOp::Put { key: &key[..], value, expires_at_ms: None }))],
+                "op {}",
+                v.op_index
+            );
             assert_eq!((v.value_len as usize, v.value_crc), (value.len(), crate::util::crc(value)));
         }
         assert_eq!(group_len(b.rep.len()), g.len() as u64);

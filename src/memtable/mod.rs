@@ -205,7 +205,8 @@ impl Memtable {
         for (seq, (index, op)) in (first_seq..).zip(BatchIter::over(ops).enumerate()) {
             let Ok((ks, op)) = op else { break };
             match op {
-                BatchOp::Put { key, value } => match separated.next_if(|v| v.op_index as usize == index) {
+                BatchOp::Put { key, value, expires_at_ms } => match separated.next_if(|v| v.op_index as usize == index)
+                {
                     // A keyspace this memtable has no list for (dropped): nothing to insert
                     // or count.
                     Some(_) if self.slot(ks).is_none() => {}
@@ -222,22 +223,34 @@ impl Memtable {
                         let kept = keep
                             .filter(|&(_, max)| v.value_len as usize <= max)
                             .map(|(shared, _)| self.kept(shared, v));
-                        self.add_keeping(ks, seq, ValueKind::Pointer, key, &ptr.encoded(), kept);
+                        match expires_at_ms {
+                            None => self.add_keeping(ks, seq, ValueKind::Pointer, key, &ptr.encoded(), kept),
+                            Some(at) => {
+                                let entry = expiring(at, &ptr.encoded());
+                                self.add_keeping(ks, seq, ValueKind::ExpiringPointer, key, &entry, kept)
+                            }
+                        }
                     }
-                    None => self.add(ks, seq, ValueKind::Value, key, value),
+                    None => match expires_at_ms {
+                        None => self.add(ks, seq, ValueKind::Value, key, value),
+                        Some(at) => self.add(ks, seq, ValueKind::ExpiringValue, key, &expiring(at, value)),
+                    },
                 },
                 BatchOp::Delete { key } => self.add(ks, seq, ValueKind::Deletion, key, &[]),
                 // Operands stay inline whatever their size: reads fold them with the entries
                 // beneath, and value-log GC sees only puts.
                 BatchOp::Merge { key, operand } => self.add(ks, seq, ValueKind::Merge, key, operand),
-                BatchOp::PutPointer { key, pointer } => {
+                BatchOp::PutPointer { key, pointer, expires_at_ms } => {
                     // A value GC moved to a cold value file: counted against that file. A
                     // malformed pointer is stored as it is; reading it reports corruption.
                     if let Some(p) = ValuePointer::decode(pointer).filter(|_| self.slot(ks).is_some()) {
                         *self.vlog_bytes.lock().entry(p.file).or_insert(0) += u64::from(p.op_len);
                         self.moved_vlog_bytes.fetch_add(u64::from(p.op_len), AtomicOrdering::Relaxed);
                     }
-                    self.add(ks, seq, ValueKind::Pointer, key, pointer)
+                    match expires_at_ms {
+                        None => self.add(ks, seq, ValueKind::Pointer, key, pointer),
+                        Some(at) => self.add(ks, seq, ValueKind::ExpiringPointer, key, &expiring(at, pointer)),
+                    }
                 }
                 BatchOp::DeleteRange { begin, end } => self.add_range_tombstone(ks, seq, begin, end),
             }
@@ -314,8 +327,8 @@ impl Memtable {
         let mut out = std::collections::BTreeMap::new();
         let Some(slot) = self.slot(ks) else { return out };
         for e in slot.map.iter() {
-            let is_pointer = key::parse_internal_key(e.key()).is_some_and(|k| k.kind == ValueKind::Pointer);
-            if let Some(p) = ValuePointer::decode(e.value()).filter(|_| is_pointer) {
+            let pointer = key::parse_internal_key(e.key()).and_then(|k| crate::ttl::pointer_bytes(k.kind, e.value()));
+            if let Some(p) = pointer.and_then(ValuePointer::decode) {
                 *out.entry(p.file).or_insert(0) += u64::from(p.op_len);
             }
         }
@@ -409,7 +422,8 @@ impl Memtable {
         }
         match (p.kind, e.kept()) {
             (ValueKind::Deletion, _) => Lookup::Deleted,
-            (_, Some(k)) if kept => Lookup::Kept(Value::from(k.value.clone()), p.seq),
+            // An expiring pointer answers with its entry: the reader judges its expiry.
+            (ValueKind::Pointer, Some(k)) if kept => Lookup::Kept(Value::from(k.value.clone()), p.seq),
             (kind, _) => Lookup::Found(kind, e.value().to_vec(), p.seq),
         }
     }
@@ -563,6 +577,14 @@ impl InternalIterator for MemIter {
     }
 }
 
+/// An expiring entry's bytes: the expiry time, then the value or pointer (`ttl.rs`).
+fn expiring(expires_at_ms: u64, bytes: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(crate::ttl::EXPIRY_LEN + bytes.len());
+    v.extend_from_slice(&expires_at_ms.to_le_bytes());
+    v.extend_from_slice(bytes);
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -573,7 +595,7 @@ mod tests {
         let mut batch = crate::WriteBatch::new();
         batch.put(b"user", [7u8; 300]);
         let moved = ValuePointer { file: 9, offset: 100, op_len: 4000, value_crc: 1 };
-        batch.put_pointer(0, b"moved", &moved.encoded());
+        batch.put_pointer(0, b"moved", &moved.encoded(), None);
         let separated = log::separated_values(&batch.rep, 64);
         m.apply_group(LogPos { file: 3, offset: 0 }, 1, &batch.rep, &separated, None);
         let per_file = m.vlog_bytes();

@@ -257,6 +257,14 @@ pub struct Options {
     /// recorded: each table records its extractor's name, and a table built under another name
     /// is read without its prefix filter.
     pub prefix_extractor: Option<Arc<dyn crate::prefix::PrefixExtractor>>,
+    /// The keyspace's default time-to-live in milliseconds (0, the default: none): each plain
+    /// put written to the keyspace expires this long after it is written, as if written with
+    /// `put_with_ttl`. Per keyspace, like `merge_operator`; not recorded (entries keep the
+    /// expiry they were written with).
+    pub default_ttl_ms: u64,
+    /// The clock expiry times are set and judged by (default: the system's wall clock;
+    /// `ManualClock` lets tests move time). Shared by every keyspace: the database's.
+    pub clock: Arc<dyn crate::ttl::Clock>,
     /// The merge operator name the keyspace recorded when it was opened without one (kept in
     /// the record, so a later open with another operator is still refused).
     pub(crate) recorded_merge_operator: Option<String>,
@@ -283,6 +291,8 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             create_if_missing: true,
+            default_ttl_ms: 0,
+            clock: Arc::new(crate::ttl::SystemClock),
             error_if_exists: false,
             paranoid_checks: false,
             write_buffer_bytes: 8 << 20,
@@ -421,6 +431,8 @@ impl Options {
     shape_setter!(auto_tune: bool);
     setter!(auto_tune_interval_ms: u64);
     setter!(vfs: Arc<dyn Vfs>);
+    setter!(default_ttl_ms: u64);
+    setter!(clock: Arc<dyn crate::ttl::Clock>);
 
     /// Set [`Options::merge_operator`].
     #[must_use]

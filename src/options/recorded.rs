@@ -174,6 +174,7 @@ impl Options {
         o.named_shape = shape.named_shape.clone();
         o.merge_operator = shape.merge_operator.clone();
         o.compaction_filter = shape.compaction_filter.clone();
+        o.default_ttl_ms = shape.default_ttl_ms;
         o.recorded_merge_operator = shape.recorded_merge_operator.clone();
         o
     }

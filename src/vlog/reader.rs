@@ -189,7 +189,7 @@ impl VlogReader {
                 op_len: v.op_len,
                 value_crc: v.value_crc,
             };
-            if let Some(Ok((_, crate::write_batch::BatchOp::Put { key, value }))) =
+            if let Some(Ok((_, crate::write_batch::BatchOp::Put { key, value, .. }))) =
                 crate::write_batch::BatchIter::over(v.op_bytes(ops)).next()
             {
                 self.cache.insert(&ptr, key, bytes::Bytes::copy_from_slice(value));
@@ -713,9 +713,14 @@ impl VlogReader {
         let vlen = r.varint32().ok_or_else(|| bad("malformed op header at value pointer"))? as usize;
         let key = r.bytes(klen).ok_or_else(|| bad("op key runs past the pointer's length"))?;
         let value = r.bytes(vlen).ok_or_else(|| bad("op value runs past the pointer's length"))?;
-        if ValueKind::from_u8(kind) != Some(ValueKind::Value) {
-            return Err(bad("value pointer does not lead to a put"));
-        }
+        // An expiring put's value starts with its expiry time (the tree entry holds it too).
+        let value = match ValueKind::from_u8(kind) {
+            Some(ValueKind::Value) => value,
+            Some(ValueKind::ExpiringValue) => {
+                crate::ttl::split_expiry(value).ok_or_else(|| bad("expiring op shorter than its expiry time"))?.1
+            }
+            _ => return Err(bad("value pointer does not lead to a put")),
+        };
         if key != user_key {
             return Err(bad("value pointer leads to another key's record"));
         }

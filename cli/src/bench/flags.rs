@@ -175,6 +175,11 @@ pub struct BenchArgs {
     #[arg(long = "merge_operator")]
     pub merge_operator: Option<String>,
 
+    /// A time-to-live in seconds for every put (the default keyspace's
+    /// `Options::default_ttl_ms`; RocksDB's `DBWithTTL` open with a TTL); 0, the default: none.
+    #[arg(long = "ttl_secs", default_value_t = 0)]
+    pub ttl_secs: u64,
+
     /// Most values read in parallel with --prefetch (`ReadOptions::readahead_values`; default
     /// the engine's).
     #[arg(long = "readahead_values", value_parser = clap::value_parser!(u64).range(1..4097))]
@@ -387,6 +392,9 @@ impl BenchArgs {
                 o = o.merge_operator(std::sync::Arc::new(wisckey::AppendOperator::with_delimiter(",")))
             }
             _ => {}
+        }
+        if self.ttl_secs > 0 {
+            o = o.default_ttl_ms(self.ttl_secs.saturating_mul(1000));
         }
         if let Some(v) = self.value_cache_size {
             o = o.value_cache_bytes(v);

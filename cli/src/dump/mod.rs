@@ -133,6 +133,8 @@ fn kind_text(k: KeyKind) -> String {
         KeyKind::Value => "put".into(),
         KeyKind::Pointer => "ptr".into(),
         KeyKind::Merge => "merge".into(),
+        KeyKind::ExpiringValue => "put-ttl".into(),
+        KeyKind::ExpiringPointer => "ptr-ttl".into(),
         KeyKind::Other(255) => "seek".into(),
         KeyKind::Other(b) => format!("kind{b}"),
         _ => "?".into(),

@@ -170,13 +170,14 @@ impl Gc {
         crate::db::add(&db.counters.cold_bytes, group_len);
         let mut pointers = WriteBatch::with_capacity(puts.len() * 40);
         let keys = puts.iter().filter_map(|op| match op {
-            Ok((ks, BatchOp::Put { key, .. })) => Some((ks, key)),
+            Ok((ks, BatchOp::Put { key, expires_at_ms, .. })) => Some((ks, key, expires_at_ms)),
             _ => None,
         });
-        for ((ks, key), v) in keys.zip(&values) {
+        for ((ks, key, expires_at_ms), v) in keys.zip(&values) {
             let ptr =
                 ValuePointer { file: a.number, offset: at + v.op_offset, op_len: v.op_len, value_crc: v.value_crc };
-            pointers.put_pointer(ks, key, &ptr.encoded());
+            // A moved value keeps its expiry time: the pointer put carries it into the tree.
+            pointers.put_pointer(ks, key, &ptr.encoded(), expires_at_ms);
         }
         Ok((pointers, a.number))
     }

@@ -70,6 +70,8 @@ struct ChunkPut {
     rec: usize,
     key: std::ops::Range<usize>,
     value: std::ops::Range<usize>,
+    /// The put's expiry time, kept by the moved copy.
+    expires_at_ms: Option<u64>,
     here: ValuePointer,
 }
 
@@ -103,13 +105,14 @@ fn collect_puts(rec: &LogRecord, index: usize, out: &mut Vec<ChunkPut>) {
     loop {
         let op_start = ops.offset();
         let Some(Ok((ks, op))) = ops.next() else { break };
-        let BatchOp::Put { key, value } = op else { continue };
+        let BatchOp::Put { key, value, expires_at_ms } = op else { continue };
         let range = |s: &[u8]| (s.as_ptr() as usize - base)..(s.as_ptr() as usize - base + s.len());
         out.push(ChunkPut {
             ks,
             rec: index,
             key: range(key),
             value: range(value),
+            expires_at_ms,
             here: ValuePointer {
                 file: rec.pos.file,
                 offset: rec.pos.offset + (HEADER_LEN + op_start) as u64,
@@ -337,7 +340,10 @@ impl Gc {
             let bytes = piece.iter().map(|p| p.here.op_len as usize).sum();
             let mut r = Relocation { puts: WriteBatch::with_capacity(bytes), old: Vec::with_capacity(piece.len()) };
             for p in piece {
-                r.puts.put_raw(p.ks, key_of(p), &recs[p.rec][p.value.clone()]);
+                match p.expires_at_ms {
+                    None => r.puts.put_raw(p.ks, key_of(p), &recs[p.rec][p.value.clone()]),
+                    Some(at) => r.puts.put_expiring_raw(p.ks, key_of(p), &recs[p.rec][p.value.clone()], at),
+                };
                 r.old.push(p.here);
             }
             c.pieces.push(r);
@@ -427,6 +433,7 @@ mod tests {
             rec: 0,
             key: 0..0,
             value: 0..0,
+            expires_at_ms: None,
             here: ValuePointer { file: 1, offset: 0, op_len, value_crc: 0 },
         }
     }
