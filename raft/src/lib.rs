@@ -18,6 +18,8 @@
 //! The calls are synchronous: a wisckey write returns when it is in the log (and synced when
 //! asked), as openraft's RocksDB examples call RocksDB from their async methods.
 #![deny(missing_docs)]
+// The error type is openraft's `StorageError`, which its storage traits fix.
+#![allow(clippy::result_large_err)]
 
 mod log_store;
 mod state_machine;

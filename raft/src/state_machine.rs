@@ -21,6 +21,9 @@ use crate::{io_err, meta_key, to_json, Entry, Request, Response, Shared, Storage
 /// Past every state key: keys are UTF-8, which never holds the byte 0xFF.
 const PAST_LAST_KEY: [u8; 1] = [0xFF];
 
+/// The last applied log id and the membership it brought.
+type AppliedState = (Option<LogId<u64>>, StoredMembership<u64, BasicNode>);
+
 /// A snapshot's data: the state's pairs in key order, as JSON.
 type SnapshotPairs = Vec<(String, String)>;
 
@@ -60,7 +63,7 @@ impl StateMachineStore {
         Ok(Some(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) }))
     }
 
-    fn applied_at(&self, ro: &ReadOptions) -> StorageResult<(Option<LogId<u64>>, StoredMembership<u64, BasicNode>)> {
+    fn applied_at(&self, ro: &ReadOptions) -> StorageResult<AppliedState> {
         let applied = self.s.read_meta(ro, meta_key::APPLIED, StorageIOError::read_state_machine)?.flatten();
         let membership = self.s.read_meta(ro, meta_key::MEMBERSHIP, StorageIOError::read_state_machine)?;
         Ok((applied, membership.unwrap_or_default()))
@@ -124,7 +127,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
 impl RaftStateMachine<TypeConfig> for StateMachineStore {
     type SnapshotBuilder = StateMachineStore;
 
-    async fn applied_state(&mut self) -> StorageResult<(Option<LogId<u64>>, StoredMembership<u64, BasicNode>)> {
+    async fn applied_state(&mut self) -> StorageResult<AppliedState> {
         self.applied_at(&ReadOptions::default())
     }
 

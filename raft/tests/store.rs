@@ -1,6 +1,8 @@
 //! Scenarios of the wisckey Raft store beyond openraft's suite: what survives a reopen of the
 //! database (vote, log, purge and truncation, applied state), key-value writes applied against
 //! a model, and a snapshot replacing a follower's state whatever it held.
+// The error type is openraft's `StorageError`, which its storage traits fix.
+#![allow(clippy::result_large_err)]
 
 use std::collections::BTreeMap;
 use std::io::Cursor;

@@ -1,5 +1,7 @@
 //! openraft's own storage test suite (`openraft::testing::Suite`), unmodified, against the
 //! log store and state machine on one wisckey database per test, each in a new directory.
+// The error type is openraft's `StorageError`, which its storage traits fix.
+#![allow(clippy::result_large_err)]
 
 use openraft::testing::{StoreBuilder, Suite};
 use openraft::{AnyError, StorageError, StorageIOError};
