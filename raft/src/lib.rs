@@ -86,11 +86,12 @@ pub struct Response {
 }
 
 /// Open (or create) the database at `path` with the Raft keyspaces and return the log store
-/// and the state machine over it. Both hold the database open; it closes when both are
-/// dropped.
+/// and the state machine over it. The keyspaces are created with `options`' shaping settings
+/// (merge policy, `min_separated_value_bytes`, ...); an existing one keeps those it was
+/// created with. Both stores hold the database open; it closes when both are dropped.
 pub fn open(path: impl AsRef<Path>, options: Options) -> wisckey::Result<(LogStore, StateMachineStore)> {
-    let db = Arc::new(Db::open(path, options)?);
-    let shared = Shared::open(db)?;
+    let db = Arc::new(Db::open(path, options.clone())?);
+    let shared = Shared::open(db, &options)?;
     Ok((LogStore::new(shared.clone()), StateMachineStore::new(shared)))
 }
 
@@ -104,10 +105,10 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    fn open(db: Arc<Db>) -> wisckey::Result<Shared> {
-        let log = db.open_keyspace(LOG_KEYSPACE, Options::default())?;
-        let meta = db.open_keyspace(META_KEYSPACE, Options::default())?;
-        let state = db.open_keyspace(STATE_KEYSPACE, Options::default())?;
+    fn open(db: Arc<Db>, options: &Options) -> wisckey::Result<Shared> {
+        let log = db.open_keyspace(LOG_KEYSPACE, options.clone())?;
+        let meta = db.open_keyspace(META_KEYSPACE, options.clone())?;
+        let state = db.open_keyspace(STATE_KEYSPACE, options.clone())?;
         Ok(Shared { db, log, meta, state })
     }
 

@@ -38,6 +38,11 @@ impl LogStore {
         LogStore { s }
     }
 
+    /// The database under the store (for its statistics, flushes and GC).
+    pub fn db(&self) -> &std::sync::Arc<wisckey::Db> {
+        &self.s.db
+    }
+
     /// The entry with the highest index, if the log holds any.
     fn last_entry(&self) -> StorageResult<Option<Entry>> {
         let mut newest =
