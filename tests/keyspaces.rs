@@ -9,10 +9,11 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use common::crash_points::{crash_points, halting_after, prefix_state};
 use common::{make_value, Model};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use wisckey::fs::{CrashMode, FaultFs, MemFs, Vfs};
+use wisckey::fs::{FaultFs, MemFs, Vfs};
 use wisckey::{Db, Error, Keyspace, MergePolicy, Options, ReadOptions, WriteBatch, WriteOptions};
 
 /// Every keyspace's contents by name.
@@ -389,13 +390,10 @@ fn a_crash_at_every_step_of_keyspace_create_drop_and_cross_keyspace_batches_keep
         }
         fs.ops_count()
     };
-    let modes = [CrashMode::DropUnsynced, CrashMode::TearUnsynced, CrashMode::CorruptUnsynced];
     let mut checked = 0;
-    for at in 0..total {
-        let mode = modes[at as usize % modes.len()];
-        let fs = FaultFs::in_memory(at);
+    for (at, mode) in crash_points(total, u64::MAX) {
+        let fs = halting_after(at);
         let options = crash_options(&fs);
-        fs.set_crash_after_ops(at);
         let mut models = vec![Models::from([("default".to_string(), Model::new())])];
         let mut floor = 0;
         let mut db = Db::open(CRASH_DB, options.clone()).ok();
@@ -419,11 +417,7 @@ fn a_crash_at_every_step_of_keyspace_create_drop_and_cross_keyspace_batches_keep
         fs.crash(mode).expect("crash");
         let db =
             Db::open(CRASH_DB, options.clone()).unwrap_or_else(|e| panic!("crash point {at} ({mode:?}): reopen: {e}"));
-        let state = all_contents(&db);
-        assert!(
-            (floor..models.len()).any(|j| models[j] == state),
-            "crash point {at} ({mode:?}): {state:?} is no prefix state from step {floor} on"
-        );
+        prefix_state(&models, floor, &all_contents(&db), &format!("crash point {at} ({mode:?})"));
         checked += 1;
     }
     assert!(checked > 20, "only {checked} crash points");

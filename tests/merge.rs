@@ -8,9 +8,10 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use common::crash_points::{crash_points, halting_after, prefix_state};
 use common::{assert_view_matches, make_value, tiny_options, Model};
 use proptest::prelude::*;
-use wisckey::fs::{CrashMode, FaultFs, MemFs};
+use wisckey::fs::{FaultFs, MemFs};
 use wisckey::{
     AppendOperator, Db, Error, MergeOperator, MergeResult, Options, ReadOptions, U64AddOperator, WriteBatch,
     WriteOptions,
@@ -353,18 +354,15 @@ fn every_crash_point_of_merges_folded_by_compaction_recovers_a_durable_prefix() 
     assert_eq!(done, steps.len());
     db.unwrap().close().unwrap();
     let total = dry.ops_count();
-    let stride = (total / common::env_u64("WISCKEY_CRASH_ITERS", 60).max(1)).max(1);
-    for n in (0..=total).step_by(stride as usize) {
-        let fs = FaultFs::in_memory(n);
-        fs.set_crash_after_ops(n);
+    for (n, mode) in crash_points(total, common::env_u64("WISCKEY_CRASH_ITERS", 60)) {
+        let fs = halting_after(n);
         let (db, models, done) = run(&fs);
         fs.halt();
         drop(db);
-        fs.crash(CrashMode::DropUnsynced).unwrap();
-        let db = Db::open(DB, options(&fs)).unwrap_or_else(|e| panic!("crash after {n}: reopen: {e}"));
+        fs.crash(mode).unwrap();
+        let db = Db::open(DB, options(&fs)).unwrap_or_else(|e| panic!("crash after {n} ({mode:?}): reopen: {e}"));
         let state: Model = db.scan(&ReadOptions::default()).and_then(common::owned_map).unwrap();
-        let ok = (done..models.len()).any(|j| models[j] == state);
-        assert!(ok, "crash after {n} of {total} calls: state is not a durable prefix ({done} steps acknowledged)");
+        prefix_state(&models, done, &state, &format!("crash after {n} of {total} calls ({mode:?})"));
         db.compact_range(None, None).unwrap();
         let again: Model = db.scan(&ReadOptions::default()).and_then(common::owned_map).unwrap();
         assert_eq!(again, state, "crash after {n}: a compaction after recovery changed what reads see");

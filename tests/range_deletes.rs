@@ -10,9 +10,10 @@ mod common;
 
 use std::sync::Arc;
 
+use common::crash_points::{crash_points, halting_after, prefix_state};
 use common::{make_value, show, Model};
 use proptest::prelude::*;
-use wisckey::fs::{CrashMode, FaultFs, MemFs, Vfs};
+use wisckey::fs::{FaultFs, MemFs, Vfs};
 use wisckey::{Db, Error, Keyspace, MergePolicy, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions};
 
 /// The keyspaces of the model test: the default one (leveling, or the env's policy) and a
@@ -567,13 +568,9 @@ fn every_crash_point_with_range_tombstones_through_flush_and_compaction_resurrec
     db.expect("open").close().expect("close");
     let total = dry.ops_count();
     let max_points = common::env_u64("WISCKEY_CRASH_ITERS", 150) * 2;
-    let stride = (total / max_points.max(1)).max(1);
-    eprintln!("range-delete workload: {total} mutating fs calls; crashing after every {stride}");
-    for n in (0..=total).step_by(stride as usize) {
-        let modes = [CrashMode::DropUnsynced, CrashMode::TearUnsynced, CrashMode::CorruptUnsynced];
-        let mode = modes[(n / stride) as usize % modes.len()];
-        let fs = FaultFs::in_memory(n);
-        fs.set_crash_after_ops(n);
+    eprintln!("range-delete workload: {total} mutating fs calls; crashing at up to {max_points} of them");
+    for (n, mode) in crash_points(total, max_points) {
+        let fs = halting_after(n);
         let (db, models, floor) = crash_run(&fs, &steps);
         fs.halt();
         drop(db);
@@ -582,14 +579,7 @@ fn every_crash_point_with_range_tombstones_through_flush_and_compaction_resurrec
         let db = Db::open(CRASH_DB, crash_options(&fs)).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
         let h = db.keyspace("default").expect("default");
         let got: Model = db.scan(&ReadOptions::default()).and_then(common::owned_map).expect("scan");
-        let j = (floor..models.len()).rev().find(|&j| models[j] == got);
-        let Some(j) = j else {
-            panic!(
-                "{ctx}: not a prefix state with every durable step (floor {floor} of {}): {:?}",
-                models.len() - 1,
-                got.keys().map(|k| show(k)).collect::<Vec<_>>()
-            );
-        };
+        let j = prefix_state(&models, floor, &got, &ctx);
         check_view(&h, &ReadOptions::default(), &models[j], &ctx);
         // Compaction after recovery must not bring a covered key back either.
         db.compact_range(None, None).unwrap_or_else(|e| panic!("{ctx}: compact after recovery: {e}"));

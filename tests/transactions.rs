@@ -16,10 +16,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::crash_points::{crash_points, halting_after, prefix_state};
 use common::{env_u64, make_value, Model};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use wisckey::fs::{CrashMode, FaultFs, MemFs};
+use wisckey::fs::{FaultFs, MemFs};
 use wisckey::{Db, Error, Isolation, Keyspace, Options, TransactionOptions, WriteOptions};
 
 fn mem_db() -> Db {
@@ -579,21 +580,14 @@ fn a_crash_at_every_step_of_transaction_commits_leaves_each_whole_or_absent() {
         assert_eq!(states.len(), script.len() + 2, "clean run");
         fs.ops_count()
     };
-    let modes = [CrashMode::DropUnsynced, CrashMode::TearUnsynced, CrashMode::CorruptUnsynced];
     let mut checked = 0;
-    for at in 0..total {
-        let mode = modes[at as usize % modes.len()];
-        let fs = FaultFs::in_memory(at);
-        fs.set_crash_after_ops(at);
+    for (at, mode) in crash_points(total, u64::MAX) {
+        let fs = halting_after(at);
         let (states, floor) = run_script(&fs, &script);
         fs.halt();
         fs.crash(mode).expect("crash");
         let db = Db::open("/txndb", crash_options(&fs)).unwrap_or_else(|e| panic!("crash point {at} ({mode:?}): {e}"));
-        let state = all_contents(&db);
-        assert!(
-            (floor..states.len()).any(|j| states[j] == state),
-            "crash point {at} ({mode:?}): {state:?} is no state of a whole prefix of commits from {floor} on"
-        );
+        prefix_state(&states, floor, &all_contents(&db), &format!("crash point {at} ({mode:?}): commits"));
         checked += 1;
     }
     assert!(checked > 20, "only {checked} crash points");
@@ -836,4 +830,119 @@ fn bank_survives_kill_9_cycles_with_every_committed_transfer_present() {
         );
     }
     assert!(reported_total > 0);
+}
+
+/// Where a model cursor over `view` lands for each move (`None`: not valid).
+fn model_move(view: &Model, at: Option<&Vec<u8>>, op: u32, target: &[u8]) -> Option<Vec<u8>> {
+    let first_from =
+        |lo: std::ops::Bound<Vec<u8>>| view.range((lo, std::ops::Bound::Unbounded)).next().map(|e| e.0.clone());
+    let last_before =
+        |hi: std::ops::Bound<Vec<u8>>| view.range((std::ops::Bound::Unbounded, hi)).next_back().map(|e| e.0.clone());
+    match op {
+        0 => first_from(std::ops::Bound::Unbounded),
+        1 => last_before(std::ops::Bound::Unbounded),
+        2 => first_from(std::ops::Bound::Included(target.to_vec())),
+        3 => at.and_then(|k| first_from(std::ops::Bound::Excluded(k.clone()))),
+        _ => at.and_then(|k| last_before(std::ops::Bound::Excluded(k.clone()))),
+    }
+}
+
+/// A transaction's cursor walks the snapshot (flushed and in the memtable) merged with the
+/// transaction's puts, deletes and range deletes: random seeks, nexts and prevs (direction
+/// changes included) land where a cursor over the `BTreeMap` of that view lands, and writes
+/// other clients commit after the snapshot stay invisible.
+#[test]
+fn a_transactions_cursor_moves_both_ways_over_its_snapshot_and_its_own_writes_like_a_model() {
+    let db = mem_db();
+    let ks = db.default_keyspace().clone();
+    let mut model = Model::new();
+    let mut rng = StdRng::seed_from_u64(env_u64("WISCKEY_TXN_SEED", 11));
+    for round in 0..60u64 {
+        for _ in 0..rng.gen_range(0..15) {
+            let k = key(&mut rng);
+            if rng.gen_bool(0.8) {
+                let v = make_value(&k, round, rng.gen_range(1..300));
+                ks.put(&k, &v).unwrap();
+                model.insert(k, v);
+            } else {
+                ks.delete(&k).unwrap();
+                model.remove(&k);
+            }
+        }
+        if round % 7 == 0 {
+            db.flush().unwrap();
+        }
+        let mut t = db.transaction();
+        let mut view = model.clone();
+        for step in 0..rng.gen_range(0..10) {
+            let k = key(&mut rng);
+            match rng.gen_range(0..10) {
+                0..=5 => {
+                    let v = make_value(&k, 1000 + round * 16 + step, rng.gen_range(1..40));
+                    t.put(&ks, &k, &v).unwrap();
+                    view.insert(k, v);
+                }
+                6..=8 => {
+                    t.delete(&ks, &k).unwrap();
+                    view.remove(&k);
+                }
+                _ => {
+                    let hi = key(&mut rng);
+                    let (lo, hi) = if k <= hi { (k, hi) } else { (hi, k) };
+                    t.delete_range(&ks, &lo, &hi).unwrap();
+                    view.retain(|k, _| !(lo <= *k && *k < hi));
+                }
+            }
+        }
+        // Another client's write after the snapshot: the cursor must not see it.
+        ks.put(key(&mut rng), b"after the snapshot").unwrap();
+        let mut c = t.iter(&ks).unwrap();
+        let mut at: Option<Vec<u8>> = None;
+        for step in 0..40 {
+            let op = if at.is_none() { rng.gen_range(0..3) } else { rng.gen_range(0..5) };
+            let target = key(&mut rng);
+            match op {
+                0 => c.seek_to_first(),
+                1 => c.seek_to_last(),
+                2 => c.seek(&target),
+                3 => c.next(),
+                _ => c.prev(),
+            }
+            .unwrap();
+            at = model_move(&view, at.as_ref(), op, &target);
+            let got = c.valid().then(|| (c.key().to_vec(), c.value().to_vec()));
+            let want = at.as_ref().map(|k| (k.clone(), view[k].clone()));
+            assert_eq!(got, want, "round {round} step {step}: op {op} (target {target:?})");
+        }
+        drop(c);
+        t.rollback();
+        model = all_of(&ks);
+    }
+}
+
+fn all_of(ks: &Keyspace) -> Model {
+    ks.range::<&[u8], _>(..).unwrap().map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<wisckey::Result<_>>().unwrap()
+}
+
+/// A serializable transaction that made a cursor fails its commit when another commit wrote
+/// anywhere in that keyspace after its snapshot (a cursor may reach any key); a snapshot
+/// isolated one that wrote other keys commits.
+#[test]
+fn a_cursor_makes_a_serializable_commit_check_the_whole_keyspace() {
+    let db = mem_db();
+    let ks = db.default_keyspace().clone();
+    ks.put(b"a", b"1").unwrap();
+    for isolation in [Isolation::Serializable, Isolation::Snapshot] {
+        let mut t = db.transaction_with(TransactionOptions { isolation, sync: false });
+        let mut c = t.iter(&ks).unwrap();
+        c.seek_to_first().unwrap();
+        assert_eq!(c.key(), b"a");
+        drop(c);
+        t.put(&ks, b"b", b"2").unwrap();
+        ks.put(b"zzz", b"phantom").unwrap();
+        match isolation {
+            Isolation::Serializable => assert_conflict(t.commit(), b"zzz", "serializable cursor"),
+            _ => t.commit().unwrap(),
+        }
+    }
 }

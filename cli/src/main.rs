@@ -10,6 +10,7 @@ mod dump;
 mod repair;
 mod stress;
 mod tune;
+mod txnbench;
 mod verify;
 mod ycsb;
 
@@ -61,6 +62,9 @@ enum Command {
     Stress(stress::StressArgs),
     /// Choose merge-policy knobs for a workload with the Wacky cost model (and compare presets).
     Tune(tune::TuneArgs),
+    /// Optimistic read-modify-write transactions at a set conflict rate, against wisckey or
+    /// RocksDB's OptimisticTransactionDB (feature `peers`).
+    Txnbench(txnbench::TxnBenchArgs),
     /// YCSB core workloads A–F (or a YCSB property file) against wisckey or a peer engine.
     Ycsb(ycsb::YcsbArgs),
     /// SVG charts of ratios from scripts/compare.sh's summary JSON (feature `plot`).
@@ -95,6 +99,7 @@ fn main() -> ExitCode {
         Command::Repair(a) => repair::run(a),
         Command::Stress(a) => stress::run(a),
         Command::Tune(a) => tune::run(a),
+        Command::Txnbench(a) => txnbench::run(a),
         Command::Ycsb(a) => ycsb::run(a),
         #[cfg(feature = "plot")]
         Command::Plot(a) => ycsb::plot::run(a),

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use super::keyspace::Bounds;
 use super::read::CheckedAt;
+use super::txn_cursor::TxnCursor;
 use super::write::{KeyRange, TxnCheck};
 use super::{add, DbInner, Keyspace, Range};
 use crate::comparator::KeyOrder;
@@ -83,7 +84,7 @@ impl Pending {
 }
 
 /// Whether one of `ranges` (bytewise, as range deletes are) holds `key`.
-fn range_deleted(ranges: &[(Vec<u8>, Vec<u8>)], key: &[u8]) -> bool {
+pub(super) fn range_deleted(ranges: &[(Vec<u8>, Vec<u8>)], key: &[u8]) -> bool {
     ranges.iter().any(|(b, e)| b.as_slice() <= key && key < e.as_slice())
 }
 
@@ -230,6 +231,25 @@ impl Transaction {
         self.check_handle(ks)?;
         let bounds = ks.prefix_bounds(prefix.as_ref())?;
         self.bounded(ks, bounds)
+    }
+
+    /// A cursor over keyspace `ks` as the transaction sees it (RocksDB's
+    /// `Transaction::GetIterator`): the snapshot's entries with the transaction's writes made
+    /// so far merged in, moved with `seek`, `next` and `prev` like `Db::iter`'s. A cursor may
+    /// go anywhere, so a serializable transaction that makes one checks at commit that no key
+    /// of the whole keyspace was written since the snapshot (`range` bounds that check).
+    pub fn iter(&mut self, ks: &Keyspace) -> Result<TxnCursor> {
+        self.check_handle(ks)?;
+        if self.serializable() {
+            self.scanned.push((ks.id(), None, None));
+        }
+        let order = self.db.table_cache.order().clone();
+        let (mut own, deleted) = match self.pending.get(&ks.id()) {
+            Some(p) => (p.points.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>(), p.ranges.clone()),
+            None => (Vec::new(), Vec::new()),
+        };
+        own.sort_by(|a, b| order.compare_user(&a.0, &b.0));
+        Ok(TxnCursor::new(ks.iter(&self.ro)?, own, deleted, order))
     }
 
     fn bounded(&mut self, ks: &Keyspace, (lower, upper): Bounds) -> Result<TxnRange> {

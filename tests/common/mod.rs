@@ -4,6 +4,7 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod crash_points;
 pub mod damage;
 
 use std::collections::BTreeMap;
