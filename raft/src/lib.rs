@@ -1,0 +1,162 @@
+//! openraft's storage on one wisckey database: the Raft log ([`LogStore`], openraft's
+//! `RaftLogStorage`) and a key-value state machine ([`StateMachineStore`], openraft's
+//! `RaftStateMachine`) share one [`wisckey::Db`], each in keyspaces of its own:
+//!
+//! - `raft-log`: one entry per index, the key the index in big-endian (so key order is index
+//!   order), the value the entry as JSON. Appends are written with `sync` before openraft is
+//!   told they are flushed; a purge is one range tombstone over the log's prefix (value-log GC
+//!   then gives the space back); a truncation one over its suffix.
+//! - `raft-meta`: the vote, the committed log id, the last purged log id, and the state
+//!   machine's last applied log id, its membership and its current snapshot.
+//! - `raft-state`: the state machine's keys and values, as they are.
+//!
+//! One database means one write-ahead log: a batch spanning keyspaces is atomic (an applied
+//! entry's writes and the new last-applied id land together), and a synced write makes every
+//! earlier write durable, so a crash takes back at most a suffix of what was applied, never a
+//! part of it. docs/format/raft.md has the keys and values byte by byte.
+//!
+//! The calls are synchronous: a wisckey write returns when it is in the log (and synced when
+//! asked), as openraft's RocksDB examples call RocksDB from their async methods.
+#![deny(missing_docs)]
+// The error type is openraft's `StorageError`, which its storage traits fix.
+#![allow(clippy::result_large_err)]
+
+mod log_store;
+mod state_machine;
+
+use std::io::Cursor;
+use std::path::Path;
+use std::sync::Arc;
+
+use openraft::{AnyError, StorageError, StorageIOError};
+use serde::{Deserialize, Serialize};
+use wisckey::{Db, Keyspace, Options, ReadOptions};
+
+pub use log_store::LogStore;
+pub use state_machine::StateMachineStore;
+
+/// The keyspace holding the Raft log.
+pub const LOG_KEYSPACE: &str = "raft-log";
+/// The keyspace holding the vote, the committed and purged log ids and the state machine's
+/// applied state and snapshot.
+pub const META_KEYSPACE: &str = "raft-meta";
+/// The keyspace holding the state machine's keys and values.
+pub const STATE_KEYSPACE: &str = "raft-state";
+
+openraft::declare_raft_types!(
+    /// The Raft types of a wisckey-raft node: key-value requests, `u64` node ids, snapshots
+    /// held in memory while they are sent or received.
+    pub TypeConfig:
+        D = Request,
+        R = Response,
+        NodeId = u64,
+        Node = openraft::BasicNode,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+/// A log entry of this store.
+pub type Entry = openraft::Entry<TypeConfig>;
+/// A storage error of this store (node ids are `u64`).
+pub type StorageResult<T> = Result<T, StorageError<u64>>;
+
+/// A write to the replicated key-value state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// Set `key` to `value`.
+    Set {
+        /// The key.
+        key: String,
+        /// Its new value.
+        value: String,
+    },
+    /// Remove `key` (nothing happens if it is absent).
+    Delete {
+        /// The key.
+        key: String,
+    },
+}
+
+/// What applying a request answers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Response {
+    /// The value a `Set` wrote; `None` for a `Delete` and for Raft's own entries.
+    pub value: Option<String>,
+}
+
+/// Open (or create) the database at `path` with the Raft keyspaces and return the log store
+/// and the state machine over it. The keyspaces are created with `options`' shaping settings
+/// (merge policy, `min_separated_value_bytes`, ...); an existing one keeps those it was
+/// created with. Both stores hold the database open; it closes when both are dropped.
+pub fn open(path: impl AsRef<Path>, options: Options) -> wisckey::Result<(LogStore, StateMachineStore)> {
+    let db = Arc::new(Db::open(path, options.clone())?);
+    let shared = Shared::open(db, &options)?;
+    Ok((LogStore::new(shared.clone()), StateMachineStore::new(shared)))
+}
+
+/// The database and its three Raft keyspaces, shared by the log store and the state machine.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) db: Arc<Db>,
+    pub(crate) log: Keyspace,
+    pub(crate) meta: Keyspace,
+    pub(crate) state: Keyspace,
+}
+
+impl Shared {
+    fn open(db: Arc<Db>, options: &Options) -> wisckey::Result<Shared> {
+        let log = db.open_keyspace(LOG_KEYSPACE, options.clone())?;
+        let meta = db.open_keyspace(META_KEYSPACE, options.clone())?;
+        let state = db.open_keyspace(STATE_KEYSPACE, options.clone())?;
+        Ok(Shared { db, log, meta, state })
+    }
+
+    /// The JSON value of metadata key `key` as of `ro`, `None` when absent; `err` names what
+    /// failed to read.
+    pub(crate) fn read_meta<T>(
+        &self,
+        ro: &ReadOptions,
+        key: &[u8],
+        err: fn(AnyError) -> StorageIOError<u64>,
+    ) -> StorageResult<Option<T>>
+    where
+        T: for<'de> Deserialize<'de>,
+    {
+        let Some(bytes) = self.meta.get_opt(ro, key).map_err(|e| io_err(err, &e))? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes).map(Some).map_err(|e| io_err(err, &e).into())
+    }
+}
+
+/// Metadata keys (in `raft-meta`).
+pub(crate) mod meta_key {
+    /// The vote (JSON `Vote`).
+    pub const VOTE: &[u8] = b"vote";
+    /// The committed log id (JSON `Option<LogId>`).
+    pub const COMMITTED: &[u8] = b"committed";
+    /// The last purged log id (JSON `LogId`).
+    pub const PURGED: &[u8] = b"purged";
+    /// The state machine's last applied log id (JSON `Option<LogId>`).
+    pub const APPLIED: &[u8] = b"sm/applied";
+    /// The state machine's membership (JSON `StoredMembership`).
+    pub const MEMBERSHIP: &[u8] = b"sm/membership";
+    /// The current snapshot's metadata (JSON `SnapshotMeta`).
+    pub const SNAPSHOT_META: &[u8] = b"sm/snapshot-meta";
+    /// The current snapshot's data (the bytes sent to followers).
+    pub const SNAPSHOT_DATA: &[u8] = b"sm/snapshot-data";
+}
+
+/// A storage I/O error of kind `kind` (one of `StorageIOError`'s constructors) caused by `e`.
+pub(crate) fn io_err<E: std::error::Error + 'static>(
+    kind: fn(AnyError) -> StorageIOError<u64>,
+    e: &E,
+) -> StorageIOError<u64> {
+    kind(AnyError::new(e))
+}
+
+/// JSON of `value` (the types written here always serialize).
+pub(crate) fn to_json<T: Serialize>(value: &T, kind: fn(AnyError) -> StorageIOError<u64>) -> StorageResult<Vec<u8>> {
+    serde_json::to_vec(value).map_err(|e| io_err(kind, &e).into())
+}

@@ -1,0 +1,216 @@
+//! The key-value state machine on wisckey (openraft's `RaftStateMachine`): keys and values in
+//! the `raft-state` keyspace, the last applied log id and the membership beside them in
+//! `raft-meta`, written in the same batch so a crash never separates them. A snapshot is the
+//! state keyspace's pairs read at one database snapshot, kept in `raft-meta` until the next;
+//! installing one replaces the state keyspace's contents in one batch.
+
+use std::fmt::Debug;
+use std::io::Cursor;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use openraft::storage::RaftStateMachine;
+use openraft::{
+    BasicNode, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, Snapshot, SnapshotMeta, StorageIOError,
+    StoredMembership,
+};
+use wisckey::{ReadOptions, WriteBatch, WriteOptions};
+
+use crate::{io_err, meta_key, to_json, Entry, Request, Response, Shared, StorageResult, TypeConfig};
+
+/// Past every state key: keys are UTF-8, which never holds the byte 0xFF.
+const PAST_LAST_KEY: [u8; 1] = [0xFF];
+
+/// The last applied log id and the membership it brought.
+type AppliedState = (Option<LogId<u64>>, StoredMembership<u64, BasicNode>);
+
+/// A snapshot's data: the state's pairs in key order, as JSON.
+type SnapshotPairs = Vec<(String, String)>;
+
+/// The replicated key-value state of one node: a cheap handle (clones share the database),
+/// which is also its own snapshot builder.
+#[derive(Clone)]
+pub struct StateMachineStore {
+    s: Shared,
+    /// Snapshots built by this process, to make snapshot ids unique.
+    built: Arc<AtomicU64>,
+}
+
+impl Debug for StateMachineStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateMachineStore").field("state", &self.s.state).finish()
+    }
+}
+
+impl StateMachineStore {
+    pub(crate) fn new(s: Shared) -> StateMachineStore {
+        StateMachineStore { s, built: Arc::default() }
+    }
+
+    /// The value of `key` in the applied state (a local read: linearizable reads go through
+    /// openraft first).
+    pub fn get(&self, key: &str) -> wisckey::Result<Option<String>> {
+        Ok(self.s.state.get(key)?.map(|v| String::from_utf8_lossy(&v).into_owned()))
+    }
+
+    /// The current snapshot's metadata and data, as of `ro`.
+    fn stored_snapshot(&self, ro: &ReadOptions) -> StorageResult<Option<Snapshot<TypeConfig>>> {
+        let Some(meta) = self.s.read_meta(ro, meta_key::SNAPSHOT_META, read_snapshot)? else {
+            return Ok(None);
+        };
+        let data = self.s.meta.get_opt(ro, meta_key::SNAPSHOT_DATA).map_err(|e| io_err(read_snapshot, &e))?;
+        let data = data.map(|d| d.to_vec()).unwrap_or_default();
+        Ok(Some(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) }))
+    }
+
+    fn applied_at(&self, ro: &ReadOptions) -> StorageResult<AppliedState> {
+        let applied = self.s.read_meta(ro, meta_key::APPLIED, StorageIOError::read_state_machine)?.flatten();
+        let membership = self.s.read_meta(ro, meta_key::MEMBERSHIP, StorageIOError::read_state_machine)?;
+        Ok((applied, membership.unwrap_or_default()))
+    }
+
+    /// The state's pairs as of `ro`, in key order.
+    fn pairs_at(&self, ro: &ReadOptions) -> StorageResult<SnapshotPairs> {
+        let read = |e: &wisckey::Error| io_err(StorageIOError::read_state_machine, e);
+        let entries = self.s.state.scan(ro).map_err(|e| read(&e))?;
+        entries
+            .map(|item| {
+                let (k, v) = item.map_err(|e| read(&e))?;
+                let k = String::from_utf8(k).map_err(|e| io_err(StorageIOError::read_state_machine, &e))?;
+                Ok((k, String::from_utf8_lossy(&v).into_owned()))
+            })
+            .collect()
+    }
+}
+
+fn read_snapshot(e: openraft::AnyError) -> StorageIOError<u64> {
+    StorageIOError::read_snapshot(None, e)
+}
+
+fn write_snapshot(e: openraft::AnyError) -> StorageIOError<u64> {
+    StorageIOError::write_snapshot(None, e)
+}
+
+/// Queue the current snapshot's metadata and data into `batch`.
+fn put_snapshot(
+    s: &Shared,
+    batch: &mut WriteBatch,
+    meta: &SnapshotMeta<u64, BasicNode>,
+    data: &[u8],
+) -> StorageResult<()> {
+    batch.put_in(&s.meta, meta_key::SNAPSHOT_META, to_json(meta, write_snapshot)?);
+    batch.put_in(&s.meta, meta_key::SNAPSHOT_DATA, data);
+    Ok(())
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
+    /// The applied state and the pairs read at one database snapshot, so they agree whatever
+    /// is applied meanwhile.
+    async fn build_snapshot(&mut self) -> StorageResult<Snapshot<TypeConfig>> {
+        let ro = ReadOptions { snapshot: Some(self.s.db.snapshot()), ..ReadOptions::default() };
+        let (last_log_id, last_membership) = self.applied_at(&ro)?;
+        let data = to_json(&self.pairs_at(&ro)?, write_snapshot)?;
+        let n = self.built.fetch_add(1, Ordering::Relaxed) + 1;
+        let snapshot_id = match &last_log_id {
+            Some(id) => format!("{}-{}-{n}", id.leader_id, id.index),
+            None => format!("--{n}"),
+        };
+        let meta = SnapshotMeta { last_log_id, last_membership, snapshot_id };
+        let mut batch = WriteBatch::new();
+        put_snapshot(&self.s, &mut batch, &meta, &data)?;
+        // Not synced: a crash that loses it also loses the purge that would follow it.
+        self.s.db.write(&WriteOptions::default(), &batch).map_err(|e| io_err(write_snapshot, &e))?;
+        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachineStore {
+    type SnapshotBuilder = StateMachineStore;
+
+    async fn applied_state(&mut self) -> StorageResult<AppliedState> {
+        self.applied_at(&ReadOptions::default())
+    }
+
+    /// One batch for all `entries`: their writes, the last applied id and any new membership
+    /// land together. Not synced: the entries are in the synced log and are applied again
+    /// after a crash that loses this.
+    async fn apply<I>(&mut self, entries: I) -> StorageResult<Vec<Response>>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut batch = WriteBatch::new();
+        let mut replies = Vec::new();
+        let mut last_applied = None;
+        let mut membership = None;
+        for entry in entries {
+            last_applied = Some(entry.log_id);
+            let reply = match entry.payload {
+                EntryPayload::Blank => Response::default(),
+                EntryPayload::Normal(Request::Set { key, value }) => {
+                    batch.put_in(&self.s.state, &key, &value);
+                    Response { value: Some(value) }
+                }
+                EntryPayload::Normal(Request::Delete { key }) => {
+                    batch.delete_in(&self.s.state, &key);
+                    Response::default()
+                }
+                EntryPayload::Membership(m) => {
+                    membership = Some(StoredMembership::new(Some(entry.log_id), m));
+                    Response::default()
+                }
+            };
+            replies.push(reply);
+        }
+        let Some(applied) = last_applied else {
+            return Ok(replies);
+        };
+        let write = StorageIOError::write_state_machine;
+        batch.put_in(&self.s.meta, meta_key::APPLIED, to_json(&Some(applied), write)?);
+        if let Some(m) = &membership {
+            batch.put_in(&self.s.meta, meta_key::MEMBERSHIP, to_json(m, write)?);
+        }
+        self.s
+            .db
+            .write(&WriteOptions::default(), &batch)
+            .map_err(|e| StorageIOError::apply(applied, openraft::AnyError::new(&e)))?;
+        Ok(replies)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<Cursor<Vec<u8>>>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    /// Replaces the state with the snapshot's pairs in one synced batch: a range tombstone
+    /// over the whole state keyspace, the pairs, the applied id, the membership, and the
+    /// snapshot itself as the current one. Data that does not decode is an error and changes
+    /// nothing.
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<u64, BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> StorageResult<()> {
+        let data = snapshot.into_inner();
+        let pairs: SnapshotPairs = serde_json::from_slice(&data)
+            .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), openraft::AnyError::new(&e)))?;
+        let mut batch = WriteBatch::new();
+        batch.delete_range_in(&self.s.state, b"", PAST_LAST_KEY);
+        for (k, v) in &pairs {
+            batch.put_in(&self.s.state, k, v);
+        }
+        let write = StorageIOError::write_state_machine;
+        batch.put_in(&self.s.meta, meta_key::APPLIED, to_json(&meta.last_log_id, write)?);
+        batch.put_in(&self.s.meta, meta_key::MEMBERSHIP, to_json(&meta.last_membership, write)?);
+        put_snapshot(&self.s, &mut batch, meta, &data)?;
+        self.s.db.write(&WriteOptions::synced(), &batch).map_err(|e| io_err(write_snapshot, &e))?;
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
+        self.stored_snapshot(&ReadOptions::default())
+    }
+}

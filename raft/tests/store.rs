@@ -1,0 +1,208 @@
+//! Scenarios of the wisckey Raft store beyond openraft's suite: what survives a reopen of the
+//! database (vote, log, purge and truncation, applied state), key-value writes applied against
+//! a model, and a snapshot replacing a follower's state whatever it held.
+// The error type is openraft's `StorageError`, which its storage traits fix.
+#![allow(clippy::result_large_err)]
+
+use std::collections::BTreeMap;
+use std::io::Cursor;
+
+use openraft::storage::{RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
+use openraft::{
+    CommittedLeaderId, EntryPayload, LogId, Membership, RaftLogReader, RaftSnapshotBuilder, StorageError, Vote,
+};
+use wisckey::Options;
+use wisckey_raft::{Entry, Request, Response};
+
+type Result<T = ()> = std::result::Result<T, StorageError<u64>>;
+
+/// Run `f` to its end on this thread: the store's futures never wait on anything but its own
+/// synchronous calls (the append callback is sent before the append returns).
+fn run_fut(f: impl std::future::Future<Output = Result>) -> Result {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(out) = f.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::yield_now();
+    }
+}
+
+fn log_id(term: u64, index: u64) -> LogId<u64> {
+    LogId::new(CommittedLeaderId::new(term, 1), index)
+}
+
+fn entry(term: u64, index: u64, payload: EntryPayload<wisckey_raft::TypeConfig>) -> Entry {
+    Entry { log_id: log_id(term, index), payload }
+}
+
+fn set(term: u64, index: u64, key: &str, value: &str) -> Entry {
+    entry(term, index, EntryPayload::Normal(Request::Set { key: key.into(), value: value.into() }))
+}
+
+fn delete(term: u64, index: u64, key: &str) -> Entry {
+    entry(term, index, EntryPayload::Normal(Request::Delete { key: key.into() }))
+}
+
+fn open(dir: &std::path::Path) -> (wisckey_raft::LogStore, wisckey_raft::StateMachineStore) {
+    wisckey_raft::open(dir, Options::default()).expect("open the Raft store")
+}
+
+#[test]
+fn vote_log_purge_and_truncation_survive_a_reopen() -> Result {
+    let dir = tempfile::tempdir().expect("temp dir");
+    run_fut(async {
+        let (mut log, _sm) = open(dir.path());
+        let entries: Vec<Entry> = (1..=20).map(|i| set(1 + i / 10, i, &format!("k{i}"), "v")).collect();
+        log.blocking_append(entries.clone()).await?;
+        log.save_vote(&Vote::new(3, 2)).await?;
+        log.purge(log_id(1, 5)).await?;
+        log.truncate(log_id(2, 15)).await?;
+        Ok(())
+    })?;
+    run_fut(async {
+        let (mut log, _sm) = open(dir.path());
+        assert_eq!(log.read_vote().await?, Some(Vote::new(3, 2)));
+        let state = log.get_log_state().await?;
+        assert_eq!(state.last_purged_log_id, Some(log_id(1, 5)));
+        assert_eq!(state.last_log_id, Some(log_id(2, 14)));
+        let got: Vec<u64> = log.try_get_log_entries(0..100).await?.iter().map(|e| e.log_id.index).collect();
+        assert_eq!(got, (6..=14).collect::<Vec<_>>(), "the purged prefix and truncated suffix are gone");
+        let one = log.try_get_log_entries(9..=9).await?;
+        assert_eq!(one.len(), 1);
+        assert!(matches!(&one[0].payload, EntryPayload::Normal(Request::Set { key, .. }) if key == "k9"));
+        // Purging everything leaves the purged id as the last one.
+        log.purge(log_id(2, 14)).await?;
+        let state = log.get_log_state().await?;
+        assert_eq!((state.last_purged_log_id, state.last_log_id), (Some(log_id(2, 14)), Some(log_id(2, 14))));
+        assert!(log.try_get_log_entries(..).await?.is_empty());
+        Ok(())
+    })
+}
+
+#[test]
+fn applied_writes_match_a_model_and_survive_a_reopen() -> Result {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut model = BTreeMap::new();
+    run_fut(async {
+        let (_log, mut sm) = open(dir.path());
+        let mut entries = Vec::new();
+        for i in 1..=60u64 {
+            let key = format!("key{:02}", i % 17);
+            if i % 5 == 0 {
+                model.remove(&key);
+                entries.push(delete(1, i, &key));
+            } else {
+                model.insert(key.clone(), format!("value{i}"));
+                entries.push(set(1, i, &key, &format!("value{i}")));
+            }
+        }
+        let replies = sm.apply(entries[..30].to_vec()).await?;
+        assert_eq!(replies[0], Response { value: Some("value1".into()) });
+        assert_eq!(replies[4], Response { value: None });
+        sm.apply(entries[30..].to_vec()).await?;
+        Ok(())
+    })?;
+    run_fut(async {
+        let (_log, mut sm) = open(dir.path());
+        assert_eq!(sm.applied_state().await?.0, Some(log_id(1, 60)));
+        for i in 0..17 {
+            let key = format!("key{i:02}");
+            assert_eq!(sm.get(&key).expect("get"), model.get(&key).cloned(), "{key}");
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn an_installed_snapshot_replaces_the_followers_state() -> Result {
+    let (leader_dir, follower_dir) = (tempfile::tempdir().expect("temp dir"), tempfile::tempdir().expect("temp dir"));
+    run_fut(async {
+        let (_l_log, mut leader) = open(leader_dir.path());
+        let (_f_log, mut follower) = open(follower_dir.path());
+        let members = Membership::new(vec![[1, 2, 3].into()], None);
+        leader
+            .apply([
+                entry(1, 1, EntryPayload::Membership(members)),
+                set(1, 2, "a", "1"),
+                set(1, 3, "b", "2"),
+                delete(1, 4, "a"),
+                set(1, 5, "c", "3"),
+            ])
+            .await?;
+        // The follower holds state the snapshot does not: it must be gone after the install.
+        follower.apply([set(1, 1, "x", "9"), set(1, 2, "b", "old")]).await?;
+
+        let built = leader.get_snapshot_builder().await.build_snapshot().await?;
+        assert_eq!(built.meta.last_log_id, Some(log_id(1, 5)));
+        let current = leader.get_current_snapshot().await?.expect("the built snapshot is current");
+        assert_eq!(current.meta, built.meta);
+        assert_eq!(current.snapshot.get_ref(), built.snapshot.get_ref());
+
+        let mut received = follower.begin_receiving_snapshot().await?;
+        *received = Cursor::new(built.snapshot.into_inner());
+        follower.install_snapshot(&built.meta, received).await?;
+        Ok(())
+    })?;
+    run_fut(async {
+        let (_f_log, mut follower) = open(follower_dir.path());
+        for (key, want) in [("a", None), ("b", Some("2")), ("c", Some("3")), ("x", None)] {
+            assert_eq!(follower.get(key).expect("get").as_deref(), want, "{key}");
+        }
+        let (applied, membership) = follower.applied_state().await?;
+        assert_eq!(applied, Some(log_id(1, 5)));
+        assert_eq!(membership.log_id(), &Some(log_id(1, 1)));
+        let current = follower.get_current_snapshot().await?.expect("the installed snapshot is current");
+        assert_eq!(current.meta.last_log_id, Some(log_id(1, 5)));
+        Ok(())
+    })
+}
+
+#[test]
+fn a_snapshot_that_does_not_decode_is_refused_and_changes_nothing() -> Result {
+    let dir = tempfile::tempdir().expect("temp dir");
+    run_fut(async {
+        let (_log, mut sm) = open(dir.path());
+        sm.apply([set(1, 1, "kept", "yes")]).await?;
+        let mut meta = sm.get_snapshot_builder().await.build_snapshot().await?.meta;
+        meta.last_log_id = Some(log_id(2, 9));
+        let garbage = Box::new(Cursor::new(b"[[\"k\", 1".to_vec()));
+        assert!(sm.install_snapshot(&meta, garbage).await.is_err(), "truncated JSON must be refused");
+        assert_eq!(sm.get("kept").expect("get").as_deref(), Some("yes"));
+        assert_eq!(sm.applied_state().await?.0, Some(log_id(1, 1)));
+        Ok(())
+    })
+}
+
+#[test]
+fn purged_entries_are_garbage_that_value_log_gc_reclaims() -> Result {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Small log files and separated values, GC only when asked: the purge's effect is visible
+    // in one `run_gc`.
+    let options = Options::default()
+        .min_separated_value_bytes(100)
+        .write_buffer_bytes(16 << 10)
+        .log_file_bytes(64 << 10)
+        .gc_interval_ms(0);
+    let (mut log, _sm) = wisckey_raft::open(dir.path(), options).expect("open");
+    let value = "v".repeat(600);
+    run_fut(async {
+        for chunk in (1..=400u64).collect::<Vec<_>>().chunks(20) {
+            log.blocking_append(chunk.iter().map(|&i| set(1, i, &format!("k{i}"), &value))).await?;
+        }
+        log.purge(log_id(1, 360)).await?;
+        Ok(())
+    })?;
+    let db = log.db().clone();
+    db.flush().expect("flush");
+    let report = db.run_gc(0.0).expect("gc");
+    assert!(report.files_collected > 0, "purged entries make their log files garbage: {report:?}");
+    // 40 of 400 entries are live: GC copies them and no purged one.
+    assert!(report.bytes_rewritten * 5 < report.bytes_read, "GC kept purged entries: {report:?}");
+    run_fut(async {
+        let got: Vec<u64> = log.try_get_log_entries(..).await?.iter().map(|e| e.log_id.index).collect();
+        assert_eq!(got, (361..=400).collect::<Vec<_>>());
+        Ok(())
+    })
+}
