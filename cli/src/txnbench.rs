@@ -1,5 +1,5 @@
 //! `wisckey txnbench`: optimistic read-modify-write transactions at a chosen conflict rate,
-//! against wisckey or RocksDB's `OptimisticTransactionDB` (feature `peers`), so the two are
+//! against wisckey or RocksDB's `OptimisticTransactionDB` (feature `rocksdb-txn`, part of `peers`), so the two are
 //! compared on the same work.
 //!
 //! Each transaction reads two random keys with `get_for_update` at a snapshot, writes both and
@@ -23,7 +23,7 @@ use crate::bench::CliResult;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum TxnEngineKind {
     Wisckey,
-    /// RocksDB's OptimisticTransactionDB (needs `--features peers`).
+    /// RocksDB's OptimisticTransactionDB (needs `--features peers` or `rocksdb-txn`).
     Rocksdb,
 }
 
@@ -92,7 +92,7 @@ impl TxnEngine for Wisckey {
     }
 }
 
-#[cfg(feature = "peers")]
+#[cfg(feature = "rocksdb-txn")]
 mod rocks {
     use super::*;
     use rocksdb::{OptimisticTransactionDB, OptimisticTransactionOptions, WriteOptions};
@@ -152,10 +152,12 @@ fn key(i: u64) -> Vec<u8> {
 fn open(args: &TxnBenchArgs) -> CliResult<Box<dyn TxnEngine>> {
     match args.engine {
         TxnEngineKind::Wisckey => Ok(Box::new(Wisckey(Db::open(&args.db, Options::default())?))),
-        #[cfg(feature = "peers")]
+        #[cfg(feature = "rocksdb-txn")]
         TxnEngineKind::Rocksdb => Ok(Box::new(rocks::open(&args.db)?)),
-        #[cfg(not(feature = "peers"))]
-        TxnEngineKind::Rocksdb => Err("--engine rocksdb needs a build with `--features peers`".into()),
+        #[cfg(not(feature = "rocksdb-txn"))]
+        TxnEngineKind::Rocksdb => {
+            Err("--engine rocksdb needs a build with `--features rocksdb-txn` (or `peers`)".into())
+        }
     }
 }
 
