@@ -339,3 +339,29 @@ impl Now for ManualClock {
         wisckey::Clock::now_ms(self)
     }
 }
+
+#[test]
+fn a_transactions_put_with_ttl_expires_after_the_commit_and_a_later_put_in_it_clears_the_ttl() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = Db::open("/ttl", options(Arc::new(MemFs::new()), &clock)).unwrap();
+    let ks = db.default_keyspace().clone();
+    let mut txn = db.transaction();
+    txn.put_with_ttl(&ks, b"session", b"s", Duration::from_secs(10)).unwrap();
+    txn.put_with_ttl(&ks, b"cleared", b"c1", Duration::from_secs(10)).unwrap();
+    txn.put(&ks, b"cleared", b"c2").unwrap();
+    txn.put_with_ttl(&ks, b"deleted", b"d", Duration::from_secs(10)).unwrap();
+    txn.delete(&ks, b"deleted").unwrap();
+    assert_eq!(txn.get(&ks, b"session").unwrap().as_deref(), Some(&b"s"[..]), "its own write reads as written");
+    let zero = txn.put_with_ttl(&ks, b"bad", b"x", Duration::ZERO).unwrap_err();
+    assert!(matches!(&zero, Error::InvalidTtl { key, .. } if key == b"bad"), "{zero}");
+    // The TTL counts from the commit, not from the put.
+    clock.advance(Duration::from_secs(5));
+    txn.commit().unwrap();
+    clock.advance(Duration::from_secs(9));
+    assert_eq!(db.get(b"session").unwrap().as_deref(), Some(&b"s"[..]), "expired before its TTL from the commit");
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(db.get(b"session").unwrap(), None, "outlived its TTL");
+    assert_eq!(db.get(b"cleared").unwrap().as_deref(), Some(&b"c2"[..]), "a plain put after it clears the TTL");
+    assert_eq!(db.get(b"deleted").unwrap(), None);
+    assert_eq!(db.get(b"bad").unwrap(), None, "a refused put is not written");
+}

@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::RangeBounds;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::keyspace::Bounds;
 use super::read::CheckedAt;
@@ -70,6 +71,9 @@ struct Pending {
     /// Range deletes `[begin, end)`. A point write made before one is dropped from `points`,
     /// so the commit writes the ranges first and the points after them.
     ranges: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The time-to-live of each key in `points` put with `put_with_ttl`: its expiry is set
+    /// when the commit is written, as a batch's is.
+    ttls: BTreeMap<Vec<u8>, Duration>,
 }
 
 impl Pending {
@@ -281,13 +285,35 @@ impl Transaction {
     /// Set `key` to `value` in keyspace `ks` when the transaction commits.
     pub fn put(&mut self, ks: &Keyspace, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let (key, value) = (key.as_ref().to_vec(), value.as_ref().to_vec());
-        self.pending(ks)?.points.insert(key, Some(value));
+        let p = self.pending(ks)?;
+        p.ttls.remove(&key);
+        p.points.insert(key, Some(value));
+        Ok(())
+    }
+
+    /// Set `key` to `value` in keyspace `ks` when the transaction commits, expiring `ttl`
+    /// after the commit is written (`Db::put_with_ttl`). Within the transaction the value reads
+    /// as written. A zero or overflowing `ttl` is `Error::InvalidTtl` at once.
+    pub fn put_with_ttl(
+        &mut self,
+        ks: &Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<()> {
+        let (key, value) = (key.as_ref().to_vec(), value.as_ref().to_vec());
+        crate::ttl::ttl_ms(&key, ttl)?;
+        let p = self.pending(ks)?;
+        p.ttls.insert(key.clone(), ttl);
+        p.points.insert(key, Some(value));
         Ok(())
     }
 
     /// Remove `key` from keyspace `ks` when the transaction commits.
     pub fn delete(&mut self, ks: &Keyspace, key: impl AsRef<[u8]>) -> Result<()> {
-        self.pending(ks)?.points.insert(key.as_ref().to_vec(), None);
+        let p = self.pending(ks)?;
+        p.ttls.remove(key.as_ref());
+        p.points.insert(key.as_ref().to_vec(), None);
         Ok(())
     }
 
@@ -305,6 +331,7 @@ impl Transaction {
         }
         let p = self.pending(ks)?;
         p.points.retain(|k, _| !(begin <= k.as_slice() && k.as_slice() < end));
+        p.ttls.retain(|k, _| !(begin <= k.as_slice() && k.as_slice() < end));
         p.ranges.push((begin.to_vec(), end.to_vec()));
         Ok(())
     }
@@ -327,9 +354,10 @@ impl Transaction {
                 ranges.push((ks, Some(b.clone()), Some(e.clone())));
             }
             for (k, v) in &p.points {
-                match v {
-                    Some(v) => batch.put_raw(ks, k, v),
-                    None => batch.delete_raw(ks, k),
+                match (v, p.ttls.get(k)) {
+                    (Some(v), Some(&ttl)) => batch.push_with_ttl(ks, k, v, ttl),
+                    (Some(v), None) => batch.put_raw(ks, k, v),
+                    (None, _) => batch.delete_raw(ks, k),
                 };
                 keys.insert((ks, k.clone()));
             }
