@@ -490,8 +490,11 @@ impl Scheduler {
         })?;
         // With a compaction filter the deepest level's tables are rewritten too, so the filter
         // sees every entry in the range (RocksDB's `kIfHaveCompactionFilter`).
-        // So are they when the keyspace may hold expiring entries: the rewrite drops the expired.
-        if rewrites_deepest(db, st.tree(ks)) {
+        // So are they when the keyspace may hold expiring entries: the rewrite drops the expired;
+        // and when they hold range tombstones (a table moved down, or a light-weight
+        // compaction's appended segment, keeps them): at the bottom, with nothing older beneath,
+        // the rewrite drops them.
+        if rewrites_deepest(db, st.tree(ks)) || deepest_holds_tombstones(st.versions.current_of(ks), begin, end) {
             self.run_manual_task(db, &mut st, ks, |v| in_place_rewrite(v, begin, end))?;
         }
         // A compaction of other levels that ran meanwhile may still pin a Version naming the
@@ -665,6 +668,16 @@ fn pointed_bytes(db: &DbInner, files: &[(usize, Arc<FileMeta>)]) -> BTreeMap<u64
 
 /// A rewrite of the tables of the deepest level holding any of `[begin, end]` into their own
 /// run (that level holding one run), for `compact_range` under a compaction filter.
+/// Whether the deepest level holding tables in `[begin, end]` has range tombstones in them.
+fn deepest_holds_tombstones(v: Option<Arc<Version>>, begin: Option<&[u8]>, end: Option<&[u8]>) -> bool {
+    v.is_some_and(|v| {
+        (0..v.num_levels())
+            .rev()
+            .find(|&l| !v.overlapping_files(l, begin, end).is_empty())
+            .is_some_and(|l| v.overlapping_files(l, begin, end).iter().any(|f| f.range_tombstones > 0))
+    })
+}
+
 fn in_place_rewrite(v: &Version, begin: Option<&[u8]>, end: Option<&[u8]>) -> Option<CompactionTask> {
     let level = (0..v.num_levels()).rev().find(|&l| !v.overlapping_files(l, begin, end).is_empty())?;
     let files = v.overlapping_files(level, begin, end);
