@@ -248,11 +248,7 @@ impl Transaction {
             self.scanned.push((ks.id(), None, None));
         }
         let order = self.db.table_cache.order().clone();
-        let (mut own, deleted) = match self.pending.get(&ks.id()) {
-            Some(p) => (p.points.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>(), p.ranges.clone()),
-            None => (Vec::new(), Vec::new()),
-        };
-        own.sort_by(|a, b| order.compare_user(&a.0, &b.0));
+        let (own, deleted) = self.own_writes(ks, &order, |_| true);
         Ok(TxnCursor::new(ks.iter(&self.ro)?, own, deleted, order))
     }
 
@@ -266,15 +262,23 @@ impl Transaction {
             lower.as_deref().is_none_or(|l| order.compare_user(k, l).is_ge())
                 && upper.as_deref().is_none_or(|u| order.compare_user(k, u).is_lt())
         };
-        let (mut own, deleted) = match self.pending.get(&ks.id()) {
-            Some(p) => (
-                p.points.iter().filter(|(k, _)| within(k)).map(|(k, v)| (k.clone(), v.clone())).collect(),
-                p.ranges.clone(),
-            ),
-            None => (Vec::new(), Vec::new()),
-        };
-        own.sort_by(|a: &(Vec<u8>, _), b| order.compare_user(&a.0, &b.0));
+        let (own, deleted) = self.own_writes(ks, &order, within);
         Ok(TxnRange { inner, own: own.into(), deleted, order, front: None, back: None })
+    }
+
+    /// The transaction's point writes in `ks` whose keys pass `within`, in `order` (`None`:
+    /// deleted), and its range deletes there: what a range or cursor merges with the snapshot.
+    #[allow(clippy::type_complexity)]
+    fn own_writes(
+        &self,
+        ks: &Keyspace,
+        order: &KeyOrder,
+        within: impl Fn(&[u8]) -> bool,
+    ) -> (Vec<(Vec<u8>, Option<Vec<u8>>)>, Vec<(Vec<u8>, Vec<u8>)>) {
+        let Some(p) = self.pending.get(&ks.id()) else { return (Vec::new(), Vec::new()) };
+        let mut own: Vec<_> = p.points.iter().filter(|(k, _)| within(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        own.sort_by(|a, b| order.compare_user(&a.0, &b.0));
+        (own, p.ranges.clone())
     }
 
     fn pending(&mut self, ks: &Keyspace) -> Result<&mut Pending> {
