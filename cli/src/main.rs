@@ -8,6 +8,7 @@ mod bench;
 mod checkpoint;
 mod dump;
 mod repair;
+mod serve;
 mod stress;
 mod tune;
 mod txnbench;
@@ -58,6 +59,8 @@ enum Command {
     Dump(dump::DumpArgs),
     /// Salvage a database whose log is damaged and report what was lost.
     Repair(repair::RepairArgs),
+    /// Run one node of the replicated key-value server (openraft over HTTP/JSON).
+    Serve(Box<serve::ServeArgs>),
     /// db_stress-like random workload checked against an expected-state file (crash testing).
     Stress(stress::StressArgs),
     /// Choose merge-policy knobs for a workload with the Wacky cost model (and compare presets).
@@ -97,6 +100,7 @@ fn main() -> ExitCode {
         Command::Verify(a) => verify::run(a),
         Command::Dump(a) => dump::run(a),
         Command::Repair(a) => repair::run(a),
+        Command::Serve(a) => serve::run(*a),
         Command::Stress(a) => stress::run(a),
         Command::Tune(a) => tune::run(a),
         Command::Txnbench(a) => txnbench::run(a),

@@ -22,6 +22,8 @@
 #![allow(clippy::result_large_err)]
 
 mod log_store;
+#[cfg(feature = "server")]
+pub mod server;
 mod state_machine;
 
 use std::io::Cursor;

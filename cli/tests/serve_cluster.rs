@@ -1,0 +1,464 @@
+//! The replicated server (`wisckey serve`) under faults, on loopback: real processes killed
+//! with SIGKILL, a node restarted far behind (it catches up by snapshot), a partition through
+//! the fault switch (`/debug/isolate`), disk errors on one node (in-process, over the
+//! fault-injecting filesystem), and bad input. Every acknowledged write is checked against
+//! the model of what was acknowledged.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use wisckey::fs::{FaultFs, FaultKind, FaultOp, PosixFs};
+use wisckey_raft::server::{serve_until, ServeConfig, WisckeyKv};
+
+const BIN: &str = env!("CARGO_BIN_EXE_wisckey");
+/// Fast Raft timings for loopback (the product's defaults are slower).
+const TIMINGS: [&str; 8] = [
+    "--heartbeat-ms",
+    "100",
+    "--election-timeout-min-ms",
+    "500",
+    "--election-timeout-max-ms",
+    "1000",
+    "--request-timeout-ms",
+    "2000",
+];
+/// How long a new leader may take: far above the election timeout, for a loaded machine.
+const ELECTION_BOUND: Duration = Duration::from_secs(10);
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().expect("local addr").port()
+}
+
+/// One HTTP/1.1 exchange over a fresh connection: (status, body); status 0 when the node
+/// cannot be reached.
+fn http(addr: &str, method: &str, path: &str, body: &[u8], headers: &[(&str, &str)]) -> (u16, String) {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr.parse().expect("addr"), Duration::from_secs(2)) else {
+        return (0, "connect failed".into());
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(15)));
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    if s.write_all(head.as_bytes()).and_then(|()| s.write_all(body)).is_err() {
+        return (0, "write failed".into());
+    }
+    let mut raw = Vec::new();
+    if s.read_to_end(&mut raw).is_err() && raw.is_empty() {
+        return (0, "read failed".into());
+    }
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+fn post(addr: &str, path: &str, body: &Value) -> (u16, Value) {
+    let (status, text) = http(addr, "POST", path, body.to_string().as_bytes(), &[]);
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+fn status(addr: &str) -> Option<Value> {
+    let (code, text) = http(addr, "GET", "/cluster/status", b"", &[]);
+    (code == 200).then(|| serde_json::from_str(&text).ok()).flatten()
+}
+
+/// A cluster of `wisckey serve` processes (node index i has id i + 1); killed on drop.
+struct Cluster {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    addrs: Vec<String>,
+    children: Vec<Option<Child>>,
+    peers: String,
+    extra: Vec<String>,
+}
+
+impl Cluster {
+    /// Start `n` nodes; the first initializes the cluster. `in_process` names node indexes
+    /// the test runs itself (not spawned here).
+    fn start(n: usize, extra: &[&str], in_process: &[usize]) -> Cluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let addrs: Vec<String> = (0..n).map(|_| format!("127.0.0.1:{}", free_port())).collect();
+        let peers = addrs.iter().enumerate().map(|(i, a)| format!("{}={a}", i + 1)).collect::<Vec<_>>().join(",");
+        let mut c = Cluster {
+            root: dir.path().to_path_buf(),
+            _dir: dir,
+            addrs,
+            children: (0..n).map(|_| None).collect(),
+            peers,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        for i in (0..n).filter(|i| !in_process.contains(i)) {
+            c.spawn(i);
+        }
+        c
+    }
+
+    fn node_dir(&self, i: usize) -> PathBuf {
+        self.root.join(format!("node{}", i + 1))
+    }
+
+    /// (Re)start node `i`; its stderr goes to `node<id>.log` beside its directory.
+    fn spawn(&mut self, i: usize) {
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(self.root.join(format!("node{}.log", i + 1)))
+            .expect("log file");
+        let mut cmd = Command::new(BIN);
+        cmd.args(["serve", "--id", &(i + 1).to_string(), "--listen", &self.addrs[i], "--peers", &self.peers]);
+        cmd.arg("--dir").arg(self.node_dir(i)).args(TIMINGS).args(&self.extra);
+        if i == 0 {
+            cmd.arg("--init");
+        }
+        let child = cmd.stdout(Stdio::null()).stderr(log).spawn().expect("spawn wisckey serve");
+        self.children[i] = Some(child);
+    }
+
+    /// SIGKILL node `i`.
+    fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.children[i].take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// The node among `among` that is leader with the highest term, once there is one.
+    fn wait_leader(&self, among: &[usize], within: Duration) -> usize {
+        let deadline = Instant::now() + within;
+        loop {
+            let best = among
+                .iter()
+                .filter_map(|&i| status(&self.addrs[i]).map(|s| (i, s)))
+                .filter(|(_, s)| s["state"] == "Leader" && s["isolated"] == false)
+                .max_by_key(|(_, s)| s["term"].as_u64());
+            if let Some((i, _)) = best {
+                return i;
+            }
+            assert!(Instant::now() < deadline, "no leader among {among:?} within {within:?}; logs in {:?}", self.root);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Write through node `at`, following 421s to the leader and retrying while the cluster
+    /// elects one; the log index once acknowledged.
+    fn put(&self, at: usize, key: &str, value: &str) -> u64 {
+        let deadline = Instant::now() + ELECTION_BOUND;
+        let mut addr = self.addrs[at].clone();
+        loop {
+            let (code, body) = post(&addr, "/kv/put", &json!({"key": key, "value": value}));
+            if code == 200 {
+                return body["index"].as_u64().expect("index");
+            }
+            assert!(Instant::now() < deadline, "put {key} not acknowledged: {code} {body}");
+            if let Some(leader) = body["leader_addr"].as_str() {
+                addr = leader.to_string();
+            } else {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    /// A linearizable read at node `at` (which must lead).
+    fn get(&self, at: usize, key: &str) -> Option<String> {
+        let (code, body) = post(&self.addrs[at], "/kv/get", &json!({"key": key}));
+        assert_eq!(code, 200, "get {key} at node {}: {body}", at + 1);
+        body["value"].as_str().map(str::to_string)
+    }
+
+    /// Wait until node `at`'s own state (a stale read) holds exactly `model`.
+    fn wait_caught_up(&self, at: usize, model: &BTreeMap<String, String>, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let (code, body) = post(&self.addrs[at], "/kv/scan", &json!({"start": "", "stale": true}));
+            let items: BTreeMap<String, String> = body["items"]
+                .as_array()
+                .map(|a| {
+                    a.iter().filter_map(|p| Some((p[0].as_str()?.to_string(), p[1].as_str()?.to_string()))).collect()
+                })
+                .unwrap_or_default();
+            if code == 200 && &items == model {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {} did not catch up within {within:?}: {code}, has {} of {} pairs",
+                at + 1,
+                items.len(),
+                model.len()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn metric(&self, at: usize, name: &str) -> Option<i64> {
+        let (_, text) = http(&self.addrs[at], "GET", "/metrics", b"", &[]);
+        let line = text.lines().find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))?;
+        line.rsplit(' ').next()?.parse().ok()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for i in 0..self.children.len() {
+            self.kill(i);
+        }
+    }
+}
+
+fn others(n: usize, not: usize) -> Vec<usize> {
+    (0..n).filter(|&i| i != not).collect()
+}
+
+#[test]
+fn leader_killed_with_sigkill_a_new_leader_is_elected_and_no_acknowledged_write_is_lost() {
+    let mut c = Cluster::start(3, &[], &[]);
+    let leader = c.wait_leader(&[0, 1, 2], ELECTION_BOUND);
+    let mut model = BTreeMap::new();
+    for i in 0..30 {
+        let (k, v) = (format!("k{i:03}"), format!("v{i}"));
+        c.put(leader, &k, &v);
+        model.insert(k, v);
+    }
+    c.kill(leader);
+    let killed_at = Instant::now();
+    let survivors = others(3, leader);
+    let new_leader = c.wait_leader(&survivors, ELECTION_BOUND);
+    assert_ne!(new_leader, leader);
+    eprintln!("new leader after {:?}", killed_at.elapsed());
+    for (k, v) in &model {
+        assert_eq!(c.get(new_leader, k).as_ref(), Some(v), "acknowledged {k} lost");
+    }
+    for i in 30..40 {
+        let (k, v) = (format!("k{i:03}"), format!("v{i}"));
+        c.put(new_leader, &k, &v);
+        model.insert(k, v);
+    }
+    // The killed node comes back and catches up by log.
+    c.spawn(leader);
+    c.wait_caught_up(leader, &model, Duration::from_secs(15));
+}
+
+#[test]
+fn node_restarted_far_behind_catches_up_by_snapshot() {
+    let mut c = Cluster::start(3, &["--snapshot-every-logs", "10"], &[]);
+    let leader = c.wait_leader(&[0, 1, 2], ELECTION_BOUND);
+    let behind = others(3, leader)[0];
+    let mut model = BTreeMap::new();
+    c.put(leader, "first", "1");
+    model.insert("first".to_string(), "1".to_string());
+    c.wait_caught_up(behind, &model, Duration::from_secs(10));
+    let behind_last = status(&c.addrs[behind]).expect("status")["last_log_index"].as_i64().expect("index");
+    c.kill(behind);
+    for i in 0..80 {
+        let (k, v) = (format!("key{i:03}"), format!("value{i}"));
+        c.put(leader, &k, &v);
+        model.insert(k, v);
+    }
+    // The leader's log no longer holds what the stopped node needs: only a snapshot can help.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.metric(leader, "raft_purged_index").unwrap_or(-1) <= behind_last {
+        assert!(Instant::now() < deadline, "the leader never purged its log past {behind_last}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    c.spawn(behind);
+    c.wait_caught_up(behind, &model, Duration::from_secs(20));
+    let snap = status(&c.addrs[behind]).expect("status")["snapshot"].as_i64().unwrap_or(-1);
+    assert!(snap > behind_last, "the restarted node holds no newer snapshot ({snap} <= {behind_last})");
+}
+
+#[test]
+fn partitioned_leader_cannot_commit_and_the_cluster_heals() {
+    let c = Cluster::start(3, &["--allow-fault-injection"], &[]);
+    let old = c.wait_leader(&[0, 1, 2], ELECTION_BOUND);
+    let mut model = BTreeMap::new();
+    c.put(old, "before", "b");
+    model.insert("before".to_string(), "b".to_string());
+    let (code, _) = post(&c.addrs[old], "/debug/isolate", &json!({"isolated": true}));
+    assert_eq!(code, 200);
+    // The minority side cannot commit: it times out (or has learned it no longer leads).
+    let (code, body) = post(&c.addrs[old], "/kv/put", &json!({"key": "minority", "value": "m"}));
+    assert!(code == 503 || code == 421, "a write on the isolated leader answered {code} {body}");
+    let (code, body) = post(&c.addrs[old], "/kv/get", &json!({"key": "before"}));
+    assert!(code == 503 || code == 421, "a linearizable read on the isolated leader answered {code} {body}");
+    let majority = others(3, old);
+    let new = c.wait_leader(&majority, ELECTION_BOUND);
+    c.put(new, "majority", "M");
+    model.insert("majority".to_string(), "M".to_string());
+    let (code, _) = post(&c.addrs[old], "/debug/isolate", &json!({"isolated": false}));
+    assert_eq!(code, 200);
+    for i in 0..3 {
+        c.wait_caught_up(i, &model, Duration::from_secs(15));
+    }
+    let leader = c.wait_leader(&[0, 1, 2], ELECTION_BOUND);
+    assert_eq!(c.get(leader, "minority"), None, "a write the minority never committed appeared");
+}
+
+#[test]
+fn bad_input_gets_clear_errors_and_the_node_keeps_serving() {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let c = Cluster {
+        _dir: tempfile::tempdir().expect("tempdir"),
+        root: PathBuf::new(),
+        addrs: vec![addr.clone()],
+        children: vec![None],
+        peers: format!("1={addr}"),
+        extra: vec!["--token".into(), "s3cret".into()],
+    };
+    let mut c = Cluster { root: c._dir.path().to_path_buf(), ..c };
+    c.spawn(0);
+    let auth = [("Authorization", "Bearer s3cret")];
+    let deadline = Instant::now() + ELECTION_BOUND;
+    while http(&addr, "GET", "/cluster/status", b"", &auth).0 != 200 {
+        assert!(Instant::now() < deadline, "node never answered");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let put = br#"{"key":"a","value":"1"}"#;
+    assert_eq!(http(&addr, "POST", "/kv/put", put, &[]).0, 401, "no token");
+    assert_eq!(http(&addr, "POST", "/kv/put", put, &[("Authorization", "Bearer wrong")]).0, 401, "wrong token");
+    assert_eq!(http(&addr, "POST", "/raft/vote", b"{}", &[]).0, 401, "Raft RPCs need the token too");
+    let (code, body) = http(&addr, "POST", "/kv/put", b"{\"key\": ", &auth);
+    assert_eq!(code, 400, "truncated JSON: {body}");
+    assert!(body.contains("error"), "{body}");
+    assert_eq!(http(&addr, "POST", "/kv/put", br#"{"key":"a"}"#, &auth).0, 400, "missing value");
+    assert_eq!(http(&addr, "POST", "/kv/put", br#"{"key":"","value":"x"}"#, &auth).0, 400, "empty key");
+    assert_eq!(http(&addr, "POST", "/debug/isolate", br#"{"isolated":true}"#, &auth).0, 404, "no fault injection");
+    assert_eq!(http(&addr, "GET", "/nope", b"", &auth).0, 404);
+    // 9 MiB against an 8 MiB limit.
+    let big = format!(r#"{{"key":"big","value":"{}"}}"#, "x".repeat(9 << 20));
+    assert_eq!(http(&addr, "POST", "/kv/put", big.as_bytes(), &auth).0, 413, "oversized body");
+    // A change to an unknown node id is refused with openraft's typed error.
+    let (code, body) = http(&addr, "POST", "/cluster/change-membership", br#"{"members":[1,99]}"#, &auth);
+    assert_eq!(code, 400, "unknown node: {body}");
+    // A Raft RPC from a stale term is answered with the node's higher vote, not applied.
+    let wait = Instant::now() + ELECTION_BOUND;
+    while !status_with(&addr, &auth).is_some_and(|s| s["state"] == "Leader") {
+        assert!(Instant::now() < wait, "single node never led");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stale = json!({"vote": {"leader_id": {"term": 0, "node_id": 7}, "committed": true},
+        "prev_log_id": null, "leader_commit": null, "entries": []});
+    let (code, body) = http(&addr, "POST", "/raft/append", stale.to_string().as_bytes(), &auth);
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("HigherVote"), "a stale append was not refused: {body}");
+    // After all that the node still serves.
+    let (code, body) = http(&addr, "POST", "/kv/put", put, &auth);
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = http(&addr, "POST", "/kv/get", br#"{"key":"a"}"#, &auth);
+    assert_eq!((code, body.contains(r#""value":"1""#)), (200, true), "{body}");
+    drop(c);
+
+    // Beyond loopback without token and TLS the server refuses to start.
+    for extra in [&[][..], &["--token", "t"][..]] {
+        let out = Command::new(BIN)
+            .args(["serve", "--id", "1", "--listen", "0.0.0.0:0", "--dir"])
+            .arg(std::env::temp_dir().join("wisckey-serve-never-created"))
+            .args(extra)
+            .output()
+            .expect("run wisckey serve");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "started on 0.0.0.0 with {extra:?}");
+        assert!(err.contains("refusing to listen on 0.0.0.0"), "unclear refusal: {err}");
+    }
+}
+
+fn status_with(addr: &str, headers: &[(&str, &str)]) -> Option<Value> {
+    let (code, text) = http(addr, "GET", "/cluster/status", b"", headers);
+    (code == 200).then(|| serde_json::from_str(&text).ok()).flatten()
+}
+
+/// Node 3 runs in this process over a filesystem that starts failing its writes.
+struct InProcessNode {
+    stop: tokio::sync::oneshot::Sender<()>,
+    done: tokio::task::JoinHandle<()>,
+}
+
+fn start_in_process(rt: &tokio::runtime::Runtime, c: &Cluster, i: usize, fs: &Arc<FaultFs>) -> InProcessNode {
+    let options = wisckey::Options::default().vfs(fs.clone());
+    let dir = c.node_dir(i);
+    // A node that just stopped may still hold the database for a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (log, sm) = loop {
+        match wisckey_raft::open(&dir, options.clone()) {
+            Ok(stores) => break stores,
+            Err(e) => assert!(Instant::now() < deadline, "reopen {}: {e}", dir.display()),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let reader = Arc::new(WisckeyKv::new(&log).expect("reader"));
+    let listen: SocketAddr = c.addrs[i].parse().expect("addr");
+    let mut config = ServeConfig::new(i as u64 + 1, listen);
+    config.peers = wisckey_raft::server::parse_peers(&c.peers).expect("peers");
+    config.heartbeat_ms = 100;
+    // Slow to stand for election, so a spawned node leads.
+    config.election_timeout_min_ms = 3000;
+    config.election_timeout_max_ms = 4000;
+    config.request_timeout_ms = 2000;
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let done = rt.spawn(async move {
+        let shutdown = async move {
+            let _ = stopped.await;
+        };
+        if let Err(e) = serve_until(config, log, sm, reader, shutdown).await {
+            eprintln!("in-process node stopped: {e}");
+        }
+    });
+    InProcessNode { stop, done }
+}
+
+#[test]
+fn disk_errors_on_one_node_stop_it_and_the_rest_go_on() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let c = Cluster::start(3, &[], &[2]);
+    let fs = Arc::new(FaultFs::new(Arc::new(PosixFs::new()), 7));
+    let node = start_in_process(&rt, &c, 2, &fs);
+    let leader = c.wait_leader(&[0, 1], ELECTION_BOUND);
+    let mut model = BTreeMap::new();
+    for i in 0..10 {
+        let (k, v) = (format!("a{i}"), format!("{i}"));
+        c.put(leader, &k, &v);
+        model.insert(k, v);
+    }
+    c.wait_caught_up(2, &model, Duration::from_secs(10));
+    // The disk under node 3 fails every write and sync from now on.
+    fs.fail_always(FaultOp::Append, FaultKind::Io);
+    fs.fail_always(FaultOp::Sync, FaultKind::Io);
+    for i in 10..30 {
+        let (k, v) = (format!("a{i}"), format!("{i}"));
+        c.put(leader, &k, &v);
+        model.insert(k, v);
+    }
+    // The node reports its storage error and refuses writes; it neither crashes the process
+    // nor answers with data it could not store.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = status(&c.addrs[2]).expect("the failed node still answers");
+        if s["error"].is_string() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "node 3 never reported its disk errors: {s}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (code, body) = post(&c.addrs[2], "/kv/put", &json!({"key": "x", "value": "y"}));
+    assert!(code == 503 || code == 421, "a write to the failed node answered {code} {body}");
+    // The disk is replaced (faults cleared) and the node restarted: it recovers what it had
+    // and catches up on the rest.
+    let _ = node.stop.send(());
+    rt.block_on(node.done).expect("node task");
+    fs.clear_faults();
+    let node = start_in_process(&rt, &c, 2, &fs);
+    c.wait_caught_up(2, &model, Duration::from_secs(20));
+    let _ = node.stop.send(());
+    rt.block_on(node.done).expect("node task");
+    let _ = Path::new("");
+}

@@ -1,0 +1,158 @@
+//! One node of the replicated key-value server: openraft over HTTP/JSON (axum), with the
+//! client API (`/kv/*`), the management API (`/cluster/*`), Prometheus metrics (`/metrics`),
+//! the Raft RPCs between nodes (`/raft/*`) and, when allowed, a fault switch that cuts the
+//! node off from its peers (`/debug/isolate`). [`serve`] is generic over the log and state
+//! machine stores, so a build on other stores reuses all of it; [`KvRead`] is what the HTTP
+//! layer reads from a node's applied state.
+//!
+//! Security: a node binds to loopback unless it is given a bearer token and a TLS certificate
+//! and key (rustls); [`ServeConfig::validate`] refuses anything else.
+
+mod api;
+mod auth;
+mod config;
+mod metrics;
+mod network;
+mod wisckey_kv;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use openraft::storage::{RaftLogStorage, RaftStateMachine};
+
+use crate::TypeConfig;
+
+pub use config::{parse_peers, ServeConfig};
+pub use wisckey_kv::WisckeyKv;
+
+/// What the HTTP layer reads from a node's applied state (each store implements it).
+pub trait KvRead: Send + Sync + 'static {
+    /// The value of `key` in the applied state, `None` when absent.
+    fn get(&self, key: &str) -> Result<Option<String>, String>;
+    /// Pairs with start <= key < end (end None = unbounded), at most `limit`, key order.
+    fn scan(&self, start: &str, end: Option<&str>, limit: usize) -> Result<Vec<(String, String)>, String>;
+    /// Engine statistics as Prometheus text-format lines (may be empty).
+    fn metrics_text(&self) -> String;
+}
+
+/// Why a node could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// A setting is missing or contradicts another.
+    #[error("bad configuration: {what}")]
+    Config {
+        /// What is wrong.
+        what: String,
+    },
+    /// A non-loopback address without both a token and TLS.
+    #[error(
+        "refusing to listen on {listen}: beyond loopback a node needs --token and --tls-cert/--tls-key \
+         (bind to 127.0.0.1 for a local cluster)"
+    )]
+    Insecure {
+        /// The address asked for.
+        listen: SocketAddr,
+    },
+    /// The TLS certificate or key could not be loaded.
+    #[error("TLS: cannot load {path}: {reason}")]
+    Tls {
+        /// The certificate or key file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The listening socket could not be bound or the server failed.
+    #[error("cannot serve on {listen}: {source}")]
+    Io {
+        /// The address.
+        listen: SocketAddr,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// openraft could not start or stopped with a fatal error.
+    #[error("raft: {reason}")]
+    Raft {
+        /// openraft's message.
+        reason: String,
+    },
+}
+
+/// Run one node until shutdown (ctrl-c / SIGTERM) with the given stores.
+pub async fn serve<LS, SM>(config: ServeConfig, log: LS, sm: SM, reader: Arc<dyn KvRead>) -> Result<(), ServeError>
+where
+    LS: RaftLogStorage<TypeConfig>,
+    SM: RaftStateMachine<TypeConfig>,
+{
+    serve_until(config, log, sm, reader, shutdown_signal()).await
+}
+
+/// Run one node until `shutdown` completes (tests run nodes in-process this way).
+pub async fn serve_until<LS, SM, F>(
+    config: ServeConfig,
+    log: LS,
+    sm: SM,
+    reader: Arc<dyn KvRead>,
+    shutdown: F,
+) -> Result<(), ServeError>
+where
+    LS: RaftLogStorage<TypeConfig>,
+    SM: RaftStateMachine<TypeConfig>,
+    F: Future<Output = ()> + Send + 'static,
+{
+    config.validate()?;
+    let tls = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => Some(auth::load_tls(cert, key).await?),
+        _ => None,
+    };
+    let isolated = Arc::new(AtomicBool::new(false));
+    let transport = network::Transport::new(&config, isolated)?;
+    let raft_config = config.raft_config()?;
+    let raft = openraft::Raft::new(config.id, raft_config, transport.clone(), log, sm)
+        .await
+        .map_err(|e| ServeError::Raft { reason: e.to_string() })?;
+    let app = Arc::new(api::App::new(&config, raft.clone(), reader, transport));
+    if config.init {
+        tokio::spawn(api::init_when_peers_answer(app.clone()));
+    }
+    let router = api::router(app.clone());
+    let handle = axum_server::Handle::new();
+    let stopper = handle.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        stopper.graceful_shutdown(Some(std::time::Duration::from_secs(2)));
+    });
+    let listen = config.listen;
+    let served = match tls {
+        Some(tls) => axum_server::bind_rustls(listen, tls).handle(handle).serve(router.into_make_service()).await,
+        None => axum_server::bind(listen).handle(handle).serve(router.into_make_service()).await,
+    };
+    let stopped = raft.shutdown().await;
+    served.map_err(|source| ServeError::Io { listen, source })?;
+    stopped.map_err(|e| ServeError::Raft { reason: e.to_string() })
+}
+
+/// Completes on ctrl-c or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
