@@ -20,6 +20,7 @@
 // The error type is openraft's `StorageError`, which its storage traits fix.
 #![allow(clippy::result_large_err)]
 
+mod kv;
 mod log_store;
 mod state_machine;
 

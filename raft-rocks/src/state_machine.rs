@@ -116,16 +116,18 @@ impl RocksStateMachine {
         let Some(meta) = self.s.read_json(CF_SM_META, meta_key::SNAPSHOT_META, read_snapshot)? else {
             return Ok(None);
         };
-        let data = self
-            .s
-            .db
-            .get_cf(self.s.cf(CF_SM_META), meta_key::SNAPSHOT_DATA)
-            .map_err(|e| io_err(read_snapshot, &e))?;
+        let data =
+            self.s.db.get_cf(self.s.cf(CF_SM_META), meta_key::SNAPSHOT_DATA).map_err(|e| io_err(read_snapshot, &e))?;
         Ok(Some(Snapshot { meta, snapshot: Box::new(Cursor::new(data.unwrap_or_default())) }))
     }
 
     /// Queue `meta` and `data` as the current snapshot into `batch`.
-    fn put_snapshot(&self, batch: &mut WriteBatch, meta: &SnapshotMeta<u64, BasicNode>, data: &[u8]) -> StorageResult<()> {
+    fn put_snapshot(
+        &self,
+        batch: &mut WriteBatch,
+        meta: &SnapshotMeta<u64, BasicNode>,
+        data: &[u8],
+    ) -> StorageResult<()> {
         let cf = self.s.cf(CF_SM_META);
         batch.put_cf(cf, meta_key::SNAPSHOT_META, to_json(meta, write_snapshot)?);
         batch.put_cf(cf, meta_key::SNAPSHOT_DATA, data);
@@ -142,6 +144,16 @@ impl RocksStateMachine {
             }
             Request::Delete { key } => {
                 batch.delete_cf(cf, &key);
+                Response::default()
+            }
+            // Its writes join the entry's batch, so they land together; a batch holds only
+            // sets and deletes (the server builds no nested ones), as the wisckey store assumes.
+            Request::Batch(requests) => {
+                for request in requests {
+                    if !matches!(request, Request::Batch(_)) {
+                        self.queue(batch, request);
+                    }
+                }
                 Response::default()
             }
         }
