@@ -8,7 +8,10 @@
 //!   then gives the space back); a truncation one over its suffix.
 //! - `raft-meta`: the vote, the committed log id, the last purged log id, and the state
 //!   machine's last applied log id, its membership and its current snapshot.
-//! - `raft-state`: the state machine's keys and values, as they are.
+//! - `raft-values`: the value of each `Set` in the log, written once when its entry is
+//!   appended; the state refers to it rather than copying it (module `values`).
+//! - `raft-state`: the state machine's keys, each with its value or a reference into
+//!   `raft-values`.
 //!
 //! One database means one write-ahead log: a batch spanning keyspaces is atomic (an applied
 //! entry's writes and the new last-applied id land together), and a synced write makes every
@@ -25,10 +28,11 @@ mod log_store;
 #[cfg(feature = "server")]
 pub mod server;
 mod state_machine;
+mod values;
 
 use std::io::Cursor;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use openraft::{AnyError, StorageError, StorageIOError};
 use serde::{Deserialize, Serialize};
@@ -42,8 +46,15 @@ pub const LOG_KEYSPACE: &str = "raft-log";
 /// The keyspace holding the vote, the committed and purged log ids and the state machine's
 /// applied state and snapshot.
 pub const META_KEYSPACE: &str = "raft-meta";
-/// The keyspace holding the state machine's keys and values.
+/// The keyspace holding the state machine's keys and values (or references into
+/// [`VALUES_KEYSPACE`]).
 pub const STATE_KEYSPACE: &str = "raft-state";
+/// The keyspace holding the values of the log's `Set`s, written once.
+pub const VALUES_KEYSPACE: &str = "raft-values";
+
+/// The layout of the keyspaces this version writes (in `raft-meta` under `format`): a
+/// database written by another layout is refused rather than misread.
+const FORMAT: u32 = 2;
 
 openraft::declare_raft_types!(
     /// The Raft types of a wisckey-raft node: key-value requests, `u64` node ids, snapshots
@@ -78,12 +89,14 @@ pub enum Request {
         /// The key.
         key: String,
     },
+    /// These requests (`Set`s and `Delete`s), applied together: all or none, in order.
+    Batch(Vec<Request>),
 }
 
 /// What applying a request answers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Response {
-    /// The value a `Set` wrote; `None` for a `Delete` and for Raft's own entries.
+    /// The value a `Set` wrote; `None` for a `Delete`, a `Batch` and Raft's own entries.
     pub value: Option<String>,
 }
 
@@ -104,6 +117,13 @@ pub(crate) struct Shared {
     pub(crate) log: Keyspace,
     pub(crate) meta: Keyspace,
     pub(crate) state: Keyspace,
+    pub(crate) values: Keyspace,
+    /// Held by whoever may delete a value of `raft-values` (purge, apply, snapshot install)
+    /// while it decides: each reads the others' effects whole.
+    pub(crate) owner: Arc<Mutex<()>>,
+    /// Values shorter than this are copied into the state (one lookup to read them back)
+    /// rather than referred to: the engine keeps them in its tree anyway.
+    pub(crate) inline_below: usize,
 }
 
 impl Shared {
@@ -111,7 +131,16 @@ impl Shared {
         let log = db.open_keyspace(LOG_KEYSPACE, options.clone())?;
         let meta = db.open_keyspace(META_KEYSPACE, options.clone())?;
         let state = db.open_keyspace(STATE_KEYSPACE, options.clone())?;
-        Ok(Shared { db, log, meta, state })
+        let values = db.open_keyspace(VALUES_KEYSPACE, options.clone())?;
+        check_format(&meta, &log, &state)?;
+        let inline_below = options.min_separated_value_bytes;
+        Ok(Shared { db, log, meta, state, values, owner: Arc::default(), inline_below })
+    }
+
+    /// Hold the value-ownership lock (a poisoned lock only means a panic elsewhere: the data
+    /// it guards is in the database, whole).
+    pub(crate) fn own_values(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.owner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The JSON value of metadata key `key` as of `ro`, `None` when absent; `err` names what
@@ -132,8 +161,32 @@ impl Shared {
     }
 }
 
+/// Record this version's layout in a new database; refuse one written with another.
+fn check_format(meta: &Keyspace, log: &Keyspace, state: &Keyspace) -> wisckey::Result<()> {
+    let found = meta.get(meta_key::FORMAT)?;
+    let found = match found {
+        Some(bytes) => std::str::from_utf8(&bytes).ok().and_then(|s| s.parse::<u32>().ok()),
+        None if log.scan(&ReadOptions::default())?.next().is_none()
+            && state.scan(&ReadOptions::default())?.next().is_none() =>
+        {
+            meta.put_opt(&wisckey::WriteOptions::synced(), meta_key::FORMAT, FORMAT.to_string())?;
+            return Ok(());
+        }
+        None => None,
+    };
+    if found == Some(FORMAT) {
+        return Ok(());
+    }
+    Err(wisckey::Error::invalid(format!(
+        "this database's Raft store layout is {} but this wisckey-raft reads layout {FORMAT}",
+        found.map_or("an earlier one (no `format` record)".to_owned(), |f| f.to_string())
+    )))
+}
+
 /// Metadata keys (in `raft-meta`).
 pub(crate) mod meta_key {
+    /// The layout of the Raft keyspaces (decimal ASCII).
+    pub const FORMAT: &[u8] = b"format";
     /// The vote (JSON `Vote`).
     pub const VOTE: &[u8] = b"vote";
     /// The committed log id (JSON `Option<LogId>`).

@@ -1,7 +1,9 @@
 //! The Raft log on wisckey (openraft's `RaftLogStorage`): entries in the `raft-log` keyspace
-//! under their big-endian index, the vote, committed and purged log ids in `raft-meta`.
-//! Appends and votes are synced before they are acknowledged; purges and truncations are
-//! range tombstones, whose values value-log GC then reclaims.
+//! under their big-endian index without their `Set`s' values, which go to `raft-values`
+//! (written once: the state refers to them, module `values`); the vote, committed and purged
+//! log ids in `raft-meta`. Appends and votes are synced before they are acknowledged; purges
+//! and truncations are range tombstones (a purge keeps the values the state still refers to),
+//! whose space value-log GC then reclaims.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -10,10 +12,13 @@ use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{LogId, LogState, OptionalSend, RaftLogReader, StorageIOError, Vote};
 use wisckey::{ReadOptions, WriteBatch, WriteOptions};
 
+use crate::values::{self, StateValue, ValueAt};
 use crate::{io_err, meta_key, to_json, Entry, Shared, StorageResult, TypeConfig};
 
 /// Past every log key (keys are 8 bytes): the exclusive end of a range up to the last index.
 const PAST_LAST_INDEX: [u8; 9] = [0xFF; 9];
+/// Past every `raft-values` key (keys are 12 bytes).
+const PAST_LAST_VALUE: [u8; 13] = [0xFF; 13];
 
 /// The Raft log of one node: a cheap handle (clones share the database), which is also its
 /// own log reader.
@@ -31,6 +36,13 @@ impl Debug for LogStore {
 /// The key of the entry at `index`: big-endian, so that key order is index order.
 fn index_key(index: u64) -> [u8; 8] {
     index.to_be_bytes()
+}
+
+/// The first `raft-values` key of the entry whose `raft-log` key is `log_key` (8 bytes).
+fn lower_value_key(log_key: &[u8]) -> [u8; 12] {
+    let mut index = [0u8; 8];
+    index.copy_from_slice(&log_key[..8]);
+    ValueAt::first_of(u64::from_be_bytes(index))
 }
 
 impl LogStore {
@@ -70,8 +82,40 @@ impl LogStore {
     }
 }
 
+/// An entry as `raft-log` keeps it: its `Set`s' values are empty (they are in `raft-values`).
 fn decode_entry(bytes: &[u8]) -> StorageResult<Entry> {
     serde_json::from_slice(bytes).map_err(|e| io_err(StorageIOError::read_logs, &e).into())
+}
+
+/// `entries` (as `raft-log` keeps them, in index order) with their values put back from
+/// `found`, the `raft-values` pairs of their indexes in key order, read at the same snapshot.
+fn join_values(entries: Vec<Entry>, found: Vec<(Vec<u8>, wisckey::Value)>) -> StorageResult<Vec<Entry>> {
+    let mut found = found.into_iter().peekable();
+    entries
+        .into_iter()
+        .map(|mut entry| {
+            let index = entry.log_id.index;
+            let mut next = |pos: u32| {
+                let want = ValueAt { index, pos }.key();
+                // Skip values of entries that are not asked for (none are, but a stray one
+                // must not shift the rest).
+                while found.peek().is_some_and(|(k, _)| k.as_slice() < want.as_slice()) {
+                    found.next();
+                }
+                match found.peek() {
+                    Some((k, _)) if k.as_slice() == want.as_slice() => {
+                        found.next().map(|(_, v)| String::from_utf8_lossy(&v).into_owned())
+                    }
+                    _ => None,
+                }
+            };
+            values::put_values(&mut entry, &mut next).map_err(|pos| {
+                let what = format!("the value of log entry {index}'s Set #{pos} is missing from raft-values");
+                io_err(StorageIOError::read_logs, &std::io::Error::new(std::io::ErrorKind::NotFound, what))
+            })?;
+            Ok(entry)
+        })
+        .collect()
 }
 
 /// `range` as the keys `[begin, end)` of the log keyspace; `None` when it holds no index.
@@ -92,6 +136,42 @@ fn key_bounds<RB: RangeBounds<u64>>(range: &RB) -> Option<(Vec<u8>, Option<Vec<u
     Some((index_key(start).to_vec(), end.map(|e| index_key(e).to_vec())))
 }
 
+impl LogStore {
+    /// Queue deletes of the values of entries up to `upto` (from the last purged on) that
+    /// the state does not refer to. The caller holds the value-ownership lock.
+    fn drop_unreferenced_values(&self, upto: u64, batch: &mut WriteBatch) -> StorageResult<()> {
+        let read = |e: wisckey::Error| io_err(StorageIOError::read_logs, &e);
+        let purged: Option<LogId<u64>> =
+            self.s.read_meta(&ReadOptions::default(), meta_key::PURGED, StorageIOError::read_logs)?;
+        let from = purged.map_or(0, |p| p.index.saturating_add(1));
+        let Some(end) = upto.checked_add(1) else { return Ok(()) };
+        if from >= end {
+            return Ok(());
+        }
+        let ro = ReadOptions {
+            lower_bound: Some(index_key(from).to_vec()),
+            upper_bound: Some(index_key(end).to_vec()),
+            ..ReadOptions::default()
+        };
+        for item in self.s.log.scan(&ro).map_err(read)? {
+            let (_, bytes) = item.map_err(read)?;
+            let entry = decode_entry(&bytes)?;
+            let openraft::EntryPayload::Normal(request) = &entry.payload else { continue };
+            let index = entry.log_id.index;
+            let mut sets = Vec::new();
+            values::for_each_set(request, &mut |pos, key, _| sets.push((pos, key.to_owned())));
+            for (pos, key) in sets {
+                let at = ValueAt { index, pos };
+                let current = self.s.state.get(&key).map_err(read)?;
+                if current.as_deref().and_then(StateValue::place) != Some(at) {
+                    batch.delete_in(&self.s.values, at.key());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 impl RaftLogReader<TypeConfig> for LogStore {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
@@ -100,14 +180,32 @@ impl RaftLogReader<TypeConfig> for LogStore {
         let Some((lower, upper)) = key_bounds(&range) else {
             return Ok(Vec::new());
         };
-        let ro = ReadOptions { lower_bound: Some(lower), upper_bound: upper, ..ReadOptions::default() };
-        let entries = self.s.log.scan(&ro).map_err(|e| io_err(StorageIOError::read_logs, &e))?;
-        entries
+        let read = |e: wisckey::Error| io_err(StorageIOError::read_logs, &e);
+        // One snapshot for the entries and their values: a purge between the two reads
+        // could otherwise take values away from entries already read.
+        let snapshot = Some(self.s.db.snapshot());
+        let value_bounds = (lower_value_key(&lower), upper.as_deref().map(lower_value_key));
+        let ro = ReadOptions {
+            lower_bound: Some(lower),
+            upper_bound: upper,
+            snapshot: snapshot.clone(),
+            ..ReadOptions::default()
+        };
+        let entries = self.s.log.scan(&ro).map_err(read)?;
+        let entries = entries
             .map(|item| {
-                let (_, bytes) = item.map_err(|e| io_err(StorageIOError::read_logs, &e))?;
+                let (_, bytes) = item.map_err(read)?;
                 decode_entry(&bytes)
             })
-            .collect()
+            .collect::<StorageResult<Vec<Entry>>>()?;
+        let ro = ReadOptions {
+            lower_bound: Some(value_bounds.0.to_vec()),
+            upper_bound: value_bounds.1.map(|k| k.to_vec()),
+            snapshot,
+            ..ReadOptions::default()
+        };
+        let found = self.s.values.scan(&ro).map_err(read)?.collect::<Result<Vec<_>, _>>().map_err(read)?;
+        join_values(entries, found)
     }
 }
 
@@ -151,9 +249,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let mut batch = WriteBatch::new();
-        for entry in entries {
+        for mut entry in entries {
+            let index = entry.log_id.index;
+            for (pos, value) in (0u32..).zip(values::take_values(&mut entry)) {
+                batch.put_in(&self.s.values, ValueAt { index, pos }.key(), value);
+            }
             let bytes = to_json(&entry, StorageIOError::write_logs)?;
-            batch.put_in(&self.s.log, index_key(entry.log_id.index), bytes);
+            batch.put_in(&self.s.log, index_key(index), bytes);
         }
         if !batch.is_empty() {
             self.s.db.write(&WriteOptions::synced(), &batch).map_err(|e| io_err(StorageIOError::write_logs, &e))?;
@@ -162,19 +264,25 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         Ok(())
     }
 
-    /// Removes the entries from `log_id`'s index on: one range tombstone. Not synced: the
-    /// appends that follow are, and a synced write makes every earlier one durable.
+    /// Removes the entries from `log_id`'s index on and their values: two range tombstones
+    /// in one batch (uncommitted entries were never applied, so the state refers to none of
+    /// their values). Not synced: the appends that follow are, and a synced write makes every
+    /// earlier one durable.
     async fn truncate(&mut self, log_id: LogId<u64>) -> StorageResult<()> {
-        self.s
-            .log
-            .delete_range(index_key(log_id.index), PAST_LAST_INDEX)
-            .map_err(|e| io_err(StorageIOError::write_logs, &e))?;
+        let mut batch = WriteBatch::new();
+        batch.delete_range_in(&self.s.log, index_key(log_id.index), PAST_LAST_INDEX);
+        batch.delete_range_in(&self.s.values, ValueAt::first_of(log_id.index), PAST_LAST_VALUE);
+        self.s.db.write(&WriteOptions::default(), &batch).map_err(|e| io_err(StorageIOError::write_logs, &e))?;
         Ok(())
     }
 
-    /// Removes the entries up to `log_id` and records it as the last purged, in one batch.
+    /// Removes the entries up to `log_id`, and the values of theirs the state does not refer
+    /// to, and records `log_id` as the last purged, in one batch (under the value-ownership
+    /// lock: from then on, whoever drops a reference to one of these values deletes it).
     async fn purge(&mut self, log_id: LogId<u64>) -> StorageResult<()> {
+        let _owner = self.s.own_values();
         let mut batch = WriteBatch::new();
+        self.drop_unreferenced_values(log_id.index, &mut batch)?;
         batch.put_in(&self.s.meta, meta_key::PURGED, to_json(&log_id, StorageIOError::write_logs)?);
         match log_id.index.checked_add(1) {
             Some(end) => batch.delete_range_in(&self.s.log, index_key(0), index_key(end)),

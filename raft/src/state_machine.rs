@@ -1,9 +1,12 @@
-//! The key-value state machine on wisckey (openraft's `RaftStateMachine`): keys and values in
-//! the `raft-state` keyspace, the last applied log id and the membership beside them in
-//! `raft-meta`, written in the same batch so a crash never separates them. A snapshot is the
-//! state keyspace's pairs read at one database snapshot, kept in `raft-meta` until the next;
-//! installing one replaces the state keyspace's contents in one batch.
+//! The key-value state machine on wisckey (openraft's `RaftStateMachine`): keys in the
+//! `raft-state` keyspace, each with a reference to its value where the log entry that set it
+//! stored it (`raft-values`, written once) or, when small, with the value itself; the last
+//! applied log id and the membership beside them in `raft-meta`, written in the same batch so
+//! a crash never separates them. A snapshot is the state's pairs read at one database
+//! snapshot, kept in `raft-meta` until the next; installing one replaces the state keyspace's
+//! contents in one batch.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::io::Cursor;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +19,7 @@ use openraft::{
 };
 use wisckey::{ReadOptions, WriteBatch, WriteOptions};
 
+use crate::values::{StateValue, ValueAt};
 use crate::{io_err, meta_key, to_json, Entry, Request, Response, Shared, StorageResult, TypeConfig};
 
 /// Past every state key: keys are UTF-8, which never holds the byte 0xFF.
@@ -50,7 +54,55 @@ impl StateMachineStore {
     /// The value of `key` in the applied state (a local read: linearizable reads go through
     /// openraft first).
     pub fn get(&self, key: &str) -> wisckey::Result<Option<String>> {
-        Ok(self.s.state.get(key)?.map(|v| String::from_utf8_lossy(&v).into_owned()))
+        let ro = ReadOptions { snapshot: Some(self.s.db.snapshot()), ..ReadOptions::default() };
+        let Some(stored) = self.s.state.get_opt(&ro, key)? else { return Ok(None) };
+        self.resolve(&ro, key.as_bytes(), &stored).map(Some)
+    }
+
+    /// The applied state's pairs with `start <= key < end` (`end` `None`: to the last key),
+    /// at most `limit` of them, in key order, read at one database snapshot.
+    pub fn scan(&self, start: &str, end: Option<&str>, limit: usize) -> wisckey::Result<Vec<(String, String)>> {
+        let ro = ReadOptions {
+            snapshot: Some(self.s.db.snapshot()),
+            lower_bound: Some(start.as_bytes().to_vec()),
+            upper_bound: end.map(|e| e.as_bytes().to_vec()),
+            ..ReadOptions::default()
+        };
+        let mut out = Vec::new();
+        for item in self.s.state.scan(&ro)?.take(limit) {
+            let (k, stored) = item?;
+            let v = self.resolve(&ro, &k, &stored)?;
+            out.push((String::from_utf8_lossy(&k).into_owned(), v));
+        }
+        Ok(out)
+    }
+
+    /// The database under the state machine (for its statistics).
+    pub fn db(&self) -> &Arc<wisckey::Db> {
+        &self.s.db
+    }
+
+    /// The value a stored state value stands for, read at `ro`'s snapshot (the one the state
+    /// value was read at, so a reference always finds its value).
+    fn resolve(&self, ro: &ReadOptions, key: &[u8], stored: &[u8]) -> wisckey::Result<String> {
+        let damaged = |what: String| wisckey::Error::invalid(what);
+        match StateValue::decode(stored) {
+            Some(StateValue::Inline(v)) => Ok(String::from_utf8_lossy(v).into_owned()),
+            Some(StateValue::Ref(at)) => match self.s.values.get_opt(ro, at.key())? {
+                Some(v) => Ok(String::from_utf8_lossy(&v).into_owned()),
+                None => Err(damaged(format!(
+                    "raft-state key {:?} refers to the value of log entry {} Set #{}, which raft-values does not hold",
+                    String::from_utf8_lossy(key),
+                    at.index,
+                    at.pos
+                ))),
+            },
+            None => Err(damaged(format!(
+                "raft-state key {:?} holds {} bytes that are not a state value",
+                String::from_utf8_lossy(key),
+                stored.len()
+            ))),
+        }
     }
 
     /// The current snapshot's metadata and data, as of `ro`.
@@ -69,18 +121,113 @@ impl StateMachineStore {
         Ok((applied, membership.unwrap_or_default()))
     }
 
-    /// The state's pairs as of `ro`, in key order.
+    /// The state's pairs as of `ro` (which holds a snapshot), in key order.
     fn pairs_at(&self, ro: &ReadOptions) -> StorageResult<SnapshotPairs> {
         let read = |e: &wisckey::Error| io_err(StorageIOError::read_state_machine, e);
         let entries = self.s.state.scan(ro).map_err(|e| read(&e))?;
         entries
             .map(|item| {
-                let (k, v) = item.map_err(|e| read(&e))?;
+                let (k, stored) = item.map_err(|e| read(&e))?;
+                let v = self.resolve(ro, &k, &stored).map_err(|e| read(&e))?;
                 let k = String::from_utf8(k).map_err(|e| io_err(StorageIOError::read_state_machine, &e))?;
-                Ok((k, String::from_utf8_lossy(&v).into_owned()))
+                Ok((k, v))
             })
             .collect()
     }
+
+    /// The last purged log index (0 when none was purged; index 0 is never a `Set`).
+    fn purged_index(&self) -> StorageResult<u64> {
+        let purged: Option<LogId<u64>> =
+            self.s.read_meta(&ReadOptions::default(), meta_key::PURGED, StorageIOError::read_state_machine)?;
+        Ok(purged.map_or(0, |p| p.index))
+    }
+
+    /// Queue into `step`'s batch what applying `request` (the entry at `index`) writes to
+    /// the state, and the deletes of values whose last holder it drops. The caller holds the
+    /// value-ownership lock.
+    fn apply_request(&self, index: u64, request: &Request, step: &mut ApplyStep<'_>) -> StorageResult<()> {
+        // `Set`s are numbered in the order `values::for_each_set` numbers them (depth first),
+        // which is `flatten`'s order.
+        let mut pos = 0u32;
+        for op in flatten(request) {
+            let (key, stored) = match op {
+                Request::Set { key, value } => {
+                    let at = ValueAt { index, pos };
+                    pos += 1;
+                    let stored = if value.len() < self.s.inline_below {
+                        StateValue::Inline(value.as_bytes()).encode()
+                    } else {
+                        StateValue::Ref(at).encode()
+                    };
+                    (key, Some(stored))
+                }
+                Request::Delete { key } => (key, None),
+                Request::Batch(_) => continue,
+            };
+            self.drop_old_value(key, step)?;
+            match &stored {
+                Some(v) => step.batch.put_in(&self.s.state, key, v),
+                None => step.batch.delete_in(&self.s.state, key),
+            };
+            step.pending.insert(key.clone(), stored);
+        }
+        Ok(())
+    }
+
+    /// Before `key` is overwritten or deleted: when its current value is a reference into a
+    /// purged entry, nothing else holds that value, so queue its delete.
+    fn drop_old_value(&self, key: &str, step: &mut ApplyStep<'_>) -> StorageResult<()> {
+        let old = match step.pending.get(key) {
+            Some(stored) => stored.clone(),
+            None => {
+                self.s.state.get(key).map_err(|e| io_err(StorageIOError::read_state_machine, &e))?.map(|v| v.to_vec())
+            }
+        };
+        if let Some(at) = old.as_deref().and_then(StateValue::place) {
+            if at.index <= step.purged {
+                step.batch.delete_in(&self.s.values, at.key());
+            }
+        }
+        Ok(())
+    }
+
+    /// Queue deletes of the values of purged entries the whole current state refers to (it
+    /// is about to be replaced). The caller holds the value-ownership lock.
+    fn drop_purged_references(&self, batch: &mut WriteBatch) -> StorageResult<()> {
+        let read = |e: wisckey::Error| io_err(StorageIOError::read_state_machine, &e);
+        let purged = self.purged_index()?;
+        for item in self.s.state.scan(&ReadOptions::default()).map_err(read)? {
+            let (_, stored) = item.map_err(read)?;
+            if let Some(at) = StateValue::place(&stored) {
+                if at.index <= purged {
+                    batch.delete_in(&self.s.values, at.key());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One `apply` call's batch in the making.
+struct ApplyStep<'a> {
+    batch: &'a mut WriteBatch,
+    /// State values written earlier in this batch (`None`: deleted).
+    pending: HashMap<String, Option<Vec<u8>>>,
+    /// The last purged log index, read under the value-ownership lock.
+    purged: u64,
+}
+
+/// The `Set`s and `Delete`s of `request` in order (a batch's nested requests depth first).
+fn flatten(request: &Request) -> Vec<&Request> {
+    fn walk<'r>(request: &'r Request, out: &mut Vec<&'r Request>) {
+        match request {
+            Request::Batch(ops) => ops.iter().for_each(|op| walk(op, out)),
+            other => out.push(other),
+        }
+    }
+    let mut out = Vec::new();
+    walk(request, &mut out);
+    out
 }
 
 fn read_snapshot(e: openraft::AnyError) -> StorageIOError<u64> {
@@ -139,7 +286,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
+        let _owner = self.s.own_values();
         let mut batch = WriteBatch::new();
+        let mut step = ApplyStep { batch: &mut batch, pending: HashMap::new(), purged: self.purged_index()? };
         let mut replies = Vec::new();
         let mut last_applied = None;
         let mut membership = None;
@@ -147,13 +296,12 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             last_applied = Some(entry.log_id);
             let reply = match entry.payload {
                 EntryPayload::Blank => Response::default(),
-                EntryPayload::Normal(Request::Set { key, value }) => {
-                    batch.put_in(&self.s.state, &key, &value);
-                    Response { value: Some(value) }
-                }
-                EntryPayload::Normal(Request::Delete { key }) => {
-                    batch.delete_in(&self.s.state, &key);
-                    Response::default()
+                EntryPayload::Normal(request) => {
+                    self.apply_request(entry.log_id.index, &request, &mut step)?;
+                    match request {
+                        Request::Set { value, .. } => Response { value: Some(value) },
+                        _ => Response::default(),
+                    }
                 }
                 EntryPayload::Membership(m) => {
                     membership = Some(StoredMembership::new(Some(entry.log_id), m));
@@ -185,8 +333,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         Ok(Box::new(Cursor::new(Vec::new())))
     }
 
-    /// Replaces the state with the snapshot's pairs in one synced batch: a range tombstone
-    /// over the whole state keyspace, the pairs, the applied id, the membership, and the
+    /// Replaces the state with the snapshot's pairs in one synced batch: deletes of the values
+    /// of purged entries the old state referred to, a range tombstone over the whole state
+    /// keyspace, the pairs (as values, not references), the applied id, the membership, and the
     /// snapshot itself as the current one. Data that does not decode is an error and changes
     /// nothing.
     async fn install_snapshot(
@@ -197,10 +346,12 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         let data = snapshot.into_inner();
         let pairs: SnapshotPairs = serde_json::from_slice(&data)
             .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), openraft::AnyError::new(&e)))?;
+        let _owner = self.s.own_values();
         let mut batch = WriteBatch::new();
+        self.drop_purged_references(&mut batch)?;
         batch.delete_range_in(&self.s.state, b"", PAST_LAST_KEY);
         for (k, v) in &pairs {
-            batch.put_in(&self.s.state, k, v);
+            batch.put_in(&self.s.state, k, StateValue::Inline(v.as_bytes()).encode());
         }
         let write = StorageIOError::write_state_machine;
         batch.put_in(&self.s.meta, meta_key::APPLIED, to_json(&meta.last_log_id, write)?);
