@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -305,18 +305,8 @@ fn partitioned_leader_cannot_commit_and_the_cluster_heals() {
 
 #[test]
 fn bad_input_gets_clear_errors_and_the_node_keeps_serving() {
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let c = Cluster {
-        _dir: tempfile::tempdir().expect("tempdir"),
-        root: PathBuf::new(),
-        addrs: vec![addr.clone()],
-        children: vec![None],
-        peers: format!("1={addr}"),
-        extra: vec!["--token".into(), "s3cret".into()],
-    };
-    let mut c = Cluster { root: c._dir.path().to_path_buf(), ..c };
-    c.spawn(0);
+    let c = Cluster::start(1, &["--token", "s3cret"], &[]);
+    let addr = c.addrs[0].clone();
     let auth = [("Authorization", "Bearer s3cret")];
     let deadline = Instant::now() + ELECTION_BOUND;
     while http(&addr, "GET", "/cluster/status", b"", &auth).0 != 200 {
@@ -460,5 +450,4 @@ fn disk_errors_on_one_node_stop_it_and_the_rest_go_on() {
     c.wait_caught_up(2, &model, Duration::from_secs(20));
     let _ = node.stop.send(());
     rt.block_on(node.done).expect("node task");
-    let _ = Path::new("");
 }
