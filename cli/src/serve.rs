@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use wisckey::Options;
-use wisckey_raft::server::{parse_peers, serve, ServeConfig, WisckeyKv};
+use wisckey_raft::server::{parse_peers, serve, ServeConfig};
 
 use crate::bench::CliResult;
 
@@ -74,7 +74,7 @@ pub fn run(a: ServeArgs) -> CliResult {
     // Refuse a bad or unsafe configuration before touching the directory.
     config.validate()?;
     let (log, sm) = wisckey_raft::open(&a.dir, Options::default())?;
-    let reader = Arc::new(WisckeyKv::new(&log)?);
+    let reader = Arc::new(sm.clone());
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     eprintln!("wisckey serve: node {} listening on {}", config.id, config.listen);
     rt.block_on(serve(config, log, sm, reader))?;

@@ -108,6 +108,9 @@ impl ServeConfig {
             election_timeout_max: self.election_timeout_max_ms,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_every_logs),
             max_in_snapshot_log_to_keep: self.snapshot_every_logs,
+            // A snapshot chunk travels as JSON: openraft's 200 ms default is too short for
+            // megabytes on a loaded machine.
+            install_snapshot_timeout: 10_000,
             ..openraft::Config::default()
         };
         c.validate().map(Arc::new).map_err(|e| ServeError::Config { what: e.to_string() })
