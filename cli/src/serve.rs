@@ -32,7 +32,8 @@ pub struct ServeArgs {
     /// Bearer token that clients and nodes must send (or the WISCKEY_TOKEN variable).
     #[arg(long, env = "WISCKEY_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// TLS certificate chain (PEM); nodes trust it when calling each other.
+    /// TLS certificate chain (PEM): this node's certificate, then the CA that signed every
+    /// node's (nodes trust the certificates in it when calling each other).
     #[arg(long)]
     pub tls_cert: Option<PathBuf>,
     /// TLS private key (PEM).

@@ -418,8 +418,14 @@ async fn peers_state(app: &App) -> Option<bool> {
             continue;
         }
         let sent = app.transport.request(reqwest::Method::GET, addr, "/cluster/status").timeout(Duration::from_secs(2));
-        let resp = sent.send().await.ok()?;
-        let body: serde_json::Value = resp.error_for_status().ok()?.json().await.ok()?;
+        let answered = async { sent.send().await?.error_for_status()?.json::<serde_json::Value>().await };
+        let body = match answered.await {
+            Ok(body) => body,
+            Err(e) => {
+                tracing::info!(node = app.id, peer = id, error = %e, "waiting for a peer to answer before init");
+                return None;
+            }
+        };
         let voters = body.pointer("/membership/voters").and_then(|v| v.as_array()).map_or(0, Vec::len);
         any_member |= voters > 0;
     }

@@ -22,7 +22,8 @@ pub struct ServeConfig {
     pub init: bool,
     /// The bearer token clients and nodes must send (`Authorization: Bearer <token>`).
     pub token: Option<String>,
-    /// The TLS certificate chain (PEM); nodes also trust it when they call each other.
+    /// The TLS certificate chain (PEM): this node's certificate, then the CA certificate that
+    /// signed every node's. Nodes trust the certificates in it when they call each other.
     pub tls_cert: Option<PathBuf>,
     /// The TLS private key (PEM).
     pub tls_key: Option<PathBuf>,
