@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use wisckey::Options;
-use wisckey_raft::server::{parse_peers, serve, ServeConfig, WisckeyKv};
+use wisckey_raft::server::{parse_peers, serve, ServeConfig};
 
 use crate::bench::CliResult;
 
@@ -32,7 +32,8 @@ pub struct ServeArgs {
     /// Bearer token that clients and nodes must send (or the WISCKEY_TOKEN variable).
     #[arg(long, env = "WISCKEY_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// TLS certificate chain (PEM); nodes trust it when calling each other.
+    /// TLS certificate chain (PEM): this node's certificate, then the CA that signed every
+    /// node's (nodes trust the certificates in it when calling each other).
     #[arg(long)]
     pub tls_cert: Option<PathBuf>,
     /// TLS private key (PEM).
@@ -74,7 +75,7 @@ pub fn run(a: ServeArgs) -> CliResult {
     // Refuse a bad or unsafe configuration before touching the directory.
     config.validate()?;
     let (log, sm) = wisckey_raft::open(&a.dir, Options::default())?;
-    let reader = Arc::new(WisckeyKv::new(&log)?);
+    let reader = Arc::new(sm.clone());
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     eprintln!("wisckey serve: node {} listening on {}", config.id, config.listen);
     rt.block_on(serve(config, log, sm, reader))?;

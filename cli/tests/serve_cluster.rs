@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use wisckey::fs::{FaultFs, FaultKind, FaultOp, PosixFs};
-use wisckey_raft::server::{serve_until, ServeConfig, WisckeyKv};
+use wisckey_raft::server::{serve_until, ServeConfig};
 
 const BIN: &str = env!("CARGO_BIN_EXE_wisckey");
 /// Fast Raft timings for loopback (the product's defaults are slower).
@@ -229,6 +229,16 @@ fn leader_killed_with_sigkill_a_new_leader_is_elected_and_no_acknowledged_write_
         c.put(leader, &k, &v);
         model.insert(k, v);
     }
+    // A batch is applied whole: a put and a delete in one entry.
+    let ops = json!({"ops": [{"op": "put", "key": "batch", "value": "B"}, {"op": "delete", "key": "k000"}]});
+    let (code, body) = post(&c.addrs[leader], "/kv/batch", &ops);
+    assert_eq!(code, 200, "batch: {body}");
+    model.insert("batch".to_string(), "B".to_string());
+    model.remove("k000");
+    // A linearizable scan of a range, bounded.
+    let (code, body) = post(&c.addrs[leader], "/kv/scan", &json!({"start": "k001", "end": "k010", "limit": 3}));
+    assert_eq!(code, 200, "scan: {body}");
+    assert_eq!(body["items"], json!([["k001", "v1"], ["k002", "v2"], ["k003", "v3"]]));
     c.kill(leader);
     let killed_at = Instant::now();
     let survivors = others(3, leader);
@@ -322,6 +332,10 @@ fn bad_input_gets_clear_errors_and_the_node_keeps_serving() {
     assert!(body.contains("error"), "{body}");
     assert_eq!(http(&addr, "POST", "/kv/put", br#"{"key":"a"}"#, &auth).0, 400, "missing value");
     assert_eq!(http(&addr, "POST", "/kv/put", br#"{"key":"","value":"x"}"#, &auth).0, 400, "empty key");
+    let bad_op = br#"{"ops":[{"op":"merge","key":"a","value":"x"}]}"#;
+    assert_eq!(http(&addr, "POST", "/kv/batch", bad_op, &auth).0, 400, "unknown batch op");
+    let empty_key = br#"{"ops":[{"op":"put","key":"a","value":"x"},{"op":"delete","key":""}]}"#;
+    assert_eq!(http(&addr, "POST", "/kv/batch", empty_key, &auth).0, 400, "empty key in a batch");
     assert_eq!(http(&addr, "POST", "/debug/isolate", br#"{"isolated":true}"#, &auth).0, 404, "no fault injection");
     assert_eq!(http(&addr, "GET", "/nope", b"", &auth).0, 404);
     // 9 MiB against an 8 MiB limit.
@@ -385,7 +399,7 @@ fn start_in_process(rt: &tokio::runtime::Runtime, c: &Cluster, i: usize, fs: &Ar
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    let reader = Arc::new(WisckeyKv::new(&log).expect("reader"));
+    let reader = Arc::new(sm.clone());
     let listen: SocketAddr = c.addrs[i].parse().expect("addr");
     let mut config = ServeConfig::new(i as u64 + 1, listen);
     config.peers = wisckey_raft::server::parse_peers(&c.peers).expect("peers");

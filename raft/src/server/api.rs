@@ -190,8 +190,7 @@ async fn batch(State(app): AppState, JsonBody(b): JsonBody<BatchBody>) -> Respon
             BatchOp::Delete { key } => Request::Delete { key },
         });
     }
-    let _ = (app, requests);
-    error(StatusCode::NOT_IMPLEMENTED, "batches need the store's Batch request (not in this build yet)")
+    write(&app, Request::Batch(requests)).await
 }
 
 /// Run `f` for at most the request timeout; past it the outcome is unknown (503).
@@ -419,8 +418,14 @@ async fn peers_state(app: &App) -> Option<bool> {
             continue;
         }
         let sent = app.transport.request(reqwest::Method::GET, addr, "/cluster/status").timeout(Duration::from_secs(2));
-        let resp = sent.send().await.ok()?;
-        let body: serde_json::Value = resp.error_for_status().ok()?.json().await.ok()?;
+        let answered = async { sent.send().await?.error_for_status()?.json::<serde_json::Value>().await };
+        let body = match answered.await {
+            Ok(body) => body,
+            Err(e) => {
+                tracing::info!(node = app.id, peer = id, error = %e, "waiting for a peer to answer before init");
+                return None;
+            }
+        };
         let voters = body.pointer("/membership/voters").and_then(|v| v.as_array()).map_or(0, Vec::len);
         any_member |= voters > 0;
     }

@@ -22,7 +22,8 @@ pub struct ServeConfig {
     pub init: bool,
     /// The bearer token clients and nodes must send (`Authorization: Bearer <token>`).
     pub token: Option<String>,
-    /// The TLS certificate chain (PEM); nodes also trust it when they call each other.
+    /// The TLS certificate chain (PEM): this node's certificate, then the CA certificate that
+    /// signed every node's. Nodes trust the certificates in it when they call each other.
     pub tls_cert: Option<PathBuf>,
     /// The TLS private key (PEM).
     pub tls_key: Option<PathBuf>,
@@ -108,6 +109,9 @@ impl ServeConfig {
             election_timeout_max: self.election_timeout_max_ms,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_every_logs),
             max_in_snapshot_log_to_keep: self.snapshot_every_logs,
+            // A snapshot chunk travels as JSON: openraft's 200 ms default is too short for
+            // megabytes on a loaded machine.
+            install_snapshot_timeout: 10_000,
             ..openraft::Config::default()
         };
         c.validate().map(Arc::new).map_err(|e| ServeError::Config { what: e.to_string() })

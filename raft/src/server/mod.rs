@@ -13,7 +13,7 @@ mod auth;
 mod config;
 mod metrics;
 mod network;
-mod wisckey_kv;
+mod wisckey_read;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -26,9 +26,9 @@ use openraft::storage::{RaftLogStorage, RaftStateMachine};
 use crate::TypeConfig;
 
 pub use config::{parse_peers, ServeConfig};
-pub use wisckey_kv::WisckeyKv;
 
-/// What the HTTP layer reads from a node's applied state (each store implements it).
+/// What the HTTP layer reads from a node's applied state (each store implements it; wisckey's
+/// [`crate::StateMachineStore`] does).
 pub trait KvRead: Send + Sync + 'static {
     /// The value of `key` in the applied state, `None` when absent.
     fn get(&self, key: &str) -> Result<Option<String>, String>;

@@ -1,52 +1,22 @@
-//! [`KvRead`] on wisckey: reads of the state machine's keyspace and the database's statistics
-//! as Prometheus lines.
+//! [`KvRead`] on wisckey's state machine: its reads (values resolved from the log where the
+//! state refers to them) and the database's statistics as Prometheus lines.
 
 use std::fmt::Write;
-use std::sync::Arc;
-
-use wisckey::{Db, Keyspace};
 
 use super::KvRead;
-use crate::{LogStore, STATE_KEYSPACE};
+use crate::StateMachineStore;
 
-/// The applied state of a wisckey node, read straight from its state keyspace.
-#[derive(Clone)]
-pub struct WisckeyKv {
-    db: Arc<Db>,
-    state: Keyspace,
-}
-
-impl WisckeyKv {
-    /// The reader over the database of `log` (and of its state machine, as `crate::open`
-    /// returns them).
-    pub fn new(log: &LogStore) -> wisckey::Result<WisckeyKv> {
-        let db = log.db().clone();
-        let state = db.keyspace(STATE_KEYSPACE)?;
-        Ok(WisckeyKv { db, state })
-    }
-}
-
-impl KvRead for WisckeyKv {
+impl KvRead for StateMachineStore {
     fn get(&self, key: &str) -> Result<Option<String>, String> {
-        let v = self.state.get(key).map_err(|e| e.to_string())?;
-        Ok(v.map(|v| String::from_utf8_lossy(&v).into_owned()))
+        StateMachineStore::get(self, key).map_err(|e| e.to_string())
     }
 
     fn scan(&self, start: &str, end: Option<&str>, limit: usize) -> Result<Vec<(String, String)>, String> {
-        let range = match end {
-            Some(end) => self.state.range(start..end),
-            None => self.state.range(start..),
-        };
-        let mut out = Vec::new();
-        for item in range.map_err(|e| e.to_string())?.take(limit) {
-            let (k, v) = item.map_err(|e| e.to_string())?;
-            out.push((String::from_utf8_lossy(&k).into_owned(), String::from_utf8_lossy(&v).into_owned()));
-        }
-        Ok(out)
+        StateMachineStore::scan(self, start, end, limit).map_err(|e| e.to_string())
     }
 
     fn metrics_text(&self) -> String {
-        let s = self.db.stats();
+        let s = self.db().stats();
         let mut out = String::new();
         let counters: [(&str, &str, u64); 14] = [
             ("user_bytes_written", "Bytes of keys and values written by users.", s.user_bytes_written),
