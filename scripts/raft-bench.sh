@@ -12,7 +12,9 @@
 #
 # The binaries default to copies of target/release/{wisckey,wisckey-raft-rocks} (pinned: the
 # tree may be rebuilt meanwhile) and a freshly built tools/raftcheck. DIR must be on a disk
-# (not tmpfs: its writes reach no device and are not counted).
+# (not tmpfs: its writes reach no device and are not counted). SERVE_ARGS (environment) is
+# added to every node's flags, e.g. SERVE_ARGS="--snapshot-every-logs 1000000" to leave
+# snapshots out of the measurement.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -78,7 +80,7 @@ one_run() { # one_run BUILD BIN VALUE_BYTES ROUND
   for i in 1 2 3; do
     local init=(); [ "$i" = 1 ] && init=(--init)
     "$bin" serve --id "$i" --listen "127.0.0.1:$((base + i))" --dir "$rdir/node$i" --peers "$peers" \
-      "${init[@]}" >"$rdir/node$i.log" 2>&1 &
+      "${init[@]}" ${SERVE_ARGS:-} >"$rdir/node$i.log" 2>&1 &
     pids+=($!)
   done
   # A few puts first: the cluster is up and every node has its files.
