@@ -60,7 +60,7 @@ enum Command {
     /// Salvage a database whose log is damaged and report what was lost.
     Repair(repair::RepairArgs),
     /// Run one node of the replicated key-value server (openraft over HTTP/JSON).
-    Serve(Box<serve::ServeArgs>),
+    Serve(Box<wisckey_raft::server::ServeArgs>),
     /// db_stress-like random workload checked against an expected-state file (crash testing).
     Stress(stress::StressArgs),
     /// Choose merge-policy knobs for a workload with the Wacky cost model (and compare presets).

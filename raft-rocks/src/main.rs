@@ -2,13 +2,11 @@
 //! stores, for comparison with `wisckey serve`: the same flags, the same server
 //! (`wisckey_raft::server::serve`), the same API; only the storage under openraft differs.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{Args, Parser, Subcommand};
-use wisckey_raft::server::{parse_peers, serve, ServeConfig};
+use clap::{Parser, Subcommand};
+use wisckey_raft::server::{serve, ServeArgs};
 
 #[derive(Parser)]
 #[command(name = "wisckey-raft-rocks", about = "The replicated key-value server on openraft's RocksDB store")]
@@ -23,69 +21,8 @@ enum Command {
     Serve(ServeArgs),
 }
 
-/// The flags of `wisckey serve`, with the same names and defaults.
-#[derive(Args)]
-struct ServeArgs {
-    /// This node's id.
-    #[arg(long)]
-    id: u64,
-    /// Address to listen on (loopback unless --token and --tls-cert/--tls-key are given).
-    #[arg(long)]
-    listen: SocketAddr,
-    /// The node's RocksDB directory (created if missing).
-    #[arg(long)]
-    dir: PathBuf,
-    /// Every node of the cluster, the same on each: ID=HOST:PORT,ID=HOST:PORT,...
-    #[arg(long, default_value = "")]
-    peers: String,
-    /// Initialize the cluster with all peers as voters once they answer (a no-op when it is
-    /// already initialized).
-    #[arg(long)]
-    init: bool,
-    /// Bearer token that clients and nodes must send (or the WISCKEY_TOKEN variable).
-    #[arg(long, env = "WISCKEY_TOKEN", hide_env_values = true)]
-    token: Option<String>,
-    /// TLS certificate chain (PEM); nodes trust it when calling each other.
-    #[arg(long)]
-    tls_cert: Option<PathBuf>,
-    /// TLS private key (PEM).
-    #[arg(long)]
-    tls_key: Option<PathBuf>,
-    /// Serve POST /debug/isolate, which cuts this node off from its peers (tests only).
-    #[arg(long)]
-    allow_fault_injection: bool,
-    /// Build a snapshot every this many log entries (and keep as many behind it).
-    #[arg(long, default_value_t = 5000)]
-    snapshot_every_logs: u64,
-    /// Leader heartbeat interval in milliseconds.
-    #[arg(long, default_value_t = 250)]
-    heartbeat_ms: u64,
-    /// Election timeout lower bound in milliseconds.
-    #[arg(long, default_value_t = 1000)]
-    election_timeout_min_ms: u64,
-    /// Election timeout upper bound in milliseconds.
-    #[arg(long, default_value_t = 2000)]
-    election_timeout_max_ms: u64,
-    /// How long a request waits for a commit or read index before answering 503.
-    #[arg(long, default_value_t = 5000)]
-    request_timeout_ms: u64,
-}
-
 fn run(a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let mut config = ServeConfig::new(a.id, a.listen);
-    config.peers = parse_peers(&a.peers)?;
-    config.init = a.init;
-    config.token = a.token;
-    config.tls_cert = a.tls_cert;
-    config.tls_key = a.tls_key;
-    config.allow_fault_injection = a.allow_fault_injection;
-    config.snapshot_every_logs = a.snapshot_every_logs;
-    config.heartbeat_ms = a.heartbeat_ms;
-    config.election_timeout_min_ms = a.election_timeout_min_ms;
-    config.election_timeout_max_ms = a.election_timeout_max_ms;
-    config.request_timeout_ms = a.request_timeout_ms;
-    // Refuse a bad or unsafe configuration before touching the directory.
-    config.validate()?;
+    let config = a.config()?;
     let (log, sm) = wisckey_raft_rocks::open(&a.dir)?;
     let reader = Arc::new(sm.clone());
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

@@ -4,9 +4,12 @@
 // The error type is openraft's `StorageError`, which its storage traits fix.
 #![allow(clippy::result_large_err)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::Cursor;
 
+use common::run_fut;
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
 use openraft::{
     CommittedLeaderId, EntryPayload, LogId, Membership, RaftLogReader, RaftSnapshotBuilder, StorageError, Vote,
@@ -15,19 +18,6 @@ use wisckey::Options;
 use wisckey_raft::{Entry, Request, Response};
 
 type Result<T = ()> = std::result::Result<T, StorageError<u64>>;
-
-/// Run `f` to its end on this thread: the store's futures never wait on anything but its own
-/// synchronous calls (the append callback is sent before the append returns).
-fn run_fut(f: impl std::future::Future<Output = Result>) -> Result {
-    let mut f = std::pin::pin!(f);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    loop {
-        if let std::task::Poll::Ready(out) = f.as_mut().poll(&mut cx) {
-            return out;
-        }
-        std::thread::yield_now();
-    }
-}
 
 fn log_id(term: u64, index: u64) -> LogId<u64> {
     LogId::new(CommittedLeaderId::new(term, 1), index)

@@ -6,29 +6,19 @@
 // The error type is openraft's `StorageError`, which its storage traits fix.
 #![allow(clippy::result_large_err)]
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Cursor;
 use std::path::Path;
 
+use common::run_fut;
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
 use openraft::{CommittedLeaderId, EntryPayload, LogId, RaftLogReader, RaftSnapshotBuilder, StorageError};
 use wisckey::{Options, ReadOptions};
 use wisckey_raft::{Entry, LogStore, Request, StateMachineStore, VALUES_KEYSPACE};
 
 type Result<T = ()> = std::result::Result<T, StorageError<u64>>;
-
-/// Run `f` to its end on this thread (the store's futures only wait on their own
-/// synchronous calls).
-fn run_fut<T>(f: impl std::future::Future<Output = T>) -> T {
-    let mut f = std::pin::pin!(f);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    loop {
-        if let std::task::Poll::Ready(out) = f.as_mut().poll(&mut cx) {
-            return out;
-        }
-        std::thread::yield_now();
-    }
-}
 
 fn log_id(index: u64) -> LogId<u64> {
     LogId::new(CommittedLeaderId::new(1, 1), index)

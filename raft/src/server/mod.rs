@@ -9,6 +9,7 @@
 //! and key (rustls); [`ServeConfig::validate`] refuses anything else.
 
 mod api;
+mod args;
 mod auth;
 mod config;
 mod metrics;
@@ -26,6 +27,7 @@ use openraft::storage::{RaftLogStorage, RaftStateMachine};
 
 use crate::TypeConfig;
 
+pub use args::ServeArgs;
 pub use config::{parse_peers, ServeConfig};
 
 /// What the HTTP layer reads from a node's applied state (each store implements it; wisckey's

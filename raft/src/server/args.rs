@@ -1,0 +1,79 @@
+//! The command-line flags of a node (`wisckey serve`, and the same flags for any other build
+//! of the server), parsed by clap and turned into a checked [`ServeConfig`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{parse_peers, ServeConfig, ServeError};
+
+/// The flags of one node.
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// This node's id.
+    #[arg(long)]
+    pub id: u64,
+    /// Address to listen on (loopback unless --token and --tls-cert/--tls-key are given).
+    #[arg(long)]
+    pub listen: SocketAddr,
+    /// The node's database directory (created if missing).
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Every node of the cluster, the same on each: ID=HOST:PORT,ID=HOST:PORT,...
+    #[arg(long, default_value = "")]
+    pub peers: String,
+    /// Initialize the cluster with all peers as voters once they answer (a no-op when it is
+    /// already initialized).
+    #[arg(long)]
+    pub init: bool,
+    /// Bearer token that clients and nodes must send (or the WISCKEY_TOKEN variable).
+    #[arg(long, env = "WISCKEY_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// TLS certificate chain (PEM): this node's certificate, then the CA that signed every
+    /// node's (nodes trust the certificates in it when calling each other).
+    #[arg(long)]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM).
+    #[arg(long)]
+    pub tls_key: Option<PathBuf>,
+    /// Serve POST /debug/isolate, which cuts this node off from its peers (tests only).
+    #[arg(long)]
+    pub allow_fault_injection: bool,
+    /// Build a snapshot every this many log entries (and keep as many behind it).
+    #[arg(long, default_value_t = 5000)]
+    pub snapshot_every_logs: u64,
+    /// Leader heartbeat interval in milliseconds.
+    #[arg(long, default_value_t = 250)]
+    pub heartbeat_ms: u64,
+    /// Election timeout lower bound in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub election_timeout_min_ms: u64,
+    /// Election timeout upper bound in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub election_timeout_max_ms: u64,
+    /// How long a request waits for a commit or read index before answering 503.
+    #[arg(long, default_value_t = 5000)]
+    pub request_timeout_ms: u64,
+}
+
+impl ServeArgs {
+    /// The node's configuration, checked: a bad or unsafe one is refused here, before anything
+    /// touches the directory.
+    pub fn config(&self) -> Result<ServeConfig, ServeError> {
+        let mut config = ServeConfig::new(self.id, self.listen);
+        config.peers = parse_peers(&self.peers)?;
+        config.init = self.init;
+        config.token = self.token.clone();
+        config.tls_cert = self.tls_cert.clone();
+        config.tls_key = self.tls_key.clone();
+        config.allow_fault_injection = self.allow_fault_injection;
+        config.snapshot_every_logs = self.snapshot_every_logs;
+        config.heartbeat_ms = self.heartbeat_ms;
+        config.election_timeout_min_ms = self.election_timeout_min_ms;
+        config.election_timeout_max_ms = self.election_timeout_max_ms;
+        config.request_timeout_ms = self.request_timeout_ms;
+        config.validate()?;
+        Ok(config)
+    }
+}
