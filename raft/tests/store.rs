@@ -9,7 +9,6 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::Cursor;
 
-use common::run_fut;
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
 use openraft::{
     CommittedLeaderId, EntryPayload, LogId, Membership, RaftLogReader, RaftSnapshotBuilder, StorageError, Vote,
@@ -18,6 +17,11 @@ use wisckey::Options;
 use wisckey_raft::{Entry, Request, Response};
 
 type Result<T = ()> = std::result::Result<T, StorageError<u64>>;
+
+/// Run a store future that ends in this file's `Result` (its type fixes the `?`s inside).
+fn run(f: impl std::future::Future<Output = Result>) -> Result {
+    common::run_fut(f)
+}
 
 fn log_id(term: u64, index: u64) -> LogId<u64> {
     LogId::new(CommittedLeaderId::new(term, 1), index)
@@ -42,7 +46,7 @@ fn open(dir: &std::path::Path) -> (wisckey_raft::LogStore, wisckey_raft::StateMa
 #[test]
 fn vote_log_purge_and_truncation_survive_a_reopen() -> Result {
     let dir = tempfile::tempdir().expect("temp dir");
-    run_fut(async {
+    run(async {
         let (mut log, _sm) = open(dir.path());
         let entries: Vec<Entry> = (1..=20).map(|i| set(1 + i / 10, i, &format!("k{i}"), "v")).collect();
         log.blocking_append(entries.clone()).await?;
@@ -51,7 +55,7 @@ fn vote_log_purge_and_truncation_survive_a_reopen() -> Result {
         log.truncate(log_id(2, 15)).await?;
         Ok(())
     })?;
-    run_fut(async {
+    run(async {
         let (mut log, _sm) = open(dir.path());
         assert_eq!(log.read_vote().await?, Some(Vote::new(3, 2)));
         let state = log.get_log_state().await?;
@@ -75,7 +79,7 @@ fn vote_log_purge_and_truncation_survive_a_reopen() -> Result {
 fn applied_writes_match_a_model_and_survive_a_reopen() -> Result {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut model = BTreeMap::new();
-    run_fut(async {
+    run(async {
         let (_log, mut sm) = open(dir.path());
         let mut entries = Vec::new();
         for i in 1..=60u64 {
@@ -94,7 +98,7 @@ fn applied_writes_match_a_model_and_survive_a_reopen() -> Result {
         sm.apply(entries[30..].to_vec()).await?;
         Ok(())
     })?;
-    run_fut(async {
+    run(async {
         let (_log, mut sm) = open(dir.path());
         assert_eq!(sm.applied_state().await?.0, Some(log_id(1, 60)));
         for i in 0..17 {
@@ -108,7 +112,7 @@ fn applied_writes_match_a_model_and_survive_a_reopen() -> Result {
 #[test]
 fn an_installed_snapshot_replaces_the_followers_state() -> Result {
     let (leader_dir, follower_dir) = (tempfile::tempdir().expect("temp dir"), tempfile::tempdir().expect("temp dir"));
-    run_fut(async {
+    run(async {
         let (_l_log, mut leader) = open(leader_dir.path());
         let (_f_log, mut follower) = open(follower_dir.path());
         let members = Membership::new(vec![[1, 2, 3].into()], None);
@@ -135,7 +139,7 @@ fn an_installed_snapshot_replaces_the_followers_state() -> Result {
         follower.install_snapshot(&built.meta, received).await?;
         Ok(())
     })?;
-    run_fut(async {
+    run(async {
         let (_f_log, mut follower) = open(follower_dir.path());
         for (key, want) in [("a", None), ("b", Some("2")), ("c", Some("3")), ("x", None)] {
             assert_eq!(follower.get(key).expect("get").as_deref(), want, "{key}");
@@ -152,7 +156,7 @@ fn an_installed_snapshot_replaces_the_followers_state() -> Result {
 #[test]
 fn a_snapshot_that_does_not_decode_is_refused_and_changes_nothing() -> Result {
     let dir = tempfile::tempdir().expect("temp dir");
-    run_fut(async {
+    run(async {
         let (_log, mut sm) = open(dir.path());
         sm.apply([set(1, 1, "kept", "yes")]).await?;
         let mut meta = sm.get_snapshot_builder().await.build_snapshot().await?.meta;
@@ -177,7 +181,7 @@ fn purged_entries_are_garbage_that_value_log_gc_reclaims() -> Result {
         .gc_interval_ms(0);
     let (mut log, _sm) = wisckey_raft::open(dir.path(), options).expect("open");
     let value = "v".repeat(600);
-    run_fut(async {
+    run(async {
         for chunk in (1..=400u64).collect::<Vec<_>>().chunks(20) {
             log.blocking_append(chunk.iter().map(|&i| set(1, i, &format!("k{i}"), &value))).await?;
         }
@@ -190,7 +194,7 @@ fn purged_entries_are_garbage_that_value_log_gc_reclaims() -> Result {
     assert!(report.files_collected > 0, "purged entries make their log files garbage: {report:?}");
     // 40 of 400 entries are live: GC copies them and no purged one.
     assert!(report.bytes_rewritten * 5 < report.bytes_read, "GC kept purged entries: {report:?}");
-    run_fut(async {
+    run(async {
         let got: Vec<u64> = log.try_get_log_entries(..).await?.iter().map(|e| e.log_id.index).collect();
         assert_eq!(got, (361..=400).collect::<Vec<_>>());
         Ok(())
