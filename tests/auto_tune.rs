@@ -67,9 +67,14 @@ fn a_shifting_workload_moves_the_policy_and_the_data_survives_every_reshape() {
         db.range::<&[u8], _>(..).expect("range").map(|r| r.map(|(k, v)| (k, v.to_vec())).expect("entry")).collect();
     assert!(scanned == model, "the data after two reshapes differs from the model");
     let policy = back.merge_policy.clone();
+    let moves = db.stats().auto_tune_moves;
+    assert!(moves.len() >= 2 && moves.iter().all(|m| m.starts_with("moved from")), "{moves:?}");
     drop(db);
     let db = Db::open("/tune", options(&fs)).expect("reopen");
-    assert_eq!(db.stats().merge_policy, policy, "the move is recorded: a reopen keeps it");
+    let reopened = db.stats();
+    assert_eq!(reopened.merge_policy, policy, "the move is recorded: a reopen keeps it");
+    let last = moves.last().expect("a move");
+    assert_eq!(reopened.auto_tune, format!("{last} (recorded)"), "the manifest keeps the last move's reason");
 }
 
 /// A steady workload settles: at most one move.

@@ -65,6 +65,9 @@ pub struct DbStats {
     /// What the auto-tuner (`Options::auto_tune`) last did or found, e.g. `moved from tiering
     /// to lazy-leveling at op N, predicted -23 %`; empty when it has done nothing.
     pub auto_tune: String,
+    /// The auto-tuner's moves since the database was opened, oldest first (at most the last
+    /// `AUTO_TUNE_HISTORY`), each as `auto_tune` states it.
+    pub auto_tune_moves: Vec<String>,
     /// Key + value bytes handed to put/delete/write by the user.
     pub user_bytes_written: u64,
     /// Bytes appended to the log (value log).

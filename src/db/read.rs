@@ -806,14 +806,14 @@ impl DbInner {
     /// Counters of the database and the shape of keyspace `ks`'s tree.
     pub(crate) fn stats(&self, ks: u32) -> DbStats {
         let st = self.state.lock();
-        let (v, workload, policy, auto_tune) = match (st.versions.current_of(ks), st.tree(ks)) {
+        let (v, workload, policy, (auto_tune, auto_tune_moves)) = match (st.versions.current_of(ks), st.tree(ks)) {
             (Some(v), Some(t)) => (
                 v,
                 t.workload.counts(),
                 t.opts.shape_value("merge_policy").unwrap_or_default(),
-                t.tuner.lock().note.clone(),
+                t.tuner.lock().report(st.versions.policy_reason_of(ks)),
             ),
-            _ => (st.versions.current(), Default::default(), String::new(), String::new()),
+            _ => (st.versions.current(), Default::default(), String::new(), Default::default()),
         };
         let memtable_bytes = st.mem.approximate_bytes() + st.imms.iter().map(|m| m.approximate_bytes()).sum::<u64>();
         let memtable_kept_bytes = st.mem.kept_bytes() + st.imms.iter().map(|m| m.kept_bytes()).sum::<u64>();
@@ -836,6 +836,7 @@ impl DbInner {
         DbStats {
             merge_policy: policy,
             auto_tune,
+            auto_tune_moves,
             user_bytes_written: load(&c.user_bytes),
             log_bytes_written: self.writes.log.lock().bytes_appended,
             flush_bytes_written: load(&c.flush_bytes),

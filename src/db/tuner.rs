@@ -40,8 +40,21 @@ const MIN_WINDOW_OPS: u64 = 100_000;
 /// Samples kept at most: the window is the newest stretch of them holding `MIN_WINDOW_OPS`.
 const MAX_SAMPLES: usize = 1000;
 
+/// Moves `stats` lists at most (the newest).
+pub const AUTO_TUNE_HISTORY: usize = 16;
+
 /// Ticks after a move before the next may happen.
 const MIN_DWELL_TICKS: u64 = 10;
+
+/// How far the window's mix (shares of found reads, missing reads, writes, scans; L1 distance,
+/// 0 to 2) may drift from the mix the tuner last settled on before it counts as a new
+/// workload whose age starts again.
+const MIX_SHIFT: f64 = 0.3;
+
+/// A move must be predicted to repay this many times the compactions that reshape the tree,
+/// over as many operations as the mix has lasted so far (a workload that has lasted N
+/// operations is as likely to last N more as not; the margin covers the model's optimism).
+const PAYBACK_MARGIN: f64 = 2.0;
 
 /// How far a measured figure may stray from the model's prediction (as a share of the larger
 /// one) before the tuner stops trusting the model for this keyspace.
@@ -78,6 +91,12 @@ impl Sample {
         self.reads_found + self.reads_missing + self.writes + self.scans
     }
 
+    /// Shares of found reads, missing reads, writes and scans.
+    fn mix(&self) -> [f64; 4] {
+        let ops = self.ops().max(1) as f64;
+        [self.reads_found, self.reads_missing, self.writes, self.scans].map(|n| n as f64 / ops)
+    }
+
     fn minus(&self, o: &Sample) -> Sample {
         Sample {
             reads_found: self.reads_found.saturating_sub(o.reads_found),
@@ -98,10 +117,42 @@ pub(crate) struct TunerState {
     samples: VecDeque<Sample>,
     ticks: u64,
     last_move_tick: Option<u64>,
-    /// Moves made (this open).
-    pub moves: u64,
+    /// The mix the workload settled on, and the operation count it has held since.
+    mix: Option<([f64; 4], u64)>,
+    /// The moves made since the open, newest last (at most `AUTO_TUNE_HISTORY`).
+    moves: VecDeque<String>,
     /// What the tuner last did or found, for `stats` (`auto_tune: ...`).
-    pub note: String,
+    note: String,
+}
+
+impl TunerState {
+    /// `stats`' view: the last note (else the reason the manifest recorded for the policy in
+    /// force, from an earlier open) and the moves of this open.
+    pub(crate) fn report(&self, recorded_reason: Option<&str>) -> (String, Vec<String>) {
+        let note = match (self.note.is_empty(), recorded_reason) {
+            (true, Some(r)) => format!("{r} (recorded)"),
+            _ => self.note.clone(),
+        };
+        (note, self.moves.iter().cloned().collect())
+    }
+
+    /// Operations the window's mix has held for (restarting the count when it shifted).
+    fn mix_age(&mut self, window: &Sample, since: &Sample, now: &Sample) -> u64 {
+        let mix = window.mix();
+        let settled = self.mix.is_some_and(|(m, _)| m.iter().zip(mix).map(|(a, b)| (a - b).abs()).sum::<f64>() <= MIX_SHIFT);
+        if !settled {
+            self.mix = Some((mix, since.ops()));
+        }
+        now.ops() - self.mix.map_or(since.ops(), |(_, from)| from)
+    }
+
+    fn record_move(&mut self, note: String) {
+        if self.moves.len() == AUTO_TUNE_HISTORY {
+            self.moves.pop_front();
+        }
+        self.moves.push_back(note.clone());
+        self.note = note;
+    }
 }
 
 /// The design a set of knobs builds (the leveling preset is LevelDB's leveling).
@@ -170,6 +221,8 @@ fn tune_keyspace(db: &DbInner, ks: u32) -> crate::Result<()> {
         return Ok(());
     };
     let window = now.minus(since);
+    let since = *since;
+    let age = tuner.mix_age(&window, &since, &now);
     if tuner.last_move_tick.is_some_and(|m| tuner.ticks < m + MIN_DWELL_TICKS) {
         return Ok(());
     }
@@ -198,6 +251,22 @@ fn tune_keyspace(db: &DbInner, ks: u32) -> crate::Result<()> {
     let best = continuum::tune(&input).best;
     let saving = 1.0 - best.cost / in_force.cost.max(f64::MIN_POSITIVE);
     if best.knobs == current || saving <= AUTO_TUNE_HYSTERESIS {
+        return Ok(());
+    }
+    // What the move costs up front: a greedier design (fewer runs) merges the tree's runs
+    // into its own shape, about one rewrite of every entry; a lazier one lets the runs it
+    // finds stand and only stops merging new ones.
+    let rewrite = if best.costs.runs < in_force.costs.runs { entries as f64 } else { 0.0 };
+    let reshape_cost = rewrite * input.write_cost_ratio / input.entries_per_block;
+    let repaid = (in_force.cost - best.cost) * age as f64;
+    if repaid < PAYBACK_MARGIN * reshape_cost {
+        tuner.note = format!(
+            "waiting to move to {}: predicted -{:.0} % per operation repays the reshape (about {entries} \
+             entries rewritten) only after the mix has lasted {:.0} operations; it has lasted {age}",
+            best.name,
+            saving * 100.0,
+            PAYBACK_MARGIN * reshape_cost / (in_force.cost - best.cost)
+        );
         return Ok(());
     }
     // The model's figures for the design in force against the tree's own.
@@ -231,8 +300,7 @@ fn tune_keyspace(db: &DbInner, ks: u32) -> crate::Result<()> {
     tuner.last_move_tick = Some(tuner.ticks);
     // The next judgement is of the tree under the new design: its window starts now.
     tuner.samples.clear();
-    tuner.moves += 1;
-    tuner.note = note.clone();
+    tuner.record_move(note.clone());
     drop(tuner);
     let mut moved = (*opts).clone();
     moved.merge_policy = to;
@@ -240,6 +308,7 @@ fn tune_keyspace(db: &DbInner, ks: u32) -> crate::Result<()> {
     let edit = VersionEdit {
         policy: Some(policy.name()),
         options: Some(moved.shape_record()),
+        policy_reason: Some(note.clone()),
         ..VersionEdit::of_keyspace(ks)
     };
     st.versions.log_and_apply(edit)?;

@@ -159,6 +159,8 @@ pub struct ManifestEdit {
     pub policy: Option<String>,
     /// The settings that shape the tree's files, one `name=value` line each (tag 16).
     pub options: Option<String>,
+    /// Why the policy changed: the auto-tuner's note for a move (tag 24).
+    pub policy_reason: Option<String>,
     /// `(value-log file, bytes)`: separated values tables now point to (tag 11).
     pub vlog_added: Vec<(u64, u64)>,
     /// `(value-log file, bytes)`: separated values no table points to any more (tag 12).
@@ -183,6 +185,7 @@ impl From<&VersionEdit> for ManifestEdit {
             added_tables: e.added_files.iter().map(|(l, f)| TableRecord::new(*l, f)).collect(),
             policy: e.policy.clone(),
             options: e.options.clone(),
+            policy_reason: e.policy_reason.clone(),
             vlog_added: e.vlog_added.clone(),
             vlog_garbage: e.vlog_garbage.clone(),
             vlog_files_deleted: e.vlog_files_deleted.clone(),

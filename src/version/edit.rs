@@ -65,6 +65,9 @@ pub struct VersionEdit {
     /// The settings that shape the tree's files (`name=value` lines, `options/recorded.rs`):
     /// an open that does not name a setting takes the recorded value.
     pub options: Option<String>,
+    /// Why `policy` changed, when a tuner changed it (`moved from tiering to leveling at op
+    /// N, predicted -23 %`).
+    pub policy_reason: Option<String>,
     /// `(value-log file, bytes)`: separated values in that file that tables now reference.
     pub vlog_added: Vec<(u64, u64)>,
     /// `(value-log file, bytes)`: separated values in that file that no table references any
@@ -147,6 +150,9 @@ const TAG_NEXT_KEYSPACE_ID: u32 = 22;
 /// know range tombstones refuses a manifest naming such a file (unknown tag) instead of
 /// opening a database whose deleted keys it would bring back.
 const TAG_ADDED_FILE_RANGE_DELS: u32 = 23;
+/// Why the policy changed (the auto-tuner's note), beside the tag 10/16 fields it explains.
+/// Informational; a build that predates it refuses the manifest at the unknown tag.
+const TAG_POLICY_REASON: u32 = 24;
 
 impl VersionEdit {
     /// Append the tagged encoding of this edit to `dst`.
@@ -212,6 +218,10 @@ impl VersionEdit {
         if let Some(o) = &self.options {
             put_varint32(dst, TAG_OPTIONS);
             put_length_prefixed(dst, o.as_bytes());
+        }
+        if let Some(r) = &self.policy_reason {
+            put_varint32(dst, TAG_POLICY_REASON);
+            put_length_prefixed(dst, r.as_bytes());
         }
         self.encode_vlog_fields(dst);
         self.encode_keyspace_fields(dst);
@@ -295,6 +305,7 @@ impl VersionEdit {
             added_files: self.added_files.clone(),
             policy: self.policy.clone(),
             options: self.options.clone(),
+            policy_reason: self.policy_reason.clone(),
             ..Default::default()
         };
         tree == *self
@@ -372,6 +383,10 @@ impl VersionEdit {
             TAG_OPTIONS => {
                 let s = utf8(r.length_prefixed().ok_or_else(|| trunc("options"))?, "options")?;
                 set_once(&mut self.options, s, "options")
+            }
+            TAG_POLICY_REASON => {
+                let s = utf8(r.length_prefixed().ok_or_else(|| trunc("policy reason"))?, "policy reason")?;
+                set_once(&mut self.policy_reason, s, "policy reason")
             }
             TAG_VLOG_ADDED => {
                 let v = get_vlog_bytes(r).ok_or_else(|| trunc("vlog bytes added"))?;
@@ -559,8 +574,10 @@ mod tests {
             deleted_files in proptest::collection::vec((any::<u32>(), any::<u64>()), 0..3),
             added_files in proptest::collection::vec((any::<u32>(), file_meta()), 0..3),
             options in proptest::option::of(".{0,20}"),
+            policy_reason in proptest::option::of(".{0,20}"),
         ) -> VersionEdit {
-            VersionEdit { keyspace, compact_pointers, deleted_files, added_files, options, ..Default::default() }
+            VersionEdit { keyspace, compact_pointers, deleted_files, added_files, options, policy_reason,
+                ..Default::default() }
         }
     }
 

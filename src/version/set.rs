@@ -115,6 +115,8 @@ pub struct Tree {
     policy: String,
     /// The shaping options recorded (`VersionEdit::options`); empty before format 3.
     options: String,
+    /// Why the policy last changed (`VersionEdit::policy_reason`), if a tuner changed it.
+    policy_reason: Option<String>,
     current: Arc<Version>,
     /// Counts installed versions: a cheap identity for `current` (memos keyed on it never
     /// alias, unlike an address a freed version's successor may reuse).
@@ -132,6 +134,7 @@ impl Tree {
             name: name.to_string(),
             policy: policy.to_string(),
             options: options.to_string(),
+            policy_reason: None,
             current: Arc::new(Version::empty_in(num_levels, order)),
             current_id: 0,
             older: Vec::new(),
@@ -155,6 +158,9 @@ impl Tree {
         if let Some(o) = &edit.options {
             self.options = o.clone();
         }
+        if let Some(r) = &edit.policy_reason {
+            self.policy_reason = Some(r.clone());
+        }
         for (level, key) in &edit.compact_pointers {
             if let Some(slot) = self.compact_pointers.get_mut(*level as usize) {
                 *slot = Some(key.clone());
@@ -173,6 +179,7 @@ impl Tree {
             added_files: self.current.all_files().map(|(l, f)| (l as u32, (**f).clone())).collect(),
             policy: Some(self.policy.clone()),
             options: (!self.options.is_empty()).then(|| self.options.clone()),
+            policy_reason: self.policy_reason.clone(),
             ..Default::default()
         }
     }
@@ -717,6 +724,11 @@ impl VersionSet {
     /// Name of keyspace `id`'s compaction policy as recorded.
     pub fn policy_of(&self, id: u32) -> &str {
         self.trees.get(&id).map_or("", |t| t.policy.as_str())
+    }
+
+    /// Why keyspace `id`'s policy last changed, as recorded (a tuner's move), if it did.
+    pub fn policy_reason_of(&self, id: u32) -> Option<&str> {
+        self.trees.get(&id).and_then(|t| t.policy_reason.as_deref())
     }
 
     /// Record `policy` as the one in force from the next manifest snapshot on

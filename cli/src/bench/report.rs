@@ -292,6 +292,9 @@ pub fn render_db_stats(s: &DbStats, live_bytes: Option<u64>) -> String {
     if !s.auto_tune.is_empty() {
         let _ = writeln!(r, "auto_tune:        {}", s.auto_tune);
     }
+    for (i, m) in s.auto_tune_moves.iter().enumerate() {
+        let _ = writeln!(r, "auto_tune_move {}: {m}", i + 1);
+    }
     let _ = writeln!(r, "write_amp:        {:.2}", s.write_amp());
     match live_bytes {
         Some(live) => {
@@ -388,6 +391,10 @@ pub fn db_stats_json(s: &DbStats, live_bytes: Option<u64>) -> String {
     j.str("benchmark", "stats")
         .str("merge_policy", &s.merge_policy)
         .str("auto_tune", &s.auto_tune)
+        .raw(
+            "auto_tune_moves",
+            &format!("[{}]", s.auto_tune_moves.iter().map(|m| json_string(m)).collect::<Vec<_>>().join(",")),
+        )
         .num("write_amp", s.write_amp());
     match live_bytes {
         Some(live) => j.num("space_amp", s.disk_bytes as f64 / live.max(1) as f64).int("live_bytes", live),

@@ -111,7 +111,7 @@ fn table_text(t: &TableRecord) -> String {
 fn print_record(i: u64, r: &ManifestRecord) {
     let e = &r.edit;
     outln!("record {i} @{} ({} B edit):", r.offset, r.payload_bytes);
-    let scalars: [(&str, Option<String>); 8] = [
+    let scalars: [(&str, Option<String>); 9] = [
         ("comparator", e.comparator.clone()),
         ("format_version", e.format_version.map(|v| v.to_string())),
         ("next_file_number", e.next_file_number.map(|v| v.to_string())),
@@ -120,6 +120,7 @@ fn print_record(i: u64, r: &ManifestRecord) {
         ("vlog_tail", e.vlog_tail.map(pos)),
         ("log_durable", e.log_durable.map(pos)),
         ("policy", e.policy.clone()),
+        ("policy_reason", e.policy_reason.clone()),
     ];
     for (name, value) in scalars {
         if let Some(v) = value {
@@ -173,6 +174,9 @@ fn record_json(r: &ManifestRecord) -> String {
     }
     if let Some(p) = &e.policy {
         j.str("policy", p);
+    }
+    if let Some(r) = &e.policy_reason {
+        j.str("policy_reason", r);
     }
     if let Some(o) = &e.options {
         j.str("options", o);
