@@ -308,7 +308,7 @@ fn a_crash_at_any_step_of_an_auto_tune_move_and_its_reshape_keeps_a_whole_prefix
     let mut points = std::collections::BTreeSet::new();
     for (i, s) in steps.iter().enumerate() {
         let (from, to) = (step_ops[i], step_ops[i + 1]);
-        let stride = if matches!(s, Step::Tune { moves: true }) { 1 } else { 7 };
+        let stride = if matches!(s, Step::Tune { moves: true }) { 1 } else { 12 };
         points.extend((from..=to).step_by(stride));
         points.insert(to);
     }
@@ -346,7 +346,10 @@ fn a_crash_at_any_step_of_an_auto_tune_move_and_its_reshape_keeps_a_whole_prefix
         drop(db);
         fs.crash(mode).expect("crash");
         let db = Db::open(CRASH_DB, options.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
-        let got = common::owned_map(db.scan(&ReadOptions::default()).expect("scan")).expect("scan entries");
+        let got = db
+            .scan(&ReadOptions::default())
+            .and_then(common::owned_map)
+            .unwrap_or_else(|e| panic!("{ctx}: scan after the reopen: {e}"));
         let j = prefix_state(&models, floor, &got, &ctx);
         assert_view_matches(&db, &ReadOptions::default(), &models[j], &ctx);
         let policy = db.stats().merge_policy;
