@@ -34,7 +34,7 @@ use std::io::Cursor;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use openraft::{AnyError, StorageError, StorageIOError};
+use openraft::{AnyError, LogId, StorageError, StorageIOError};
 use serde::{Deserialize, Serialize};
 use wisckey::{Db, Keyspace, Options, ReadOptions};
 
@@ -141,6 +141,11 @@ impl Shared {
     /// it guards is in the database, whole).
     pub(crate) fn own_values(&self) -> std::sync::MutexGuard<'_, ()> {
         self.owner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The last purged log id, `err` naming the side that asks.
+    pub(crate) fn purged(&self, err: fn(AnyError) -> StorageIOError<u64>) -> StorageResult<Option<LogId<u64>>> {
+        self.read_meta(&ReadOptions::default(), meta_key::PURGED, err)
     }
 
     /// The JSON value of metadata key `key` as of `ro`, `None` when absent; `err` names what

@@ -141,8 +141,7 @@ impl LogStore {
     /// the state does not refer to. The caller holds the value-ownership lock.
     fn drop_unreferenced_values(&self, upto: u64, batch: &mut WriteBatch) -> StorageResult<()> {
         let read = |e: wisckey::Error| io_err(StorageIOError::read_logs, &e);
-        let purged: Option<LogId<u64>> =
-            self.s.read_meta(&ReadOptions::default(), meta_key::PURGED, StorageIOError::read_logs)?;
+        let purged = self.s.purged(StorageIOError::read_logs)?;
         let from = purged.map_or(0, |p| p.index.saturating_add(1));
         let Some(end) = upto.checked_add(1) else { return Ok(()) };
         if from >= end {
@@ -213,8 +212,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogStore;
 
     async fn get_log_state(&mut self) -> StorageResult<LogState<TypeConfig>> {
-        let last_purged: Option<LogId<u64>> =
-            self.s.read_meta(&ReadOptions::default(), meta_key::PURGED, StorageIOError::read_logs)?;
+        let last_purged = self.s.purged(StorageIOError::read_logs)?;
         // An empty log's last id is the last purged one.
         let last = self.last_entry()?.map(|e| e.log_id).or(last_purged);
         Ok(LogState { last_purged_log_id: last_purged, last_log_id: last })

@@ -19,7 +19,7 @@ use openraft::{
 };
 use wisckey::{ReadOptions, WriteBatch, WriteOptions};
 
-use crate::values::{StateValue, ValueAt};
+use crate::values::{self, StateValue, ValueAt};
 use crate::{io_err, meta_key, to_json, Entry, Request, Response, Shared, StorageResult, TypeConfig};
 
 /// Past every state key: keys are UTF-8, which never holds the byte 0xFF.
@@ -137,19 +137,16 @@ impl StateMachineStore {
 
     /// The last purged log index (0 when none was purged; index 0 is never a `Set`).
     fn purged_index(&self) -> StorageResult<u64> {
-        let purged: Option<LogId<u64>> =
-            self.s.read_meta(&ReadOptions::default(), meta_key::PURGED, StorageIOError::read_state_machine)?;
-        Ok(purged.map_or(0, |p| p.index))
+        Ok(self.s.purged(StorageIOError::read_state_machine)?.map_or(0, |p| p.index))
     }
 
     /// Queue into `step`'s batch what applying `request` (the entry at `index`) writes to
     /// the state, and the deletes of values whose last holder it drops. The caller holds the
     /// value-ownership lock.
     fn apply_request(&self, index: u64, request: &Request, step: &mut ApplyStep<'_>) -> StorageResult<()> {
-        // `Set`s are numbered in the order `values::for_each_set` numbers them (depth first),
-        // which is `flatten`'s order.
+        // `Set`s are numbered in `values::ops`' order, as the append numbered them.
         let mut pos = 0u32;
-        for op in flatten(request) {
+        for op in values::ops(request) {
             let (key, stored) = match op {
                 Request::Set { key, value } => {
                     let at = ValueAt { index, pos };
@@ -215,19 +212,6 @@ struct ApplyStep<'a> {
     pending: HashMap<String, Option<Vec<u8>>>,
     /// The last purged log index, read under the value-ownership lock.
     purged: u64,
-}
-
-/// The `Set`s and `Delete`s of `request` in order (a batch's nested requests depth first).
-fn flatten(request: &Request) -> Vec<&Request> {
-    fn walk<'r>(request: &'r Request, out: &mut Vec<&'r Request>) {
-        match request {
-            Request::Batch(ops) => ops.iter().for_each(|op| walk(op, out)),
-            other => out.push(other),
-        }
-    }
-    let mut out = Vec::new();
-    walk(request, &mut out);
-    out
 }
 
 fn read_snapshot(e: openraft::AnyError) -> StorageIOError<u64> {

@@ -96,20 +96,30 @@ impl StateValue<'_> {
     }
 }
 
-/// Call `f(position, key, value)` for each `Set` in `request`, in order (a batch's `Set`s,
-/// nested ones included, numbered depth first).
-pub(crate) fn for_each_set<'r>(request: &'r Request, f: &mut impl FnMut(u32, &'r str, &'r str)) {
-    fn walk<'r>(request: &'r Request, next: &mut u32, f: &mut impl FnMut(u32, &'r str, &'r str)) {
+/// The `Set`s and `Delete`s of `request` in order, a batch's nested requests depth first: the
+/// one walk that numbers a request's `Set`s, which appends ([`take_values`]) and applies must
+/// agree on.
+pub(crate) fn ops(request: &Request) -> Vec<&Request> {
+    fn walk<'r>(request: &'r Request, out: &mut Vec<&'r Request>) {
         match request {
-            Request::Set { key, value } => {
-                f(*next, key, value);
-                *next += 1;
-            }
-            Request::Delete { .. } => {}
-            Request::Batch(ops) => ops.iter().for_each(|op| walk(op, next, f)),
+            Request::Batch(ops) => ops.iter().for_each(|op| walk(op, out)),
+            other => out.push(other),
         }
     }
-    walk(request, &mut 0, f);
+    let mut out = Vec::new();
+    walk(request, &mut out);
+    out
+}
+
+/// Call `f(position, key, value)` for each `Set` in `request`, numbered in [`ops`]' order.
+pub(crate) fn for_each_set<'r>(request: &'r Request, f: &mut impl FnMut(u32, &'r str, &'r str)) {
+    let sets = ops(request).into_iter().filter_map(|op| match op {
+        Request::Set { key, value } => Some((key.as_str(), value.as_str())),
+        _ => None,
+    });
+    for (pos, (key, value)) in (0u32..).zip(sets) {
+        f(pos, key, value);
+    }
 }
 
 /// Each `Set`'s value in `request`, moved out and replaced by an empty string, in position
