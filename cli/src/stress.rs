@@ -86,6 +86,17 @@ pub struct StressArgs {
     #[arg(long = "checkpoints", default_value = "false", num_args = 0..=1, default_missing_value = "true",
           action = clap::ArgAction::Set, value_parser = crate::bench::flags::parse_bool)]
     pub checkpoints: bool,
+    /// Let the engine move each keyspace's merge policy by itself (`Options::auto_tune`), with
+    /// a short tuner interval and window so moves happen within a run; every move the run sees
+    /// is printed (`auto_tune: moved from ...`), and `--verify-only` prints the policies.
+    #[arg(long = "auto_tune", default_value = "false", num_args = 0..=1, default_missing_value = "true",
+          action = clap::ArgAction::Set, value_parser = crate::bench::flags::parse_bool)]
+    pub auto_tune: bool,
+    /// Shift the workers' mix every this many milliseconds of wall-clock time (0: the fixed
+    /// mix): writes, then lookups mostly of absent keys, then short scans, in turn.
+    /// Wall-clock phases keep shifting across the runs of a crash campaign.
+    #[arg(long = "shift_every_ms", default_value_t = 0)]
+    pub shift_every_ms: u64,
 }
 
 /// The shape of the key space: who owns a key and which keyspace holds it.
@@ -121,13 +132,13 @@ impl Stores {
 
 /// The database's keyspaces by index (0: the default one), created if missing: keyspaces are
 /// created before any write, so one a crash left uncreated holds nothing expected.
-fn open_keyspaces(db: &Db, layout: Layout) -> CliResult<Stores> {
+fn open_keyspaces(db: &Db, layout: Layout, auto_tune: bool) -> CliResult<Stores> {
     let mut out = vec![db.default_keyspace().clone()];
     for i in 1..layout.keyspaces {
         let name = keyspace_name(i);
         out.push(match db.keyspace(&name) {
             Ok(ks) => ks,
-            Err(Error::UnknownKeyspace { .. }) => db.create_keyspace(&name, keyspace_options(i))?,
+            Err(Error::UnknownKeyspace { .. }) => db.create_keyspace(&name, keyspace_options(i, auto_tune))?,
             Err(e) => return Err(e.into()),
         });
     }
@@ -140,12 +151,28 @@ fn keyspace_name(i: u32) -> String {
 }
 
 /// Keyspaces shaped differently, so flushes and compactions of several shapes interleave.
-fn keyspace_options(i: u32) -> Options {
+fn keyspace_options(i: u32, auto_tune: bool) -> Options {
+    let o = with_auto_tune(stress_options(), auto_tune);
     match i % 3 {
-        1 => stress_options().merge_policy(MergePolicy::tiering(4)),
-        2 => stress_options().min_separated_value_bytes(64),
-        _ => stress_options(),
+        1 => o.merge_policy(MergePolicy::tiering(4)),
+        2 => o.min_separated_value_bytes(64),
+        _ => o,
     }
+}
+
+/// `o` with the tuner on, if asked: a tick every 100 ms over a window of 2000 operations, so
+/// a run of a second (synced writes at a few thousand a second) gives it enough to judge, and
+/// smaller memtables and levels so the tree has levels for the designs to differ in.
+fn with_auto_tune(o: Options, auto_tune: bool) -> Options {
+    if !auto_tune {
+        return o;
+    }
+    o.auto_tune(true)
+        .auto_tune_interval_ms(100)
+        .auto_tune_window_ops(2000)
+        .write_buffer_bytes(64 << 10)
+        .target_file_size_bytes(64 << 10)
+        .max_bytes_for_level_base(256 << 10)
 }
 
 pub fn run(a: StressArgs) -> CliResult {
@@ -154,7 +181,7 @@ pub fn run(a: StressArgs) -> CliResult {
     }
     let layout = Layout { keys: a.keys, threads: a.threads, keyspaces: a.keyspaces };
     let exp = Expected::open(&a.expected, layout)?;
-    let mut options = stress_options()
+    let mut options = with_auto_tune(stress_options(), a.auto_tune)
         .merge_policy(a.merge_policy)
         .compaction_threads(a.compaction_threads)
         .light_weight_compaction(a.lwc);
@@ -164,9 +191,13 @@ pub fn run(a: StressArgs) -> CliResult {
         options = options.target_file_size_bytes(32 << 10).max_bytes_for_level_base(128 << 10);
     }
     let db = Db::open(&a.db, options)?;
-    let st = open_keyspaces(&db, layout)?;
+    let st = open_keyspaces(&db, layout, a.auto_tune)?;
     let summary = verify(&st, &exp)?;
     println!("{summary}");
+    if a.auto_tune {
+        let policies: Vec<String> = st.ks.iter().map(|k| format!("{}={}", k.name(), k.stats().merge_policy)).collect();
+        println!("policies: {}", policies.join(" "));
+    }
     if a.verify_only {
         return Ok(());
     }
@@ -476,6 +507,10 @@ fn stress(db: &Db, st: &Stores, exp: &Expected, a: &StressArgs) -> CliResult {
     let done = AtomicU64::new(0);
     let per_thread = a.ops / a.threads as u64;
     let results: Vec<CliResult> = std::thread::scope(|s| {
+        if a.auto_tune {
+            let stop = &stop;
+            s.spawn(move || report_moves(st, stop));
+        }
         let handles: Vec<_> = (0..a.threads)
             .map(|t| {
                 let rng = StdRng::seed_from_u64(mix64(a.seed) ^ t as u64);
@@ -484,9 +519,39 @@ fn stress(db: &Db, st: &Stores, exp: &Expected, a: &StressArgs) -> CliResult {
                 s.spawn(move || w.run(per_thread, stop, done))
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("worker panicked".into()))).collect()
+        let results = handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("worker panicked".into()))).collect();
+        stop.store(true, Ordering::Relaxed);
+        results
     });
     results.into_iter().collect()
+}
+
+/// The phases of a shifting workload (`--shift_every_ms`).
+#[derive(Clone, Copy)]
+enum Phase {
+    /// 85 % writes, the rest lookups of present keys.
+    Writes,
+    /// 5 % writes, 90 % lookups, most of them (80 % of all ops) of absent keys: where the
+    /// designs differ for reads (a lookup that finds its key costs about one read under any).
+    Lookups,
+    /// 10 % writes, 85 % short scans.
+    Scans,
+}
+
+/// Print what the tuner does (its `stats` note, when it changes: each move, or why it does not
+/// move) until `stop`: the crash campaign counts the moves, so a killed run's are counted too.
+fn report_moves(st: &Stores, stop: &AtomicBool) {
+    let mut last: Vec<String> = st.ks.iter().map(|k| k.stats().auto_tune).collect();
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        for (i, ks) in st.ks.iter().enumerate() {
+            let note = ks.stats().auto_tune;
+            if note != last[i] {
+                println!("auto_tune: {} {note}", ks.name());
+                last[i] = note;
+            }
+        }
+    }
 }
 
 struct Worker<'a> {
@@ -518,6 +583,53 @@ impl Worker<'_> {
     }
 
     fn one_op(&mut self) -> CliResult {
+        if let Some(phase) = self.phase() {
+            return self.phase_op(phase);
+        }
+        self.mixed_op()
+    }
+
+    /// The phase of a shifting workload now (`--shift_every_ms`), by the wall clock.
+    fn phase(&self) -> Option<Phase> {
+        let every = self.args.shift_every_ms;
+        if every == 0 {
+            return None;
+        }
+        let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        Some(match (ms / every as u128) % 3 {
+            0 => Phase::Writes,
+            1 => Phase::Lookups,
+            _ => Phase::Scans,
+        })
+    }
+
+    /// One op of `phase`'s mix; a twentieth of the ops keep the fixed mix (batches, deletes,
+    /// snapshot reads, compactions, GC), so every kind of op still meets every design.
+    fn phase_op(&mut self, phase: Phase) -> CliResult {
+        let r = self.rng.gen_range(0..100);
+        if r < 5 {
+            return self.mixed_op();
+        }
+        match (phase, r) {
+            (Phase::Writes, 5..=89) | (Phase::Lookups, 5..=9) | (Phase::Scans, 5..=14) => self.write(1, false),
+            (Phase::Lookups, 10..=89) => self.absent_get(),
+            (Phase::Scans, _) => self.scan(),
+            _ => self.get(),
+        }
+    }
+
+    /// A lookup of a key no run ever writes (past the last one): must find nothing.
+    fn absent_get(&mut self) -> CliResult {
+        let k = self.exp.keys + self.rng.gen_range(0..self.exp.keys);
+        let ks = &self.st.ks[self.rng.gen_range(0..self.st.ks.len())];
+        match ks.get(key_bytes(k))? {
+            None => Ok(()),
+            Some(v) => Err(format!("get of never-written key {k}: found {} bytes", v.len()).into()),
+        }
+    }
+
+    /// One op of the fixed mix.
+    fn mixed_op(&mut self) -> CliResult {
         match self.rng.gen_range(0..1000) {
             0..=399 => self.write(1, false),
             400..=499 => self.write(1, true),

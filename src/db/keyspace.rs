@@ -349,6 +349,18 @@ impl Keyspace {
         self.db.scheduler.compact_range(&self.db, self.id, begin, end)
     }
 
+    /// Run one step of the auto-tuner for this keyspace now, as its timer does every
+    /// `Options::auto_tune_interval_ms`: sample the keyspace's counts into the window and, when
+    /// the window calls for another design, move to it (recorded in the manifest before this
+    /// returns; the compactions that reshape the tree follow in the background). For an
+    /// application that knows its workload has just changed, and for tests that need the move
+    /// at a known point. Whether it moved; `false` without `Options::auto_tune`.
+    pub fn auto_tune_now(&self) -> Result<bool> {
+        self.db.sharing.writable(&self.db.dir, "auto_tune_now")?;
+        self.db.background_error(&self.db.state.lock())?;
+        super::tuner::tune_keyspace(&self.db, self.id)
+    }
+
     /// The database's counters and this keyspace's tree shape (levels, runs, files, bytes,
     /// filters) and merge policy.
     pub fn stats(&self) -> super::DbStats {

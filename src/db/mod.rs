@@ -692,6 +692,11 @@ impl Db {
         self.inner.scheduler.wait_for_background_work(&self.inner)
     }
 
+    /// One step of the auto-tuner for the default keyspace now (`Keyspace::auto_tune_now`).
+    pub fn auto_tune_now(&self) -> Result<bool> {
+        self.default.auto_tune_now()
+    }
+
     /// Counters and shape of the database now.
     pub fn stats(&self) -> DbStats {
         DbStats { vlog_space_amp_estimate: self.inner.gc.vlog_space_amp(&self.inner), ..self.inner.stats(0) }

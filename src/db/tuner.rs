@@ -3,7 +3,8 @@
 //! `auto_tune_interval_ms` into a sliding window, re-runs the cost model on the window's mix
 //! and the tree's size, and moves the keyspace to the predicted cheapest design when
 //!
-//! - the window holds enough operations to say what the workload is (`MIN_WINDOW_OPS`),
+//! - the window holds enough operations to say what the workload is
+//!   (`Options::auto_tune_window_ops`),
 //! - the saving predicted against the design in force passes `AUTO_TUNE_HYSTERESIS` (the
 //!   model ranks designs only that finely, and a move costs the compactions that reshape the
 //!   tree: near-equal designs must not flap),
@@ -34,10 +35,8 @@ use crate::version::VersionEdit;
 /// A move must be predicted to save more than this share of the design in force's cost.
 pub const AUTO_TUNE_HYSTERESIS: f64 = 0.15;
 
-/// Operations the window must hold before the tuner judges the workload.
-const MIN_WINDOW_OPS: u64 = 100_000;
-
-/// Samples kept at most: the window is the newest stretch of them holding `MIN_WINDOW_OPS`.
+/// Samples kept at most: the window is the newest stretch of them holding
+/// `Options::auto_tune_window_ops`.
 const MAX_SAMPLES: usize = 1000;
 
 /// Moves `stats` lists at most (the newest).
@@ -196,9 +195,12 @@ pub(crate) fn tick(db: &DbInner) {
     }
 }
 
-fn tune_keyspace(db: &DbInner, ks: u32) -> crate::Result<()> {
+/// One tuning step for keyspace `ks` (the timer's, or `Keyspace::auto_tune_now`'s): sample
+/// its counts and move it when the window calls for another design. Whether it moved.
+pub(crate) fn tune_keyspace(db: &DbInner, ks: u32) -> crate::Result<bool> {
     let mut st = db.state.lock();
-    let Some(t) = st.trees.get(&ks) else { return Ok(()) };
+    let Some(t) = st.trees.get(&ks).filter(|t| !t.dropped && t.opts.auto_tune) else { return Ok(false) };
+    let window_ops = t.opts.auto_tune_window_ops.max(1);
     let (w, c) = (t.workload.counts(), &t.counters);
     let now = Sample {
         reads_found: w.reads_found,
@@ -217,16 +219,16 @@ fn tune_keyspace(db: &DbInner, ks: u32) -> crate::Result<()> {
         tuner.samples.pop_front();
     }
     // The newest stretch of samples that holds enough operations: the workload of late.
-    let Some(since) = tuner.samples.iter().rev().find(|s| now.ops() - s.ops() >= MIN_WINDOW_OPS) else {
-        return Ok(());
+    let Some(since) = tuner.samples.iter().rev().find(|s| now.ops() - s.ops() >= window_ops) else {
+        return Ok(false);
     };
     let window = now.minus(since);
     let since = *since;
     let age = tuner.mix_age(&window, &since, &now);
     if tuner.last_move_tick.is_some_and(|m| tuner.ticks < m + MIN_DWELL_TICKS) {
-        return Ok(());
+        return Ok(false);
     }
-    let Some(version) = st.versions.current_of(ks) else { return Ok(()) };
+    let Some(version) = st.versions.current_of(ks) else { return Ok(false) };
     let opts = t.opts.clone();
     let data_bytes: f64 = (0..version.num_levels()).map(|l| version.level_bytes(l) as f64).sum();
     let entries: u64 = version.all_files().map(|(_, f)| f.num_entries).sum();
@@ -251,7 +253,7 @@ fn tune_keyspace(db: &DbInner, ks: u32) -> crate::Result<()> {
     let best = continuum::tune(&input).best;
     let saving = 1.0 - best.cost / in_force.cost.max(f64::MIN_POSITIVE);
     if best.knobs == current || saving <= AUTO_TUNE_HYSTERESIS {
-        return Ok(());
+        return Ok(false);
     }
     // What the move costs up front: a greedier design (fewer runs) merges the tree's runs
     // into its own shape, about one rewrite of every entry; a lazier one lets the runs it
@@ -287,7 +289,7 @@ fn tune_keyspace(db: &DbInner, ks: u32) -> crate::Result<()> {
             best.name,
             saving * 100.0
         );
-        return Ok(());
+        return Ok(false);
     }
     let to = policy_of(best.knobs);
     let ops = now.ops();
@@ -319,7 +321,7 @@ fn tune_keyspace(db: &DbInner, ks: u32) -> crate::Result<()> {
     }
     tracing::info!(keyspace = ks, "auto_tune: {note}");
     db.scheduler.compact_cv.notify_all();
-    Ok(())
+    Ok(true)
 }
 
 /// The tuner thread: a tick every `auto_tune_interval_ms` while the database is open.

@@ -236,6 +236,10 @@ pub struct Options {
     pub auto_tune: bool,
     /// How often the auto-tuner looks at each keyspace's workload (default 1000 ms).
     pub auto_tune_interval_ms: u64,
+    /// Operations the auto-tuner's window must hold before it judges a keyspace's workload
+    /// (per keyspace; default 100,000): fewer let a small or slow database (synced writes at
+    /// a few thousand a second) move sooner, at the price of judging a shorter stretch.
+    pub auto_tune_window_ops: u64,
     /// The filesystem to use (real files by default; in-memory or fault-injecting in tests).
     pub vfs: Arc<dyn Vfs>,
     /// The keyspace's merge operator (RocksDB's `merge_operator`): what `merge` ops are folded
@@ -338,6 +342,7 @@ impl Default for Options {
             filter_policy: None,
             auto_tune: false,
             auto_tune_interval_ms: 1000,
+            auto_tune_window_ops: 100_000,
             vfs: Arc::new(PosixFs::new()),
             merge_operator: None,
             compaction_filter: None,
@@ -430,6 +435,7 @@ impl Options {
     setter!(filter_policy: Option<Arc<dyn FilterPolicy>>);
     shape_setter!(auto_tune: bool);
     setter!(auto_tune_interval_ms: u64);
+    setter!(auto_tune_window_ops: u64);
     setter!(vfs: Arc<dyn Vfs>);
     setter!(default_ttl_ms: u64);
     setter!(clock: Arc<dyn crate::ttl::Clock>);
