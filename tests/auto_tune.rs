@@ -229,7 +229,7 @@ fn crash_script() -> Vec<Step> {
     }
     s.push(Step::Reopen);
     s.push(Step::Tune { moves: false });
-    s.push(Step::AbsentLookups(3000));
+    s.push(Step::AbsentLookups(8000));
     s.push(round(&mut rng, 20, true));
     s.push(Step::Tune { moves: true });
     for i in 0..3 {

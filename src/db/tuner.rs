@@ -269,7 +269,7 @@ pub(crate) fn tune_keyspace(db: &DbInner, ks: u32) -> crate::Result<bool> {
             saving * 100.0,
             PAYBACK_MARGIN * reshape_cost / (in_force.cost - best.cost)
         );
-        return Ok(());
+        return Ok(false);
     }
     // The model's figures for the design in force against the tree's own.
     let measured_wa = (window.flush_bytes + window.compaction_bytes) as f64 / window.flush_bytes.max(1) as f64;
