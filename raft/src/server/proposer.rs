@@ -233,6 +233,7 @@ mod tests {
             leader_id: Some(2),
             leader_node: None,
         }));
+        assert!(e2.appended.send(()).is_ok());
         assert!(e2.applied.send(Err(refused.clone())).is_ok());
         for answer in rest {
             assert_eq!(answer.await.expect("answered"), Err(refused.clone()));
