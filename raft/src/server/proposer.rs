@@ -43,6 +43,8 @@ trait Submit: Send + 'static {
 }
 
 impl Submit for Raft<TypeConfig> {
+    // The outer future is the leader's append, the one it yields the entry's application.
+    #[allow(clippy::async_yields_async)]
     fn submit(&self, request: Request) -> Boxed<Boxed<WriteResult>> {
         let raft = self.clone();
         Box::pin(async move {
@@ -191,6 +193,7 @@ mod tests {
     struct FakeRaft(mpsc::UnboundedSender<Submitted>);
 
     impl Submit for FakeRaft {
+        #[allow(clippy::async_yields_async)]
         fn submit(&self, request: Request) -> Boxed<Boxed<WriteResult>> {
             let (appended, on_append) = oneshot::channel();
             let (applied, on_apply) = oneshot::channel();
