@@ -313,6 +313,52 @@ fn partitioned_leader_cannot_commit_and_the_cluster_heals() {
     assert_eq!(c.get(leader, "minority"), None, "a write the minority never committed appeared");
 }
 
+/// Many clients writing at once: the leader groups their writes into shared entries. Each
+/// put and each batch (all-or-nothing, spliced whole into a group) is acknowledged, and every
+/// node ends with exactly the last acknowledged value of each key.
+#[test]
+fn concurrent_puts_and_batches_grouped_into_shared_entries_are_each_applied_on_every_node() {
+    let c = Cluster::start(3, &[], &[]);
+    let leader = c.wait_leader(&[0, 1, 2], ELECTION_BOUND);
+    c.put(leader, "warm", "up");
+    let addr = c.addrs[leader].clone();
+    let writers: Vec<_> = (0..12)
+        .map(|w| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                let mut mine = BTreeMap::new();
+                for n in 0..8 {
+                    let (path, body) = if n % 4 == 3 {
+                        // A batch: its own key pair, plus a delete of the pair's first key.
+                        let ops = json!([{"op": "put", "key": format!("w{w}-b{n}"), "value": "gone"},
+                            {"op": "put", "key": format!("w{w}-c{n}"), "value": format!("{w}.{n}")},
+                            {"op": "delete", "key": format!("w{w}-b{n}")}]);
+                        mine.insert(format!("w{w}-c{n}"), format!("{w}.{n}"));
+                        ("/kv/batch", json!({ "ops": ops }))
+                    } else {
+                        // Each writer overwrites its own key: the last put must win.
+                        mine.insert(format!("w{w}"), format!("{w}.{n}"));
+                        ("/kv/put", json!({"key": format!("w{w}"), "value": format!("{w}.{n}")}))
+                    };
+                    let (code, answer) = post(&addr, path, &body);
+                    assert_eq!(code, 200, "writer {w} op {n}: {answer}");
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut model = BTreeMap::from([("warm".to_string(), "up".to_string())]);
+    for w in writers {
+        model.extend(w.join().expect("writer"));
+    }
+    for (k, v) in &model {
+        assert_eq!(c.get(leader, k).as_deref(), Some(v.as_str()), "{k}");
+    }
+    for i in 0..3 {
+        c.wait_caught_up(i, &model, ELECTION_BOUND);
+    }
+}
+
 #[test]
 fn bad_input_gets_clear_errors_and_the_node_keeps_serving() {
     let c = Cluster::start(1, &["--token", "s3cret"], &[]);

@@ -21,6 +21,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::network::Transport;
+use super::proposer::{Proposer, WriteResult};
 use super::{auth, metrics, KvRead, ServeConfig};
 use crate::{Request, TypeConfig};
 
@@ -36,6 +37,7 @@ pub(crate) struct App {
     pub(crate) reader: Arc<dyn KvRead>,
     pub(crate) token: Option<String>,
     pub(crate) transport: Transport,
+    proposer: Proposer,
     peers: BTreeMap<u64, String>,
     fault_injection: bool,
     request_timeout: Duration,
@@ -51,6 +53,7 @@ impl App {
     ) -> App {
         App {
             id: config.id,
+            proposer: Proposer::spawn(raft.clone(), config.max_inflight_groups),
             raft,
             reader,
             token: config.token.clone(),
@@ -200,11 +203,13 @@ async fn bounded<T>(app: &App, f: impl Future<Output = T>) -> Result<T, Response
     })
 }
 
-/// Propose `req` and answer its log index once applied here.
+/// Propose `req` (grouped with concurrent writes into one entry) and answer the entry's log
+/// index once applied here.
 async fn write(app: &App, req: Request) -> Response {
-    match bounded(app, app.raft.client_write(req)).await {
+    let written: Result<WriteResult, Response> = bounded(app, app.proposer.write(req)).await;
+    match written {
         Err(r) => r,
-        Ok(Ok(resp)) => Json(json!({ "index": resp.log_id.index })).into_response(),
+        Ok(Ok(index)) => Json(json!({ "index": index })).into_response(),
         Ok(Err(e)) => write_error(e),
     }
 }

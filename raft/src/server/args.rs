@@ -55,6 +55,10 @@ pub struct ServeArgs {
     /// How long a request waits for a commit or read index before answering 503.
     #[arg(long, default_value_t = 5000)]
     pub request_timeout_ms: u64,
+    /// Entries of grouped client writes proposed and not yet applied, at most (writes that
+    /// arrive while the leader appends one go together in the next).
+    #[arg(long, default_value_t = 8)]
+    pub max_inflight_groups: usize,
 }
 
 impl ServeArgs {
@@ -73,6 +77,7 @@ impl ServeArgs {
         config.election_timeout_min_ms = self.election_timeout_min_ms;
         config.election_timeout_max_ms = self.election_timeout_max_ms;
         config.request_timeout_ms = self.request_timeout_ms;
+        config.max_inflight_groups = self.max_inflight_groups;
         config.validate()?;
         Ok(config)
     }

@@ -43,12 +43,17 @@ pub struct ServeConfig {
     pub request_timeout_ms: u64,
     /// The largest client request body (a larger one is answered 413).
     pub max_body_bytes: usize,
+    /// How many entries of grouped client writes the leader has proposed and not yet applied,
+    /// at most. Writes that arrive while the leader appends one entry go together in the
+    /// next (one append, so one fsync per node, for all of them).
+    pub max_inflight_groups: usize,
 }
 
 impl ServeConfig {
     /// The defaults for node `id` listening on `listen`: no peers, no init, no token or TLS,
     /// no fault injection, a snapshot every 5000 entries, heartbeats every 250 ms, elections
-    /// after 1 to 2 s, requests waiting up to 5 s, bodies up to 8 MiB.
+    /// after 1 to 2 s, requests waiting up to 5 s, bodies up to 8 MiB, 8 groups of writes in
+    /// flight.
     #[must_use]
     pub fn new(id: u64, listen: SocketAddr) -> ServeConfig {
         ServeConfig {
@@ -66,6 +71,7 @@ impl ServeConfig {
             election_timeout_max_ms: 2000,
             request_timeout_ms: 5000,
             max_body_bytes: 8 << 20,
+            max_inflight_groups: 8,
         }
     }
 
@@ -96,6 +102,9 @@ impl ServeConfig {
         }
         if self.max_body_bytes == 0 || self.request_timeout_ms == 0 {
             return config("the body limit and the request timeout must be positive");
+        }
+        if self.max_inflight_groups == 0 {
+            return config("at least one group of writes must be allowed in flight");
         }
         Ok(())
     }

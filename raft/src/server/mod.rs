@@ -14,6 +14,7 @@ mod auth;
 mod config;
 mod metrics;
 mod network;
+mod proposer;
 mod wisckey_read;
 
 use std::future::Future;
