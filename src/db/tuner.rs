@@ -138,7 +138,8 @@ impl TunerState {
     /// Operations the window's mix has held for (restarting the count when it shifted).
     fn mix_age(&mut self, window: &Sample, since: &Sample, now: &Sample) -> u64 {
         let mix = window.mix();
-        let settled = self.mix.is_some_and(|(m, _)| m.iter().zip(mix).map(|(a, b)| (a - b).abs()).sum::<f64>() <= MIX_SHIFT);
+        let settled =
+            self.mix.is_some_and(|(m, _)| m.iter().zip(mix).map(|(a, b)| (a - b).abs()).sum::<f64>() <= MIX_SHIFT);
         if !settled {
             self.mix = Some((mix, since.ops()));
         }
