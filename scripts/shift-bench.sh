@@ -57,7 +57,7 @@ for r in $(seq "$rounds"); do
           "${flags[@]}" "${ours[@]}")"
         awk -v r="$r" -v c="$cfg" '$1 ~ /^shift/ { p++; match($0, /after_20%:[0-9]+/);
           print r, c, p, 1e6 / $3, substr($0, RSTART + 10, RLENGTH - 10) }' <<<"$res" | tee -a "$out"
-        grep -E '^(merge_policy|auto_tune):' <<<"$res" | sed "s/^/  $cfg round $r: /" >&2 ;;
+        grep -E '^(merge_policy|auto_tune|auto_tune_move [0-9]+):' <<<"$res" | sed "s/^/  $cfg round $r: /" >&2 ;;
     esac
   done
 done
