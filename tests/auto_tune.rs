@@ -11,7 +11,7 @@ use common::{assert_view_matches, make_value, Model};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use wisckey::fs::{FaultFs, MemFs};
-use wisckey::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+use wisckey::{Db, Options, ReadOptions, WriteOptions};
 
 fn options(fs: &Arc<MemFs>) -> Options {
     common::tiny_options(fs.clone())
@@ -163,16 +163,7 @@ fn crash_options(fs: &FaultFs) -> Options {
 fn run_step(db: &mut Option<Db>, step: &Step, options: &Options) -> wisckey::Result<()> {
     let d = db.as_ref().ok_or(wisckey::Error::Closed)?;
     match step {
-        Step::Batch(ops, sync) => {
-            let mut b = WriteBatch::new();
-            for (k, v) in ops {
-                match v {
-                    Some(v) => b.put(k, v),
-                    None => b.delete(k),
-                };
-            }
-            d.write(&WriteOptions { sync: *sync }, &b)
-        }
+        Step::Batch(ops, sync) => d.write(&WriteOptions { sync: *sync }, &common::batch_of(ops)),
         Step::AbsentLookups(n) => {
             for i in 0..*n {
                 if d.get(format!("absent{i}"))?.is_some() {

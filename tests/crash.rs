@@ -16,7 +16,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use wisckey::fs::FaultFs;
 use wisckey::fs::{CrashMode, FaultKind, FaultOp, FaultRule};
-use wisckey::{Db, Error, Options, ReadOptions, WriteBatch, WriteOptions};
+use wisckey::{Db, Error, Options, ReadOptions, WriteOptions};
 
 const DB: &str = "/crashdb";
 
@@ -72,16 +72,7 @@ fn run_step(db: &mut Option<Db>, step: &Step, options: &Options) -> wisckey::Res
     match step {
         Step::Put(k, v, sync) => d.put_opt(&WriteOptions { sync: *sync }, k, v),
         Step::Delete(k, sync) => d.delete_opt(&WriteOptions { sync: *sync }, k),
-        Step::Batch(ops, sync) => {
-            let mut b = WriteBatch::new();
-            for (k, v) in ops {
-                match v {
-                    Some(v) => b.put(k, v),
-                    None => b.delete(k),
-                };
-            }
-            d.write(&WriteOptions { sync: *sync }, &b)
-        }
+        Step::Batch(ops, sync) => d.write(&WriteOptions { sync: *sync }, &common::batch_of(ops)),
         Step::Flush => d.flush(),
         Step::Settle => d.flush().and_then(|_| d.wait_for_background_work()),
         Step::Compact => d.compact_range(None, None),

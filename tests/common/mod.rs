@@ -17,6 +17,18 @@ use wisckey::{Db, DbIterator, MergePolicy, Options, ReadOptions, Result};
 /// The model every test compares the database against.
 pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
+/// A write batch of puts (`Some`) and deletes (`None`), in order: the crash scripts' batch step.
+pub fn batch_of(ops: &[(Vec<u8>, Option<Vec<u8>>)]) -> wisckey::WriteBatch {
+    let mut b = wisckey::WriteBatch::new();
+    for (k, v) in ops {
+        match v {
+            Some(v) => b.put(k, v),
+            None => b.delete(k),
+        };
+    }
+    b
+}
+
 /// A scan's entries with the values copied out, to compare with the model's vectors.
 pub fn owned(entries: wisckey::Entries) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
     entries.map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect()
