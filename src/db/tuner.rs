@@ -138,12 +138,14 @@ impl TunerState {
     /// Operations the window's mix has held for (restarting the count when it shifted).
     fn mix_age(&mut self, window: &Sample, since: &Sample, now: &Sample) -> u64 {
         let mix = window.mix();
-        let settled =
-            self.mix.is_some_and(|(m, _)| m.iter().zip(mix).map(|(a, b)| (a - b).abs()).sum::<f64>() <= MIX_SHIFT);
-        if !settled {
-            self.mix = Some((mix, since.ops()));
-        }
-        now.ops() - self.mix.map_or(since.ops(), |(_, from)| from)
+        let from = match self.mix {
+            Some((m, from)) if m.iter().zip(mix).map(|(a, b)| (a - b).abs()).sum::<f64>() <= MIX_SHIFT => from,
+            _ => {
+                self.mix = Some((mix, since.ops()));
+                since.ops()
+            }
+        };
+        now.ops() - from
     }
 
     fn record_move(&mut self, note: String) {
