@@ -107,8 +107,12 @@ impl Drop for PinGuard<'_> {
 /// Held while the writer deletes or punches: no read-only handle is registered, and none can
 /// register until it is dropped.
 pub(crate) struct NoReaders<'a> {
-    _probe: MutexGuard<'a, ()>,
+    // Fields drop in declaration order: the file lock must go before the probe, or a second
+    // sweep (another background thread) takes the probe, finds `READERS` still locked by this
+    // one and skips as if a read-only handle were there — a finished keyspace drop then left
+    // its tables on disk until some later sweep.
     _lock: Option<Box<dyn FileLock>>,
+    _probe: MutexGuard<'a, ()>,
 }
 
 impl Sharing {
@@ -169,14 +173,14 @@ impl Sharing {
     pub(crate) fn exclude_readers(&self, vfs: &dyn Vfs, dir: &Path) -> Option<NoReaders<'_>> {
         let probe = self.probe.lock();
         match vfs.try_lock_exclusive(&readers_file_name(dir)) {
-            Ok(lock) => Some(NoReaders { _probe: probe, _lock: Some(lock) }),
+            Ok(lock) => Some(NoReaders { _lock: Some(lock), _probe: probe }),
             Err(Error::Locked { .. }) => {
                 self.defer();
                 None
             }
             Err(e) => {
                 tracing::debug!(error = %e, "READERS cannot be locked; no read-only handle can have registered");
-                Some(NoReaders { _probe: probe, _lock: None })
+                Some(NoReaders { _lock: None, _probe: probe })
             }
         }
     }
@@ -219,5 +223,32 @@ impl Sharing {
         let mut task = a.task;
         task.inputs.push(CompactionInput { level: task.output_level, files: a.targets });
         Choice::Merge(task)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::MemFs;
+
+    #[test]
+    fn concurrent_sweeps_never_see_each_others_lock_as_a_reader() {
+        let fs = MemFs::new();
+        fs.create_dir_all(Path::new("/db")).expect("mkdir");
+        let sharing = Sharing::default();
+        let refused = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..5_000 {
+                        if sharing.exclude_readers(&fs, Path::new("/db")).is_none() {
+                            refused.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(refused.load(Ordering::Relaxed), 0, "no read-only handle was registered");
+        assert!(!sharing.take_deferred(), "no sweep was deferred");
     }
 }
