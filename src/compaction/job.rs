@@ -59,6 +59,8 @@ pub struct JobContext<'a> {
     /// Now by the database's clock, in milliseconds: entries that expired by then are
     /// written as deletions (`ttl::ExpiryIter`).
     pub now_ms: u64,
+    /// Whether value file `number` is a cold file (only GC's moves point there).
+    pub is_cold: &'a dyn Fn(u64) -> bool,
 }
 
 impl JobContext<'_> {
@@ -83,6 +85,9 @@ pub struct JobOutput {
     /// Bytes of separated values whose last reference this job dropped, per value-log file
     /// (discard statistics for value-log GC).
     pub vlog_garbage: std::collections::BTreeMap<u64, u64>,
+    /// The part of `vlog_garbage` dropped under a newer version GC moved: GC's doing, not an
+    /// overwrite by a user (the space estimate's overwrite ratio leaves it out).
+    pub vlog_garbage_under_moves: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
 }
@@ -373,6 +378,11 @@ pub(crate) struct VersionFilter<'a> {
     hint: usize,
     /// Bytes of separated values dropped, per value-log file (discard statistics for GC).
     pub vlog_garbage: std::collections::BTreeMap<u64, u64>,
+    /// Of those, bytes a GC move shadowed (`JobOutput::vlog_garbage_under_moves`).
+    pub garbage_under_moves: u64,
+    /// The entry `keep` last saw is a GC move (a pointer into a cold file).
+    last_was_move: bool,
+    is_cold: &'a dyn Fn(u64) -> bool,
 }
 
 impl<'a> VersionFilter<'a> {
@@ -396,6 +406,9 @@ impl<'a> VersionFilter<'a> {
             tombstones: Fragments::build(tombstones, None),
             hint: 0,
             vlog_garbage: Default::default(),
+            garbage_under_moves: 0,
+            last_was_move: false,
+            is_cold: ctx.is_cold,
         }
     }
 
@@ -417,7 +430,8 @@ impl<'a> VersionFilter<'a> {
             self.current_user_key = Some(p.user_key.to_vec());
             self.last_seq_for_key = MAX_SEQ;
         }
-        let drop = if self.last_seq_for_key <= self.smallest_snapshot {
+        let shadowed = self.last_seq_for_key <= self.smallest_snapshot;
+        let drop = if shadowed {
             // A newer version of this key is visible to every reader: this one is shadowed.
             true
         } else if self.range_deleted(p.user_key, p.seq) {
@@ -429,9 +443,17 @@ impl<'a> VersionFilter<'a> {
                 && is_base_level_for_key(self.version, self.task, &self.inputs, p.user_key)
         };
         self.last_seq_for_key = p.seq;
+        // The version just newer (which set `last_seq_for_key`) is a GC move.
+        let shadowed_by_move = shadowed && !self.newest_of_key && self.last_was_move;
+        let pointer = crate::ttl::pointer_bytes(p.kind, value).and_then(crate::vlog::ValuePointer::decode);
+        self.last_was_move = pointer.is_some_and(|ptr| (self.is_cold)(ptr.file));
         if drop {
-            if let Some(ptr) = crate::ttl::pointer_bytes(p.kind, value).and_then(crate::vlog::ValuePointer::decode) {
+            if let Some(ptr) = pointer {
                 *self.vlog_garbage.entry(ptr.file).or_insert(0) += u64::from(ptr.op_len);
+                // Under a range tombstone or as a bottom deletion it is the user's doing.
+                if shadowed_by_move {
+                    self.garbage_under_moves += u64::from(ptr.op_len);
+                }
             }
         }
         Ok(!drop)
@@ -652,6 +674,7 @@ pub fn run_compaction(ctx: &JobContext<'_>, task: &CompactionTask, version: &Ver
     w.finish(None)?;
     w.unsynced.sync_all()?;
     w.out.vlog_garbage = with_expired(filter.vlog_garbage, it.take_garbage());
+    w.out.vlog_garbage_under_moves = filter.garbage_under_moves;
     Ok(w.out)
 }
 

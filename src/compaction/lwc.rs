@@ -59,6 +59,8 @@ pub struct AppendOutput {
     /// The targets that received a segment, as the manifest must now record them.
     pub files: Vec<FileMeta>,
     pub vlog_garbage: std::collections::BTreeMap<u64, u64>,
+    /// As `JobOutput::vlog_garbage_under_moves`.
+    pub vlog_garbage_under_moves: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
 }
@@ -189,6 +191,7 @@ pub fn run_append(ctx: &JobContext<'_>, t: &AppendTask, version: &Version) -> Re
     }
     unsynced.sync_all()?;
     out.vlog_garbage = super::job::with_expired(filter.vlog_garbage, it.take_garbage());
+    out.vlog_garbage_under_moves = filter.garbage_under_moves;
     Ok(out)
 }
 

@@ -1055,6 +1055,35 @@ mod tests {
     }
 
     #[test]
+    fn garbage_a_gc_move_shadows_is_not_counted_as_a_users_overwrite() {
+        let fs = Arc::new(MemFs::new());
+        let mut model = BTreeMap::new();
+        let db = Db::open("/db", gc_opts(&fs)).unwrap();
+        // Written once, in the oldest files: live values GC must move.
+        for i in 0..100u32 {
+            let (k, v) = (format!("stable{i:04}").into_bytes(), vec![b's'; 300]);
+            db.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+        overwrite_rounds(&db, &mut model, 6);
+        db.compact_range(None, None).unwrap();
+        let counted = || db.inner.counters.vlog_garbage_counted.load(std::sync::atomic::Ordering::Relaxed);
+        let before_gc = counted();
+        assert!(before_gc > 0, "five rounds of overwrites are counted");
+        let report = db.run_gc(0.3).unwrap();
+        assert!(report.bytes_rewritten > 0, "GC moved live values: {report:?}");
+        // The moves shadow the values they copied: garbage, but GC's, not the users'.
+        db.compact_range(None, None).unwrap();
+        assert!(db.stats().vlog_garbage_bytes > 0);
+        assert_eq!(counted(), before_gc, "a move's shadowed original counted as an overwrite");
+        // A user's overwrite of a moved value is one.
+        overwrite_rounds(&db, &mut model, 1);
+        db.compact_range(None, None).unwrap();
+        assert!(counted() >= before_gc + 200 * 200, "the overwrite of 200 values: {before_gc} -> {}", counted());
+        check_all(&db, &model);
+    }
+
+    #[test]
     fn gc_gives_space_back_and_keeps_every_live_value() {
         let fs = Arc::new(MemFs::new());
         let mut model = BTreeMap::new();

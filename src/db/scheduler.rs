@@ -360,6 +360,7 @@ impl Scheduler {
                 read_value: &read_value,
                 compaction_filter: tree_opts.compaction_filter.clone(),
                 now_ms: db.opts.clock.now_ms(),
+                is_cold: &|n| db.vlog.is_cold(n),
             };
             job(&ctx, &version)
         });
@@ -371,7 +372,7 @@ impl Scheduler {
         let mut edit = Self::input_removal(ks, task);
         let (out, allocated) = self.unlocked_job(db, st, ks, task, |ctx, v| job::run_compaction(ctx, task, v));
         let r = out.and_then(|out| db.vfs.sync_dir(&db.dir).map(|_| out)).and_then(|out| {
-            self.record_vlog_garbage(db, st, &mut edit, &out.vlog_garbage);
+            self.record_vlog_garbage(db, st, &mut edit, &out.vlog_garbage, Some(out.vlog_garbage_under_moves));
             for f in &out.files {
                 edit.added_files.push((task.output_level as u32, f.clone()));
             }
@@ -403,7 +404,7 @@ impl Scheduler {
         // An append creates no file, so it has no allocated numbers to release.
         let (out, _) = self.unlocked_job(db, st, ks, &a.task, |ctx, v| lwc::run_append(ctx, a, v));
         let out = out?;
-        self.record_vlog_garbage(db, st, &mut edit, &out.vlog_garbage);
+        self.record_vlog_garbage(db, st, &mut edit, &out.vlog_garbage, Some(out.vlog_garbage_under_moves));
         let level = a.task.output_level as u32;
         for f in &out.files {
             edit.deleted_files.push((level, f.number));
@@ -416,17 +417,26 @@ impl Scheduler {
     }
 
     /// Put a job's dropped separated-value bytes in `edit` (the discard statistics) and count
-    /// them; pointers into files GC already collected are GC's own doing, not overwrites.
+    /// the users' overwrites among them for the space estimate: all of a compaction's but what
+    /// a GC move shadowed (`under_moves`), wherever it points — an overwritten value in a file
+    /// GC collected since was an overwrite all the same; for a dropped keyspace (`None`), the
+    /// bytes in files still there.
     fn record_vlog_garbage(
         &self,
         db: &DbInner,
         st: &MutexGuard<'_, State>,
         edit: &mut VersionEdit,
         garbage: &BTreeMap<u64, u64>,
+        under_moves: Option<u64>,
     ) {
         edit.vlog_garbage = garbage.iter().map(|(&f, &b)| (f, b)).collect();
-        let vlog_files = st.versions.vlog_files();
-        let counted = garbage.iter().filter(|(f, _)| vlog_files.contains_key(f)).map(|(_, b)| b).sum();
+        let counted = match under_moves {
+            Some(moved) => garbage.values().sum::<u64>().saturating_sub(moved),
+            None => {
+                let vlog_files = st.versions.vlog_files();
+                garbage.iter().filter(|(f, _)| vlog_files.contains_key(f)).map(|(_, b)| b).sum()
+            }
+        };
         add(&db.counters.vlog_garbage_counted, counted);
     }
 
@@ -546,7 +556,7 @@ impl Scheduler {
         let garbage = MutexGuard::unlocked(st, || pointed_bytes(db, &files));
         let mut edit = VersionEdit::of_keyspace(ks);
         edit.deleted_files = files.iter().map(|(l, f)| (*l as u32, f.number)).collect();
-        self.record_vlog_garbage(db, st, &mut edit, &garbage);
+        self.record_vlog_garbage(db, st, &mut edit, &garbage, None);
         edit.keyspaces_forgotten.push(ks);
         let r = st.versions.log_and_apply(edit);
         match &r {
