@@ -345,6 +345,8 @@ impl Scheduler {
                 allocated.lock().push(n);
                 n
             };
+            // Asked for every pointer the job drops: a sorted snapshot, not the shared set's lock.
+            let cold = db.vlog.cold_files();
             let ctx = JobContext {
                 vfs: &db.vfs,
                 dir: &db.dir,
@@ -360,7 +362,7 @@ impl Scheduler {
                 read_value: &read_value,
                 compaction_filter: tree_opts.compaction_filter.clone(),
                 now_ms: db.opts.clock.now_ms(),
-                is_cold: &|n| db.vlog.is_cold(n),
+                is_cold: &|n| cold.binary_search(&n).is_ok(),
             };
             job(&ctx, &version)
         });

@@ -223,6 +223,14 @@ impl VlogReader {
         self.cold.write().insert(number);
     }
 
+    /// The cold value files known now, in ascending order (a job's snapshot: a compaction's
+    /// inputs point only into files registered before they were written).
+    pub fn cold_files(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.cold.read().iter().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
     /// Whether value file `number` is a cold value file.
     pub fn is_cold(&self, number: u64) -> bool {
         self.cold.read().contains(&number)
