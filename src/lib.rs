@@ -72,9 +72,9 @@ mod write_batch;
 pub use compaction_filter::{CompactionFilter, FilterDecision};
 pub use comparator::{BytewiseComparator, Comparator};
 pub use db::{
-    destroy, list_backups, restore_backup, BackupInfo, CheckpointInfo, Db, DbIterator, DbStats, Entries, GcReport,
-    Isolation, Keyspace, LostRange, Range, RecoveryReport, Transaction, TransactionOptions, TxnCursor, TxnRange,
-    VerifyReport, WorkloadCounts, DEFAULT_KEYSPACE_NAME, MAX_KEYSPACE_NAME_BYTES,
+    destroy, list_backups, restore_backup, BackupInfo, CheckpointInfo, Db, DbIterator, DbStats, Entries, GcPhaseMicros,
+    GcReport, Isolation, Keyspace, LostRange, Range, RecoveryReport, Transaction, TransactionOptions, TxnCursor,
+    TxnRange, VerifyReport, WorkloadCounts, DEFAULT_KEYSPACE_NAME, MAX_KEYSPACE_NAME_BYTES,
 };
 pub use error::{Error, Result};
 pub use filter_policy::FilterPolicy;

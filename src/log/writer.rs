@@ -55,6 +55,9 @@ impl DurableExtent {
 }
 
 /// The single appender of the log. Callers serialize access (the DB's write leader owns it).
+/// Bytes between two `start_writeback` calls on the log file.
+const WRITEBACK_BYTES: u64 = 1 << 20;
+
 pub struct LogWriter {
     vfs: Arc<dyn Vfs>,
     dir: PathBuf,
@@ -253,8 +256,16 @@ impl LogWriter {
                 self.needs_truncate = true;
                 return Err(e);
             }
+            let before = self.written;
             self.written += self.buf.len() as u64;
             self.buf.clear();
+            // Start the device on each MiB as it is written (RocksDB's `wal_bytes_per_sync`):
+            // a sync then waits for the last MiB, not for everything since the one before —
+            // value-log GC syncs the log before it frees what it moved, and waited for every
+            // user byte written meanwhile.
+            if before / WRITEBACK_BYTES != self.written / WRITEBACK_BYTES {
+                self.file.start_writeback();
+            }
         }
         Ok(())
     }

@@ -346,6 +346,18 @@ pub fn render_db_stats(s: &DbStats, live_bytes: Option<u64>) -> String {
     );
     let _ = writeln!(r, "stall:            {:.3} s", s.stall_micros as f64 / 1e6);
     let _ = writeln!(r, "gc_stall:         {:.3} s", s.gc_stall_micros as f64 / 1e6);
+    let g = &s.gc_phase_micros;
+    let secs = |us: u64| us as f64 / 1e6;
+    let _ = writeln!(
+        r,
+        "gc_time:          {:.1} s waiting for chunks, {:.1} s appending, {:.1} s logging pointers, {:.1} s freeing, {:.1} s pausing, {:.1} s refreshing",
+        secs(g.waiting_for_chunks),
+        secs(g.appending),
+        secs(g.logging_pointers),
+        secs(g.freeing),
+        secs(g.pausing),
+        secs(g.refreshing)
+    );
     let _ = writeln!(r, "vlog_space_amp:   {:.2} (GC's estimate)", s.vlog_space_amp_estimate);
     let _ = writeln!(r, "memtable:         {}", mb(s.memtable_bytes));
     let _ = writeln!(
@@ -428,6 +440,12 @@ pub fn db_stats_json(s: &DbStats, live_bytes: Option<u64>) -> String {
         .int("num_compactions", s.num_compactions)
         .int("stall_micros", s.stall_micros)
         .int("gc_stall_micros", s.gc_stall_micros)
+        .int("gc_waiting_for_chunks_micros", s.gc_phase_micros.waiting_for_chunks)
+        .int("gc_appending_micros", s.gc_phase_micros.appending)
+        .int("gc_logging_pointers_micros", s.gc_phase_micros.logging_pointers)
+        .int("gc_freeing_micros", s.gc_phase_micros.freeing)
+        .int("gc_pausing_micros", s.gc_phase_micros.pausing)
+        .int("gc_refreshing_micros", s.gc_phase_micros.refreshing)
         .int("memtable_bytes", s.memtable_bytes)
         .int("memtable_kept_bytes", s.memtable_kept_bytes)
         .int("vlog_disk_bytes", s.vlog_disk_bytes)

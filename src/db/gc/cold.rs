@@ -164,6 +164,10 @@ impl Gc {
             out.active = None;
             return Err(e);
         }
+        // The device starts on these bytes now, while the next chunks are read and checked:
+        // left to the sync before the pointers are logged, the collector waited for every
+        // byte it had moved (docs/BENCHMARKS.md §5).
+        a.file.start_writeback();
         let at = a.len;
         let group_len = log::group_len(puts.rep.len());
         a.len += group_len;

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use super::cold::Relocation;
-use super::{above, Gc, GcReport};
+use super::{above, Gc, GcReport, Phase};
 use crate::db::read::{CheckedAt, LatestView};
 use crate::db::{add, DbInner};
 use crate::error::{Error, Result};
@@ -155,22 +155,24 @@ impl Gc {
             });
             let mut chunk_start = start;
             let mut appended = Vec::new();
-            for chunk in rx {
+            let t = &self.phases;
+            while let Ok(chunk) = t.time(Phase::WaitingForChunks, || rx.recv()) {
                 let chunk = chunk?;
                 let end_of_file = chunk.end_of_file;
-                appended.push(self.append_chunk(db, file, chunk_start, chunk, report)?);
+                appended.push(t.time(Phase::Appending, || self.append_chunk(db, file, chunk_start, chunk, report))?);
                 chunk_start = appended.last().map_or(chunk_start, |(_, m): &(_, MovedChunk)| m.end);
                 let due = end_of_file
                     || appended.len() >= CHUNKS_PER_SYNC
                     || self.pacing.is_stalled()
                     || self.is_shutting_down(db);
                 if !due {
-                    self.pause_between_chunks(db);
+                    t.time(Phase::Pausing, || self.pause_between_chunks(db));
                     continue;
                 }
-                let mut moved = self.log_chunks(db, std::mem::take(&mut appended), report)?;
-                match self.free_moved_chunks(db, file, &mut moved, report)? {
-                    ChunkDone::More => self.pause_between_chunks(db),
+                let mut moved =
+                    t.time(Phase::LoggingPointers, || self.log_chunks(db, std::mem::take(&mut appended), report))?;
+                match t.time(Phase::Freeing, || self.free_moved_chunks(db, file, &mut moved, report))? {
+                    ChunkDone::More => t.time(Phase::Pausing, || self.pause_between_chunks(db)),
                     ChunkDone::FileDone => return Ok(None),
                     ChunkDone::Pinned(seq) => return Ok(Some(seq)),
                 }

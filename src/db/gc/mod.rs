@@ -71,6 +71,83 @@ pub(crate) struct Gc {
     pub(super) roll_requested: AtomicBool,
     /// Wakes the GC thread (a flush added value bytes or moved the head; shutdown).
     pub(super) cv: Condvar,
+    /// Where collecting spends its time (`DbStats::gc_phase_micros`).
+    pub(super) phases: PhaseTimers,
+}
+
+/// Where value-log GC's collector spent its time, in microseconds of wall-clock time since
+/// the open (`DbStats::gc_phase_micros`): what to look at when writers wait for GC. The phases
+/// of one file run in a pipeline, so a helper's reading overlaps the collector's work; the
+/// figures are the collector's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GcPhaseMicros {
+    /// Waiting for the helper to read, checksum and check the next chunk.
+    pub waiting_for_chunks: u64,
+    /// Appending a chunk's live values to a cold file.
+    pub appending: u64,
+    /// Syncing the cold file and logging the moved values' pointers through the write queue.
+    pub logging_pointers: u64,
+    /// Waiting for the log to be durable past those pointers, recording the progress in the
+    /// manifest, punching the chunks out and deleting collected files.
+    pub freeing: u64,
+    /// Pacing writers and pausing between chunks (`Options::gc_pause_ms`).
+    pub pausing: u64,
+    /// Compacting the whole tree to refresh the discard statistics (beside collecting).
+    pub refreshing: u64,
+}
+
+/// The running sums behind `GcPhaseMicros`, in nanoseconds.
+#[derive(Default)]
+pub(super) struct PhaseTimers {
+    waiting_for_chunks: std::sync::atomic::AtomicU64,
+    appending: std::sync::atomic::AtomicU64,
+    logging_pointers: std::sync::atomic::AtomicU64,
+    freeing: std::sync::atomic::AtomicU64,
+    pausing: std::sync::atomic::AtomicU64,
+    refreshing: std::sync::atomic::AtomicU64,
+}
+
+/// One of `PhaseTimers`' sums.
+#[derive(Clone, Copy)]
+pub(super) enum Phase {
+    WaitingForChunks,
+    Appending,
+    LoggingPointers,
+    Freeing,
+    Pausing,
+    Refreshing,
+}
+
+impl PhaseTimers {
+    /// Run `f`, adding its wall-clock time to `phase`.
+    pub(super) fn time<T>(&self, phase: Phase, f: impl FnOnce() -> T) -> T {
+        let start = std::time::Instant::now();
+        let r = f();
+        let sum = match phase {
+            Phase::WaitingForChunks => &self.waiting_for_chunks,
+            Phase::Appending => &self.appending,
+            Phase::LoggingPointers => &self.logging_pointers,
+            Phase::Freeing => &self.freeing,
+            Phase::Pausing => &self.pausing,
+            Phase::Refreshing => &self.refreshing,
+        };
+        // Nanoseconds: a phase that took less than a microsecond still shows (rounded up).
+        add(sum, start.elapsed().as_nanos().max(1) as u64);
+        r
+    }
+
+    pub(crate) fn snapshot(&self) -> GcPhaseMicros {
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed).div_ceil(1000);
+        GcPhaseMicros {
+            waiting_for_chunks: load(&self.waiting_for_chunks),
+            appending: load(&self.appending),
+            logging_pointers: load(&self.logging_pointers),
+            freeing: load(&self.freeing),
+            pausing: load(&self.pausing),
+            refreshing: load(&self.refreshing),
+        }
+    }
 }
 
 impl Gc {
@@ -92,6 +169,7 @@ impl Gc {
             live_estimate: std::sync::atomic::AtomicU64::new(0),
             roll_requested: AtomicBool::new(false),
             cv: Condvar::new(),
+            phases: PhaseTimers::default(),
         }
     }
 }
@@ -410,7 +488,7 @@ impl Gc {
         let min_ratio =
             if over_target { db.opts.gc_garbage_ratio.min(EAGER_MIN_GARBAGE_RATIO) } else { db.opts.gc_garbage_ratio };
         let _one = self.lock.lock();
-        self.finish_pending_gc_deletes(db);
+        self.phases.time(Phase::Freeing, || self.finish_pending_gc_deletes(db));
         // While readers keep collected files alive, collecting more frees nothing.
         let pick = match self.readers_pin_collected_files(db) {
             Some(_) => None,

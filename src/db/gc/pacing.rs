@@ -391,7 +391,7 @@ impl Gc {
         drop(last);
         let flushed = db.counters.vlog_user_bytes_flushed.load(Ordering::Relaxed);
         // The memtables stay: their overwrites are counted once they are flushed.
-        db.scheduler.compact_all_tables(db)?;
+        self.phases.time(super::Phase::Refreshing, || db.scheduler.compact_all_tables(db))?;
         self.pacing.mark_refreshed(flushed, db.counters.vlog_garbage_counted.load(Ordering::Relaxed), true);
         Ok(true)
     }
