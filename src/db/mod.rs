@@ -95,6 +95,8 @@ pub struct DbStats {
     pub gc_stall_micros: u64,
     /// Where value-log GC's collector spent its time since the open.
     pub gc_phase_micros: GcPhaseMicros,
+    /// What the engine holds in memory now, by what holds it.
+    pub memory: MemoryUsage,
     /// Bytes of SSTables compactions wrote, by the level they wrote to.
     pub level_compaction_bytes_written: Vec<u64>,
     /// Bytes of SSTables compactions read, by the level they wrote to.
@@ -183,6 +185,32 @@ pub struct DbStats {
     /// The operations the database served over its whole life (kept across opens in the
     /// `WORKLOAD` file; what `wisckey tune --db` tunes for).
     pub workload: WorkloadCounts,
+}
+
+/// Bytes the engine holds in memory, by what holds it (`DbStats::memory`; the total is
+/// LevelDB's `leveldb.approximate-memory-usage` property). Each part is bounded by an option:
+/// the memtables by `write_buffer_bytes` (and the immutable ones waiting for a flush), the
+/// caches by their capacities, the tables' metadata by `max_open_files`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MemoryUsage {
+    /// Memtables, active and immutable: nodes, keys, inline values and kept separated values.
+    pub memtables: u64,
+    /// Data blocks in the block cache, and its capacity (`Options::block_cache_bytes`).
+    pub block_cache: u64,
+    pub block_cache_capacity: u64,
+    /// Separated values in the value cache, and its capacity (`Options::value_cache_bytes`).
+    pub value_cache: u64,
+    pub value_cache_capacity: u64,
+    /// Filters and index blocks of the tables held open (`Options::max_open_files` of them).
+    pub table_metadata: u64,
+}
+
+impl MemoryUsage {
+    /// Every part added up.
+    pub fn total(&self) -> u64 {
+        self.memtables + self.block_cache + self.value_cache + self.table_metadata
+    }
 }
 
 impl DbStats {
@@ -1054,6 +1082,36 @@ mod tests {
                 model.insert(k, v);
             }
         }
+    }
+
+    #[test]
+    fn memory_usage_adds_up_its_parts_and_stays_within_the_caches_capacities() {
+        let fs = Arc::new(MemFs::new());
+        let opts = small_opts(&fs)
+            .block_cache_bytes(64 << 10)
+            .value_cache_bytes(32 << 10)
+            .min_separated_value_bytes(64)
+            .gc_interval_ms(0);
+        let db = Db::open("/db", opts).unwrap();
+        let empty = db.stats().memory;
+        assert_eq!((empty.block_cache, empty.value_cache, empty.table_metadata), (0, 0, 0), "{empty:?}");
+        for i in 0..2000u32 {
+            db.put(format!("key{i:05}"), vec![i as u8; 200]).unwrap();
+        }
+        db.flush().unwrap();
+        // Nothing runs in the background from here on (no GC, no compaction left to do).
+        db.wait_for_background_work().unwrap();
+        for i in 0..2000u32 {
+            assert_eq!(db.get(format!("key{i:05}")).unwrap().map(|v| v.len()), Some(200));
+        }
+        let m = db.stats().memory;
+        assert!(m.table_metadata > 0, "the open tables' filters and indexes: {m:?}");
+        assert!(m.value_cache > 0 && m.value_cache <= m.value_cache_capacity, "{m:?}");
+        assert!(m.block_cache <= m.block_cache_capacity, "{m:?}");
+        assert_eq!(m.total(), m.memtables + m.block_cache + m.value_cache + m.table_metadata);
+        let property = db.property("leveldb.approximate-memory-usage").unwrap();
+        // Read a moment later, with nothing running: the same parts.
+        assert_eq!(property.parse::<u64>().unwrap(), db.stats().memory.total());
     }
 
     #[test]

@@ -136,14 +136,25 @@ impl DbInner {
         total
     }
 
-    /// Bytes held in memory by the memtables (nodes and kept values), the block cache and the
-    /// value cache.
+    /// Bytes held in memory by the memtables, the caches and the open tables' metadata.
     fn memory_usage(&self) -> u64 {
+        self.memory().total()
+    }
+
+    /// What the engine holds in memory, by what holds it (`DbStats::memory`).
+    pub(crate) fn memory(&self) -> super::MemoryUsage {
         let memtables = {
             let st = self.state.lock();
             std::iter::once(&st.mem).chain(st.imms.iter()).map(|m| m.approximate_bytes() + m.kept_bytes()).sum::<u64>()
         };
-        memtables + self.table_cache.block_cache_bytes() + self.vlog.cache_usage().bytes
+        super::MemoryUsage {
+            memtables,
+            block_cache: self.table_cache.block_cache_bytes(),
+            block_cache_capacity: self.opts.block_cache_bytes as u64,
+            value_cache: self.vlog.cache_usage().bytes,
+            value_cache_capacity: self.opts.value_cache_bytes,
+            table_metadata: self.table_cache.open_tables_metadata_bytes(),
+        }
     }
 }
 

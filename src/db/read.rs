@@ -856,6 +856,7 @@ impl DbInner {
             stall_micros: load(&c.stall_micros),
             gc_stall_micros: load(&c.gc_stall_micros),
             gc_phase_micros: self.gc.phases.snapshot(),
+            memory: self.memory(),
             transactions_committed: load(&c.transactions_committed),
             transaction_conflicts: load(&c.transaction_conflicts),
             vlog_space_amp_estimate: 0.0,

@@ -38,6 +38,11 @@ impl TableCache {
         self.block_cache.as_ref().map_or(0, |c| c.weight())
     }
 
+    /// Bytes the open tables keep in memory (filters and index blocks).
+    pub fn open_tables_metadata_bytes(&self) -> u64 {
+        self.tables.iter().map(|(_, t)| t.metadata_bytes()).sum()
+    }
+
     /// The order of the tables' keys.
     pub fn order(&self) -> &KeyOrder {
         &self.read_options.order

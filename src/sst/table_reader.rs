@@ -313,6 +313,12 @@ impl Table {
         self.segments().map(|s| s.filter.as_ref().map_or(0, TableFilter::len_bytes) + prefix(s)).sum()
     }
 
+    /// Bytes the open table keeps in memory whatever is cached: its filters and index blocks,
+    /// over all its segments.
+    pub fn metadata_bytes(&self) -> u64 {
+        self.filter_bytes() + self.segments().map(|s| s.index.charge() as u64).sum::<u64>()
+    }
+
     /// False only when no key of the table has prefix `prefix` under the extractor named
     /// `extractor`: some segment has no prefix filter, or one built under another extractor,
     /// or one that may hold the prefix, and the table may hold keys of the prefix.

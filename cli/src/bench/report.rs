@@ -360,6 +360,18 @@ pub fn render_db_stats(s: &DbStats, live_bytes: Option<u64>) -> String {
     );
     let _ = writeln!(r, "vlog_space_amp:   {:.2} (GC's estimate)", s.vlog_space_amp_estimate);
     let _ = writeln!(r, "memtable:         {}", mb(s.memtable_bytes));
+    let m = &s.memory;
+    let _ = writeln!(
+        r,
+        "memory:           {} in all: memtables {}, block cache {} of {}, value cache {} of {}, table filters and indexes {}",
+        mb(m.total()),
+        mb(m.memtables),
+        mb(m.block_cache),
+        mb(m.block_cache_capacity),
+        mb(m.value_cache),
+        mb(m.value_cache_capacity),
+        mb(m.table_metadata)
+    );
     let _ = writeln!(
         r,
         "vlog:             {} on disk, {} values, {} garbage",
@@ -447,6 +459,8 @@ pub fn db_stats_json(s: &DbStats, live_bytes: Option<u64>) -> String {
         .int("gc_pausing_micros", s.gc_phase_micros.pausing)
         .int("gc_refreshing_micros", s.gc_phase_micros.refreshing)
         .int("memtable_bytes", s.memtable_bytes)
+        .int("memory_bytes", s.memory.total())
+        .int("memory_table_metadata_bytes", s.memory.table_metadata)
         .int("memtable_kept_bytes", s.memtable_kept_bytes)
         .int("vlog_disk_bytes", s.vlog_disk_bytes)
         .int("vlog_value_bytes", s.vlog_value_bytes)
