@@ -1114,19 +1114,25 @@ mod tests {
         assert_eq!(property.parse::<u64>().unwrap(), db.stats().memory.total());
     }
 
+    /// 100 values written once, in the oldest files (live values GC must move), then six
+    /// rounds of overwrites of other keys, compacted so the garbage is counted.
+    fn stable_values_under_overwrites(db: &Db, model: &mut BTreeMap<Vec<u8>, Vec<u8>>) {
+        for i in 0..100u32 {
+            let (k, v) = (format!("stable{i:04}").into_bytes(), vec![b's'; 300]);
+            db.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+        overwrite_rounds(db, model, 6);
+        db.compact_range(None, None).unwrap();
+    }
+
     #[test]
     fn gc_reports_where_its_collector_spent_its_time() {
         let fs = Arc::new(MemFs::new());
         let mut model = BTreeMap::new();
         let db = Db::open("/db", gc_opts(&fs)).unwrap();
         assert_eq!(db.stats().gc_phase_micros, GcPhaseMicros::default(), "nothing collected yet");
-        for i in 0..100u32 {
-            let (k, v) = (format!("stable{i:04}").into_bytes(), vec![b's'; 300]);
-            db.put(&k, &v).unwrap();
-            model.insert(k, v);
-        }
-        overwrite_rounds(&db, &mut model, 6);
-        db.compact_range(None, None).unwrap();
+        stable_values_under_overwrites(&db, &mut model);
         let report = db.run_gc(0.3).unwrap();
         assert!(report.bytes_rewritten > 0, "{report:?}");
         let p = db.stats().gc_phase_micros;
@@ -1140,14 +1146,7 @@ mod tests {
         let fs = Arc::new(MemFs::new());
         let mut model = BTreeMap::new();
         let db = Db::open("/db", gc_opts(&fs)).unwrap();
-        // Written once, in the oldest files: live values GC must move.
-        for i in 0..100u32 {
-            let (k, v) = (format!("stable{i:04}").into_bytes(), vec![b's'; 300]);
-            db.put(&k, &v).unwrap();
-            model.insert(k, v);
-        }
-        overwrite_rounds(&db, &mut model, 6);
-        db.compact_range(None, None).unwrap();
+        stable_values_under_overwrites(&db, &mut model);
         let counted = || db.inner.counters.vlog_garbage_counted.load(std::sync::atomic::Ordering::Relaxed);
         let before_gc = counted();
         assert!(before_gc > 0, "five rounds of overwrites are counted");
