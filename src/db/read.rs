@@ -833,6 +833,9 @@ impl DbInner {
                 vlog_disk_bytes += used;
             }
         }
+        // Taken before the literal below: its counters' lock guards live until the statement
+        // ends, and `memory` takes the state lock, which compaction holds while it takes them.
+        let memory = self.memory();
         DbStats {
             merge_policy: policy,
             auto_tune,
@@ -856,7 +859,7 @@ impl DbInner {
             stall_micros: load(&c.stall_micros),
             gc_stall_micros: load(&c.gc_stall_micros),
             gc_phase_micros: self.gc.phases.snapshot(),
-            memory: self.memory(),
+            memory,
             transactions_committed: load(&c.transactions_committed),
             transaction_conflicts: load(&c.transaction_conflicts),
             vlog_space_amp_estimate: 0.0,
