@@ -147,11 +147,17 @@ impl DbInner {
             let st = self.state.lock();
             std::iter::once(&st.mem).chain(st.imms.iter()).map(|m| m.approximate_bytes() + m.kept_bytes()).sum::<u64>()
         };
+        self.memory_beside(memtables, self.vlog.cache_usage().bytes)
+    }
+
+    /// `memory` with the memtables' bytes and the value cache's already read (`stats` has
+    /// them): takes no lock of the database's own.
+    pub(crate) fn memory_beside(&self, memtables: u64, value_cache: u64) -> super::MemoryUsage {
         super::MemoryUsage {
             memtables,
             block_cache: self.table_cache.block_cache_bytes(),
             block_cache_capacity: self.opts.block_cache_bytes as u64,
-            value_cache: self.vlog.cache_usage().bytes,
+            value_cache,
             value_cache_capacity: self.opts.value_cache_bytes,
             table_metadata: self.table_cache.open_tables_metadata_bytes(),
         }

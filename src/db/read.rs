@@ -833,9 +833,10 @@ impl DbInner {
                 vlog_disk_bytes += used;
             }
         }
-        // Taken before the literal below: its counters' lock guards live until the statement
-        // ends, and `memory` takes the state lock, which compaction holds while it takes them.
-        let memory = self.memory();
+        // From the memtable sums and cache usage read above: no second pass under the state
+        // lock (which, inside the literal below, whose counters' guards live to the end of the
+        // statement, deadlocked against compaction).
+        let memory = self.memory_beside(memtable_bytes + memtable_kept_bytes, values.bytes);
         DbStats {
             merge_policy: policy,
             auto_tune,

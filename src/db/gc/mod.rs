@@ -97,18 +97,13 @@ pub struct GcPhaseMicros {
     pub refreshing: u64,
 }
 
-/// The running sums behind `GcPhaseMicros`, in nanoseconds.
+/// The running sums behind `GcPhaseMicros`, in nanoseconds, one per `Phase`.
 #[derive(Default)]
 pub(super) struct PhaseTimers {
-    waiting_for_chunks: std::sync::atomic::AtomicU64,
-    appending: std::sync::atomic::AtomicU64,
-    logging_pointers: std::sync::atomic::AtomicU64,
-    freeing: std::sync::atomic::AtomicU64,
-    pausing: std::sync::atomic::AtomicU64,
-    refreshing: std::sync::atomic::AtomicU64,
+    sums: [std::sync::atomic::AtomicU64; 6],
 }
 
-/// One of `PhaseTimers`' sums.
+/// One of `PhaseTimers`' sums (its index).
 #[derive(Clone, Copy)]
 pub(super) enum Phase {
     WaitingForChunks,
@@ -124,28 +119,20 @@ impl PhaseTimers {
     pub(super) fn time<T>(&self, phase: Phase, f: impl FnOnce() -> T) -> T {
         let start = std::time::Instant::now();
         let r = f();
-        let sum = match phase {
-            Phase::WaitingForChunks => &self.waiting_for_chunks,
-            Phase::Appending => &self.appending,
-            Phase::LoggingPointers => &self.logging_pointers,
-            Phase::Freeing => &self.freeing,
-            Phase::Pausing => &self.pausing,
-            Phase::Refreshing => &self.refreshing,
-        };
         // Nanoseconds: a phase that took less than a microsecond still shows (rounded up).
-        add(sum, start.elapsed().as_nanos().max(1) as u64);
+        add(&self.sums[phase as usize], start.elapsed().as_nanos().max(1) as u64);
         r
     }
 
     pub(crate) fn snapshot(&self) -> GcPhaseMicros {
-        let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed).div_ceil(1000);
+        let load = |p: Phase| self.sums[p as usize].load(Ordering::Relaxed).div_ceil(1000);
         GcPhaseMicros {
-            waiting_for_chunks: load(&self.waiting_for_chunks),
-            appending: load(&self.appending),
-            logging_pointers: load(&self.logging_pointers),
-            freeing: load(&self.freeing),
-            pausing: load(&self.pausing),
-            refreshing: load(&self.refreshing),
+            waiting_for_chunks: load(Phase::WaitingForChunks),
+            appending: load(Phase::Appending),
+            logging_pointers: load(Phase::LoggingPointers),
+            freeing: load(Phase::Freeing),
+            pausing: load(Phase::Pausing),
+            refreshing: load(Phase::Refreshing),
         }
     }
 }
