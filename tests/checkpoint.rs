@@ -492,3 +492,44 @@ fn a_checkpoint_under_overwrites_gc_and_lwc_reads_exactly_the_source_at_its_sequ
     }
     assert_healthy(&db, "source");
 }
+
+#[test]
+fn a_checkpoint_past_a_long_log_tail_rolls_the_log_and_links_it_instead_of_copying_it() {
+    let fs = Arc::new(MemFs::new());
+    // Large memtable, default 64 MiB log files: the whole load is one unflushed log tail.
+    let options = || Options::default().vfs(fs.clone()).min_separated_value_bytes(64).write_buffer_bytes(64 << 20);
+    let src = Db::open(SRC, options()).expect("open");
+    let mut model = Model::new();
+    for i in 0..3_000u32 {
+        let v = make_value(&key(i), 1, 1_000);
+        src.put(key(i), &v).expect("put");
+        model.insert(key(i), v);
+    }
+    let info = src.checkpoint(CKPT).expect("checkpoint");
+    assert!(info.bytes_copied < 64 << 10, "a 3 MB log tail must be linked after a roll, not copied: {info:?}");
+    let at_checkpoint = model.clone();
+    // The source goes on in its new log file; the linked one never changes again.
+    let shapes = file_shapes(&*fs, CKPT);
+    for i in 0..3_000u32 {
+        let v = make_value(&key(i), 2, 1_000);
+        src.put(key(i), &v).expect("put after the checkpoint");
+        model.insert(key(i), v);
+    }
+    assert_eq!(file_shapes(&*fs, CKPT), shapes, "the source appended to a file the checkpoint links");
+    // Right after a roll the tail is short: it is copied, and the checkpoints open whole.
+    src.checkpoint("/ckpt-rolled-again").expect("second checkpoint");
+    src.put(key(0), b"short tail").expect("put");
+    model.insert(key(0), b"short tail".to_vec());
+    let small = src.checkpoint("/ckpt2").expect("third checkpoint");
+    assert!(small.bytes_copied > 0, "a short tail is copied: {small:?}");
+    let ckpt = Db::open(CKPT, options()).expect("open the checkpoint");
+    assert_view_matches(&ckpt, &ReadOptions::default(), &at_checkpoint, "checkpoint of a rolled log");
+    assert_healthy(&ckpt, "checkpoint");
+    let ckpt2 = Db::open("/ckpt2", options()).expect("open the second checkpoint");
+    assert_view_matches(&ckpt2, &ReadOptions::default(), &model, "checkpoint of a short tail");
+    // The source, reopened, replays across the roll.
+    drop(src);
+    let src = Db::open(SRC, options()).expect("reopen the source");
+    assert_view_matches(&src, &ReadOptions::default(), &model, "source after the roll and a reopen");
+    assert_healthy(&src, "source");
+}

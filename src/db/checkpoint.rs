@@ -3,7 +3,8 @@
 //! tables, the value files the manifest lists, the log from its head to the end of the last
 //! record group, and the manifest state as one snapshot edit. Files nothing rewrites are
 //! hard-linked (in time that does not grow with the data); the log file being appended is
-//! copied up to the captured end; the manifest and `CURRENT` are written last, so a directory
+//! copied up to the captured end, or, past 1 MiB, sealed by rolling the log and linked too (a
+//! checkpoint then writes a few KiB whatever the log holds); the manifest and `CURRENT` are written last, so a directory
 //! without `CURRENT` is an unfinished checkpoint. Backups (`backup.rs`) copy the same capture.
 //! What keeps the source from changing a file the copy uses afterwards is `sharing.rs`;
 //! docs/design.md ("Checkpoints, backups and read-only handles") has the argument.
@@ -72,11 +73,27 @@ pub(crate) struct Capture<'a> {
     pub _pins: Option<PinGuard<'a>>,
 }
 
+/// A captured log tail above this (or above a quarter of `log_file_bytes`, when smaller) is
+/// sealed by rolling the log rather than copied: a copy costs its bytes (up to a whole
+/// `log_file_bytes` file), a roll one small new file.
+const ROLL_BEFORE_COPY_BYTES: u64 = 1 << 20;
+
+/// The log files a capture holds: from `head` to `end`, `active` the one still appended.
+#[derive(Clone, Copy)]
+struct LogSpan {
+    head: LogPos,
+    end: LogPos,
+    active: u64,
+}
+
 /// What the write leader captured.
 struct Taken {
     edit: VersionEdit,
     head: LogPos,
     end: LogPos,
+    /// The log file being appended after the capture: `end.file`, or a newer one when the
+    /// capture rolled the log.
+    active: u64,
     sequence: u64,
     snapshot: Option<Snapshot>,
     /// The file numbers pinned (the floor aside).
@@ -97,7 +114,8 @@ impl DbInner {
         // The copy's manifest says the log is durable up to `end`; the source's log files
         // are made so (the linked ones are the same files).
         self.writes.sync_log_for_gc(self)?;
-        let mut capture = self.capture_files(taken.edit, taken.head, taken.end, taken.sequence, false)?;
+        let logs = LogSpan { head: taken.head, end: taken.end, active: taken.active };
+        let mut capture = self.capture_files(taken.edit, logs, taken.sequence, false)?;
         let logs: Vec<u64> = capture.files.iter().filter_map(|f| log_number(&f.name)).collect();
         pins.narrow(&logs);
         capture._pins = Some(pins);
@@ -116,10 +134,20 @@ impl DbInner {
             // The log's lock may be held through a flush's fdatasync: wait for it without the
             // DB mutex. No group can append meanwhile (this job leads the write queue), and the
             // log head read below cannot pass this end.
-            let end = MutexGuard::unlocked(st, || {
-                let log = db.writes.log.lock();
-                LogPos { file: log.file_number(), offset: log.groups_end().offset }
-            });
+            // A log tail longer than `ROLL_BEFORE_COPY_BYTES` is sealed by a roll, so the
+            // copy links it instead of copying it; the spare number is wasted otherwise.
+            let spare = st.versions.new_file_number();
+            let next_seq = st.last_seq + 1;
+            let roll_from = ROLL_BEFORE_COPY_BYTES.min(db.opts.log_file_bytes / 4);
+            let (end, active) = MutexGuard::unlocked(st, || -> Result<(LogPos, u64)> {
+                let mut log = db.writes.log.lock();
+                let end = LogPos { file: log.file_number(), offset: log.groups_end().offset };
+                if end.offset < roll_from {
+                    return Ok((end, end.file));
+                }
+                log.roll(spare, next_seq)?;
+                Ok((end, spare))
+            })?;
             db.background_error(st)?;
             let edit = st.versions.snapshot_edit();
             let head = st.versions.log_head();
@@ -129,7 +157,7 @@ impl DbInner {
             db.sharing.pin_numbers(&files, Some(head.file));
             // Acquired before anything can compact a version the sequence number still sees.
             let snapshot = snapshot.then(|| db.snapshots.acquire(sequence));
-            *slot.lock() = Some(Taken { edit, head, end, sequence, snapshot, pinned: files });
+            *slot.lock() = Some(Taken { edit, head, end, active, sequence, snapshot, pinned: files });
             Ok(())
         })?;
         let taken = out.lock().take();
@@ -144,19 +172,20 @@ impl DbInner {
             let st = self.state.lock();
             (st.versions.snapshot_edit(), st.versions.log_head())
         };
-        self.capture_files(edit, head, view.log_end, view.sequence, true)
+        let logs = LogSpan { head, end: view.log_end, active: view.log_end.file };
+        self.capture_files(edit, logs, view.sequence, true)
     }
 
-    /// The files of a capture whose snapshot edit is `edit` and whose log runs from `head` to
-    /// `end`; `copy_logs`: copy every log file, not only the one being appended.
+    /// The files of a capture whose snapshot edit is `edit` and whose log is `logs`;
+    /// `copy_logs`: copy every log file, not only the one being appended.
     fn capture_files(
         &self,
         mut edit: VersionEdit,
-        head: LogPos,
-        end: LogPos,
+        logs: LogSpan,
         sequence: u64,
         copy_logs: bool,
     ) -> Result<Capture<'_>> {
+        let LogSpan { head, end, active } = logs;
         let on_disk: HashMap<u64, (FileKind, String)> = (self.vfs.list(&self.dir)?.into_iter())
             .filter_map(|name| filename::parse_file_name(&name).map(|(kind, n)| (n, (kind, name))))
             .filter(|(_, (kind, _))| matches!(kind, FileKind::Table | FileKind::Vlog | FileKind::Cold))
@@ -179,8 +208,10 @@ impl DbInner {
             .collect();
         logs.sort_unstable();
         for &(n, name) in &logs {
-            let len = if n == end.file { end.offset } else { self.vfs.file_size(&self.dir.join(name))? };
-            files.push(CapturedFile { name: name.clone(), len, copy: copy_logs || n == end.file, stable: !copy_logs });
+            // A file the capture's roll sealed is whole: what follows its last group (a sync
+            // mark) is part of it, as in any older log file.
+            let len = if n == active { end.offset } else { self.vfs.file_size(&self.dir.join(name))? };
+            files.push(CapturedFile { name: name.clone(), len, copy: copy_logs || n == active, stable: !copy_logs });
         }
         for &(n, total) in &edit.vlog_added {
             if (head.file..=end.file).contains(&n) && logs.iter().any(|&(l, _)| l == n) {
@@ -227,7 +258,8 @@ impl super::Db {
     /// Make `dir` — a new directory, or an empty one — an openable copy of the database as it
     /// is now, at one sequence number (`CheckpointInfo::sequence`). Tables and value files are
     /// hard-linked when `dir` is on the same filesystem (the time does not grow with the
-    /// data), the log file being appended is copied up to the last write; nothing the
+    /// data), the log file being appended is copied up to the last write (or, when that is
+    /// over 1 MiB, the log moves on to a new file and the sealed one is linked); nothing the
     /// database does afterwards (GC, hole punching, compaction, light-weight compaction's
     /// appends) changes the copy. Open it with `Db::open` (it is a database of its own) or
     /// `Db::open_read_only`. A crash part way leaves `dir` without `CURRENT`, which no open
@@ -239,9 +271,8 @@ impl super::Db {
     }
 
     /// `checkpoint`, also returning a snapshot of this database at the checkpoint's sequence
-    /// number (tests compare the two).
-    #[cfg(any(test, feature = "test-util"))]
-    #[doc(hidden)]
+    /// number: reads through it see exactly what the checkpoint holds (what a Raft snapshot
+    /// built from a checkpoint records beside it, and what tests compare).
     pub fn checkpoint_with_snapshot(&self, dir: impl AsRef<Path>) -> Result<(CheckpointInfo, Snapshot)> {
         let (info, snap) = self.inner.checkpoint(dir.as_ref(), true)?;
         let snap = snap.ok_or_else(|| Error::invalid("the capture took no snapshot"))?;
