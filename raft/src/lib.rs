@@ -7,7 +7,8 @@
 //!   told they are flushed; a purge is one range tombstone over the log's prefix (value-log GC
 //!   then gives the space back); a truncation one over its suffix.
 //! - `raft-meta`: the vote, the committed log id, the last purged log id, and the state
-//!   machine's last applied log id, its membership and its current snapshot.
+//!   machine's last applied log id, its membership and its current snapshot (a checkpoint
+//!   of the database in `raft-snapshots/`, module `snapshots`).
 //! - `raft-values`: the value of each `Set` in the log, written once when its entry is
 //!   appended; the state refers to it rather than copying it (module `values`).
 //! - `raft-state`: the state machine's keys, each with its value or a reference into
@@ -27,8 +28,11 @@
 mod log_store;
 #[cfg(feature = "server")]
 pub mod server;
+mod snapshots;
 mod state_machine;
 mod values;
+
+pub use snapshots::SNAPSHOTS_DIR;
 
 use std::io::Cursor;
 use std::path::Path;
@@ -53,8 +57,11 @@ pub const STATE_KEYSPACE: &str = "raft-state";
 pub const VALUES_KEYSPACE: &str = "raft-values";
 
 /// The layout of the keyspaces this version writes (in `raft-meta` under `format`): a
-/// database written by another layout is refused rather than misread.
-const FORMAT: u32 = 2;
+/// database written by another layout is refused rather than misread. Layout 2 (snapshots
+/// kept as data in `raft-meta`) is read and moved to 3 (snapshots as checkpoints) at open.
+const FORMAT: u32 = 3;
+/// The older layout this version still opens.
+const FORMAT_SNAPSHOT_DATA: u32 = 2;
 
 openraft::declare_raft_types!(
     /// The Raft types of a wisckey-raft node: key-value requests, `u64` node ids, snapshots
@@ -121,6 +128,10 @@ pub(crate) struct Shared {
     /// Held by whoever may delete a value of `raft-values` (purge, apply, snapshot install)
     /// while it decides: each reads the others' effects whole.
     pub(crate) owner: Arc<Mutex<()>>,
+    /// The current snapshot's checkpoint: one build, install or read at a time.
+    pub(crate) snapshots: Arc<snapshots::Snapshots>,
+    /// The options the database was opened with (a snapshot's checkpoint opens with them).
+    pub(crate) options: Options,
     /// Values shorter than this are copied into the state (one lookup to read them back)
     /// rather than referred to: the engine keeps them in its tree anyway.
     pub(crate) inline_below: usize,
@@ -134,7 +145,12 @@ impl Shared {
         let values = db.open_keyspace(VALUES_KEYSPACE, options.clone())?;
         check_format(&meta, &log, &state)?;
         let inline_below = options.min_separated_value_bytes;
-        Ok(Shared { db, log, meta, state, values, owner: Arc::default(), inline_below })
+        let snapshots = Arc::default();
+        let options = options.clone();
+        let shared = Shared { db, log, meta, state, values, owner: Arc::default(), snapshots, options, inline_below };
+        // What a crash during a snapshot's build or install left.
+        snapshots::remove_others(&shared, snapshots::current_name(&shared)?.as_deref());
+        Ok(shared)
     }
 
     /// Hold the value-ownership lock (a poisoned lock only means a panic elsewhere: the data
@@ -182,6 +198,12 @@ fn check_format(meta: &Keyspace, log: &Keyspace, state: &Keyspace) -> wisckey::R
     if found == Some(FORMAT) {
         return Ok(());
     }
+    if found == Some(FORMAT_SNAPSHOT_DATA) {
+        // Its snapshot (data in `raft-meta`) is still served; the next one is a checkpoint.
+        // Synced, so no older version misreads what this one writes next.
+        meta.put_opt(&wisckey::WriteOptions::synced(), meta_key::FORMAT, FORMAT.to_string())?;
+        return Ok(());
+    }
     Err(wisckey::Error::invalid(format!(
         "this database's Raft store layout is {} but this wisckey-raft reads layout {FORMAT}",
         found.map_or("an earlier one (no `format` record)".to_owned(), |f| f.to_string())
@@ -204,7 +226,10 @@ pub(crate) mod meta_key {
     pub const MEMBERSHIP: &[u8] = b"sm/membership";
     /// The current snapshot's metadata (JSON `SnapshotMeta`).
     pub const SNAPSHOT_META: &[u8] = b"sm/snapshot-meta";
-    /// The current snapshot's data (the bytes sent to followers).
+    /// The name of the current snapshot's checkpoint in `raft-snapshots/` (UTF-8).
+    pub const SNAPSHOT_DIR: &[u8] = b"sm/snapshot-dir";
+    /// Layout 2's snapshot data (the bytes sent to followers): read while it is the current
+    /// snapshot, deleted when the next is recorded.
     pub const SNAPSHOT_DATA: &[u8] = b"sm/snapshot-data";
 }
 

@@ -2,42 +2,34 @@
 //! `raft-state` keyspace, each with a reference to its value where the log entry that set it
 //! stored it (`raft-values`, written once) or, when small, with the value itself; the last
 //! applied log id and the membership beside them in `raft-meta`, written in the same batch so
-//! a crash never separates them. A snapshot is the state's pairs read at one database
-//! snapshot, kept in `raft-meta` until the next; installing one replaces the state keyspace's
-//! contents in one batch.
+//! a crash never separates them. A snapshot is a checkpoint of the database (module
+//! `snapshots`), sent as the state's pairs read out of it; installing one replaces the state
+//! keyspace's contents in one batch, then checkpoints the result as this node's snapshot.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::io::Cursor;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use openraft::storage::RaftStateMachine;
 use openraft::{
-    BasicNode, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, Snapshot, SnapshotMeta, StorageIOError,
+    BasicNode, EntryPayload, OptionalSend, RaftSnapshotBuilder, Snapshot, SnapshotMeta, StorageIOError,
     StoredMembership,
 };
-use wisckey::{ReadOptions, WriteBatch, WriteOptions};
+use wisckey::{Keyspace, ReadOptions, WriteBatch, WriteOptions};
 
+use crate::snapshots::{self, AppliedState, SnapshotPairs};
 use crate::values::{self, StateValue, ValueAt};
 use crate::{io_err, meta_key, to_json, Entry, Request, Response, Shared, StorageResult, TypeConfig};
 
 /// Past every state key: keys are UTF-8, which never holds the byte 0xFF.
 const PAST_LAST_KEY: [u8; 1] = [0xFF];
 
-/// The last applied log id and the membership it brought.
-type AppliedState = (Option<LogId<u64>>, StoredMembership<u64, BasicNode>);
-
-/// A snapshot's data: the state's pairs in key order, as JSON.
-type SnapshotPairs = Vec<(String, String)>;
-
 /// The replicated key-value state of one node: a cheap handle (clones share the database),
 /// which is also its own snapshot builder.
 #[derive(Clone)]
 pub struct StateMachineStore {
     s: Shared,
-    /// Snapshots built by this process, to make snapshot ids unique.
-    built: Arc<AtomicU64>,
 }
 
 impl Debug for StateMachineStore {
@@ -48,7 +40,7 @@ impl Debug for StateMachineStore {
 
 impl StateMachineStore {
     pub(crate) fn new(s: Shared) -> StateMachineStore {
-        StateMachineStore { s, built: Arc::default() }
+        StateMachineStore { s }
     }
 
     /// The value of `key` in the applied state (a local read: linearizable reads go through
@@ -56,7 +48,7 @@ impl StateMachineStore {
     pub fn get(&self, key: &str) -> wisckey::Result<Option<String>> {
         let ro = ReadOptions { snapshot: Some(self.s.db.snapshot()), ..ReadOptions::default() };
         let Some(stored) = self.s.state.get_opt(&ro, key)? else { return Ok(None) };
-        self.resolve(&ro, key.as_bytes(), &stored).map(Some)
+        resolve_in(&self.s.values, &ro, key.as_bytes(), &stored).map(Some)
     }
 
     /// The applied state's pairs with `start <= key < end` (`end` `None`: to the last key),
@@ -71,7 +63,7 @@ impl StateMachineStore {
         let mut out = Vec::new();
         for item in self.s.state.scan(&ro)?.take(limit) {
             let (k, stored) = item?;
-            let v = self.resolve(&ro, &k, &stored)?;
+            let v = resolve_in(&self.s.values, &ro, &k, &stored)?;
             out.push((String::from_utf8_lossy(&k).into_owned(), v));
         }
         Ok(out)
@@ -80,59 +72,6 @@ impl StateMachineStore {
     /// The database under the state machine (for its statistics).
     pub fn db(&self) -> &Arc<wisckey::Db> {
         &self.s.db
-    }
-
-    /// The value a stored state value stands for, read at `ro`'s snapshot (the one the state
-    /// value was read at, so a reference always finds its value).
-    fn resolve(&self, ro: &ReadOptions, key: &[u8], stored: &[u8]) -> wisckey::Result<String> {
-        let damaged = |what: String| wisckey::Error::invalid(what);
-        match StateValue::decode(stored) {
-            Some(StateValue::Inline(v)) => Ok(String::from_utf8_lossy(v).into_owned()),
-            Some(StateValue::Ref(at)) => match self.s.values.get_opt(ro, at.key())? {
-                Some(v) => Ok(String::from_utf8_lossy(&v).into_owned()),
-                None => Err(damaged(format!(
-                    "raft-state key {:?} refers to the value of log entry {} Set #{}, which raft-values does not hold",
-                    String::from_utf8_lossy(key),
-                    at.index,
-                    at.pos
-                ))),
-            },
-            None => Err(damaged(format!(
-                "raft-state key {:?} holds {} bytes that are not a state value",
-                String::from_utf8_lossy(key),
-                stored.len()
-            ))),
-        }
-    }
-
-    /// The current snapshot's metadata and data, as of `ro`.
-    fn stored_snapshot(&self, ro: &ReadOptions) -> StorageResult<Option<Snapshot<TypeConfig>>> {
-        let Some(meta) = self.s.read_meta(ro, meta_key::SNAPSHOT_META, read_snapshot)? else {
-            return Ok(None);
-        };
-        let data = self.s.meta.get_opt(ro, meta_key::SNAPSHOT_DATA).map_err(|e| io_err(read_snapshot, &e))?;
-        let data = data.map(|d| d.to_vec()).unwrap_or_default();
-        Ok(Some(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) }))
-    }
-
-    fn applied_at(&self, ro: &ReadOptions) -> StorageResult<AppliedState> {
-        let applied = self.s.read_meta(ro, meta_key::APPLIED, StorageIOError::read_state_machine)?.flatten();
-        let membership = self.s.read_meta(ro, meta_key::MEMBERSHIP, StorageIOError::read_state_machine)?;
-        Ok((applied, membership.unwrap_or_default()))
-    }
-
-    /// The state's pairs as of `ro` (which holds a snapshot), in key order.
-    fn pairs_at(&self, ro: &ReadOptions) -> StorageResult<SnapshotPairs> {
-        let read = |e: &wisckey::Error| io_err(StorageIOError::read_state_machine, e);
-        let entries = self.s.state.scan(ro).map_err(|e| read(&e))?;
-        entries
-            .map(|item| {
-                let (k, stored) = item.map_err(|e| read(&e))?;
-                let v = self.resolve(ro, &k, &stored).map_err(|e| read(&e))?;
-                let k = String::from_utf8(k).map_err(|e| io_err(StorageIOError::read_state_machine, &e))?;
-                Ok((k, v))
-            })
-            .collect()
     }
 
     /// The last purged log index (0 when none was purged; index 0 is never a `Set`).
@@ -205,6 +144,29 @@ impl StateMachineStore {
     }
 }
 
+/// The value a stored state value stands for, its references followed in `values` at `ro`'s
+/// snapshot (the one the state value was read at, so a reference always finds its value).
+pub(crate) fn resolve_in(values: &Keyspace, ro: &ReadOptions, key: &[u8], stored: &[u8]) -> wisckey::Result<String> {
+    let damaged = |what: String| wisckey::Error::invalid(what);
+    match StateValue::decode(stored) {
+        Some(StateValue::Inline(v)) => Ok(String::from_utf8_lossy(v).into_owned()),
+        Some(StateValue::Ref(at)) => match values.get_opt(ro, at.key())? {
+            Some(v) => Ok(String::from_utf8_lossy(&v).into_owned()),
+            None => Err(damaged(format!(
+                "raft-state key {:?} refers to the value of log entry {} Set #{}, which raft-values does not hold",
+                String::from_utf8_lossy(key),
+                at.index,
+                at.pos
+            ))),
+        },
+        None => Err(damaged(format!(
+            "raft-state key {:?} holds {} bytes that are not a state value",
+            String::from_utf8_lossy(key),
+            stored.len()
+        ))),
+    }
+}
+
 /// One `apply` call's batch in the making.
 struct ApplyStep<'a> {
     batch: &'a mut WriteBatch,
@@ -214,44 +176,15 @@ struct ApplyStep<'a> {
     purged: u64,
 }
 
-fn read_snapshot(e: openraft::AnyError) -> StorageIOError<u64> {
-    StorageIOError::read_snapshot(None, e)
-}
-
-fn write_snapshot(e: openraft::AnyError) -> StorageIOError<u64> {
-    StorageIOError::write_snapshot(None, e)
-}
-
-/// Queue the current snapshot's metadata and data into `batch`.
-fn put_snapshot(
-    s: &Shared,
-    batch: &mut WriteBatch,
-    meta: &SnapshotMeta<u64, BasicNode>,
-    data: &[u8],
-) -> StorageResult<()> {
-    batch.put_in(&s.meta, meta_key::SNAPSHOT_META, to_json(meta, write_snapshot)?);
-    batch.put_in(&s.meta, meta_key::SNAPSHOT_DATA, data);
-    Ok(())
-}
-
 impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
-    /// The applied state and the pairs read at one database snapshot, so they agree whatever
-    /// is applied meanwhile.
+    /// A checkpoint of the database, recorded as the current snapshot with the applied id and
+    /// membership it holds. The data returned is empty: openraft keeps only a built snapshot's
+    /// metadata (its state-machine worker maps the result to `meta`), and the data is read out
+    /// of the checkpoint by `get_current_snapshot` when a follower needs it, so a build reads
+    /// nothing and writes a few KiB whatever the state's size.
     async fn build_snapshot(&mut self) -> StorageResult<Snapshot<TypeConfig>> {
-        let ro = ReadOptions { snapshot: Some(self.s.db.snapshot()), ..ReadOptions::default() };
-        let (last_log_id, last_membership) = self.applied_at(&ro)?;
-        let data = to_json(&self.pairs_at(&ro)?, write_snapshot)?;
-        let n = self.built.fetch_add(1, Ordering::Relaxed) + 1;
-        let snapshot_id = match &last_log_id {
-            Some(id) => format!("{}-{}-{n}", id.leader_id, id.index),
-            None => format!("--{n}"),
-        };
-        let meta = SnapshotMeta { last_log_id, last_membership, snapshot_id };
-        let mut batch = WriteBatch::new();
-        put_snapshot(&self.s, &mut batch, &meta, &data)?;
-        // Not synced: a crash that loses it also loses the purge that would follow it.
-        self.s.db.write(&WriteOptions::default(), &batch).map_err(|e| io_err(write_snapshot, &e))?;
-        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
+        let meta = snapshots::record(&self.s, None)?;
+        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(Vec::new())) })
     }
 }
 
@@ -259,7 +192,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     type SnapshotBuilder = StateMachineStore;
 
     async fn applied_state(&mut self) -> StorageResult<AppliedState> {
-        self.applied_at(&ReadOptions::default())
+        snapshots::applied_at(&self.s, &ReadOptions::default())
     }
 
     /// One batch for all `entries`: their writes, the last applied id and any new membership
@@ -319,9 +252,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
 
     /// Replaces the state with the snapshot's pairs in one synced batch: deletes of the values
     /// of purged entries the old state referred to, a range tombstone over the whole state
-    /// keyspace, the pairs (as values, not references), the applied id, the membership, and the
-    /// snapshot itself as the current one. Data that does not decode is an error and changes
-    /// nothing.
+    /// keyspace, the pairs (as values, not references), the applied id and the membership; then
+    /// a checkpoint of the result is recorded as the current snapshot. Data that does not
+    /// decode is an error and changes nothing.
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta<u64, BasicNode>,
@@ -340,12 +273,14 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         let write = StorageIOError::write_state_machine;
         batch.put_in(&self.s.meta, meta_key::APPLIED, to_json(&meta.last_log_id, write)?);
         batch.put_in(&self.s.meta, meta_key::MEMBERSHIP, to_json(&meta.last_membership, write)?);
-        put_snapshot(&self.s, &mut batch, meta, &data)?;
-        self.s.db.write(&WriteOptions::synced(), &batch).map_err(|e| io_err(write_snapshot, &e))?;
+        let written = self.s.db.write(&WriteOptions::synced(), &batch);
+        written.map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), openraft::AnyError::new(&e)))?;
+        drop(_owner);
+        snapshots::record(&self.s, Some(meta))?;
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
-        self.stored_snapshot(&ReadOptions::default())
+        snapshots::current(&self.s)
     }
 }

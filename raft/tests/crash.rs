@@ -1,5 +1,5 @@
 //! A crash after every filesystem call of a Raft store's life — appends (synced), applies,
-//! purges, truncations, snapshot builds, a vote, flushes and value-log GC — in each crash mode (unsynced data
+//! purges, truncations, snapshot builds (checkpoints, synced), a vote, flushes and value-log GC — in each crash mode (unsynced data
 //! dropped, torn, corrupted): what the store shows after recovery is what it showed after
 //! some prefix of the steps, and that prefix holds every step whose success promised
 //! durability. The observed state includes the `raft-values` keys, so a crash that leaks a
@@ -56,7 +56,7 @@ enum Step {
 
 impl Step {
     fn durable(&self) -> bool {
-        matches!(self, Step::Append(_) | Step::Vote(_) | Step::Flush)
+        matches!(self, Step::Append(_) | Step::Vote(_) | Step::Flush | Step::Snapshot)
     }
 }
 
@@ -82,6 +82,9 @@ fn script() -> Vec<Step> {
         Step::Flush,
         Step::Gc,
         Step::Append(vec![set(10, "f", 300)]),
+        Step::Apply(vec![set(10, "f", 300)]),
+        // A second snapshot: its record replaces the first's, whose checkpoint goes.
+        Step::Snapshot,
     ]
 }
 
@@ -127,6 +130,8 @@ struct Seen {
     applied: Option<u64>,
     pairs: Vec<(String, String)>,
     values: BTreeSet<Vec<u8>>,
+    /// The current snapshot's last index and data (read out of its checkpoint).
+    snapshot: Option<(Option<u64>, Vec<u8>)>,
 }
 
 fn seen(stores: &mut Stores) -> Seen {
@@ -137,7 +142,10 @@ fn seen(stores: &mut Stores) -> Seen {
         let applied = sm.applied_state().await.expect("applied").0.map(|id| id.index);
         let values = log.db().keyspace(VALUES_KEYSPACE).expect("values keyspace");
         let values = values.scan(&ReadOptions::default()).expect("scan").map(|kv| kv.expect("read").0).collect();
+        let snapshot = sm.get_current_snapshot().await.expect("the current snapshot reads back whole");
+        let snapshot = snapshot.map(|s| (s.meta.last_log_id.map(|id| id.index), s.snapshot.into_inner()));
         Seen {
+            snapshot,
             vote: log.read_vote().await.expect("vote"),
             log: entries,
             purged: state.last_purged_log_id.map(|id| id.index),

@@ -130,12 +130,14 @@ fn an_installed_snapshot_replaces_the_followers_state() -> Result {
 
         let built = leader.get_snapshot_builder().await.build_snapshot().await?;
         assert_eq!(built.meta.last_log_id, Some(log_id(1, 5)));
+        // Applied after the build: the snapshot's checkpoint must not see it.
+        leader.apply([set(1, 6, "d", "after")]).await?;
         let current = leader.get_current_snapshot().await?.expect("the built snapshot is current");
         assert_eq!(current.meta, built.meta);
-        assert_eq!(current.snapshot.get_ref(), built.snapshot.get_ref());
+        assert_eq!(current.snapshot.get_ref(), br#"[["b","2"],["c","3"]]"#, "the pairs at the build");
 
         let mut received = follower.begin_receiving_snapshot().await?;
-        *received = Cursor::new(built.snapshot.into_inner());
+        *received = Cursor::new(current.snapshot.into_inner());
         follower.install_snapshot(&built.meta, received).await?;
         Ok(())
     })?;
@@ -149,6 +151,43 @@ fn an_installed_snapshot_replaces_the_followers_state() -> Result {
         assert_eq!(membership.log_id(), &Some(log_id(1, 1)));
         let current = follower.get_current_snapshot().await?.expect("the installed snapshot is current");
         assert_eq!(current.meta.last_log_id, Some(log_id(1, 5)));
+        assert_eq!(current.snapshot.get_ref(), br#"[["b","2"],["c","3"]]"#, "the follower serves what it installed");
+        Ok(())
+    })
+}
+
+/// The snapshot directories under `dir`'s `raft-snapshots/`.
+fn snapshot_dirs(dir: &std::path::Path) -> Vec<String> {
+    let entries = std::fs::read_dir(dir.join(wisckey_raft::SNAPSHOTS_DIR)).expect("raft-snapshots");
+    entries.map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect()
+}
+
+#[test]
+fn a_new_snapshot_lets_the_previous_checkpoint_go_and_an_open_removes_a_leftover() -> Result {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let big = "v".repeat(5_000);
+    run(async {
+        let (mut log, mut sm) = open(dir.path());
+        for round in 1..=3u64 {
+            let entries: Vec<_> = (0..20u64).map(|i| set(1, round * 100 + i, &format!("k{i:02}"), &big)).collect();
+            log.blocking_append(entries.clone()).await?;
+            sm.apply(entries).await?;
+            let built = sm.get_snapshot_builder().await.build_snapshot().await?;
+            assert_eq!(built.meta.last_log_id, Some(log_id(1, round * 100 + 19)));
+            assert_eq!(snapshot_dirs(dir.path()).len(), 1, "round {round}: only the current checkpoint stays");
+        }
+        Ok(())
+    })?;
+    // A build a crash cut short leaves a directory the record does not name.
+    std::fs::create_dir(dir.path().join(wisckey_raft::SNAPSHOTS_DIR).join("0-cut-short")).expect("mkdir");
+    run(async {
+        let (_log, mut sm) = open(dir.path());
+        assert_eq!(snapshot_dirs(dir.path()).len(), 1, "the open removes what the record does not name");
+        let current = sm.get_current_snapshot().await?.expect("current");
+        assert_eq!(current.meta.last_log_id, Some(log_id(1, 319)));
+        let pairs: Vec<(String, String)> = serde_json::from_slice(current.snapshot.get_ref()).expect("pairs");
+        assert_eq!(pairs.len(), 20);
+        assert!(pairs.iter().all(|(_, v)| *v == big), "values read back through the checkpoint's references");
         Ok(())
     })
 }

@@ -242,10 +242,11 @@ fn a_snapshot_install_drops_the_values_only_the_old_state_held() -> Result {
         b.apply(own).await?;
         b_log.purge(log_id(2)).await?;
         assert_eq!(stored_values(&b_log), BTreeSet::from([(1, 0), (2, 0), (3, 0)]), "all three are referred to");
-        let built = a.get_snapshot_builder().await.build_snapshot().await?;
+        a.get_snapshot_builder().await.build_snapshot().await?;
+        let sent = a.get_current_snapshot().await?.expect("the built snapshot is current");
         let mut received = b.begin_receiving_snapshot().await?;
-        *received = Cursor::new(built.snapshot.into_inner());
-        b.install_snapshot(&built.meta, received).await?;
+        *received = Cursor::new(sent.snapshot.into_inner());
+        b.install_snapshot(&sent.meta, received).await?;
         // Entries 1 and 2 are purged and nothing refers to their values any more; entry 3 is
         // still in the log, which keeps its value until it is purged.
         assert_eq!(stored_values(&b_log), BTreeSet::from([(3, 0)]));

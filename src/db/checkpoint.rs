@@ -308,6 +308,10 @@ pub(crate) fn prepare_target(vfs: &dyn Vfs, target: &Path, what: &'static str) -
         return Ok(false);
     }
     vfs.create_dir_all(target)?;
+    // The new directory's own name must survive a crash with what is written into it.
+    if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
+        vfs.sync_dir(parent)?;
+    }
     Ok(true)
 }
 
