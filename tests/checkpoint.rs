@@ -525,6 +525,18 @@ fn a_checkpoint_past_a_long_log_tail_rolls_the_log_and_links_it_instead_of_copyi
     let ckpt = Db::open(CKPT, options()).expect("open the checkpoint");
     assert_view_matches(&ckpt, &ReadOptions::default(), &at_checkpoint, "checkpoint of a rolled log");
     assert_healthy(&ckpt, "checkpoint");
+    // The checkpoint, a database of its own, writes to a log file of its own: its first
+    // groups must not land in the sealed file it shares with the source.
+    let mut ck_model = at_checkpoint.clone();
+    for i in 0..50u32 {
+        let v = make_value(&key(i), 3, 1_000);
+        ckpt.put_opt(&WriteOptions::synced(), key(i), &v).expect("put into the checkpoint");
+        ck_model.insert(key(i), v);
+    }
+    assert_eq!(file_shapes(&*fs, CKPT).iter().filter(|f| f.0.ends_with(".vlog")).count(), 2);
+    drop(ckpt);
+    let ckpt = Db::open(CKPT, options()).expect("reopen the checkpoint");
+    assert_view_matches(&ckpt, &ReadOptions::default(), &ck_model, "checkpoint after its own writes");
     let ckpt2 = Db::open("/ckpt2", options()).expect("open the second checkpoint");
     assert_view_matches(&ckpt2, &ReadOptions::default(), &model, "checkpoint of a short tail");
     // The source, reopened, replays across the roll.

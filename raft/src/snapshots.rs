@@ -8,8 +8,9 @@
 //! Why a checkpoint rather than the pairs written out: every node builds a snapshot every few
 //! thousand entries, and writing the whole state each time cost more device bytes than the
 //! puts themselves (docs/replication.md); a checkpoint shares the files the state is already
-//! in. What it costs instead: while a checkpoint links a value file, GC punches no hole in it
-//! and its space comes back when the next snapshot lets the checkpoint go.
+//! in. What it costs instead: while a checkpoint links a file, GC punches no hole in it (a
+//! range collected meanwhile comes back only when GC deletes the whole file, after the
+//! checkpoint has let it go) and light-weight compaction merges instead of appending to it.
 
 use std::io::Cursor;
 use std::path::PathBuf;
@@ -122,6 +123,15 @@ pub(crate) fn current(s: &Shared) -> StorageResult<Option<Snapshot<TypeConfig>>>
     let Some(meta) = s.read_meta::<SnapshotMeta<u64, BasicNode>>(&ro, meta_key::SNAPSHOT_META, read_snapshot)? else {
         return Ok(None);
     };
+    // An install writes the state (synced), then records its checkpoint: a crash between the
+    // two leaves the previous snapshot recorded while openraft purges the log up to the
+    // installed state. A snapshot behind the purged log cannot serve a follower; reporting
+    // none makes openraft build one of the state as it is.
+    let purged = s.purged(read_snapshot)?.map(|p| p.index);
+    if meta.last_log_id.map(|l| l.index) < purged {
+        tracing::warn!(snapshot = ?meta.last_log_id, ?purged, "the recorded snapshot is behind the purged log; reporting none");
+        return Ok(None);
+    }
     let get = |key| s.meta.get_opt(&ro, key).map_err(|e| io_err(read_snapshot, &e));
     let data = match get(meta_key::SNAPSHOT_DIR)? {
         Some(name) => {

@@ -239,3 +239,27 @@ fn purged_entries_are_garbage_that_value_log_gc_reclaims() -> Result {
         Ok(())
     })
 }
+
+/// An install writes the state, then records its checkpoint: a crash between the two leaves an
+/// older snapshot recorded while openraft purges the log up to the installed state at the next
+/// start. A snapshot behind the purged log is reported as none (openraft then builds one).
+#[test]
+fn a_recorded_snapshot_behind_the_purged_log_is_reported_as_none() -> Result {
+    let dir = tempfile::tempdir().expect("temp dir");
+    run(async {
+        let (mut log, mut sm) = open(dir.path());
+        let entries: Vec<_> = (1..=6u64).map(|i| set(1, i, &format!("k{i}"), "v")).collect();
+        log.blocking_append(entries.clone()).await?;
+        sm.apply(entries[..3].to_vec()).await?;
+        sm.get_snapshot_builder().await.build_snapshot().await?;
+        sm.apply(entries[3..].to_vec()).await?;
+        let current = sm.get_current_snapshot().await?.expect("the built snapshot is current");
+        assert_eq!(current.meta.last_log_id, Some(log_id(1, 3)));
+        log.purge(log_id(1, 6)).await?;
+        assert!(sm.get_current_snapshot().await?.is_none(), "a snapshot behind the purged log must not be served");
+        let built = sm.get_snapshot_builder().await.build_snapshot().await?;
+        assert_eq!(built.meta.last_log_id, Some(log_id(1, 6)));
+        assert!(sm.get_current_snapshot().await?.is_some(), "the new build is current");
+        Ok(())
+    })
+}

@@ -78,22 +78,11 @@ pub(crate) struct Capture<'a> {
 /// `log_file_bytes` file), a roll one small new file.
 const ROLL_BEFORE_COPY_BYTES: u64 = 1 << 20;
 
-/// The log files a capture holds: from `head` to `end`, `active` the one still appended.
-#[derive(Clone, Copy)]
-struct LogSpan {
-    head: LogPos,
-    end: LogPos,
-    active: u64,
-}
-
 /// What the write leader captured.
 struct Taken {
     edit: VersionEdit,
     head: LogPos,
     end: LogPos,
-    /// The log file being appended after the capture: `end.file`, or a newer one when the
-    /// capture rolled the log.
-    active: u64,
     sequence: u64,
     snapshot: Option<Snapshot>,
     /// The file numbers pinned (the floor aside).
@@ -114,8 +103,7 @@ impl DbInner {
         // The copy's manifest says the log is durable up to `end`; the source's log files
         // are made so (the linked ones are the same files).
         self.writes.sync_log_for_gc(self)?;
-        let logs = LogSpan { head: taken.head, end: taken.end, active: taken.active };
-        let mut capture = self.capture_files(taken.edit, logs, taken.sequence, false)?;
+        let mut capture = self.capture_files(taken.edit, taken.head, taken.end, taken.sequence, false)?;
         let logs: Vec<u64> = capture.files.iter().filter_map(|f| log_number(&f.name)).collect();
         pins.narrow(&logs);
         capture._pins = Some(pins);
@@ -139,14 +127,14 @@ impl DbInner {
             let spare = st.versions.new_file_number();
             let next_seq = st.last_seq + 1;
             let roll_from = ROLL_BEFORE_COPY_BYTES.min(db.opts.log_file_bytes / 4);
-            let (end, active) = MutexGuard::unlocked(st, || -> Result<(LogPos, u64)> {
+            let end = MutexGuard::unlocked(st, || -> Result<LogPos> {
                 let mut log = db.writes.log.lock();
-                let end = LogPos { file: log.file_number(), offset: log.groups_end().offset };
-                if end.offset < roll_from {
-                    return Ok((end, end.file));
+                if log.groups_end().offset >= roll_from {
+                    // The copy's log ends in the new file, just past its start mark: the copy
+                    // appends to a private copy of that, never to the linked sealed file.
+                    log.roll(spare, next_seq)?;
                 }
-                log.roll(spare, next_seq)?;
-                Ok((end, spare))
+                Ok(LogPos { file: log.file_number(), offset: log.groups_end().offset })
             })?;
             db.background_error(st)?;
             let edit = st.versions.snapshot_edit();
@@ -157,7 +145,7 @@ impl DbInner {
             db.sharing.pin_numbers(&files, Some(head.file));
             // Acquired before anything can compact a version the sequence number still sees.
             let snapshot = snapshot.then(|| db.snapshots.acquire(sequence));
-            *slot.lock() = Some(Taken { edit, head, end, active, sequence, snapshot, pinned: files });
+            *slot.lock() = Some(Taken { edit, head, end, sequence, snapshot, pinned: files });
             Ok(())
         })?;
         let taken = out.lock().take();
@@ -172,20 +160,19 @@ impl DbInner {
             let st = self.state.lock();
             (st.versions.snapshot_edit(), st.versions.log_head())
         };
-        let logs = LogSpan { head, end: view.log_end, active: view.log_end.file };
-        self.capture_files(edit, logs, view.sequence, true)
+        self.capture_files(edit, head, view.log_end, view.sequence, true)
     }
 
-    /// The files of a capture whose snapshot edit is `edit` and whose log is `logs`;
-    /// `copy_logs`: copy every log file, not only the one being appended.
+    /// The files of a capture whose snapshot edit is `edit` and whose log runs from `head` to
+    /// `end`; `copy_logs`: copy every log file, not only the one being appended.
     fn capture_files(
         &self,
         mut edit: VersionEdit,
-        logs: LogSpan,
+        head: LogPos,
+        end: LogPos,
         sequence: u64,
         copy_logs: bool,
     ) -> Result<Capture<'_>> {
-        let LogSpan { head, end, active } = logs;
         let on_disk: HashMap<u64, (FileKind, String)> = (self.vfs.list(&self.dir)?.into_iter())
             .filter_map(|name| filename::parse_file_name(&name).map(|(kind, n)| (n, (kind, name))))
             .filter(|(_, (kind, _))| matches!(kind, FileKind::Table | FileKind::Vlog | FileKind::Cold))
@@ -208,10 +195,8 @@ impl DbInner {
             .collect();
         logs.sort_unstable();
         for &(n, name) in &logs {
-            // A file the capture's roll sealed is whole: what follows its last group (a sync
-            // mark) is part of it, as in any older log file.
-            let len = if n == active { end.offset } else { self.vfs.file_size(&self.dir.join(name))? };
-            files.push(CapturedFile { name: name.clone(), len, copy: copy_logs || n == active, stable: !copy_logs });
+            let len = if n == end.file { end.offset } else { self.vfs.file_size(&self.dir.join(name))? };
+            files.push(CapturedFile { name: name.clone(), len, copy: copy_logs || n == end.file, stable: !copy_logs });
         }
         for &(n, total) in &edit.vlog_added {
             if (head.file..=end.file).contains(&n) && logs.iter().any(|&(l, _)| l == n) {
