@@ -150,6 +150,15 @@ impl Table {
         cache: Option<Arc<BlockCache>>,
         ro: &TableReadOptions,
     ) -> Result<Table> {
+        if file.mapping().is_some() {
+            // A fault should read its own page, not the kernel's read-around (up to the
+            // device's read-ahead: 8 MiB on this machine's disk, a whole table) when the tree
+            // outgrows the page cache: scans read ahead themselves
+            // (`BlockReadahead::advise_mapped`). Before the footer is read: advised after the
+            // open's own reads, every table's first open read the whole file (docs/BENCHMARKS.md
+            // §7). A hint only.
+            let _ = file.advise(0, 0, crate::fs::Advice::Random);
+        }
         let buf = read_footer(&*file, file_size)?;
         if footer_magic(&buf) != DTABLE_MAGIC {
             return Table::open_segment(file, (file_number, file_size), file_size, buf, cache, ro);
@@ -229,12 +238,6 @@ impl Table {
             .flatten()
             .fold(footer.data_end(), |end, (_, h)| end.min(h.offset));
         let mapping = file.mapping().cloned();
-        if mapping.is_some() {
-            // A lookup's fault should read its own page, not the kernel's read-around (up to
-            // the device's read-ahead, megabytes here) when the tree outgrows the page cache:
-            // scans read ahead themselves (`BlockReadahead::advise_mapped`). A hint only.
-            let _ = file.advise(0, 0, crate::fs::Advice::Random);
-        }
         // Every block takes at least its trailer, which bounds a damaged block count.
         let max_blocks = usize::try_from(data_end / BLOCK_TRAILER_LEN as u64).unwrap_or(usize::MAX);
         let blocks = usize::try_from(props.num_data_blocks).unwrap_or(usize::MAX).min(max_blocks);

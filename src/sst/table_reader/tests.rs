@@ -598,3 +598,47 @@ proptest! {
         }
     }
 }
+
+/// A mapped table file that records, in order, its advice and every way it is read.
+struct AdviceLog {
+    inner: Arc<dyn RandomAccessFile>,
+    events: Mutex<Vec<&'static str>>,
+}
+
+impl RandomAccessFile for AdviceLog {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.events.lock().push("read");
+        self.inner.read_at(offset, buf)
+    }
+    fn len(&self) -> Result<u64> {
+        self.inner.len()
+    }
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+    fn advise(&self, offset: u64, len: u64, advice: crate::fs::Advice) -> Result<()> {
+        self.events.lock().push(if advice == crate::fs::Advice::Random { "random" } else { "other advice" });
+        self.inner.advise(offset, len, advice)
+    }
+    fn mapping(&self) -> Option<&Arc<crate::fs::FileMapping>> {
+        self.events.lock().push("mapping");
+        self.inner.mapping()
+    }
+}
+
+/// With the device's read-ahead at megabytes, a fault before the advice reads a whole table:
+/// a mapped table is advised random before its open reads a byte.
+#[test]
+fn a_mapped_table_is_advised_random_before_its_open_reads_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = random_model(3, 500);
+    let (file, summary) = build(&model, opts(4096, 16, Compression::None, 10.0));
+    let logged = Arc::new(AdviceLog { inner: mapped_file(dir.path(), &file.bytes()), events: Mutex::new(Vec::new()) });
+    let table = Table::open(logged.clone(), 7, summary.file_size, None).unwrap();
+    check_table(&model, &Arc::new(table), 3);
+    let events = logged.events.lock().clone();
+    let advised = events.iter().position(|e| *e == "random").expect("the mapping was never advised random");
+    let first_read = events.iter().position(|e| *e == "read").unwrap_or(usize::MAX);
+    assert!(advised < first_read, "read before the advice: {:?}", &events[..first_read.min(events.len())]);
+    assert!(events[..advised].iter().all(|e| *e == "mapping"), "the open used the file before advising it: {events:?}");
+}
