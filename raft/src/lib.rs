@@ -130,11 +130,9 @@ pub(crate) struct Shared {
     pub(crate) owner: Arc<Mutex<()>>,
     /// The current snapshot's checkpoint: one build, install or read at a time.
     pub(crate) snapshots: Arc<snapshots::Snapshots>,
-    /// The options the database was opened with (a snapshot's checkpoint opens with them).
+    /// The options the database was opened with (a snapshot's checkpoint opens with them;
+    /// `min_separated_value_bytes` says which values the state copies).
     pub(crate) options: Options,
-    /// Values shorter than this are copied into the state (one lookup to read them back)
-    /// rather than referred to: the engine keeps them in its tree anyway.
-    pub(crate) inline_below: usize,
 }
 
 impl Shared {
@@ -144,10 +142,9 @@ impl Shared {
         let state = db.open_keyspace(STATE_KEYSPACE, options.clone())?;
         let values = db.open_keyspace(VALUES_KEYSPACE, options.clone())?;
         check_format(&meta, &log, &state)?;
-        let inline_below = options.min_separated_value_bytes;
         let snapshots = Arc::default();
         let options = options.clone();
-        let shared = Shared { db, log, meta, state, values, owner: Arc::default(), snapshots, options, inline_below };
+        let shared = Shared { db, log, meta, state, values, owner: Arc::default(), snapshots, options };
         // What a crash during a snapshot's build or install left.
         snapshots::remove_others(&shared, snapshots::current_name(&shared)?.as_deref());
         Ok(shared)

@@ -78,10 +78,10 @@ pub(crate) fn record(
     let n = s.snapshots.made.fetch_add(1, Ordering::Relaxed) + 1;
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let name = format!("{nanos:020}-{n}");
-    let vfs = s.options.vfs.clone();
-    let dir = root(s).join(&name);
-    if !vfs.is_dir(&root(s)) {
-        let made = vfs.create_dir_all(&root(s)).and_then(|()| vfs.sync_dir(s.db.path()));
+    let (vfs, root) = (&s.options.vfs, root(s));
+    let dir = root.join(&name);
+    if !vfs.is_dir(&root) {
+        let made = vfs.create_dir_all(&root).and_then(|()| vfs.sync_dir(s.db.path()));
         made.map_err(|e| io_err(write_snapshot, &e))?;
     }
     let (_info, at) = s.db.checkpoint_with_snapshot(&dir).map_err(|e| io_err(write_snapshot, &e))?;
@@ -132,10 +132,9 @@ pub(crate) fn current(s: &Shared) -> StorageResult<Option<Snapshot<TypeConfig>>>
         tracing::warn!(snapshot = ?meta.last_log_id, ?purged, "the recorded snapshot is behind the purged log; reporting none");
         return Ok(None);
     }
-    let get = |key| s.meta.get_opt(&ro, key).map_err(|e| io_err(read_snapshot, &e));
-    let data = match get(meta_key::SNAPSHOT_DIR)? {
+    let data = match current_name(s).map_err(|e| io_err(read_snapshot, &e))? {
         Some(name) => {
-            let dir = root(s).join(String::from_utf8_lossy(&name).as_ref());
+            let dir = root(s).join(name);
             if !s.options.vfs.is_dir(&dir) {
                 tracing::warn!(?dir, "the current snapshot's checkpoint is missing; reporting no snapshot");
                 return Ok(None);
@@ -144,7 +143,10 @@ pub(crate) fn current(s: &Shared) -> StorageResult<Option<Snapshot<TypeConfig>>>
             to_json(&pairs, read_snapshot)?
         }
         // A snapshot recorded by layout 2, which kept the data itself.
-        None => get(meta_key::SNAPSHOT_DATA)?.map(|d| d.to_vec()).unwrap_or_default(),
+        None => {
+            let data = s.meta.get_opt(&ro, meta_key::SNAPSHOT_DATA).map_err(|e| io_err(read_snapshot, &e))?;
+            data.map(|d| d.to_vec()).unwrap_or_default()
+        }
     };
     Ok(Some(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) }))
 }

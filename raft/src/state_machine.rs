@@ -90,7 +90,9 @@ impl StateMachineStore {
                 Request::Set { key, value } => {
                     let at = ValueAt { index, pos };
                     pos += 1;
-                    let stored = if value.len() < self.s.inline_below {
+                    // A value the engine keeps in its tree anyway is copied into the state (one
+                    // lookup to read it back) rather than referred to.
+                    let stored = if value.len() < self.s.options.min_separated_value_bytes {
                         StateValue::Inline(value.as_bytes()).encode()
                     } else {
                         StateValue::Ref(at).encode()
