@@ -18,7 +18,7 @@ use crate::vlog::ValuePointer;
 use crate::write_batch::{BatchIter, BatchOp, WriteBatch};
 
 /// How collecting one chunk ended.
-enum ChunkDone {
+pub(super) enum ChunkDone {
     /// Go on with the next chunk.
     More,
     /// The file is collected (or GC is shutting down).
@@ -40,7 +40,7 @@ const CHUNKS_PER_SYNC: usize = 4;
 /// A chunk whose live values were moved: freeing it waits until the log is durable to
 /// `log_at`.
 #[derive(Clone, Copy)]
-struct MovedChunk {
+pub(super) struct MovedChunk {
     start: u64,
     end: u64,
     end_of_file: bool,
@@ -128,9 +128,18 @@ impl Gc {
     /// this one is moved and freed, so each half keeps a core busy (at most three chunks are
     /// in memory). A liveness answer that went stale meanwhile is safe: the write leader
     /// re-checks every key before it logs a pointer.
+    /// With `hand_off`, the file's last chunks are freed by the freer thread while the next
+    /// file is collected (`freer.rs`); otherwise in line, before this returns.
     /// Returns the sequence number of a reader that made it stop early, if one did.
-    pub(super) fn gc_file(&self, db: &DbInner, file: u64, start: u64, report: &mut GcReport) -> Result<Option<u64>> {
-        let r = self.gc_file_chunks(db, file, start, report);
+    pub(super) fn gc_file(
+        &self,
+        db: &DbInner,
+        file: u64,
+        start: u64,
+        hand_off: bool,
+        report: &mut GcReport,
+    ) -> Result<Option<u64>> {
+        let r = self.gc_file_chunks(db, file, start, hand_off, report);
         if let Err(e) = &r {
             if e.is_corruption() {
                 tracing::warn!(file, error = %e, "value-log GC found damage; leaving this file alone from now on");
@@ -140,19 +149,28 @@ impl Gc {
         r
     }
 
-    fn gc_file_chunks(&self, db: &DbInner, file: u64, start: u64, report: &mut GcReport) -> Result<Option<u64>> {
+    fn gc_file_chunks(
+        &self,
+        db: &DbInner,
+        file: u64,
+        start: u64,
+        hand_off: bool,
+        report: &mut GcReport,
+    ) -> Result<Option<u64>> {
         let path = db.vlog.path(file);
         let mut reader = LogReader::new(db.vfs.open_read(&path)?, file, start)?;
         std::thread::scope(|s| {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Chunk>>(1);
-            s.spawn(move || loop {
+            let read = move || loop {
                 let chunk = self.read_chunk(db, &mut reader);
                 let last = !matches!(&chunk, Ok(c) if !c.end_of_file);
                 // A closed channel means the collector stopped (error or shutdown).
                 if tx.send(chunk).is_err() || last {
                     return;
                 }
-            });
+            };
+            let named = std::thread::Builder::new().name("wisckey-gc-read".into());
+            named.spawn_scoped(s, read).map_err(|e| Error::io("spawn value-log GC's chunk reader", &path, e))?;
             let mut chunk_start = start;
             let mut appended = Vec::new();
             let t = &self.phases;
@@ -171,6 +189,16 @@ impl Gc {
                 }
                 let mut moved =
                     t.time(Phase::LoggingPointers, || self.log_chunks(db, std::mem::take(&mut appended), report))?;
+                // The previous file's free first: GC's progress is recorded in order.
+                if let Some(seq) = self.settle_for_collector()? {
+                    return Ok(Some(seq));
+                }
+                if end_of_file && hand_off {
+                    match self.hand_off(file, moved) {
+                        None => return Ok(None),
+                        Some(back) => moved = back,
+                    }
+                }
                 match t.time(Phase::Freeing, || self.free_moved_chunks(db, file, &mut moved, report))? {
                     ChunkDone::More => t.time(Phase::Pausing, || self.pause_between_chunks(db)),
                     ChunkDone::FileDone => return Ok(None),
@@ -251,7 +279,7 @@ impl Gc {
     /// A reader older than the moves pins the old copies: GC waits a little for it, then
     /// stops (the chunks stay, the tail is recorded, the next round resumes after it), so disk
     /// use grows by at most a few chunks while old readers last.
-    fn free_moved_chunks(
+    pub(super) fn free_moved_chunks(
         &self,
         db: &DbInner,
         file: u64,

@@ -11,6 +11,7 @@
 
 mod cold;
 mod collect;
+mod freer;
 mod pacing;
 
 use std::collections::HashSet;
@@ -73,6 +74,10 @@ pub(crate) struct Gc {
     pub(super) cv: Condvar,
     /// Where collecting spends its time (`DbStats::gc_phase_micros`).
     pub(super) phases: PhaseTimers,
+    /// The file the freer thread is freeing beside the collector, and how its free ended.
+    in_flight: Mutex<freer::InFlight>,
+    /// Signalled when the freer is done with its file.
+    in_flight_cv: Condvar,
 }
 
 /// Where value-log GC's collector spent its time, in microseconds of wall-clock time since
@@ -89,7 +94,9 @@ pub struct GcPhaseMicros {
     /// Syncing the cold file and logging the moved values' pointers through the write queue.
     pub logging_pointers: u64,
     /// Waiting for the log to be durable past those pointers, recording the progress in the
-    /// manifest, punching the chunks out and deleting collected files.
+    /// manifest, punching the chunks out and deleting collected files. A collected file's last
+    /// chunks are freed by a freer thread beside the next file's collection: only the time
+    /// the collector waits for it counts here.
     pub freeing: u64,
     /// Pacing writers and pausing between chunks (`Options::gc_pause_ms`).
     pub pausing: u64,
@@ -157,6 +164,8 @@ impl Gc {
             roll_requested: AtomicBool::new(false),
             cv: Condvar::new(),
             phases: PhaseTimers::default(),
+            in_flight: Mutex::new(freer::InFlight::default()),
+            in_flight_cv: Condvar::new(),
         }
     }
 }
@@ -201,6 +210,11 @@ impl Gc {
         // One collector at a time: two would punch holes under each other's reads.
         let _one = self.lock.lock();
         let mut report = GcReport::default();
+        // A file background GC handed to the freer is freed before this call picks: the
+        // background's outcome is its own (an error there is retried by the next round).
+        if let Some(Err(e)) = self.settle_freer() {
+            tracing::warn!(error = %e, "value-log GC: freeing a collected file failed; will retry");
+        }
         self.finish_pending_gc_deletes(db);
         // Only the files that exist now: GC's own output goes to the cold file it is filling,
         // which is not a candidate, so a call never collects its own output, and its work is bounded by what exists when it starts.
@@ -214,7 +228,7 @@ impl Gc {
                 report.stopped_by_reader_at = Some(seq);
                 break;
             }
-            if let Some(seq) = self.gc_file(db, file, start, &mut report)? {
+            if let Some(seq) = self.gc_file(db, file, start, false, &mut report)? {
                 report.stopped_by_reader_at = Some(seq);
                 break;
             }
@@ -324,9 +338,10 @@ impl Gc {
         greedy: bool,
     ) -> Option<(u64, u64)> {
         let damaged = self.damaged.lock().clone();
+        let freeing = self.file_in_flight();
         let head = db.state.lock().versions.log_head().file;
         let in_use = self.cold_files_in_use(head);
-        let allowed = |f: &u64| only.is_none_or(|o| o.contains(f)) && !damaged.contains(f);
+        let allowed = |f: &u64| only.is_none_or(|o| o.contains(f)) && !damaged.contains(f) && freeing != Some(*f);
         let st = db.state.lock();
         let tail = st.versions.vlog_tail();
         let vlog_files = st.versions.vlog_files();
@@ -400,7 +415,17 @@ impl Gc {
 
     /// The background GC thread: collects one file per round and starts the next round at
     /// once while there is work; otherwise sleeps `gc_interval_ms` (a flush wakes it early).
+    /// A collected file is freed by a freer thread beside the next round (`freer.rs`).
     pub(super) fn gc_loop(&self, db: &DbInner) {
+        self.with_freer(db, || self.gc_rounds(db));
+        // The freer's last outcome: a failure there was already logged by the round after it,
+        // or is retried at the next open.
+        if let Some(Err(e)) = self.settle_freer() {
+            tracing::warn!(error = %e, "value-log GC: freeing the last collected file failed");
+        }
+    }
+
+    fn gc_rounds(&self, db: &DbInner) {
         // Even if this thread dies (a panic), writers must not wait for it.
         struct EndStall<'a>(&'a GcPacing);
         impl Drop for EndStall<'_> {
@@ -493,7 +518,7 @@ impl Gc {
         tracing::debug!(file, start, amp, over_target, cold = db.vlog.is_cold(file), "value-log GC picked a file");
         // Fresh: the pending deletes just finished may have freed space.
         self.pace(db, self.vlog_space_amp(db));
-        let stopped = self.gc_file(db, file, start, &mut GcReport::default())?;
+        let stopped = self.gc_file(db, file, start, true, &mut GcReport::default())?;
         if stopped.is_some() {
             // An old reader pins what GC copies: writers must not wait for space GC cannot free.
             self.release_writers();
