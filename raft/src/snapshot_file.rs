@@ -1,0 +1,228 @@
+//! [`SnapshotFile`], the snapshot data openraft moves between nodes (`TypeConfig::SnapshotData`):
+//! a snapshot stream (module `stream`) in a file of the node's database directory, read by
+//! openraft chunk by chunk on the sending node and written chunk by chunk on the receiving
+//! one. Its one job is to put tokio's `AsyncRead`/`AsyncWrite`/`AsyncSeek`, which openraft
+//! 0.9 asks of snapshot data, over a file of the database's [`wisckey::fs::Vfs`].
+//!
+//! Why not `tokio::fs::File`: every file the store touches goes through the database's VFS,
+//! so a store on an in-memory or fault-injecting VFS (the crash tests) has no directory on
+//! the real filesystem to put a tokio file in; and the store's calls are synchronous, as its
+//! database calls are (a chunk is read or written in the poll that asks for it, which never
+//! returns `Pending`).
+
+use std::io::{self, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
+use wisckey::fs::{RandomAccessFile, Vfs, WritableFile};
+
+/// Snapshot data: a snapshot stream being served or received, or none (what a build
+/// returns: openraft keeps only a built snapshot's metadata).
+pub struct SnapshotFile {
+    kind: Kind,
+    /// Where the next read or write starts.
+    pos: u64,
+}
+
+enum Kind {
+    Empty,
+    /// A stream to send (or install), opened for reading; the file may be unlinked already.
+    Serving(Arc<dyn RandomAccessFile>),
+    Receiving(Receiving),
+}
+
+/// A stream being received into `raft-snapshots/incoming-*`, appended to.
+pub(crate) struct Receiving {
+    pub(crate) file: Box<dyn WritableFile>,
+    pub(crate) path: PathBuf,
+    vfs: Arc<dyn Vfs>,
+    /// Removed when dropped unless an install took charge of it: a stream openraft abandons
+    /// (the leader started another) leaves nothing behind.
+    remove_on_drop: bool,
+}
+
+impl Receiving {
+    /// A new, empty file at `path`.
+    pub(crate) fn create(vfs: &Arc<dyn Vfs>, path: &Path) -> wisckey::Result<Receiving> {
+        drop(vfs.create(path)?);
+        // Appending (`O_APPEND`), so a write after a cut (a chunk sent again) lands at the cut.
+        let file = vfs.open_append(path)?;
+        Ok(Receiving { file, path: path.to_owned(), vfs: vfs.clone(), remove_on_drop: true })
+    }
+
+    /// The file's bytes so far, synced and opened for reading.
+    pub(crate) fn readable(&mut self) -> wisckey::Result<Arc<dyn RandomAccessFile>> {
+        self.file.sync()?;
+        self.vfs.open_read(&self.path)
+    }
+
+    /// The install has named the file in its intent record: it is no longer ours to remove.
+    pub(crate) fn keep(&mut self) {
+        self.remove_on_drop = false;
+    }
+}
+
+impl Drop for Receiving {
+    fn drop(&mut self) {
+        if self.remove_on_drop {
+            if let Err(e) = self.vfs.remove(&self.path) {
+                tracing::warn!(path = ?self.path, error = %e, "an abandoned incoming snapshot could not be removed; the next open removes it");
+            }
+        }
+    }
+}
+
+/// What install finds in the data openraft hands it.
+pub(crate) enum Received {
+    /// Nothing: a build's empty data.
+    Empty,
+    /// A stream to be read (a served file handed over whole, as openraft's test suite does).
+    Readable(Arc<dyn RandomAccessFile>),
+    /// A stream received into a file of this node.
+    File(Receiving),
+}
+
+impl SnapshotFile {
+    /// No data.
+    pub(crate) fn empty() -> SnapshotFile {
+        SnapshotFile { kind: Kind::Empty, pos: 0 }
+    }
+
+    /// A stream to send, read from `file`.
+    pub(crate) fn serving(file: Arc<dyn RandomAccessFile>) -> SnapshotFile {
+        SnapshotFile { kind: Kind::Serving(file), pos: 0 }
+    }
+
+    /// A new, empty file at `path` to receive a stream into.
+    pub(crate) fn receiving(vfs: &Arc<dyn Vfs>, path: &Path) -> wisckey::Result<SnapshotFile> {
+        Ok(SnapshotFile { kind: Kind::Receiving(Receiving::create(vfs, path)?), pos: 0 })
+    }
+
+    /// What install reads the snapshot from.
+    pub(crate) fn into_received(self) -> Received {
+        match self.kind {
+            Kind::Empty => Received::Empty,
+            Kind::Serving(file) => Received::Readable(file),
+            Kind::Receiving(r) => Received::File(r),
+        }
+    }
+
+    /// The stream's bytes in the file, whole (for tests and tools: a real snapshot is read
+    /// chunk by chunk); empty for a file being received.
+    pub fn to_bytes(&self) -> wisckey::Result<Vec<u8>> {
+        match &self.kind {
+            Kind::Serving(file) => Ok(file.read_new(0, file.len()? as usize)?.unwrap_or_default()),
+            Kind::Empty | Kind::Receiving(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// The stream's pairs, checked and decoded whole (for tests and tools, as `to_bytes`);
+    /// none for a file being received or no data.
+    pub fn pairs(&self) -> wisckey::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let Kind::Serving(file) = &self.kind else { return Ok(Vec::new()) };
+        let mut r = crate::stream::Reader::new(file.clone(), file.path())?;
+        let (mut out, mut value) = (Vec::new(), Vec::new());
+        while let Some(key) = r.next(Some(&mut value))? {
+            out.push((key.to_vec(), std::mem::take(&mut value)));
+        }
+        Ok(out)
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        match &self.kind {
+            Kind::Empty => Ok(0),
+            Kind::Serving(file) => file.len().map_err(io::Error::other),
+            Kind::Receiving(r) => Ok(r.file.len()),
+        }
+    }
+
+    fn read(&mut self, buf: &mut ReadBuf<'_>) -> io::Result<()> {
+        let Kind::Serving(file) = &self.kind else {
+            return match self.kind {
+                Kind::Empty => Ok(()),
+                _ => Err(io::Error::new(io::ErrorKind::Unsupported, "a snapshot being received is not read back")),
+            };
+        };
+        let n = file.read_at(self.pos, buf.initialize_unfilled()).map_err(io::Error::other)?;
+        buf.advance(n);
+        self.pos += n as u64;
+        Ok(())
+    }
+
+    /// Write `data` at the current position: appended at the end, or after cutting the file
+    /// there when openraft sent a chunk again (it then sends the rest of the stream from it).
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let Kind::Receiving(r) = &mut self.kind else {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, "only a snapshot being received is written"));
+        };
+        let len = r.file.len();
+        if self.pos > len {
+            let gap = format!("snapshot {:?}: a write at {} leaves a gap after its {len} bytes", r.path, self.pos);
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, gap));
+        }
+        if self.pos < len {
+            r.file.truncate(self.pos).map_err(io::Error::other)?;
+        }
+        r.file.append(data).map_err(io::Error::other)?;
+        self.pos += data.len() as u64;
+        Ok(data.len())
+    }
+
+    fn seek(&mut self, to: SeekFrom) -> io::Result<()> {
+        let (base, delta) = match to {
+            SeekFrom::Start(n) => (0, i128::from(n)),
+            SeekFrom::End(d) => (self.len()?, i128::from(d)),
+            SeekFrom::Current(d) => (self.pos, i128::from(d)),
+        };
+        let pos = i128::from(base) + delta;
+        self.pos = u64::try_from(pos)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("a seek to {pos} in snapshot data")))?;
+        Ok(())
+    }
+}
+
+impl AsyncRead for SnapshotFile {
+    fn poll_read(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.get_mut().read(buf))
+    }
+}
+
+impl AsyncWrite for SnapshotFile {
+    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        Poll::Ready(self.get_mut().write(data))
+    }
+
+    /// The bytes are in the file already; the install makes them durable (it syncs the file
+    /// before it relies on it).
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncSeek for SnapshotFile {
+    fn start_seek(self: Pin<&mut Self>, to: SeekFrom) -> io::Result<()> {
+        self.get_mut().seek(to)
+    }
+
+    fn poll_complete(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<u64>> {
+        Poll::Ready(Ok(self.pos))
+    }
+}
+
+impl std::fmt::Debug for SnapshotFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match &self.kind {
+            Kind::Empty => "empty".to_owned(),
+            Kind::Serving(file) => format!("serving {:?}", file.path()),
+            Kind::Receiving(r) => format!("receiving {:?}", r.path),
+        };
+        f.debug_struct("SnapshotFile").field("kind", &kind).field("pos", &self.pos).finish()
+    }
+}
