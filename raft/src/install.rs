@@ -197,3 +197,7 @@ fn purged_index(s: &Shared) -> wisckey::Result<Option<u64>> {
 fn json<T: Serialize>(value: &T) -> wisckey::Result<Vec<u8>> {
     serde_json::to_vec(value).map_err(|e| wisckey::Error::invalid(format!("encoding a Raft record: {e}")))
 }
+
+#[cfg(test)]
+#[path = "install_tests.rs"]
+mod tests;
