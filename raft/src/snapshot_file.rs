@@ -139,7 +139,7 @@ impl SnapshotFile {
         }
     }
 
-    fn read(&mut self, buf: &mut ReadBuf<'_>) -> io::Result<()> {
+    fn read_chunk(&mut self, buf: &mut ReadBuf<'_>) -> io::Result<()> {
         let Kind::Serving(file) = &self.kind else {
             return match self.kind {
                 Kind::Empty => Ok(()),
@@ -154,7 +154,7 @@ impl SnapshotFile {
 
     /// Write `data` at the current position: appended at the end, or after cutting the file
     /// there when openraft sent a chunk again (it then sends the rest of the stream from it).
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+    fn write_chunk(&mut self, data: &[u8]) -> io::Result<usize> {
         let Kind::Receiving(r) = &mut self.kind else {
             return Err(io::Error::new(io::ErrorKind::Unsupported, "only a snapshot being received is written"));
         };
@@ -171,7 +171,7 @@ impl SnapshotFile {
         Ok(data.len())
     }
 
-    fn seek(&mut self, to: SeekFrom) -> io::Result<()> {
+    fn seek_to(&mut self, to: SeekFrom) -> io::Result<()> {
         let (base, delta) = match to {
             SeekFrom::Start(n) => (0, i128::from(n)),
             SeekFrom::End(d) => (self.len()?, i128::from(d)),
@@ -186,13 +186,13 @@ impl SnapshotFile {
 
 impl AsyncRead for SnapshotFile {
     fn poll_read(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(self.get_mut().read(buf))
+        Poll::Ready(self.get_mut().read_chunk(buf))
     }
 }
 
 impl AsyncWrite for SnapshotFile {
     fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
-        Poll::Ready(self.get_mut().write(data))
+        Poll::Ready(self.get_mut().write_chunk(data))
     }
 
     /// The bytes are in the file already; the install makes them durable (it syncs the file
@@ -208,7 +208,7 @@ impl AsyncWrite for SnapshotFile {
 
 impl AsyncSeek for SnapshotFile {
     fn start_seek(self: Pin<&mut Self>, to: SeekFrom) -> io::Result<()> {
-        self.get_mut().seek(to)
+        self.get_mut().seek_to(to)
     }
 
     fn poll_complete(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<u64>> {
@@ -224,5 +224,60 @@ impl std::fmt::Debug for SnapshotFile {
             Kind::Receiving(r) => format!("receiving {:?}", r.path),
         };
         f.debug_struct("SnapshotFile").field("kind", &kind).field("pos", &self.pos).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+
+    /// Run a future of this module to its end (they never return `Pending`).
+    fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+        let mut f = std::pin::pin!(f);
+        match f.as_mut().poll(&mut Context::from_waker(std::task::Waker::noop())) {
+            Poll::Ready(out) => out,
+            Poll::Pending => panic!("a snapshot file's I/O never waits"),
+        }
+    }
+
+    #[test]
+    fn a_chunk_sent_again_replaces_the_tail_and_a_gap_is_refused() -> wisckey::Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| wisckey::Error::io("tempdir", "/tmp", e))?;
+        let vfs: Arc<dyn Vfs> = Arc::new(wisckey::fs::PosixFs::new());
+        let path = dir.path().join("incoming-1");
+        let mut f = SnapshotFile::receiving(&vfs, &path)?;
+        run(f.write_all(b"abcdef")).map_err(|e| wisckey::Error::io("write", &path, e))?;
+        // openraft seeks back to a chunk's offset when it is sent again, then writes on.
+        assert_eq!(run(f.seek(SeekFrom::Start(3))).map_err(|e| wisckey::Error::io("seek", &path, e))?, 3);
+        run(f.write_all(b"XYZW")).map_err(|e| wisckey::Error::io("write", &path, e))?;
+        assert_eq!(run(f.seek(SeekFrom::End(0))).map_err(|e| wisckey::Error::io("seek", &path, e))?, 7);
+        assert!(run(f.seek(SeekFrom::Start(9))).is_ok() && run(f.write_all(b"gap")).is_err(), "a gap is refused");
+        let Received::File(mut r) = f.into_received() else { panic!("a received file") };
+        let back = r.readable()?;
+        assert_eq!(back.read_new(0, 7)?.as_deref(), Some(&b"abcXYZW"[..]));
+        drop(r);
+        assert!(!path.exists(), "a received file no install took is removed when dropped");
+        Ok(())
+    }
+
+    #[test]
+    fn a_served_file_reads_in_chunks_at_any_offset() -> wisckey::Result<()> {
+        let fs = wisckey::fs::MemFs::new();
+        fs.create_dir_all(Path::new("/s"))?;
+        let mut w = fs.create(Path::new("/s/f"))?;
+        w.append(b"0123456789")?;
+        let mut f = SnapshotFile::serving(fs.open_read(Path::new("/s/f"))?);
+        fs.remove(Path::new("/s/f"))?;
+        let io = |e| wisckey::Error::io("read", "/s/f", e);
+        assert_eq!(run(f.seek(SeekFrom::End(0))).map_err(io)?, 10);
+        run(f.seek(SeekFrom::Start(4))).map_err(io)?;
+        let mut buf = Vec::with_capacity(4);
+        run(f.read_buf(&mut buf)).map_err(io)?;
+        assert_eq!(buf, b"4567", "read after the file was unlinked");
+        let mut rest = Vec::new();
+        run(f.read_to_end(&mut rest)).map_err(io)?;
+        assert_eq!(rest, b"89");
+        Ok(())
     }
 }
