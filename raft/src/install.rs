@@ -107,10 +107,13 @@ pub(crate) fn apply(
 ) -> wisckey::Result<()> {
     let Checked { mut file, name } = checked;
     let intent = Intent { meta: meta.clone(), file: name };
-    s.meta.put_opt(&WriteOptions::synced(), meta_key::INSTALLING, json(&intent)?)?;
-    // The intent names the file now: a crash from here on finishes the install from it.
+    // Kept from before the intent is written: a write that fails may still reach the disk,
+    // and an intent must never name a file that is gone (an open that finds none named
+    // removes it).
     file.keep();
     drop(file);
+    s.meta.put_opt(&WriteOptions::synced(), meta_key::INSTALLING, json(&intent)?)?;
+    // A crash from here on finishes the install from the file at the next open.
     replace_state(s, &intent, plan)
 }
 

@@ -121,7 +121,9 @@ pub(crate) struct Reader {
     at: usize,
     crc: Digest,
     count: u64,
+    /// The last key read, and a buffer for the next.
     key: Vec<u8>,
+    spare: Vec<u8>,
 }
 
 impl Reader {
@@ -138,6 +140,7 @@ impl Reader {
             crc: crc32c(),
             count: 0,
             key: Vec::new(),
+            spare: Vec::new(),
         };
         if len < HEADER_BYTES + TRAILER_BYTES {
             return Err(r.damaged(0, format!("{len} bytes, shorter than a header and a trailer")));
@@ -163,11 +166,12 @@ impl Reader {
             return Ok(None);
         }
         let key_len = self.read_len(wisckey::MAX_KEY_BYTES)?;
-        let mut key = std::mem::take(&mut self.key);
+        let mut key = std::mem::take(&mut self.spare);
         key.resize(key_len, 0);
         self.read_exact(&mut key)?;
         self.check_key(&key)?;
-        self.key = key;
+        // The previous key's buffer is the next one's.
+        self.spare = std::mem::replace(&mut self.key, key);
         let value_len = self.read_len(wisckey::MAX_VALUE_BYTES)?;
         match value {
             Some(v) => {
@@ -340,8 +344,24 @@ mod tests {
         Ok(())
     }
 
+    /// A stream of `keys` (values empty) with a good count and crc, whatever their order.
+    fn raw_stream(keys: &[&[u8]]) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        for k in keys {
+            out.extend_from_slice(&(k.len() as u32).to_le_bytes());
+            out.extend_from_slice(k);
+            out.extend_from_slice(&0u32.to_le_bytes());
+        }
+        out.extend_from_slice(&(keys.len() as u64).to_le_bytes());
+        let mut crc = crc32c();
+        crc.update(&out);
+        out.extend_from_slice(&(crc.finalize() as u32).to_le_bytes());
+        out
+    }
+
     #[test]
-    fn keys_out_of_order_are_refused_on_both_sides() -> wisckey::Result<()> {
+    fn keys_out_of_order_or_not_utf8_are_refused_on_both_sides() -> wisckey::Result<()> {
         let fs = MemFs::new();
         fs.create_dir_all(Path::new("/s"))?;
         let path = Path::new("/s/stream");
@@ -349,6 +369,17 @@ mod tests {
         w.push(b"b", b"1")?;
         assert!(w.push(b"a", b"2").is_err());
         assert!(w.push(b"b", b"2").is_err());
+        let cases: [(&str, &[&[u8]]); 4] = [
+            ("in order", &[b"a", b"b", b"c"]),
+            ("out of order", &[b"a", b"c", b"b"]),
+            ("a key twice", &[b"a", b"b", b"b"]),
+            ("not UTF-8", &[b"a", b"\xff"]),
+        ];
+        for (what, keys) in cases {
+            fs.create(path)?.append(&raw_stream(keys))?;
+            let verified = verify(fs.open_read(path)?, path);
+            assert_eq!(verified.is_ok(), what == "in order", "{what}: {verified:?}");
+        }
         Ok(())
     }
 }
