@@ -68,7 +68,7 @@ pub(crate) struct Checked {
 /// Steps 1: make the received data a synced, checked file of `raft-snapshots/`. Data that
 /// is not such a file (a served stream handed over whole) is copied into one first.
 pub(crate) fn check(s: &Shared, data: SnapshotFile) -> wisckey::Result<Checked> {
-    let mut file = match data.into_received() {
+    let mut file = match data.into_received()? {
         Received::File(r) if r.path.parent() == Some(root(s).as_path()) => r,
         Received::File(mut r) => copy_in(s, r.readable()?)?,
         Received::Readable(file) => copy_in(s, file)?,

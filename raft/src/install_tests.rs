@@ -73,7 +73,7 @@ fn incoming(vfs: &Arc<dyn Vfs>, db: &Path) -> Vec<String> {
 /// Build a snapshot on `sm` and serve it: its metadata and its stream's bytes.
 fn served(sm: &mut StateMachineStore) -> Result<(Meta, Vec<u8>)> {
     run(async { sm.get_snapshot_builder().await.build_snapshot().await })?;
-    let current = run(sm.get_current_snapshot())?.expect("the built snapshot is current");
+    let mut current = run(sm.get_current_snapshot())?.expect("the built snapshot is current");
     Ok((current.meta, current.snapshot.to_bytes().expect("the stream reads back")))
 }
 
@@ -127,7 +127,7 @@ fn a_state_of_many_install_batches_is_served_and_installed_whole() -> Result {
     assert_eq!(state(&b), want, "the follower's state is the snapshot's");
     assert_eq!(run(b.applied_state())?.0, meta.last_log_id);
     assert_eq!(incoming(&posix(), b_dir.path()), Vec::<String>::new(), "the received file is gone");
-    let again = run(b.get_current_snapshot())?.expect("the installed snapshot is current");
+    let mut again = run(b.get_current_snapshot())?.expect("the installed snapshot is current");
     assert_eq!(again.meta, meta);
     assert_eq!(again.snapshot.to_bytes().expect("bytes"), bytes, "the follower serves the stream it installed");
     Ok(())
@@ -217,7 +217,7 @@ fn an_install_a_crash_cut_short_is_finished_at_the_next_open() -> Result {
         assert!(intent(&sm).is_none(), "{mode:?}: the intent is gone");
         let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
         assert_eq!(incoming(&vfs, Path::new("/follower")), Vec::<String>::new(), "{mode:?}: no incoming file is left");
-        let current = run(sm.get_current_snapshot())?.expect("the resumed install is recorded");
+        let mut current = run(sm.get_current_snapshot())?.expect("the resumed install is recorded");
         assert_eq!((current.meta, current.snapshot.to_bytes().expect("bytes")), (meta.clone(), bytes.clone()));
     }
     Ok(())
@@ -265,5 +265,40 @@ fn a_crash_at_every_filesystem_call_of_an_install_leaves_the_old_state_or_the_ne
         3 * (total + 1)
     );
     eprintln!("{} crashes over {total} filesystem calls of an install", 3 * (total + 1));
+    Ok(())
+}
+
+/// The checkpoints in `raft-snapshots/` of the store at `db` on `fs`.
+fn checkpoints(fs: &FaultFs, db: &str) -> usize {
+    let names = fs.list(&Path::new(db).join(SNAPSHOTS_DIR)).unwrap_or_default();
+    names.iter().filter(|n| n.starts_with(|c: char| c.is_ascii_digit())).count()
+}
+
+#[test]
+fn a_served_snapshot_is_streamed_when_read_and_its_checkpoint_outlives_a_newer_build() -> Result {
+    let fs = FaultFs::in_memory(3);
+    let (mut log, mut sm) = crate::open("/node", fault_options(&fs)).expect("open");
+    let mut first = Model::new();
+    let last = write(&mut log, &mut sm, &mut first, 1, pairs(50, 100, "one"))?;
+    run(async { sm.get_snapshot_builder().await.build_snapshot().await })?;
+    // openraft asks for the current snapshot at every start for its metadata alone.
+    let mut served = run(sm.get_current_snapshot())?.expect("the built snapshot is current");
+    assert!(format!("{:?}", served.snapshot).contains("pending"), "nothing streamed yet: {:?}", served.snapshot);
+    let mut second = first.clone();
+    write(&mut log, &mut sm, &mut second, last + 1, pairs(10, 100, "two"))?;
+    run(async { sm.get_snapshot_builder().await.build_snapshot().await })?;
+    assert_eq!(checkpoints(&fs, "/node"), 2, "the served snapshot's checkpoint stays while it is not streamed");
+    let text = |(k, v): (Vec<u8>, Vec<u8>)| {
+        (String::from_utf8_lossy(&k).into_owned(), String::from_utf8_lossy(&v).into_owned())
+    };
+    let got: Model = served.snapshot.pairs().expect("streamed").into_iter().map(text).collect();
+    assert_eq!(got, first, "the served snapshot holds the state at its build, not the newer one");
+    assert_ne!(first, second);
+    drop(served);
+    run(async { sm.get_snapshot_builder().await.build_snapshot().await })?;
+    assert_eq!(checkpoints(&fs, "/node"), 1, "once streamed and dropped, the next record lets it go");
+    let mut current = run(sm.get_current_snapshot())?.expect("current");
+    let got: Model = current.snapshot.pairs().expect("streamed").into_iter().map(text).collect();
+    assert_eq!(got, second);
     Ok(())
 }

@@ -19,8 +19,11 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 use wisckey::fs::{RandomAccessFile, Vfs, WritableFile};
 
-/// Snapshot data: a snapshot stream being served or received, or none (what a build
-/// returns: openraft keeps only a built snapshot's metadata).
+use crate::snapshots::Pending;
+
+/// Snapshot data: a snapshot stream being served (written out of its checkpoint when first
+/// read or sought) or received, or none (what a build returns: openraft keeps only a built
+/// snapshot's metadata).
 pub struct SnapshotFile {
     kind: Kind,
     /// Where the next read or write starts.
@@ -29,6 +32,8 @@ pub struct SnapshotFile {
 
 enum Kind {
     Empty,
+    /// A stream to send, not written yet: written into a file at the first read or seek.
+    Pending(Box<Pending>),
     /// A stream to send (or install), opened for reading; the file may be unlinked already.
     Serving(Arc<dyn RandomAccessFile>),
     Receiving(Receiving),
@@ -91,6 +96,19 @@ impl SnapshotFile {
         SnapshotFile { kind: Kind::Empty, pos: 0 }
     }
 
+    /// A stream to send, written out of a checkpoint when first read or sought.
+    pub(crate) fn pending(pending: Pending) -> SnapshotFile {
+        SnapshotFile { kind: Kind::Pending(Box::new(pending)), pos: 0 }
+    }
+
+    /// A pending stream written into its file (and its checkpoint let go); others unchanged.
+    fn ready(&mut self) -> wisckey::Result<()> {
+        if let Kind::Pending(pending) = &self.kind {
+            self.kind = Kind::Serving(pending.stream()?);
+        }
+        Ok(())
+    }
+
     /// A stream to send, read from `file`.
     pub(crate) fn serving(file: Arc<dyn RandomAccessFile>) -> SnapshotFile {
         SnapshotFile { kind: Kind::Serving(file), pos: 0 }
@@ -101,27 +119,30 @@ impl SnapshotFile {
         Ok(SnapshotFile { kind: Kind::Receiving(Receiving::create(vfs, path)?), pos: 0 })
     }
 
-    /// What install reads the snapshot from.
-    pub(crate) fn into_received(self) -> Received {
-        match self.kind {
-            Kind::Empty => Received::Empty,
+    /// What install reads the snapshot from (a pending stream is written first).
+    pub(crate) fn into_received(mut self) -> wisckey::Result<Received> {
+        self.ready()?;
+        Ok(match self.kind {
+            Kind::Empty | Kind::Pending(_) => Received::Empty,
             Kind::Serving(file) => Received::Readable(file),
             Kind::Receiving(r) => Received::File(r),
-        }
+        })
     }
 
-    /// The stream's bytes in the file, whole (for tests and tools: a real snapshot is read
-    /// chunk by chunk); empty for a file being received.
-    pub fn to_bytes(&self) -> wisckey::Result<Vec<u8>> {
+    /// The stream's bytes, whole (for tests and tools: a real snapshot is read chunk by
+    /// chunk); empty for a file being received.
+    pub fn to_bytes(&mut self) -> wisckey::Result<Vec<u8>> {
+        self.ready()?;
         match &self.kind {
             Kind::Serving(file) => Ok(file.read_new(0, file.len()? as usize)?.unwrap_or_default()),
-            Kind::Empty | Kind::Receiving(_) => Ok(Vec::new()),
+            Kind::Empty | Kind::Pending(_) | Kind::Receiving(_) => Ok(Vec::new()),
         }
     }
 
     /// The stream's pairs, checked and decoded whole (for tests and tools, as `to_bytes`);
     /// none for a file being received or no data.
-    pub fn pairs(&self) -> wisckey::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    pub fn pairs(&mut self) -> wisckey::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.ready()?;
         let Kind::Serving(file) = &self.kind else { return Ok(Vec::new()) };
         let mut r = crate::stream::Reader::new(file.clone(), file.path())?;
         let (mut out, mut value) = (Vec::new(), Vec::new());
@@ -131,15 +152,17 @@ impl SnapshotFile {
         Ok(out)
     }
 
-    fn len(&self) -> io::Result<u64> {
+    fn len(&mut self) -> io::Result<u64> {
+        self.ready().map_err(io::Error::other)?;
         match &self.kind {
-            Kind::Empty => Ok(0),
+            Kind::Empty | Kind::Pending(_) => Ok(0),
             Kind::Serving(file) => file.len().map_err(io::Error::other),
             Kind::Receiving(r) => Ok(r.file.len()),
         }
     }
 
     fn read_chunk(&mut self, buf: &mut ReadBuf<'_>) -> io::Result<()> {
+        self.ready().map_err(io::Error::other)?;
         let Kind::Serving(file) = &self.kind else {
             return match self.kind {
                 Kind::Empty => Ok(()),
@@ -220,6 +243,7 @@ impl std::fmt::Debug for SnapshotFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match &self.kind {
             Kind::Empty => "empty".to_owned(),
+            Kind::Pending(p) => format!("pending, from checkpoint {}", p.name()),
             Kind::Serving(file) => format!("serving {:?}", file.path()),
             Kind::Receiving(r) => format!("receiving {:?}", r.path),
         };
@@ -253,7 +277,7 @@ mod tests {
         run(f.write_all(b"XYZW")).map_err(|e| wisckey::Error::io("write", &path, e))?;
         assert_eq!(run(f.seek(SeekFrom::End(0))).map_err(|e| wisckey::Error::io("seek", &path, e))?, 7);
         assert!(run(f.seek(SeekFrom::Start(9))).is_ok() && run(f.write_all(b"gap")).is_err(), "a gap is refused");
-        let Received::File(mut r) = f.into_received() else { panic!("a received file") };
+        let Received::File(mut r) = f.into_received()? else { panic!("a received file") };
         let back = r.readable()?;
         assert_eq!(back.read_new(0, 7)?.as_deref(), Some(&b"abcXYZW"[..]));
         drop(r);

@@ -2,10 +2,11 @@
 //! one is a wisckey checkpoint in `raft-snapshots/<name>/` inside the database directory (hard
 //! links and a few KiB written, whatever the state's size), recorded as the current snapshot
 //! in `raft-meta` with the applied id and membership it holds; recording a new one lets the
-//! previous go. Serving one streams the state's pairs out of that checkpoint (opened
-//! read-only), one pair at a time, into a file `raft-snapshots/serving-*` (module `stream`'s
-//! format), which is opened for reading and unlinked at once: openraft reads it chunk by chunk
-//! and the bytes go when it drops the handle. A follower receives a stream into
+//! previous go. Serving one names that checkpoint and pins it; when openraft first reads the
+//! data, the state's pairs are streamed out of the checkpoint (opened read-only), one pair at
+//! a time, into a file `raft-snapshots/serving-*` (module `stream`'s format), which is opened
+//! for reading and unlinked at once: openraft reads it chunk by chunk and the bytes go when
+//! it drops the handle. A follower receives a stream into
 //! `raft-snapshots/incoming-*` and installs it (module `install`), then records its own
 //! checkpoint of the installed state the same way.
 //!
@@ -17,6 +18,7 @@
 //! meanwhile comes back only when GC deletes the whole file, after the checkpoint has let it
 //! go) and light-weight compaction merges instead of appending to it.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -51,11 +53,60 @@ pub(crate) struct Snapshots {
     lock: Mutex<()>,
     /// Snapshots recorded by this process, to make names and ids unique.
     made: AtomicU64,
+    /// Checkpoints a served snapshot has yet to stream, with how many: kept until then even
+    /// when no longer current (removed by the next record or open after).
+    pinned: Mutex<HashMap<String, usize>>,
 }
 
 impl Snapshots {
     fn hold(&self) -> std::sync::MutexGuard<'_, ()> {
         self.lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn pins(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.pinned.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn is_pinned(&self, name: &str) -> bool {
+        self.pins().contains_key(name)
+    }
+}
+
+/// A served snapshot not streamed yet: its checkpoint, kept (pinned) until the stream is
+/// written or the snapshot dropped.
+pub(crate) struct Pending {
+    s: Shared,
+    name: String,
+}
+
+impl Pending {
+    fn new(s: &Shared, name: String) -> Pending {
+        *s.snapshots.pins().entry(name.clone()).or_default() += 1;
+        Pending { s: s.clone(), name }
+    }
+
+    /// Stream the checkpoint's pairs into a file (see [`current`]).
+    pub(crate) fn stream(&self) -> wisckey::Result<Arc<dyn RandomAccessFile>> {
+        let _one = self.s.snapshots.hold();
+        let dir = root(&self.s).join(&self.name);
+        stream_out(&self.s, |w| pairs_of_checkpoint(&self.s, &dir, w))
+    }
+
+    /// The checkpoint's name (for `Debug`).
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let mut pins = self.s.snapshots.pins();
+        if let Some(n) = pins.get_mut(&self.name) {
+            *n -= 1;
+            if *n == 0 {
+                pins.remove(&self.name);
+            }
+        }
     }
 }
 
@@ -145,9 +196,12 @@ pub(crate) fn record(
     Ok(meta)
 }
 
-/// The current snapshot with its data streamed out of its checkpoint into a file; `None` when
-/// there is none, or when its checkpoint is missing (a copy of the database taken without
-/// `raft-snapshots/`: openraft then builds a new one).
+/// The current snapshot; `None` when there is none, or when its checkpoint is missing (a copy
+/// of the database taken without `raft-snapshots/`: openraft then builds a new one). Its data
+/// is streamed out of the checkpoint into a file when first read or sought, not here:
+/// openraft asks for the current snapshot at every start for its metadata alone, and asks
+/// from its state-machine worker, whose applies would wait for a stream of the whole state;
+/// it reads the data from the task that sends it. The checkpoint is pinned until then.
 pub(crate) fn current(s: &Shared) -> StorageResult<Option<Snapshot<TypeConfig>>> {
     let _one = s.snapshots.hold();
     let ro = ReadOptions::default();
@@ -164,19 +218,20 @@ pub(crate) fn current(s: &Shared) -> StorageResult<Option<Snapshot<TypeConfig>>>
         return Ok(None);
     }
     let read = |e: wisckey::Error| io_err(read_snapshot, &e);
-    let file = match current_name(s).map_err(read)? {
+    let data = match current_name(s).map_err(read)? {
         Some(name) => {
-            let dir = root(s).join(name);
+            let dir = root(s).join(&name);
             if !s.options.vfs.is_dir(&dir) {
                 tracing::warn!(?dir, "the current snapshot's checkpoint is missing; reporting no snapshot");
                 return Ok(None);
             }
-            stream_out(s, |w| pairs_of_checkpoint(s, &dir, w))
+            SnapshotFile::pending(Pending::new(s, name))
         }
-        // A snapshot recorded by layout 2, which kept the data itself, as JSON.
-        None => stream_out(s, |w| legacy_pairs(s, w)),
+        // A snapshot recorded by layout 2, which kept the data itself, as JSON: streamed now,
+        // as the next record deletes that data.
+        None => SnapshotFile::serving(stream_out(s, |w| legacy_pairs(s, w)).map_err(read)?),
     };
-    Ok(Some(Snapshot { meta, snapshot: Box::new(SnapshotFile::serving(file.map_err(read)?)) }))
+    Ok(Some(Snapshot { meta, snapshot: Box::new(data) }))
 }
 
 /// A stream written by `fill` into a new `serving-*` file, opened for reading and unlinked:
@@ -222,12 +277,14 @@ fn legacy_pairs(s: &Shared, w: &mut stream::Writer) -> wisckey::Result<()> {
     pairs.iter().try_for_each(|(k, v)| w.push(k.as_bytes(), v.as_bytes()))
 }
 
-/// Remove every snapshot checkpoint but `keep` and every served stream's file (at open: what
-/// a crash during a build or a serve left). Received streams stay: one may be in use (open
-/// removes those with [`remove_incoming`], after finishing an install that needs one).
+/// Remove every snapshot checkpoint but `keep` and those pinned by a served snapshot not
+/// streamed yet, and every served stream's file (at open: what a crash during a build or a
+/// serve left). Received streams stay: one may be in use (open removes those with
+/// [`remove_incoming`], after finishing an install that needs one).
 pub(crate) fn remove_others(s: &Shared, keep: Option<&str>) {
     let Ok(names) = s.options.vfs.list(&root(s)) else { return };
-    for name in names.iter().filter(|n| Some(n.as_str()) != keep && !n.starts_with(INCOMING_PREFIX)) {
+    let others = names.iter().filter(|n| Some(n.as_str()) != keep && !n.starts_with(INCOMING_PREFIX));
+    for name in others.filter(|n| !s.snapshots.is_pinned(n)) {
         if name.starts_with(SERVING_PREFIX) {
             remove_file(s, name);
         } else {

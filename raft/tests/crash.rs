@@ -143,7 +143,7 @@ fn seen(stores: &mut Stores) -> Seen {
         let values = log.db().keyspace(VALUES_KEYSPACE).expect("values keyspace");
         let values = values.scan(&ReadOptions::default()).expect("scan").map(|kv| kv.expect("read").0).collect();
         let snapshot = sm.get_current_snapshot().await.expect("the current snapshot reads back whole");
-        let snapshot = snapshot.map(|s| {
+        let snapshot = snapshot.map(|mut s| {
             (s.meta.last_log_id.map(|id| id.index), s.snapshot.to_bytes().expect("the snapshot's stream reads back"))
         });
         Seen {

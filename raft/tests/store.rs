@@ -39,7 +39,7 @@ fn delete(term: u64, index: u64, key: &str) -> Entry {
 }
 
 /// The pairs of served snapshot data, as text.
-fn pairs(data: &wisckey_raft::SnapshotFile) -> Vec<(String, String)> {
+fn pairs(data: &mut wisckey_raft::SnapshotFile) -> Vec<(String, String)> {
     let pairs = data.pairs().expect("the snapshot's stream checks out");
     let text = |b: Vec<u8>| String::from_utf8(b).expect("UTF-8");
     pairs.into_iter().map(|(k, v)| (text(k), text(v))).collect()
@@ -144,7 +144,7 @@ fn an_installed_snapshot_replaces_the_followers_state() -> Result {
         leader.apply([set(1, 6, "d", "after")]).await?;
         let mut current = leader.get_current_snapshot().await?.expect("the built snapshot is current");
         assert_eq!(current.meta, built.meta);
-        assert_eq!(pairs(&current.snapshot), two_pairs(), "the pairs at the build");
+        assert_eq!(pairs(&mut current.snapshot), two_pairs(), "the pairs at the build");
 
         let mut received = follower.begin_receiving_snapshot().await?;
         common::send_snapshot(&mut current.snapshot, &mut received, 7).await.expect("sent");
@@ -159,9 +159,9 @@ fn an_installed_snapshot_replaces_the_followers_state() -> Result {
         let (applied, membership) = follower.applied_state().await?;
         assert_eq!(applied, Some(log_id(1, 5)));
         assert_eq!(membership.log_id(), &Some(log_id(1, 1)));
-        let current = follower.get_current_snapshot().await?.expect("the installed snapshot is current");
+        let mut current = follower.get_current_snapshot().await?.expect("the installed snapshot is current");
         assert_eq!(current.meta.last_log_id, Some(log_id(1, 5)));
-        assert_eq!(pairs(&current.snapshot), two_pairs(), "the follower serves what it installed");
+        assert_eq!(pairs(&mut current.snapshot), two_pairs(), "the follower serves what it installed");
         Ok(())
     })
 }
@@ -193,9 +193,9 @@ fn a_new_snapshot_lets_the_previous_checkpoint_go_and_an_open_removes_a_leftover
     run(async {
         let (_log, mut sm) = open(dir.path());
         assert_eq!(snapshot_dirs(dir.path()).len(), 1, "the open removes what the record does not name");
-        let current = sm.get_current_snapshot().await?.expect("current");
+        let mut current = sm.get_current_snapshot().await?.expect("current");
         assert_eq!(current.meta.last_log_id, Some(log_id(1, 319)));
-        let pairs = pairs(&current.snapshot);
+        let pairs = pairs(&mut current.snapshot);
         assert_eq!(pairs.len(), 20);
         assert!(pairs.iter().all(|(_, v)| *v == big), "values read back through the checkpoint's references");
         Ok(())
