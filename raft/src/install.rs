@@ -65,7 +65,7 @@ pub(crate) struct Checked {
     name: String,
 }
 
-/// Steps 1: make the received data a synced, checked file of `raft-snapshots/`. Data that
+/// Step 1: make the received data a synced, checked file of `raft-snapshots/`. Data that
 /// is not such a file (a served stream handed over whole) is copied into one first.
 pub(crate) fn check(s: &Shared, data: SnapshotFile) -> wisckey::Result<Checked> {
     let mut file = match data.into_received()? {
