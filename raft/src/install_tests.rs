@@ -302,3 +302,27 @@ fn a_served_snapshot_is_streamed_when_read_and_its_checkpoint_outlives_a_newer_b
     assert_eq!(got, second);
     Ok(())
 }
+
+#[test]
+fn a_layout_2_snapshot_kept_as_json_is_served_as_a_stream() -> Result {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let legacy = vec![("a".to_string(), "1".to_string()), ("b".to_string(), "two".to_string())];
+    let meta = Meta { last_log_id: Some(log_id(7)), snapshot_id: "legacy".into(), ..Meta::default() };
+    {
+        let (_log, sm) = crate::open(dir.path(), Options::default()).expect("open");
+        // What layout 2 kept: the snapshot's data itself, as JSON, and no checkpoint.
+        let ks = sm.db().keyspace(META_KEYSPACE).expect("raft-meta");
+        ks.put(meta_key::FORMAT, "2").expect("put");
+        ks.put(meta_key::SNAPSHOT_META, serde_json::to_vec(&meta).expect("JSON")).expect("put");
+        ks.put(meta_key::SNAPSHOT_DATA, serde_json::to_vec(&legacy).expect("JSON")).expect("put");
+    }
+    let (_log, mut sm) = crate::open(dir.path(), Options::default()).expect("a layout-2 store opens");
+    let ks = sm.db().keyspace(META_KEYSPACE).expect("raft-meta");
+    assert_eq!(ks.get(meta_key::FORMAT).expect("get").as_deref(), Some(&b"4"[..]), "moved to layout 4");
+    let mut served = run(sm.get_current_snapshot())?.expect("the layout-2 snapshot is current");
+    assert_eq!(served.meta, meta);
+    let pairs = served.snapshot.pairs().expect("a stream");
+    let want: Vec<_> = legacy.iter().map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())).collect();
+    assert_eq!(pairs, want);
+    Ok(())
+}
