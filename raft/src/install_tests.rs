@@ -1,6 +1,8 @@
 //! Scenarios of a snapshot's travel and install: a state of many install batches served and
-//! installed whole, damaged streams refused without a trace, and installs a crash cut short
-//! finished at the next open.
+//! installed whole, damaged streams refused without a trace, installs a crash cut short
+//! finished at the next open (one stopped mid-way, and a crash at every filesystem call), a
+//! served snapshot streamed only when read with its checkpoint kept until then, and a layout-2
+//! snapshot served as a stream.
 
 use std::collections::BTreeMap;
 use std::path::Path;
