@@ -211,7 +211,8 @@ impl Reader {
 
     fn check_trailer(&mut self) -> wisckey::Result<()> {
         let mut count = [0u8; 8];
-        self.read_exact(&mut count)?;
+        self.fill(&mut count)?;
+        self.crc.update(&count);
         let want = self.crc.finalize() as u32;
         let mut crc = [0u8; 4];
         self.fill(&mut crc)?;
@@ -232,10 +233,11 @@ impl Reader {
         self.pos - (self.buf.len() - self.at) as u64
     }
 
-    /// Read `out.len()` bytes and run them through the checksum; a record cut by the
-    /// trailer's start is damage.
+    /// Read `out.len()` bytes of the header or the records and run them through the
+    /// checksum; a record cut by the trailer's start is damage (also a record that starts at
+    /// it: a key that ends where the trailer starts has no value length).
     fn read_exact(&mut self, out: &mut [u8]) -> wisckey::Result<()> {
-        if self.offset() < self.records_end && self.offset() + out.len() as u64 > self.records_end {
+        if self.offset() + out.len() as u64 > self.records_end {
             return Err(self.damaged(self.offset(), "a record runs into the trailer".into()));
         }
         self.fill(out)?;
@@ -340,6 +342,35 @@ mod tests {
             let mut f = fs.create(path)?;
             f.append(&bytes[..len])?;
             assert!(verify(fs.open_read(path)?, path).is_err(), "a stream cut at {len} went unnoticed");
+        }
+        Ok(())
+    }
+
+    /// A stream's bytes, its count and crc32c after them.
+    fn sealed(mut out: Vec<u8>, count: u64) -> Vec<u8> {
+        out.extend_from_slice(&count.to_le_bytes());
+        let mut crc = crc32c();
+        crc.update(&out);
+        out.extend_from_slice(&(crc.finalize() as u32).to_le_bytes());
+        out
+    }
+
+    #[test]
+    fn a_record_cut_where_the_trailer_starts_is_damage_not_a_panic() -> wisckey::Result<()> {
+        let fs = MemFs::new();
+        fs.create_dir_all(Path::new("/s"))?;
+        let path = Path::new("/s/stream");
+        let header = [&MAGIC[..], &VERSION.to_le_bytes()].concat();
+        // A key that ends where the trailer starts (no value length), the empty key too, and
+        // a key length alone.
+        let cases = [
+            [&header[..], &1u32.to_le_bytes(), b"a"].concat(),
+            [&header[..], &0u32.to_le_bytes()].concat(),
+            [&header[..], &[1, 0]].concat(),
+        ];
+        for (n, records) in cases.into_iter().enumerate() {
+            fs.create(path)?.append(&sealed(records, 1))?;
+            assert!(verify(fs.open_read(path)?, path).is_err(), "case {n} went unnoticed");
         }
         Ok(())
     }
