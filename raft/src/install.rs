@@ -118,9 +118,9 @@ pub(crate) fn apply(
 }
 
 /// At open: finish an install a crash cut short (its intent is still recorded), then remove
-/// every incoming file (none is in use before openraft starts). The file named is checked
-/// whole again first: if it no longer checks out the open fails, as the state is part
-/// replaced and only that file can complete it.
+/// every received or served stream's file (none is in use before openraft starts). The file
+/// named is checked whole again first: if it no longer checks out the open fails, as the
+/// state is part replaced and only that file can complete it.
 pub(crate) fn resume(s: &Shared) -> wisckey::Result<()> {
     if let Some(bytes) = s.meta.get(meta_key::INSTALLING)? {
         let intent: Intent = serde_json::from_slice(&bytes)
@@ -135,7 +135,7 @@ pub(crate) fn resume(s: &Shared) -> wisckey::Result<()> {
         snapshots::record(s, Some(&intent.meta))
             .map_err(|e| wisckey::Error::invalid(format!("recording the checkpoint of a resumed install: {e}")))?;
     }
-    snapshots::remove_incoming(s);
+    snapshots::remove_streams(s);
     Ok(())
 }
 

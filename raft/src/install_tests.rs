@@ -1,8 +1,9 @@
 //! Scenarios of a snapshot's travel and install: a state of many install batches served and
 //! installed whole, damaged streams refused without a trace, installs a crash cut short
 //! finished at the next open (one stopped mid-way, and a crash at every filesystem call), a
-//! served snapshot streamed only when read with its checkpoint kept until then, and a layout-2
-//! snapshot served as a stream.
+//! served snapshot streamed only when read with its checkpoint kept until then, a served
+//! snapshot streamed without the snapshots' lock and its file left alone by a build, and a
+//! layout-2 snapshot served as a stream.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -302,6 +303,42 @@ fn a_served_snapshot_is_streamed_when_read_and_its_checkpoint_outlives_a_newer_b
     let mut current = run(sm.get_current_snapshot())?.expect("current");
     let got: Model = current.snapshot.pairs().expect("streamed").into_iter().map(text).collect();
     assert_eq!(got, second);
+    Ok(())
+}
+
+#[test]
+fn a_served_snapshot_streams_while_a_build_holds_the_snapshots_lock_and_a_build_leaves_its_file() -> Result {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut log, mut sm) = crate::open(dir.path(), Options::default()).expect("open");
+    let mut want = Model::new();
+    write(&mut log, &mut sm, &mut want, 1, pairs(200, 100, "one"))?;
+    run(async { sm.get_snapshot_builder().await.build_snapshot().await })?;
+    let mut served = run(sm.get_current_snapshot())?.expect("the built snapshot is current");
+    // A build (or an install's record, or another serve) holds the lock: the stream of the
+    // whole state does not wait for it, nor it for the stream (the pin keeps the checkpoint).
+    let held = sm.shared().snapshots.hold();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let streaming = std::thread::spawn(move || {
+        let pairs = served.snapshot.pairs();
+        let _ = tx.send(());
+        pairs
+    });
+    let streamed = rx.recv_timeout(std::time::Duration::from_secs(20));
+    drop(held);
+    let pairs = streaming.join().expect("the stream's thread").expect("streamed");
+    assert!(streamed.is_ok(), "the stream waited for the snapshots lock");
+    let text =
+        |(k, v): (Vec<u8>, Vec<u8>)| (String::from_utf8(k).expect("UTF-8"), String::from_utf8(v).expect("UTF-8"));
+    assert_eq!(pairs.into_iter().map(text).collect::<Model>(), want);
+    // A stream being written to be served is left alone by a build; an open removes one a
+    // crash left.
+    let leftover = dir.path().join(SNAPSHOTS_DIR).join("serving-00000000000000000001-1");
+    std::fs::write(&leftover, b"being written").expect("write");
+    run(async { sm.get_snapshot_builder().await.build_snapshot().await })?;
+    assert!(leftover.exists(), "a build removed a stream being served");
+    drop((log, sm));
+    let _reopened = crate::open(dir.path(), Options::default()).expect("open");
+    assert!(!leftover.exists(), "an open removes a served stream a crash left");
     Ok(())
 }
 

@@ -59,7 +59,7 @@ pub(crate) struct Snapshots {
 }
 
 impl Snapshots {
-    fn hold(&self) -> std::sync::MutexGuard<'_, ()> {
+    pub(crate) fn hold(&self) -> std::sync::MutexGuard<'_, ()> {
         self.lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
@@ -85,9 +85,11 @@ impl Pending {
         Pending { s: s.clone(), name }
     }
 
-    /// Stream the checkpoint's pairs into a file (see [`current`]).
+    /// Stream the checkpoint's pairs into a file (see [`current`]). Without the snapshots'
+    /// lock: the pin keeps the checkpoint, a record leaves `serving-*` files alone, and a
+    /// stream of the whole state must not hold up builds, installs and other serves (openraft
+    /// asks for the current snapshot from its state-machine worker).
     pub(crate) fn stream(&self) -> wisckey::Result<Arc<dyn RandomAccessFile>> {
-        let _one = self.s.snapshots.hold();
         let dir = root(&self.s).join(&self.name);
         stream_out(&self.s, |w| pairs_of_checkpoint(&self.s, &dir, w))
     }
@@ -278,25 +280,24 @@ fn legacy_pairs(s: &Shared, w: &mut stream::Writer) -> wisckey::Result<()> {
 }
 
 /// Remove every snapshot checkpoint but `keep` and those pinned by a served snapshot not
-/// streamed yet, and every served stream's file (at open: what a crash during a build or a
-/// serve left). Received streams stay: one may be in use (open removes those with
-/// [`remove_incoming`], after finishing an install that needs one).
+/// streamed yet (at open: what a crash during a build left). Streams' files stay: one may be
+/// being received or written to be served (open removes them with [`remove_streams`], after
+/// finishing an install that needs one).
 pub(crate) fn remove_others(s: &Shared, keep: Option<&str>) {
     let Ok(names) = s.options.vfs.list(&root(s)) else { return };
-    let others = names.iter().filter(|n| Some(n.as_str()) != keep && !n.starts_with(INCOMING_PREFIX));
+    let others = names
+        .iter()
+        .filter(|n| Some(n.as_str()) != keep && !n.starts_with(INCOMING_PREFIX) && !n.starts_with(SERVING_PREFIX));
     for name in others.filter(|n| !s.snapshots.is_pinned(n)) {
-        if name.starts_with(SERVING_PREFIX) {
-            remove_file(s, name);
-        } else {
-            remove_checkpoint(s, name);
-        }
+        remove_checkpoint(s, name);
     }
 }
 
-/// Remove every received stream's file (at open, when none is in use).
-pub(crate) fn remove_incoming(s: &Shared) {
+/// Remove every received or served stream's file (at open, when none is in use).
+pub(crate) fn remove_streams(s: &Shared) {
     let Ok(names) = s.options.vfs.list(&root(s)) else { return };
-    names.iter().filter(|n| n.starts_with(INCOMING_PREFIX)).for_each(|name| remove_file(s, name));
+    let streams = names.iter().filter(|n| n.starts_with(INCOMING_PREFIX) || n.starts_with(SERVING_PREFIX));
+    streams.for_each(|name| remove_file(s, name));
 }
 
 /// Remove one file of `raft-snapshots/`. Best effort: what is left is removed at the next open.

@@ -42,6 +42,12 @@ impl StateMachineStore {
         StateMachineStore { s }
     }
 
+    /// The shared store (for tests of its locks).
+    #[cfg(test)]
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.s
+    }
+
     /// The value of `key` in the applied state (a local read: linearizable reads go through
     /// openraft first).
     pub fn get(&self, key: &str) -> wisckey::Result<Option<String>> {
