@@ -7,8 +7,9 @@
 //!   told they are flushed; a purge is one range tombstone over the log's prefix (value-log GC
 //!   then gives the space back); a truncation one over its suffix.
 //! - `raft-meta`: the vote, the committed log id, the last purged log id, and the state
-//!   machine's last applied log id, its membership and its current snapshot (a checkpoint
-//!   of the database in `raft-snapshots/`, module `snapshots`).
+//!   machine's last applied log id, its membership, its current snapshot (a checkpoint
+//!   of the database in `raft-snapshots/`, module `snapshots`) and the snapshot install in
+//!   progress, if any (module `install`).
 //! - `raft-values`: the value of each `Set` in the log, written once when its entry is
 //!   appended; the state refers to it rather than copying it (module `values`).
 //! - `raft-state`: the state machine's keys, each with its value or a reference into
@@ -25,16 +26,19 @@
 // The error type is openraft's `StorageError`, which its storage traits fix.
 #![allow(clippy::result_large_err)]
 
+mod install;
 mod log_store;
 #[cfg(feature = "server")]
 pub mod server;
+mod snapshot_file;
 mod snapshots;
 mod state_machine;
+mod stream;
 mod values;
 
+pub use snapshot_file::SnapshotFile;
 pub use snapshots::SNAPSHOTS_DIR;
 
-use std::io::Cursor;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -57,22 +61,25 @@ pub const STATE_KEYSPACE: &str = "raft-state";
 pub const VALUES_KEYSPACE: &str = "raft-values";
 
 /// The layout of the keyspaces this version writes (in `raft-meta` under `format`): a
-/// database written by another layout is refused rather than misread. Layout 2 (snapshots
-/// kept as data in `raft-meta`) is read and moved to 3 (snapshots as checkpoints) at open.
-const FORMAT: u32 = 3;
-/// The older layout this version still opens.
-const FORMAT_SNAPSHOT_DATA: u32 = 2;
+/// database written by another layout is refused rather than misread. Layout 4 adds the
+/// install intent (`sm/installing`): a build that does not know it would open a database
+/// whose install a crash cut short and run on a part-replaced state, so it must refuse it.
+const FORMAT: u32 = 4;
+/// The older layouts this version opens and moves to [`FORMAT`]: 2 (snapshots kept as data in
+/// `raft-meta`, still served until the next build) and 3 (snapshots as checkpoints, no
+/// install intent).
+const OLDER_FORMATS: [u32; 2] = [2, 3];
 
 openraft::declare_raft_types!(
     /// The Raft types of a wisckey-raft node: key-value requests, `u64` node ids, snapshots
-    /// held in memory while they are sent or received.
+    /// sent and received as streams in files (never whole in memory).
     pub TypeConfig:
         D = Request,
         R = Response,
         NodeId = u64,
         Node = openraft::BasicNode,
         Entry = openraft::Entry<TypeConfig>,
-        SnapshotData = Cursor<Vec<u8>>,
+        SnapshotData = SnapshotFile,
         AsyncRuntime = openraft::TokioRuntime,
 );
 
@@ -145,8 +152,10 @@ impl Shared {
         let snapshots = Arc::default();
         let options = options.clone();
         let shared = Shared { db, log, meta, state, values, owner: Arc::default(), snapshots, options };
-        // What a crash during a snapshot's build or install left.
+        // What a crash during a snapshot's build, serve or install left; an install it cut
+        // short is finished before openraft reads the applied id.
         snapshots::remove_others(&shared, snapshots::current_name(&shared)?.as_deref());
+        install::resume(&shared)?;
         Ok(shared)
     }
 
@@ -195,9 +204,9 @@ fn check_format(meta: &Keyspace, log: &Keyspace, state: &Keyspace) -> wisckey::R
     if found == Some(FORMAT) {
         return Ok(());
     }
-    if found == Some(FORMAT_SNAPSHOT_DATA) {
-        // Its snapshot (data in `raft-meta`) is still served; the next one is a checkpoint.
-        // Synced, so no older version misreads what this one writes next.
+    if found.is_some_and(|f| OLDER_FORMATS.contains(&f)) {
+        // Layout 2's snapshot (data in `raft-meta`) is still served; the next one is a
+        // checkpoint. Synced, so no older version misreads what this one writes next.
         meta.put_opt(&wisckey::WriteOptions::synced(), meta_key::FORMAT, FORMAT.to_string())?;
         return Ok(());
     }
@@ -228,6 +237,10 @@ pub(crate) mod meta_key {
     /// Layout 2's snapshot data (the bytes sent to followers): read while it is the current
     /// snapshot, deleted when the next is recorded.
     pub const SNAPSHOT_DATA: &[u8] = b"sm/snapshot-data";
+    /// The snapshot install in progress (JSON `install::Intent`: its metadata and the name of
+    /// its stream's file in `raft-snapshots/`), from before its first write to the state to
+    /// its last batch.
+    pub const INSTALLING: &[u8] = b"sm/installing";
 }
 
 /// A storage I/O error of kind `kind` (one of `StorageIOError`'s constructors) caused by `e`.

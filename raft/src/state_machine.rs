@@ -3,12 +3,12 @@
 //! stored it (`raft-values`, written once) or, when small, with the value itself; the last
 //! applied log id and the membership beside them in `raft-meta`, written in the same batch so
 //! a crash never separates them. A snapshot is a checkpoint of the database (module
-//! `snapshots`), sent as the state's pairs read out of it; installing one replaces the state
-//! keyspace's contents in one batch, then checkpoints the result as this node's snapshot.
+//! `snapshots`), sent as a stream of the state's pairs read out of it; installing one
+//! replaces the state keyspace's contents from the received stream (module `install`), then
+//! checkpoints the result as this node's snapshot.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::io::Cursor;
 use std::sync::Arc;
 
 use openraft::storage::RaftStateMachine;
@@ -18,12 +18,11 @@ use openraft::{
 };
 use wisckey::{Keyspace, ReadOptions, WriteBatch, WriteOptions};
 
-use crate::snapshots::{self, AppliedState, SnapshotPairs};
+use crate::install::{self, Plan};
+use crate::snapshot_file::SnapshotFile;
+use crate::snapshots::{self, AppliedState};
 use crate::values::{self, StateValue, ValueAt};
 use crate::{io_err, meta_key, to_json, Entry, Request, Response, Shared, StorageResult, TypeConfig};
-
-/// Past every state key: keys are UTF-8, which never holds the byte 0xFF.
-const PAST_LAST_KEY: [u8; 1] = [0xFF];
 
 /// The replicated key-value state of one node: a cheap handle (clones share the database),
 /// which is also its own snapshot builder.
@@ -41,6 +40,12 @@ impl Debug for StateMachineStore {
 impl StateMachineStore {
     pub(crate) fn new(s: Shared) -> StateMachineStore {
         StateMachineStore { s }
+    }
+
+    /// The shared store (for tests of its locks).
+    #[cfg(test)]
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.s
     }
 
     /// The value of `key` in the applied state (a local read: linearizable reads go through
@@ -72,6 +77,25 @@ impl StateMachineStore {
     /// The database under the state machine (for its statistics).
     pub fn db(&self) -> &Arc<wisckey::Db> {
         &self.s.db
+    }
+
+    /// Install `data` as the state (see `install_snapshot`), writing as `plan` says.
+    pub(crate) fn install_with(
+        &self,
+        meta: &SnapshotMeta<u64, BasicNode>,
+        data: SnapshotFile,
+        plan: Plan,
+    ) -> StorageResult<()> {
+        let sig = || Some(meta.signature());
+        let checked = install::check(&self.s, data)
+            .map_err(|e| StorageIOError::read_snapshot(sig(), openraft::AnyError::new(&e)))?;
+        {
+            let _owner = self.s.own_values();
+            let applied = install::apply(&self.s, meta, checked, plan);
+            applied.map_err(|e| StorageIOError::write_snapshot(sig(), openraft::AnyError::new(&e)))?;
+        }
+        snapshots::record(&self.s, Some(meta))?;
+        Ok(())
     }
 
     /// The last purged log index (0 when none was purged; index 0 is never a `Set`).
@@ -128,32 +152,27 @@ impl StateMachineStore {
         }
         Ok(())
     }
-
-    /// Queue deletes of the values of purged entries the whole current state refers to (it
-    /// is about to be replaced). The caller holds the value-ownership lock.
-    fn drop_purged_references(&self, batch: &mut WriteBatch) -> StorageResult<()> {
-        let read = |e: wisckey::Error| io_err(StorageIOError::read_state_machine, &e);
-        let purged = self.purged_index()?;
-        for item in self.s.state.scan(&ReadOptions::default()).map_err(read)? {
-            let (_, stored) = item.map_err(read)?;
-            if let Some(at) = StateValue::place(&stored) {
-                if at.index <= purged {
-                    batch.delete_in(&self.s.values, at.key());
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
-/// The value a stored state value stands for, its references followed in `values` at `ro`'s
-/// snapshot (the one the state value was read at, so a reference always finds its value).
+/// The value a stored state value stands for, as text (values are the UTF-8 of `Set`s).
 pub(crate) fn resolve_in(values: &Keyspace, ro: &ReadOptions, key: &[u8], stored: &[u8]) -> wisckey::Result<String> {
+    let raw = resolve_raw_in(values, ro, key, stored)?;
+    Ok(String::from_utf8(raw).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+}
+
+/// The bytes a stored state value stands for, its references followed in `values` at `ro`'s
+/// snapshot (the one the state value was read at, so a reference always finds its value).
+pub(crate) fn resolve_raw_in(
+    values: &Keyspace,
+    ro: &ReadOptions,
+    key: &[u8],
+    stored: &[u8],
+) -> wisckey::Result<Vec<u8>> {
     let damaged = |what: String| wisckey::Error::invalid(what);
     match StateValue::decode(stored) {
-        Some(StateValue::Inline(v)) => Ok(String::from_utf8_lossy(v).into_owned()),
+        Some(StateValue::Inline(v)) => Ok(v.to_vec()),
         Some(StateValue::Ref(at)) => match values.get_opt(ro, at.key())? {
-            Some(v) => Ok(String::from_utf8_lossy(&v).into_owned()),
+            Some(v) => Ok(v.to_vec()),
             None => Err(damaged(format!(
                 "raft-state key {:?} refers to the value of log entry {} Set #{}, which raft-values does not hold",
                 String::from_utf8_lossy(key),
@@ -186,7 +205,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
     /// nothing and writes a few KiB whatever the state's size.
     async fn build_snapshot(&mut self) -> StorageResult<Snapshot<TypeConfig>> {
         let meta = snapshots::record(&self.s, None)?;
-        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(Vec::new())) })
+        Ok(Snapshot { meta, snapshot: Box::new(SnapshotFile::empty()) })
     }
 }
 
@@ -248,38 +267,23 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<Cursor<Vec<u8>>>> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    /// A new file `raft-snapshots/incoming-*`, which openraft writes the chunks into.
+    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<SnapshotFile>> {
+        let write = |e: wisckey::Error| StorageIOError::write_snapshot(None, openraft::AnyError::new(&e));
+        let path = snapshots::new_incoming(&self.s).map_err(write)?;
+        Ok(Box::new(SnapshotFile::receiving(&self.s.options.vfs, &path).map_err(write)?))
     }
 
-    /// Replaces the state with the snapshot's pairs in one synced batch: deletes of the values
-    /// of purged entries the old state referred to, a range tombstone over the whole state
-    /// keyspace, the pairs (as values, not references), the applied id and the membership; then
-    /// a checkpoint of the result is recorded as the current snapshot. Data that does not
-    /// decode is an error and changes nothing.
+    /// Replaces the state with the received stream's pairs (module `install`: checked whole
+    /// first, then written in bounded batches under an intent record a crash cannot split),
+    /// then records a checkpoint of the result as the current snapshot. A stream that does
+    /// not check out is an error and changes nothing.
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta<u64, BasicNode>,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<SnapshotFile>,
     ) -> StorageResult<()> {
-        let data = snapshot.into_inner();
-        let pairs: SnapshotPairs = serde_json::from_slice(&data)
-            .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), openraft::AnyError::new(&e)))?;
-        let _owner = self.s.own_values();
-        let mut batch = WriteBatch::new();
-        self.drop_purged_references(&mut batch)?;
-        batch.delete_range_in(&self.s.state, b"", PAST_LAST_KEY);
-        for (k, v) in &pairs {
-            batch.put_in(&self.s.state, k, StateValue::Inline(v.as_bytes()).encode());
-        }
-        let write = StorageIOError::write_state_machine;
-        batch.put_in(&self.s.meta, meta_key::APPLIED, to_json(&meta.last_log_id, write)?);
-        batch.put_in(&self.s.meta, meta_key::MEMBERSHIP, to_json(&meta.last_membership, write)?);
-        let written = self.s.db.write(&WriteOptions::synced(), &batch);
-        written.map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), openraft::AnyError::new(&e)))?;
-        drop(_owner);
-        snapshots::record(&self.s, Some(meta))?;
-        Ok(())
+        self.install_with(meta, *snapshot, Plan::default())
     }
 
     async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {

@@ -8,7 +8,8 @@
 //! back to replicate) or while the state refers to it. Whichever lets go of it last deletes
 //! it — a purge deletes the purged entries' values the state no longer refers to; applying an
 //! overwrite or a delete deletes the old value when its entry is already purged; a snapshot
-//! install deletes the values of purged entries the old state referred to. All three decide
+//! install deletes every value of a purged entry (one range tombstone: only the old state
+//! could refer to one, and the installed state holds its values inline). All three decide
 //! under one lock ([`crate::Shared::owner`]), so no value is deleted twice or leaked between
 //! them; value-log GC then gives the space back as it does for any deleted value. docs/format/raft.md has the
 //! bytes.

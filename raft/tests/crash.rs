@@ -130,7 +130,7 @@ struct Seen {
     applied: Option<u64>,
     pairs: Vec<(String, String)>,
     values: BTreeSet<Vec<u8>>,
-    /// The current snapshot's last index and data (read out of its checkpoint).
+    /// The current snapshot's last index and data (streamed out of its checkpoint).
     snapshot: Option<(Option<u64>, Vec<u8>)>,
 }
 
@@ -143,7 +143,9 @@ fn seen(stores: &mut Stores) -> Seen {
         let values = log.db().keyspace(VALUES_KEYSPACE).expect("values keyspace");
         let values = values.scan(&ReadOptions::default()).expect("scan").map(|kv| kv.expect("read").0).collect();
         let snapshot = sm.get_current_snapshot().await.expect("the current snapshot reads back whole");
-        let snapshot = snapshot.map(|s| (s.meta.last_log_id.map(|id| id.index), s.snapshot.into_inner()));
+        let snapshot = snapshot.map(|mut s| {
+            (s.meta.last_log_id.map(|id| id.index), s.snapshot.to_bytes().expect("the snapshot's stream reads back"))
+        });
         Seen {
             snapshot,
             vote: log.read_vote().await.expect("vote"),

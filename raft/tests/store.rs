@@ -7,7 +7,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::Cursor;
 
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
 use openraft::{
@@ -37,6 +36,17 @@ fn set(term: u64, index: u64, key: &str, value: &str) -> Entry {
 
 fn delete(term: u64, index: u64, key: &str) -> Entry {
     entry(term, index, EntryPayload::Normal(Request::Delete { key: key.into() }))
+}
+
+/// The pairs of served snapshot data, as text.
+fn pairs(data: &mut wisckey_raft::SnapshotFile) -> Vec<(String, String)> {
+    let pairs = data.pairs().expect("the snapshot's stream checks out");
+    let text = |b: Vec<u8>| String::from_utf8(b).expect("UTF-8");
+    pairs.into_iter().map(|(k, v)| (text(k), text(v))).collect()
+}
+
+fn two_pairs() -> Vec<(String, String)> {
+    vec![("b".into(), "2".into()), ("c".into(), "3".into())]
 }
 
 fn open(dir: &std::path::Path) -> (wisckey_raft::LogStore, wisckey_raft::StateMachineStore) {
@@ -132,12 +142,12 @@ fn an_installed_snapshot_replaces_the_followers_state() -> Result {
         assert_eq!(built.meta.last_log_id, Some(log_id(1, 5)));
         // Applied after the build: the snapshot's checkpoint must not see it.
         leader.apply([set(1, 6, "d", "after")]).await?;
-        let current = leader.get_current_snapshot().await?.expect("the built snapshot is current");
+        let mut current = leader.get_current_snapshot().await?.expect("the built snapshot is current");
         assert_eq!(current.meta, built.meta);
-        assert_eq!(current.snapshot.get_ref(), br#"[["b","2"],["c","3"]]"#, "the pairs at the build");
+        assert_eq!(pairs(&mut current.snapshot), two_pairs(), "the pairs at the build");
 
         let mut received = follower.begin_receiving_snapshot().await?;
-        *received = Cursor::new(current.snapshot.into_inner());
+        common::send_snapshot(&mut current.snapshot, &mut received, 7).await.expect("sent");
         follower.install_snapshot(&built.meta, received).await?;
         Ok(())
     })?;
@@ -149,9 +159,9 @@ fn an_installed_snapshot_replaces_the_followers_state() -> Result {
         let (applied, membership) = follower.applied_state().await?;
         assert_eq!(applied, Some(log_id(1, 5)));
         assert_eq!(membership.log_id(), &Some(log_id(1, 1)));
-        let current = follower.get_current_snapshot().await?.expect("the installed snapshot is current");
+        let mut current = follower.get_current_snapshot().await?.expect("the installed snapshot is current");
         assert_eq!(current.meta.last_log_id, Some(log_id(1, 5)));
-        assert_eq!(current.snapshot.get_ref(), br#"[["b","2"],["c","3"]]"#, "the follower serves what it installed");
+        assert_eq!(pairs(&mut current.snapshot), two_pairs(), "the follower serves what it installed");
         Ok(())
     })
 }
@@ -183,9 +193,9 @@ fn a_new_snapshot_lets_the_previous_checkpoint_go_and_an_open_removes_a_leftover
     run(async {
         let (_log, mut sm) = open(dir.path());
         assert_eq!(snapshot_dirs(dir.path()).len(), 1, "the open removes what the record does not name");
-        let current = sm.get_current_snapshot().await?.expect("current");
+        let mut current = sm.get_current_snapshot().await?.expect("current");
         assert_eq!(current.meta.last_log_id, Some(log_id(1, 319)));
-        let pairs: Vec<(String, String)> = serde_json::from_slice(current.snapshot.get_ref()).expect("pairs");
+        let pairs = pairs(&mut current.snapshot);
         assert_eq!(pairs.len(), 20);
         assert!(pairs.iter().all(|(_, v)| *v == big), "values read back through the checkpoint's references");
         Ok(())
@@ -200,8 +210,9 @@ fn a_snapshot_that_does_not_decode_is_refused_and_changes_nothing() -> Result {
         sm.apply([set(1, 1, "kept", "yes")]).await?;
         let mut meta = sm.get_snapshot_builder().await.build_snapshot().await?.meta;
         meta.last_log_id = Some(log_id(2, 9));
-        let garbage = Box::new(Cursor::new(b"[[\"k\", 1".to_vec()));
-        assert!(sm.install_snapshot(&meta, garbage).await.is_err(), "truncated JSON must be refused");
+        let mut garbage = sm.begin_receiving_snapshot().await?;
+        tokio::io::AsyncWriteExt::write_all(&mut garbage, b"[[\"k\", 1").await.expect("written");
+        assert!(sm.install_snapshot(&meta, garbage).await.is_err(), "bytes that are not a stream must be refused");
         assert_eq!(sm.get("kept").expect("get").as_deref(), Some("yes"));
         assert_eq!(sm.applied_state().await?.0, Some(log_id(1, 1)));
         Ok(())

@@ -9,7 +9,6 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Cursor;
 use std::path::Path;
 
 use common::run_fut;
@@ -243,9 +242,9 @@ fn a_snapshot_install_drops_the_values_only_the_old_state_held() -> Result {
         b_log.purge(log_id(2)).await?;
         assert_eq!(stored_values(&b_log), BTreeSet::from([(1, 0), (2, 0), (3, 0)]), "all three are referred to");
         a.get_snapshot_builder().await.build_snapshot().await?;
-        let sent = a.get_current_snapshot().await?.expect("the built snapshot is current");
+        let mut sent = a.get_current_snapshot().await?.expect("the built snapshot is current");
         let mut received = b.begin_receiving_snapshot().await?;
-        *received = Cursor::new(sent.snapshot.into_inner());
+        common::send_snapshot(&mut sent.snapshot, &mut received, 1 << 20).await.expect("sent");
         b.install_snapshot(&sent.meta, received).await?;
         // Entries 1 and 2 are purged and nothing refers to their values any more; entry 3 is
         // still in the log, which keeps its value until it is purged.
