@@ -82,7 +82,9 @@ trap cleanup EXIT
 num_for() { python3 -c "import math; print(math.ceil($ratio * ($limit_mb << 20) / ((16 + $1) * (1 - math.exp(-1)))))"; }
 
 io_of() { # PID -> "read_bytes write_bytes" so far (the kernel's per-task I/O accounting)
-  awk '$1 == "read_bytes:" { r = $2 } $1 == "write_bytes:" { w = $2 } END { print r + 0, w + 0 }' "/proc/$1/io" 2>/dev/null
+  # As text: awk prints numbers past 2^31 as 4.04967e+09.
+  awk '$1 == "read_bytes:" { r = $2 } $1 == "write_bytes:" { w = $2 }
+       END { print (r == "" ? 0 : r), (w == "" ? 0 : w) }' "/proc/$1/io" 2>/dev/null
 }
 
 # run_in_cgroup NAME SPLIT CMD...: runs CMD in the cgroup; writes NAME.out (its output) and
@@ -227,7 +229,8 @@ run_engine_phases() { # engine size round num
     if [ "$step" = load ]; then
       record "$e" "$v" "$r" fillrandom "$n" "$name" "$reads"
       record "$e" "$v" "$r" overwrite "$n" "$name" "$reads"
-      du -sb "$work/db" | cut -f1 >"$out/raw/$v-$r-$e-overwrite.du"
+      # Allocated bytes, as gc-bench.sh counts them: holes GC punched are free space.
+      du -s -B1 "$work/db" | cut -f1 >"$out/raw/$v-$r-$e-overwrite.du"
     else
       record "$e" "$v" "$r" "$step" "$n" "$name" "$reads"
     fi

@@ -15,7 +15,7 @@ pub mod survey;
 pub mod writer;
 
 pub use mark::Mark;
-pub use reader::{LogReader, LogRecord, ReadOutcome};
+pub use reader::{GroupSpan, LogReader, LogRecord, ReadOutcome};
 pub use survey::{LogBreak, LogSurvey, Segment};
 pub use writer::{DurableExtent, LogWriter};
 

@@ -12,7 +12,7 @@ use crate::db::read::{CheckedAt, LatestView};
 use crate::db::{add, DbInner};
 use crate::error::{Error, Result};
 use crate::key::ValueKind;
-use crate::log::{LogPos, LogReader, LogRecord, ReadOutcome, HEADER_LEN};
+use crate::log::{GroupSpan, LogPos, LogReader, ReadOutcome, HEADER_LEN};
 use crate::version::VersionEdit;
 use crate::vlog::ValuePointer;
 use crate::write_batch::{BatchIter, BatchOp, WriteBatch};
@@ -62,12 +62,11 @@ struct Chunk {
     checked: Option<CheckedAt>,
 }
 
-/// A put found in a chunk: its record, where its key and value sit in the record's ops, and
-/// the pointer a live entry would hold.
+/// A put found in a chunk: where its key and value sit in the chunk's bytes, and the pointer
+/// a live entry would hold.
 struct ChunkPut {
     /// The keyspace the put wrote.
     ks: u32,
-    rec: usize,
     key: std::ops::Range<usize>,
     value: std::ops::Range<usize>,
     /// The put's expiry time, kept by the moved copy.
@@ -98,10 +97,10 @@ fn pieces_of<'a, 'b>(live: &'a [&'b ChunkPut]) -> impl Iterator<Item = &'a [&'b 
     })
 }
 
-/// The puts of one record group, as `ChunkPut`s of record number `rec`.
-fn collect_puts(rec: &LogRecord, index: usize, out: &mut Vec<ChunkPut>) {
-    let base = rec.ops.as_ptr() as usize;
-    let mut ops = BatchIter::over(&rec.ops);
+/// The puts of record group `g`, read into `buf`, as `ChunkPut`s.
+fn collect_puts(buf: &[u8], g: &GroupSpan, out: &mut Vec<ChunkPut>) {
+    let base = buf.as_ptr() as usize;
+    let mut ops = BatchIter::over(&buf[g.ops.clone()]);
     loop {
         let op_start = ops.offset();
         let Some(Ok((ks, op))) = ops.next() else { break };
@@ -109,13 +108,12 @@ fn collect_puts(rec: &LogRecord, index: usize, out: &mut Vec<ChunkPut>) {
         let range = |s: &[u8]| (s.as_ptr() as usize - base)..(s.as_ptr() as usize - base + s.len());
         out.push(ChunkPut {
             ks,
-            rec: index,
             key: range(key),
             value: range(value),
             expires_at_ms,
             here: ValuePointer {
-                file: rec.pos.file,
-                offset: rec.pos.offset + (HEADER_LEN + op_start) as u64,
+                file: g.pos.file,
+                offset: g.pos.offset + (HEADER_LEN + op_start) as u64,
                 op_len: (ops.offset() - op_start) as u32,
                 value_crc: 0,
             },
@@ -161,8 +159,10 @@ impl Gc {
         let mut reader = LogReader::new(db.vfs.open_read(&path)?, file, start)?;
         std::thread::scope(|s| {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Chunk>>(1);
+            // The reader's chunk buffer, reused: the live values are copied out of it.
+            let mut buf = Vec::new();
             let read = move || loop {
-                let chunk = self.read_chunk(db, &mut reader);
+                let chunk = self.read_chunk(db, &mut reader, &mut buf);
                 let last = !matches!(&chunk, Ok(c) if !c.end_of_file);
                 // A closed channel means the collector stopped (error or shutdown).
                 if tx.send(chunk).is_err() || last {
@@ -329,31 +329,24 @@ impl Gc {
     /// Liveness is decided for the whole chunk against one pinned view, in key order (one
     /// trip through the state lock, and neighbouring keys share table blocks); the live
     /// values are moved in that order too, so collected data comes out sorted by key.
-    fn read_chunk(&self, db: &DbInner, reader: &mut LogReader) -> Result<Chunk> {
+    fn read_chunk(&self, db: &DbInner, reader: &mut LogReader, buf: &mut Vec<u8>) -> Result<Chunk> {
         let start = reader.offset();
-        let mut recs: Vec<Vec<u8>> = Vec::new();
+        let (groups, stop) = reader.read_groups_into(db.opts.gc_chunk_bytes, buf)?;
+        let (end_of_file, torn) = match stop {
+            None => (false, false),
+            Some(ReadOutcome::Clean) => (true, false),
+            Some(ReadOutcome::Damaged { .. }) if db.vlog.is_cold(reader.number()) => (true, true),
+            Some(ReadOutcome::Damaged { offset, reason }) => {
+                return Err(Error::corruption(reader.path().clone(), offset, format!("value-log GC: {reason}")));
+            }
+        };
+        let buf = &buf[..];
         let mut puts: Vec<ChunkPut> = Vec::new();
-        let (mut end_of_file, mut torn) = (false, false);
-        while reader.offset() - start < db.opts.gc_chunk_bytes {
-            let rec = match reader.next_record()? {
-                Ok(rec) => rec,
-                Err(ReadOutcome::Clean) => {
-                    end_of_file = true;
-                    break;
-                }
-                Err(ReadOutcome::Damaged { .. }) if db.vlog.is_cold(reader.number()) => {
-                    (end_of_file, torn) = (true, true);
-                    break;
-                }
-                Err(ReadOutcome::Damaged { offset, reason }) => {
-                    return Err(Error::corruption(reader.path().clone(), offset, format!("value-log GC: {reason}")));
-                }
-            };
-            collect_puts(&rec, recs.len(), &mut puts);
-            recs.push(rec.ops);
+        for g in &groups {
+            collect_puts(buf, g, &mut puts);
         }
         let end = reader.offset();
-        let key_of = |p: &ChunkPut| &recs[p.rec][p.key.clone()];
+        let key_of = |p: &ChunkPut| &buf[p.key.clone()];
         puts.sort_by(|a, b| (a.ks, key_of(a)).cmp(&(b.ks, key_of(b))));
         let (view, checked) = db.liveness_view();
         let mut live = Vec::with_capacity(puts.len());
@@ -371,8 +364,8 @@ impl Gc {
             let mut r = Relocation { puts: WriteBatch::with_capacity(bytes), old: Vec::with_capacity(piece.len()) };
             for p in piece {
                 match p.expires_at_ms {
-                    None => r.puts.put_raw(p.ks, key_of(p), &recs[p.rec][p.value.clone()]),
-                    Some(at) => r.puts.put_expiring_raw(p.ks, key_of(p), &recs[p.rec][p.value.clone()], at),
+                    None => r.puts.put_raw(p.ks, key_of(p), &buf[p.value.clone()]),
+                    Some(at) => r.puts.put_expiring_raw(p.ks, key_of(p), &buf[p.value.clone()], at),
                 };
                 r.old.push(p.here);
             }
@@ -460,7 +453,6 @@ mod tests {
     fn put_of(op_len: u32) -> ChunkPut {
         ChunkPut {
             ks: 0,
-            rec: 0,
             key: 0..0,
             value: 0..0,
             expires_at_ms: None,
