@@ -745,8 +745,7 @@ fn flush_until(db: &Db, fs: &FaultFs, stop: &AtomicBool) -> u64 {
     let before = db.stats().gc_runs;
     let start = std::time::Instant::now();
     let done = || {
-        stop.load(Ordering::Acquire)
-            && (db.stats().gc_runs - before >= 2 || start.elapsed() > Duration::from_secs(20))
+        stop.load(Ordering::Acquire) && (db.stats().gc_runs - before >= 2 || start.elapsed() > Duration::from_secs(20))
     };
     while !done() {
         std::thread::sleep(Duration::from_millis(1));

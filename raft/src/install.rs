@@ -8,7 +8,9 @@
 //! 3. the old state goes (range tombstones over `raft-state` and over the values of purged
 //!    entries, which only the old state could refer to), then the pairs, in batches of at
 //!    most [`BATCH_BYTES`], unsynced;
-//! 4. one synced batch writes the applied id and membership and deletes `sm/installing`;
+//! 4. one synced batch writes the applied id and membership, purges the log up to the
+//!    snapshot's last entry (the purge openraft asked for beside the install, which
+//!    `LogStore::purge` held back at the applied entry) and deletes `sm/installing`;
 //! 5. the file is removed.
 //!
 //! A crash after 2 and before 4 leaves the intent: the next open ([`resume`]) does 3–5 again
@@ -24,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use wisckey::fs::RandomAccessFile;
 use wisckey::{WriteBatch, WriteOptions};
 
+use crate::log_store::{index_key, PAST_LAST_INDEX};
 use crate::snapshot_file::{Received, Receiving, SnapshotFile};
 use crate::snapshots::{self, root};
 use crate::stream;
@@ -147,6 +150,7 @@ fn replace_state(s: &Shared, intent: &Intent, plan: Plan) -> wisckey::Result<()>
     write_pairs(s, &path, &mut batch, plan)?;
     batch.put_in(&s.meta, meta_key::APPLIED, json(&intent.meta.last_log_id)?);
     batch.put_in(&s.meta, meta_key::MEMBERSHIP, json(&intent.meta.last_membership)?);
+    purge_to_snapshot(s, intent, &mut batch)?;
     batch.delete_in(&s.meta, meta_key::INSTALLING);
     s.db.write(&WriteOptions::synced(), &batch)?;
     let (vfs, root) = (&s.options.vfs, root(s));
@@ -185,6 +189,29 @@ fn write_pairs(s: &Shared, path: &Path, batch: &mut WriteBatch, plan: Plan) -> w
             if plan.stop_after == Some(written) {
                 return Err(wisckey::Error::invalid(format!("install stopped after {written} pair batches (test)")));
             }
+        }
+    }
+    Ok(())
+}
+
+/// Queue the purge of the log up to the snapshot's last entry, with the values of those
+/// entries (the new state holds its values inline; the old state is gone): openraft asked for
+/// it when it handed the snapshot over, and `LogStore::purge` held back past the applied entry
+/// so that it lands only with the state it belongs to, in the same synced batch.
+fn purge_to_snapshot(s: &Shared, intent: &Intent, batch: &mut WriteBatch) -> wisckey::Result<()> {
+    let Some(last) = intent.meta.last_log_id else { return Ok(()) };
+    if purged_index(s)?.is_some_and(|p| p >= last.index) {
+        return Ok(());
+    }
+    batch.put_in(&s.meta, meta_key::PURGED, json(&last)?);
+    match last.index.checked_add(1) {
+        Some(next) => {
+            batch.delete_range_in(&s.log, index_key(0), index_key(next));
+            batch.delete_range_in(&s.values, ValueAt::first_of(0), ValueAt::first_of(next));
+        }
+        None => {
+            batch.delete_range_in(&s.log, index_key(0), PAST_LAST_INDEX);
+            batch.delete_range_in(&s.values, ValueAt::first_of(0), [0xFF; 13]);
         }
     }
     Ok(())

@@ -365,3 +365,61 @@ fn a_layout_2_snapshot_kept_as_json_is_served_as_a_stream() -> Result {
     assert_eq!(pairs, want);
     Ok(())
 }
+
+/// openraft purges the log up to a snapshot's last entry as soon as it hands the snapshot to
+/// the state machine, beside the install. Were that purge to land and the install fail (or a
+/// crash come before its intent), the node would restart with its state at A and its log gone
+/// past A. The purge stops at the applied entry while an install runs; the install's last
+/// batch purges the rest.
+#[test]
+fn a_purge_beside_an_install_stops_at_the_applied_entry_and_the_install_purges_the_rest() -> Result {
+    use openraft::storage::RaftLogReader;
+    let (a_dir, b_dir) = (tempfile::tempdir().expect("temp dir"), tempfile::tempdir().expect("temp dir"));
+    let (mut a_log, mut a) = crate::open(a_dir.path(), Options::default()).expect("open");
+    let mut want = Model::new();
+    let last = write(&mut a_log, &mut a, &mut want, 1, pairs(200, 300, "new"))?;
+    let (meta, bytes) = served(&mut a)?;
+
+    let (mut b_log, mut b) = crate::open(b_dir.path(), Options::default()).expect("open");
+    let mut old = Model::new();
+    let applied = write(&mut b_log, &mut b, &mut old, 1, pairs(50, 100, "old"))?;
+    // Entries appended but not applied yet.
+    let appended: Vec<Entry> = (applied + 1..=applied + 10).map(|i| set(i, "pending", "p")).collect();
+    run(b_log.blocking_append(appended))?;
+    let mut flipped = bytes.clone();
+    flipped[bytes.len() / 3] ^= 0x08;
+    let data = received(&mut b, &flipped)?;
+    run(b_log.purge(log_id(last)))?;
+    let kept =
+        |log: &mut LogStore| -> Result<usize> { Ok(run(log.try_get_log_entries(applied + 1..applied + 11))?.len()) };
+    assert_eq!(
+        run(b_log.get_log_state())?.last_purged_log_id,
+        Some(log_id(applied)),
+        "purged to the applied entry only"
+    );
+    assert_eq!(kept(&mut b_log)?, 10, "the entries past the applied one stay");
+    b.install_with(&meta, *data, Plan::default()).expect_err("a damaged stream is refused");
+    drop((b_log, b));
+
+    let (mut b_log, mut b) = crate::open(b_dir.path(), Options::default()).expect("reopen");
+    assert_eq!(run(b.applied_state())?.0, Some(log_id(applied)));
+    assert_eq!(state(&b), old, "the old state");
+    let log_state = run(b_log.get_log_state())?;
+    assert_eq!(
+        (log_state.last_purged_log_id, log_state.last_log_id),
+        (Some(log_id(applied)), Some(log_id(applied + 10)))
+    );
+    assert_eq!(kept(&mut b_log)?, 10, "the node can apply again after the failed install");
+
+    let data = received(&mut b, &bytes)?;
+    run(b_log.purge(log_id(last)))?;
+    b.install_with(&meta, *data, Plan::default())?;
+    assert_eq!(state(&b), want);
+    assert_eq!(run(b.applied_state())?.0, Some(log_id(last)));
+    let log_state = run(b_log.get_log_state())?;
+    assert_eq!((log_state.last_purged_log_id, log_state.last_log_id), (Some(log_id(last)), Some(log_id(last))));
+    // A purge after the install is an ordinary one again.
+    run(b_log.purge(log_id(last)))?;
+    assert_eq!(run(b_log.get_log_state())?.last_purged_log_id, Some(log_id(last)));
+    Ok(())
+}

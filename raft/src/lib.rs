@@ -140,6 +140,9 @@ pub(crate) struct Shared {
     /// The options the database was opened with (a snapshot's checkpoint opens with them;
     /// `min_separated_value_bytes` says which values the state copies).
     pub(crate) options: Options,
+    /// Set once a snapshot is being received or installed, until an install succeeds: a purge
+    /// goes no further than the applied state meanwhile (`LogStore::purge`).
+    pub(crate) installing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Shared {
@@ -151,7 +154,17 @@ impl Shared {
         check_format(&meta, &log, &state)?;
         let snapshots = Arc::default();
         let options = options.clone();
-        let shared = Shared { db, log, meta, state, values, owner: Arc::default(), snapshots, options };
+        let shared = Shared {
+            db,
+            log,
+            meta,
+            state,
+            values,
+            owner: Arc::default(),
+            snapshots,
+            options,
+            installing: Arc::default(),
+        };
         // What a crash during a snapshot's build, serve or install left; an install it cut
         // short is finished before openraft reads the applied id.
         snapshots::remove_others(&shared, snapshots::current_name(&shared)?.as_deref());

@@ -16,7 +16,7 @@ use crate::values::{self, StateValue, ValueAt};
 use crate::{io_err, meta_key, to_json, Entry, Shared, StorageResult, TypeConfig};
 
 /// Past every log key (keys are 8 bytes): the exclusive end of a range up to the last index.
-const PAST_LAST_INDEX: [u8; 9] = [0xFF; 9];
+pub(crate) const PAST_LAST_INDEX: [u8; 9] = [0xFF; 9];
 /// Past every `raft-values` key (keys are 12 bytes).
 const PAST_LAST_VALUE: [u8; 13] = [0xFF; 13];
 
@@ -34,7 +34,7 @@ impl Debug for LogStore {
 }
 
 /// The key of the entry at `index`: big-endian, so that key order is index order.
-fn index_key(index: u64) -> [u8; 8] {
+pub(crate) fn index_key(index: u64) -> [u8; 8] {
     index.to_be_bytes()
 }
 
@@ -139,6 +139,34 @@ fn key_bounds<RB: RangeBounds<u64>>(range: &RB) -> Option<(Vec<u8>, Option<Vec<u
 impl LogStore {
     /// Queue deletes of the values of entries up to `upto` (from the last purged on) that
     /// the state does not refer to. The caller holds the value-ownership lock.
+    /// How far a purge asked to reach `log_id` goes. openraft purges the log up to a
+    /// snapshot's last entry as soon as it hands the snapshot to the state machine to
+    /// install, before the install has checked its file, let alone written its intent: were
+    /// that purge to land and the install then fail (openraft stops on it) or a crash come
+    /// first, the node would restart with its state at A and its log gone past A, unable to
+    /// apply again. So while a snapshot is received or installed a purge stops at the applied
+    /// entry (`None`: nothing to purge), and the install's last batch purges up to the
+    /// snapshot's last entry itself, in the batch that moves the applied id there.
+    /// The caller holds the value-ownership lock.
+    fn purge_bound(&self, log_id: LogId<u64>) -> StorageResult<Option<LogId<u64>>> {
+        if !self.s.installing.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(Some(log_id));
+        }
+        let ro = ReadOptions::default();
+        let applied = self.s.read_meta::<Option<LogId<u64>>>(&ro, meta_key::APPLIED, StorageIOError::read_logs)?;
+        let bound = match applied.flatten() {
+            Some(a) if a.index < log_id.index => Some(a),
+            Some(_) => Some(log_id),
+            None => None,
+        };
+        let purged = self.s.purged(StorageIOError::read_logs)?;
+        let bound = bound.filter(|b| Some(b.index) > purged.map(|p| p.index));
+        if bound != Some(log_id) {
+            tracing::info!(asked = %log_id, ?bound, "a snapshot is being installed: the log is purged no further than the applied state");
+        }
+        Ok(bound)
+    }
+
     fn drop_unreferenced_values(&self, upto: u64, batch: &mut WriteBatch) -> StorageResult<()> {
         let read = |e: wisckey::Error| io_err(StorageIOError::read_logs, &e);
         let purged = self.s.purged(StorageIOError::read_logs)?;
@@ -277,8 +305,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     /// Removes the entries up to `log_id`, and the values of theirs the state does not refer
     /// to, and records `log_id` as the last purged, in one batch (under the value-ownership
     /// lock: from then on, whoever drops a reference to one of these values deletes it).
+    /// While a snapshot is received or installed, no further than the applied state (see
+    /// `purge_bound`).
     async fn purge(&mut self, log_id: LogId<u64>) -> StorageResult<()> {
         let _owner = self.s.own_values();
+        let Some(log_id) = self.purge_bound(log_id)? else { return Ok(()) };
         let mut batch = WriteBatch::new();
         self.drop_unreferenced_values(log_id.index, &mut batch)?;
         batch.put_in(&self.s.meta, meta_key::PURGED, to_json(&log_id, StorageIOError::write_logs)?);

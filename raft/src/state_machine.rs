@@ -87,6 +87,8 @@ impl StateMachineStore {
         plan: Plan,
     ) -> StorageResult<()> {
         let sig = || Some(meta.signature());
+        // Before anything can fail: openraft's purge up to the snapshot may run from now on.
+        self.s.installing.store(true, std::sync::atomic::Ordering::Release);
         let checked = install::check(&self.s, data)
             .map_err(|e| StorageIOError::read_snapshot(sig(), openraft::AnyError::new(&e)))?;
         {
@@ -94,6 +96,8 @@ impl StateMachineStore {
             let applied = install::apply(&self.s, meta, checked, plan);
             applied.map_err(|e| StorageIOError::write_snapshot(sig(), openraft::AnyError::new(&e)))?;
         }
+        // The install purged the log up to the snapshot (`install::purge_to_snapshot`).
+        self.s.installing.store(false, std::sync::atomic::Ordering::Release);
         snapshots::record(&self.s, Some(meta))?;
         Ok(())
     }
@@ -270,6 +274,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     /// A new file `raft-snapshots/incoming-*`, which openraft writes the chunks into.
     async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<SnapshotFile>> {
         let write = |e: wisckey::Error| StorageIOError::write_snapshot(None, openraft::AnyError::new(&e));
+        self.s.installing.store(true, std::sync::atomic::Ordering::Release);
         let path = snapshots::new_incoming(&self.s).map_err(write)?;
         Ok(Box::new(SnapshotFile::receiving(&self.s.options.vfs, &path).map_err(write)?))
     }
