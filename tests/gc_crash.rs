@@ -12,7 +12,7 @@
 mod common;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::thread::ThreadId;
 use std::time::Duration;
@@ -393,6 +393,8 @@ fn single_io_error_at_each_kind_of_gc_call_keeps_every_value() {
 struct Gate {
     state: Mutex<GateState>,
     cv: Condvar,
+    /// Bytes of value files whose page-cache copy was dropped (`Advice::DontNeed`).
+    dropped: AtomicU64,
 }
 
 #[derive(Default)]
@@ -493,6 +495,30 @@ impl WritableFile for GateWritable {
     }
 }
 
+/// A value file read through `GateFs`: counts the bytes advised `DontNeed`.
+struct AdvisedRead {
+    inner: Arc<dyn RandomAccessFile>,
+    gate: Arc<Gate>,
+}
+
+impl RandomAccessFile for AdvisedRead {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> wisckey::Result<usize> {
+        self.inner.read_at(offset, buf)
+    }
+    fn len(&self) -> wisckey::Result<u64> {
+        self.inner.len()
+    }
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+    fn advise(&self, offset: u64, len: u64, advice: wisckey::fs::Advice) -> wisckey::Result<()> {
+        if advice == wisckey::fs::Advice::DontNeed {
+            self.gate.dropped.fetch_add(len, Ordering::Relaxed);
+        }
+        self.inner.advise(offset, len, advice)
+    }
+}
+
 impl GateFs {
     fn gated(&self, path: &Path, f: Box<dyn WritableFile>) -> Box<dyn WritableFile> {
         Box::new(GateWritable { inner: f, gate: is_value_file(path).then(|| self.gate.clone()) })
@@ -507,7 +533,8 @@ impl Vfs for GateFs {
         Ok(self.gated(path, self.inner.open_append(path)?))
     }
     fn open_read(&self, path: &Path) -> wisckey::Result<Arc<dyn RandomAccessFile>> {
-        self.inner.open_read(path)
+        let file = self.inner.open_read(path)?;
+        Ok(if is_value_file(path) { Arc::new(AdvisedRead { inner: file, gate: self.gate.clone() }) } else { file })
     }
     fn rename(&self, from: &Path, to: &Path) -> wisckey::Result<()> {
         self.inner.rename(from, to)
@@ -809,4 +836,18 @@ fn background_gc_freeing_beside_the_next_file_crashed_at_random_calls_keeps_sync
     }
     eprintln!("background GC race: dry run {total} fs calls, {collected} files; {iters} crashed races, {died} died mid-race, {files} files collected before the crashes");
     assert!(died * 2 >= iters, "most races must be cut by the crash: {died} of {iters}");
+}
+
+/// GC drops the page cache's copy of every chunk it has read (its live values move, the rest
+/// is dead): with data larger than memory those pages pushed out the table blocks GC's own
+/// liveness lookups need.
+#[test]
+fn gc_drops_the_page_cache_copy_of_every_chunk_it_reads() {
+    let fs = FaultFs::in_memory(4);
+    let gate = Arc::new(Gate::default());
+    let fx = setup_on(fs.clone(), Arc::new(GateFs { inner: fs, gate: gate.clone() }), 0);
+    let report = fx.db.run_gc(0.0).expect("GC");
+    assert!(report.files_collected > 0 && report.bytes_read > 0, "{report:?}");
+    assert_eq!(gate.dropped.load(Ordering::Relaxed), report.bytes_read, "every byte GC read, dropped once: {report:?}");
+    assert_state(&fx.db, &fx.model, "after GC");
 }

@@ -340,6 +340,11 @@ impl Gc {
                 return Err(Error::corruption(reader.path().clone(), offset, format!("value-log GC: {reason}")));
             }
         };
+        // The chunk's bytes are in `buf` now, and the page cache's copy is of no use to anyone:
+        // its live values are about to move and the rest is dead. Dropped at once, it does not
+        // push the tables' blocks the liveness lookups need out of a small page cache (with
+        // data eight times the memory, GC's reads were what evicted them).
+        let _ = reader.file().advise(start, reader.offset() - start, crate::fs::Advice::DontNeed);
         let buf = &buf[..];
         let mut puts: Vec<ChunkPut> = Vec::new();
         for g in &groups {
