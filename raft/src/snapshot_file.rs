@@ -8,7 +8,8 @@
 //! so a store on an in-memory or fault-injecting VFS (the crash tests) has no directory on
 //! the real filesystem to put a tokio file in; and the store's calls are synchronous, as its
 //! database calls are (a chunk is read or written in the poll that asks for it, which never
-//! returns `Pending`).
+//! returns `Pending`). Writing a served stream out of its checkpoint, the one step whose time
+//! grows with the state, runs through [`off_the_runtime`].
 
 use std::io::{self, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -104,7 +105,7 @@ impl SnapshotFile {
     /// A pending stream written into its file (and its checkpoint let go); others unchanged.
     fn ready(&mut self) -> wisckey::Result<()> {
         if let Kind::Pending(pending) = &self.kind {
-            self.kind = Kind::Serving(pending.stream()?);
+            self.kind = Kind::Serving(off_the_runtime(|| pending.stream())?);
         }
         Ok(())
     }
@@ -205,6 +206,22 @@ impl SnapshotFile {
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("a seek to {pos} in snapshot data")))?;
         Ok(())
     }
+}
+
+/// Run `f`, blocking work of a size that grows with the state (writing a snapshot stream out,
+/// installing one), without holding up the runtime's other tasks: on a worker of a
+/// multi-thread runtime (the server's), tokio first hands this worker's other tasks to
+/// another thread (`block_in_place`), so heartbeats, appends and applies go on while a stream
+/// of gigabytes is written. Elsewhere (tests polling by hand, a current-thread runtime) it
+/// simply runs.
+pub(crate) fn off_the_runtime<T>(f: impl FnOnce() -> T) -> T {
+    #[cfg(feature = "server")]
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+            return tokio::task::block_in_place(f);
+        }
+    }
+    f()
 }
 
 impl AsyncRead for SnapshotFile {

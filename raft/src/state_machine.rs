@@ -288,7 +288,8 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         meta: &SnapshotMeta<u64, BasicNode>,
         snapshot: Box<SnapshotFile>,
     ) -> StorageResult<()> {
-        self.install_with(meta, *snapshot, Plan::default())
+        // Checking and writing a whole state: the runtime's other tasks move off this worker.
+        crate::snapshot_file::off_the_runtime(|| self.install_with(meta, *snapshot, Plan::default()))
     }
 
     async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
