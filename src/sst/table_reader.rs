@@ -115,6 +115,8 @@ pub struct Table {
     /// compaction reopens a table after every append to it, and most of those opens only
     /// append again.
     cascade: OnceLock<Option<SegmentCascade>>,
+    /// Whether this table's mapped blocks were lately read from the device (`touch.rs`).
+    residency: touch::Residency,
 }
 
 impl std::fmt::Debug for Table {
@@ -266,6 +268,7 @@ impl Table {
             file_size,
             older: Vec::new(),
             cascade: OnceLock::new(),
+            residency: touch::Residency::default(),
         })
     }
 
@@ -543,8 +546,11 @@ impl Table {
         readahead: Option<&mut BlockReadahead>,
     ) -> Result<Arc<Block>> {
         if let Some(map) = &self.mapping {
-            if let Some(ra) = readahead.filter(|ra| ra.active()) {
-                ra.advise_mapped(&*self.file, handle, self.data_end);
+            match readahead.filter(|ra| ra.active()) {
+                Some(ra) => ra.advise_mapped(&*self.file, handle, self.data_end),
+                // A lookup's block, or a seek's first: its pages together when they are on
+                // the device.
+                None => self.residency.touch(&*self.file, map, handle.offset, handle.end_with_trailer()),
             }
             let slot = ordinal.and_then(|i| self.mapped_blocks.get(i));
             let made = slot.and_then(OnceLock::get).filter(|b| b.file_offset() == handle.offset);
@@ -1073,3 +1079,4 @@ impl InternalIterator for SegmentIterator {
 
 #[cfg(test)]
 pub(crate) mod tests;
+mod touch;

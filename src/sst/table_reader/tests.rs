@@ -287,7 +287,7 @@ fn corruption_or_exact(bytes: Vec<u8>, model: &Model) -> std::result::Result<(),
 }
 
 /// `bytes` written to `dir/000007.sst`, opened memory-mapped through `PosixFs`.
-fn mapped_file(dir: &Path, bytes: &[u8]) -> Arc<dyn RandomAccessFile> {
+pub(super) fn mapped_file(dir: &Path, bytes: &[u8]) -> Arc<dyn RandomAccessFile> {
     use crate::fs::{PosixFs, Vfs};
     let fs = PosixFs::new();
     let path = dir.join("000007.sst");
