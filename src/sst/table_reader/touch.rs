@@ -52,7 +52,7 @@ impl Residency {
             return;
         }
         let cold = self.cold.load(Ordering::Relaxed);
-        if cold == 0 && self.loads.fetch_add(1, Ordering::Relaxed) % PROBE_EVERY != 0 {
+        if cold == 0 && !self.loads.fetch_add(1, Ordering::Relaxed).is_multiple_of(PROBE_EVERY) {
             return;
         }
         if cold > 0 {
