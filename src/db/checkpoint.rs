@@ -5,7 +5,8 @@
 //! hard-linked (in time that does not grow with the data); the log file being appended is
 //! copied up to the captured end, or, past 1 MiB, sealed by rolling the log and linked too (a
 //! checkpoint then writes a few KiB whatever the log holds); the manifest and `CURRENT` are
-//! written last, so a directory without `CURRENT` is an unfinished checkpoint. Backups (`backup.rs`) copy the same capture.
+//! written last, so a directory without `CURRENT` is an unfinished checkpoint. Backups
+//! (`backup.rs`) copy the same capture.
 //! What keeps the source from changing a file the copy uses afterwards is `sharing.rs`;
 //! docs/design.md ("Checkpoints, backups and read-only handles") has the argument.
 

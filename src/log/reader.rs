@@ -115,22 +115,20 @@ impl LogReader {
         if left < HEADER_LEN as u64 {
             return damaged("truncated record header");
         }
-        let h = self.bytes(at, HEADER_LEN)?;
-        let (crc, len) = (decode_fixed32(h), decode_fixed32(&h[4..]) as u64);
-        let (first_seq, count) = (decode_fixed64(&h[8..]), decode_fixed32(&h[16..]));
-        if len > left - HEADER_LEN as u64 {
-            return damaged("record length runs past the end of the file");
-        }
+        let h = match Header::decode(self.bytes(at, HEADER_LEN)?, left) {
+            Ok(h) => h,
+            Err(reason) => return damaged(reason),
+        };
         let pos = LogPos { file: self.number, offset: at };
-        let whole = self.bytes(at, HEADER_LEN + len as usize)?;
-        let mark = match check_record(whole, crc, first_seq, count) {
+        let whole = self.bytes(at, HEADER_LEN + h.len as usize)?;
+        let mark = match h.check(whole) {
             Ok(mark) => mark,
             Err(reason) => return damaged(reason),
         };
-        let body_len = len as usize;
+        let body_len = h.len as usize;
         let ops = if mark.is_some() { Vec::new() } else { whole[HEADER_LEN..].to_vec() };
-        self.offset = at + HEADER_LEN as u64 + len;
-        Ok(Ok(LogRecord { pos, body_len, first_seq, count, ops, mark }))
+        self.offset = at + HEADER_LEN as u64 + h.len;
+        Ok(Ok(LogRecord { pos, body_len, first_seq: h.first_seq, count: h.count, ops, mark }))
     }
 
     /// Whole record groups from the current offset on, read in place into `buf` (its old
@@ -162,22 +160,20 @@ impl LogReader {
             }
             let s = (at - start) as usize;
             self.extend(buf, start, s + HEADER_LEN)?;
-            let h = &buf[s..s + HEADER_LEN];
-            let (crc, len) = (decode_fixed32(h), decode_fixed32(&h[4..]) as u64);
-            let (first_seq, count) = (decode_fixed64(&h[8..]), decode_fixed32(&h[16..]));
-            if len > left - HEADER_LEN as u64 {
-                return Ok((groups, Some(damaged("record length runs past the end of the file"))));
-            }
-            let end = s + HEADER_LEN + len as usize;
+            let h = match Header::decode(&buf[s..s + HEADER_LEN], left) {
+                Ok(h) => h,
+                Err(reason) => return Ok((groups, Some(damaged(reason)))),
+            };
+            let end = s + HEADER_LEN + h.len as usize;
             self.extend(buf, start, end)?;
-            match check_record(&buf[s..end], crc, first_seq, count) {
+            match h.check(&buf[s..end]) {
                 Ok(Some(_mark)) => {}
                 Ok(None) => {
                     groups.push(GroupSpan { pos: LogPos { file: self.number, offset: at }, ops: s + HEADER_LEN..end })
                 }
                 Err(reason) => return Ok((groups, Some(damaged(reason)))),
             }
-            self.offset = at + HEADER_LEN as u64 + len;
+            self.offset = at + HEADER_LEN as u64 + h.len;
         }
         Ok((groups, None))
     }
@@ -201,31 +197,53 @@ pub struct GroupSpan {
     pub ops: std::ops::Range<usize>,
 }
 
-/// Check a whole record (`whole`: header and body) against its header's fields: the
-/// checksum, then a mark's body (returned) or a group's ops (every one well formed, as many
-/// as the header says). The error says what is wrong.
-fn check_record(whole: &[u8], crc: u32, first_seq: u64, count: u32) -> std::result::Result<Option<Mark>, &'static str> {
-    if crate::util::crc(&whole[4..]) != crc {
-        return Err("record checksum mismatch");
-    }
-    let body = &whole[HEADER_LEN..];
-    if first_seq == 0 && count == 0 {
-        return Mark::decode(body).map(Some).ok_or("malformed mark");
-    }
-    if first_seq == 0 || count == 0 {
-        return Err("record group with sequence number 0 or no operations");
-    }
-    let mut n = 0u32;
-    for op in BatchIter::over(body) {
-        if op.is_err() {
-            return Err("malformed operation inside a record with a valid checksum");
+/// A record's header fields.
+struct Header {
+    crc: u32,
+    /// Bytes after the header.
+    len: u64,
+    first_seq: u64,
+    count: u32,
+}
+
+impl Header {
+    /// The header `h` of a record with `left` bytes of the file from its start on; the error
+    /// says what is wrong.
+    fn decode(h: &[u8], left: u64) -> std::result::Result<Header, &'static str> {
+        let (crc, len) = (decode_fixed32(h), decode_fixed32(&h[4..]) as u64);
+        let (first_seq, count) = (decode_fixed64(&h[8..]), decode_fixed32(&h[16..]));
+        if len > left - HEADER_LEN as u64 {
+            return Err("record length runs past the end of the file");
         }
-        n += 1;
+        Ok(Header { crc, len, first_seq, count })
     }
-    if n != count {
-        return Err("operation count does not match the record header");
+
+    /// Check the whole record (`whole`: header and body) against these fields: the checksum,
+    /// then a mark's body (returned) or a group's ops (every one well formed, as many as the
+    /// header says). The error says what is wrong.
+    fn check(&self, whole: &[u8]) -> std::result::Result<Option<Mark>, &'static str> {
+        if crate::util::crc(&whole[4..]) != self.crc {
+            return Err("record checksum mismatch");
+        }
+        let body = &whole[HEADER_LEN..];
+        if self.first_seq == 0 && self.count == 0 {
+            return Mark::decode(body).map(Some).ok_or("malformed mark");
+        }
+        if self.first_seq == 0 || self.count == 0 {
+            return Err("record group with sequence number 0 or no operations");
+        }
+        let mut n = 0u32;
+        for op in BatchIter::over(body) {
+            if op.is_err() {
+                return Err("malformed operation inside a record with a valid checksum");
+            }
+            n += 1;
+        }
+        if n != self.count {
+            return Err("operation count does not match the record header");
+        }
+        Ok(None)
     }
-    Ok(None)
 }
 
 #[cfg(test)]

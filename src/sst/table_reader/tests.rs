@@ -599,10 +599,18 @@ proptest! {
     }
 }
 
-/// A mapped table file that records, in order, its advice and every way it is read.
-struct AdviceLog {
-    inner: Arc<dyn RandomAccessFile>,
+/// A mapped table file that records, in order, its advice and every way it is read, and the
+/// ranges advised `WILLNEED`.
+pub(super) struct AdviceLog {
+    pub(super) inner: Arc<dyn RandomAccessFile>,
     events: Mutex<Vec<&'static str>>,
+    pub(super) will_need: Mutex<Vec<(u64, u64)>>,
+}
+
+impl AdviceLog {
+    pub(super) fn new(inner: Arc<dyn RandomAccessFile>) -> AdviceLog {
+        AdviceLog { inner, events: Mutex::default(), will_need: Mutex::default() }
+    }
 }
 
 impl RandomAccessFile for AdviceLog {
@@ -618,6 +626,9 @@ impl RandomAccessFile for AdviceLog {
     }
     fn advise(&self, offset: u64, len: u64, advice: crate::fs::Advice) -> Result<()> {
         self.events.lock().push(if advice == crate::fs::Advice::Random { "random" } else { "other advice" });
+        if advice == crate::fs::Advice::WillNeed {
+            self.will_need.lock().push((offset, len));
+        }
         self.inner.advise(offset, len, advice)
     }
     fn mapping(&self) -> Option<&Arc<crate::fs::FileMapping>> {
@@ -633,7 +644,7 @@ fn a_mapped_table_is_advised_random_before_its_open_reads_anything() {
     let dir = tempfile::tempdir().unwrap();
     let model = random_model(3, 500);
     let (file, summary) = build(&model, opts(4096, 16, Compression::None, 10.0));
-    let logged = Arc::new(AdviceLog { inner: mapped_file(dir.path(), &file.bytes()), events: Mutex::new(Vec::new()) });
+    let logged = Arc::new(AdviceLog::new(mapped_file(dir.path(), &file.bytes())));
     let table = Table::open(logged.clone(), 7, summary.file_size, None).unwrap();
     check_table(&model, &Arc::new(table), 3);
     let events = logged.events.lock().clone();

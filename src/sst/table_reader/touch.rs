@@ -76,63 +76,33 @@ impl Residency {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-    use std::sync::{Arc, Mutex};
-
+    use super::super::tests::{mapped_file, AdviceLog};
     use super::*;
-    use crate::error::Result;
-
-    /// A mapped file that records the ranges advised `WILLNEED`.
-    struct WillNeedLog {
-        inner: Arc<dyn RandomAccessFile>,
-        asked: Mutex<Vec<(u64, u64)>>,
-    }
-
-    impl RandomAccessFile for WillNeedLog {
-        fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-            self.inner.read_at(offset, buf)
-        }
-        fn len(&self) -> Result<u64> {
-            self.inner.len()
-        }
-        fn path(&self) -> &Path {
-            self.inner.path()
-        }
-        fn advise(&self, offset: u64, len: u64, advice: Advice) -> Result<()> {
-            if advice == Advice::WillNeed {
-                self.asked.lock().unwrap().push((offset, len));
-            }
-            self.inner.advise(offset, len, advice)
-        }
-    }
 
     #[test]
     fn a_slow_touch_makes_a_table_cold_its_blocks_are_then_asked_for_whole_and_fast_touches_warm_it() {
         let dir = tempfile::tempdir().unwrap();
-        let file = WillNeedLog {
-            inner: super::super::tests::mapped_file(dir.path(), &[7u8; 64 << 10]),
-            asked: Mutex::default(),
-        };
+        let file = AdviceLog::new(mapped_file(dir.path(), &[7u8; 64 << 10]));
         let map = file.inner.mapping().unwrap().clone();
         let r = Residency::default();
         let (always_slow, never_slow) = (Duration::ZERO, Duration::from_secs(3600));
         // Warm: nothing asked; the first load is a probe, and a slow one turns the table cold.
         r.touch_with(&file, &map, 100, 4200, always_slow);
-        assert!(r.is_cold() && file.asked.lock().unwrap().is_empty());
+        assert!(r.is_cold() && file.will_need.lock().is_empty());
         // Cold: every block is asked for whole before its first byte is touched.
         r.touch_with(&file, &map, 5000, 9200, always_slow);
         r.touch_with(&file, &map, 60_000, 70_000, never_slow);
-        assert_eq!(*file.asked.lock().unwrap(), vec![(5000, 4200), (60_000, 65_536 - 60_000)], "clipped to the file");
+        assert_eq!(*file.will_need.lock(), vec![(5000, 4200), (60_000, 65_536 - 60_000)], "clipped to the file");
         // Fast touches count it warm again; then only a probe in PROBE_EVERY is timed.
         for _ in 1..COLD_CREDIT {
             r.touch_with(&file, &map, 0, 4096, never_slow);
         }
         assert!(!r.is_cold(), "{COLD_CREDIT} fast touches in a row make it warm");
-        let asked = file.asked.lock().unwrap().len();
+        let asked = file.will_need.lock().len();
         for _ in 0..3 * PROBE_EVERY {
             r.touch_with(&file, &map, 0, 4096, never_slow);
         }
-        assert_eq!(file.asked.lock().unwrap().len(), asked, "a warm table asks for nothing");
+        assert_eq!(file.will_need.lock().len(), asked, "a warm table asks for nothing");
         // A slow probe while warm turns it cold within PROBE_EVERY loads.
         for _ in 0..PROBE_EVERY {
             r.touch_with(&file, &map, 0, 4096, always_slow);
@@ -140,6 +110,6 @@ mod tests {
         assert!(r.is_cold());
         // An empty or out-of-file range is left alone.
         r.touch_with(&file, &map, 70_000, 80_000, always_slow);
-        assert_eq!(file.asked.lock().unwrap().len(), asked);
+        assert_eq!(file.will_need.lock().len(), asked);
     }
 }
