@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use wisckey::fs::RandomAccessFile;
 use wisckey::{WriteBatch, WriteOptions};
 
-use crate::log_store::{index_key, PAST_LAST_INDEX};
+use crate::log_store::{ends_through, index_key};
 use crate::snapshot_file::{Received, Receiving, SnapshotFile};
 use crate::snapshots::{self, root};
 use crate::stream;
@@ -166,11 +166,7 @@ fn replace_state(s: &Shared, intent: &Intent, plan: Plan) -> wisckey::Result<()>
 fn clear_state(s: &Shared, batch: &mut WriteBatch) -> wisckey::Result<()> {
     batch.delete_range_in(&s.state, b"", PAST_LAST_KEY);
     if let Some(purged) = purged_index(s)? {
-        let end = match purged.checked_add(1) {
-            Some(next) => ValueAt::first_of(next).to_vec(),
-            None => vec![0xFF; 13],
-        };
-        batch.delete_range_in(&s.values, ValueAt::first_of(0), end);
+        batch.delete_range_in(&s.values, ValueAt::first_of(0), ends_through(purged).1);
     }
     Ok(())
 }
@@ -204,16 +200,9 @@ fn purge_to_snapshot(s: &Shared, intent: &Intent, batch: &mut WriteBatch) -> wis
         return Ok(());
     }
     batch.put_in(&s.meta, meta_key::PURGED, json(&last)?);
-    match last.index.checked_add(1) {
-        Some(next) => {
-            batch.delete_range_in(&s.log, index_key(0), index_key(next));
-            batch.delete_range_in(&s.values, ValueAt::first_of(0), ValueAt::first_of(next));
-        }
-        None => {
-            batch.delete_range_in(&s.log, index_key(0), PAST_LAST_INDEX);
-            batch.delete_range_in(&s.values, ValueAt::first_of(0), [0xFF; 13]);
-        }
-    }
+    let (log_end, values_end) = ends_through(last.index);
+    batch.delete_range_in(&s.log, index_key(0), log_end);
+    batch.delete_range_in(&s.values, ValueAt::first_of(0), values_end);
     Ok(())
 }
 

@@ -16,9 +16,18 @@ use crate::values::{self, StateValue, ValueAt};
 use crate::{io_err, meta_key, to_json, Entry, Shared, StorageResult, TypeConfig};
 
 /// Past every log key (keys are 8 bytes): the exclusive end of a range up to the last index.
-pub(crate) const PAST_LAST_INDEX: [u8; 9] = [0xFF; 9];
+const PAST_LAST_INDEX: [u8; 9] = [0xFF; 9];
 /// Past every `raft-values` key (keys are 12 bytes).
 const PAST_LAST_VALUE: [u8; 13] = [0xFF; 13];
+
+/// The exclusive ends of the keys of the entries up to `index` (inclusive): in `raft-log`, and
+/// of their values in `raft-values` (past every key when `index` is the last one there is).
+pub(crate) fn ends_through(index: u64) -> (Vec<u8>, Vec<u8>) {
+    match index.checked_add(1) {
+        Some(next) => (index_key(next).to_vec(), ValueAt::first_of(next).to_vec()),
+        None => (PAST_LAST_INDEX.to_vec(), PAST_LAST_VALUE.to_vec()),
+    }
+}
 
 /// The Raft log of one node: a cheap handle (clones share the database), which is also its
 /// own log reader.
@@ -313,10 +322,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut batch = WriteBatch::new();
         self.drop_unreferenced_values(log_id.index, &mut batch)?;
         batch.put_in(&self.s.meta, meta_key::PURGED, to_json(&log_id, StorageIOError::write_logs)?);
-        match log_id.index.checked_add(1) {
-            Some(end) => batch.delete_range_in(&self.s.log, index_key(0), index_key(end)),
-            None => batch.delete_range_in(&self.s.log, index_key(0), PAST_LAST_INDEX),
-        };
+        batch.delete_range_in(&self.s.log, index_key(0), ends_through(log_id.index).0);
         self.s.db.write(&WriteOptions::default(), &batch).map_err(|e| io_err(StorageIOError::write_logs, &e))?;
         Ok(())
     }
