@@ -909,6 +909,18 @@ struct ScanValues {
     batch: CacheUse,
 }
 
+impl ScanValues {
+    fn start(&self, user_key: &[u8], ptr: &ValuePointer, access: Access) -> Option<PendingRead> {
+        let read = self.db.vlog.start_read(ptr, user_key, access, self.stream).ok()?;
+        // Buffered values and value-cache hits say nothing about whether the page cache holds
+        // the sealed files.
+        if !read.past_end() && !read.is_hit() {
+            self.db.vlog.note_probe(read.was_cached());
+        }
+        Some(read)
+    }
+}
+
 impl ValueSource for ScanValues {
     fn pointer(&self, stored: &[u8]) -> Result<ValuePointer> {
         self.db.vlog.decode_pointer(stored)
@@ -919,13 +931,12 @@ impl ValueSource for ScanValues {
     }
 
     fn prefetch(&self, user_key: &[u8], ptr: &ValuePointer) -> Option<PendingRead> {
-        let read = self.db.vlog.start_read(ptr, user_key, Access::Scan, self.stream).ok()?;
-        // Buffered values and value-cache hits say nothing about whether the page cache holds
-        // the sealed files.
-        if !read.past_end() && !read.is_hit() {
-            self.db.vlog.note_probe(read.was_cached());
-        }
-        Some(read)
+        self.start(user_key, ptr, Access::Scan)
+    }
+
+    /// Through the point lookups' handle, which is advised against read-ahead.
+    fn prefetch_alone(&self, user_key: &[u8], ptr: &ValuePointer) -> Option<PendingRead> {
+        self.start(user_key, ptr, Access::Point)
     }
 
     fn finish(&self, user_key: &[u8], ptr: &ValuePointer, read: PendingRead) -> Result<Value> {

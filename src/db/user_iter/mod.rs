@@ -47,6 +47,11 @@ pub(crate) trait ValueSource: Send + Sync {
     /// cannot start (the value is then read with `read` when the iterator reaches it, which
     /// reports any error).
     fn prefetch(&self, user_key: &[u8], ptr: &ValuePointer) -> Option<PendingRead>;
+    /// `prefetch` without the kernel's read-around of the value (the scan found the regions it
+    /// read evicted before it came back to them: what read-around brings in would be too).
+    fn prefetch_alone(&self, user_key: &[u8], ptr: &ValuePointer) -> Option<PendingRead> {
+        self.prefetch(user_key, ptr)
+    }
     /// Finish a read `prefetch` started, with the same checks as `read`.
     fn finish(&self, user_key: &[u8], ptr: &ValuePointer, read: PendingRead) -> Result<Value>;
     /// Read the value from a memory mapping of its file, when there is one that covers it

@@ -23,6 +23,10 @@ struct ModelValues {
     cached_below: u64,
     /// Offsets of the values read ahead, in order.
     prefetched: parking_lot::Mutex<Vec<u64>>,
+    /// The page cache holds only this many of the regions requested last (`None`: all).
+    holds_regions: Option<usize>,
+    /// Values read ahead without read-around (`prefetch_alone`).
+    alone: std::sync::atomic::AtomicUsize,
 }
 
 impl ModelValues {
@@ -35,6 +39,8 @@ impl ModelValues {
             warm: false,
             cached_below: 0,
             prefetched: Default::default(),
+            holds_regions: None,
+            alone: Default::default(),
         }
     }
 
@@ -52,11 +58,17 @@ impl ValueSource for ModelValues {
         Ok(Self::value(p).into())
     }
     fn prefetch(&self, _key: &[u8], p: &ValuePointer) -> Option<PendingRead> {
-        let in_region =
-            self.regions.lock().iter().any(|r| r.file == p.file && (r.offset..r.offset + r.len).contains(&p.offset));
+        let regions = self.regions.lock();
+        let held = &regions[regions.len().saturating_sub(self.holds_regions.unwrap_or(usize::MAX))..];
+        let in_region = held.iter().any(|r| r.file == p.file && (r.offset..r.offset + r.len).contains(&p.offset));
+        drop(regions);
         self.prefetched.lock().push(p.offset);
         let cached = self.all_cached || in_region || p.offset < self.cached_below;
         Some(PendingRead::done_for_test(Self::value(p), cached))
+    }
+    fn prefetch_alone(&self, key: &[u8], p: &ValuePointer) -> Option<PendingRead> {
+        self.alone.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.prefetch(key, p)
     }
     fn finish(&self, _key: &[u8], p: &ValuePointer, read: PendingRead) -> Result<Value> {
         let got = read.wait()?.unwrap_or_default();
@@ -111,6 +123,30 @@ fn a_long_scan_over_scattered_values_reads_each_region_once() {
     starts.dedup();
     assert_eq!(starts.len(), asked.len(), "a region is requested once: {asked:?}");
     assert_eq!(asked.len() as u64, regions, "every region the scan keeps coming back to");
+    assert_eq!(values.alone.load(std::sync::atomic::Ordering::Relaxed), 0, "regions paid: read-around stays");
+}
+
+#[test]
+fn a_scan_whose_regions_are_evicted_before_it_returns_reads_values_alone_after_that() {
+    use super::regions::REGION_BYTES;
+    // A random load many times the memory: the page cache keeps the last 4 regions asked for.
+    let regions = 400u64;
+    let offset = move |i: u32| (u64::from(i) * 7919 % regions) * REGION_BYTES + u64::from(i) * 101 % 200_000;
+    let mut model = ModelValues::new(false);
+    model.holds_regions = Some(4);
+    let values = std::sync::Arc::new(model);
+    let mut it = scan_over(40_000, offset, values.clone());
+    assert_eq!(walk(&mut it, offset), 40_000);
+    let asked = values.regions.lock().len();
+    let alone = values.alone.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(asked > 0, "regions were tried");
+    assert!(alone > 30_000, "most values read without read-around once regions did not pay: {alone}");
+    // The next seek starts a new scan, which tries regions again.
+    it.seek(b"k000000").unwrap();
+    for _ in 0..3000 {
+        it.next().unwrap();
+    }
+    assert!(values.regions.lock().len() > asked, "a new scan asks for regions again");
 }
 
 #[test]

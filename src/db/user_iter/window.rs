@@ -103,7 +103,10 @@ impl DbIterator {
                     self.readahead.note_read(true);
                 }
                 if let (Some(Ok(ptr)), None) = (&ahead.pointer, &ahead.kept) {
-                    ahead.read = self.values.prefetch(&ahead.key, ptr);
+                    ahead.read = match self.regions.is_off() {
+                        false => self.values.prefetch(&ahead.key, ptr),
+                        true => self.values.prefetch_alone(&ahead.key, ptr),
+                    };
                     if let Some(r) = &ahead.read {
                         self.readahead.note_read(r.was_cached());
                         if let Some(region) = self.regions.visit(ptr, !r.was_cached()) {
