@@ -284,14 +284,26 @@ fn dump_shows_the_segments_of_a_dtable() {
         .l0_compaction_trigger(2)
         .gc_interval_ms(0);
     let db = Db::open(&dir, opts).expect("open");
-    for i in 0..6000u32 {
-        let k = key((i * 7919) % 500);
-        db.put(&k, format!("{i}-{}", "x".repeat(40)).as_bytes()).expect("put");
+    // Write until the settled tree holds a table of several segments: later compactions may
+    // merge the first appended tables away, and which ones survive depends on how the
+    // background work interleaved with the writes (a fixed count of writes left none, once).
+    let holds_dtable =
+        |st: &wisckey::DbStats| st.level_segments.iter().zip(&st.level_files).any(|(&s, &f)| s > f as u64);
+    let mut i = 0u32;
+    for _round in 0..40 {
+        for _ in 0..1000 {
+            let k = key((i * 7919) % 500);
+            db.put(&k, format!("{i}-{}", "x".repeat(40)).as_bytes()).expect("put");
+            i += 1;
+        }
+        db.flush().expect("flush");
+        db.wait_for_background_work().expect("settle");
+        if holds_dtable(&db.stats()) {
+            break;
+        }
     }
-    db.flush().expect("flush");
-    db.wait_for_background_work().expect("settle");
     let st = db.stats();
-    assert!(st.num_segments_appended > 0, "{st:?}");
+    assert!(st.num_segments_appended > 0 && holds_dtable(&st), "{st:?}");
     db.close().expect("close");
 
     let mut dtables = 0;
