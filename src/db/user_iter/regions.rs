@@ -96,7 +96,9 @@ pub struct Region {
 impl ValueRegions {
     /// Forget what was counted (a seek starts a new scan).
     pub fn reset(&mut self) {
-        *self = ValueRegions::default();
+        self.visits.clear();
+        self.seen = 0;
+        self.score = Score::default();
     }
 
     /// Whether this scan stopped reading regions whole (they were evicted before it came back),
