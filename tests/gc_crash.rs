@@ -395,6 +395,9 @@ struct Gate {
     cv: Condvar,
     /// Bytes of value files whose page-cache copy was dropped (`Advice::DontNeed`).
     dropped: AtomicU64,
+    /// Value files say the page cache holds all of them (`uncached_ranges`); otherwise they
+    /// cannot tell.
+    all_cached: AtomicBool,
 }
 
 #[derive(Default)]
@@ -516,6 +519,9 @@ impl RandomAccessFile for AdvisedRead {
             self.gate.dropped.fetch_add(len, Ordering::Relaxed);
         }
         self.inner.advise(offset, len, advice)
+    }
+    fn uncached_ranges(&self, _offset: u64, _len: u64) -> Option<Vec<std::ops::Range<u64>>> {
+        self.gate.all_cached.load(Ordering::Relaxed).then(Vec::new)
     }
 }
 
@@ -838,9 +844,9 @@ fn background_gc_freeing_beside_the_next_file_crashed_at_random_calls_keeps_sync
     assert!(died * 2 >= iters, "most races must be cut by the crash: {died} of {iters}");
 }
 
-/// GC drops the page cache's copy of every chunk it has read (its live values move, the rest
-/// is dead): with data larger than memory those pages pushed out the table blocks GC's own
-/// liveness lookups need.
+/// GC drops the page cache's copy of every chunk it has read and found uncached (its live
+/// values move, the rest is dead): with data larger than memory those pages pushed out the
+/// table blocks GC's own liveness lookups need. A file that cannot tell counts as uncached.
 #[test]
 fn gc_drops_the_page_cache_copy_of_every_chunk_it_reads() {
     let fs = FaultFs::in_memory(4);
@@ -849,5 +855,18 @@ fn gc_drops_the_page_cache_copy_of_every_chunk_it_reads() {
     let report = fx.db.run_gc(0.0).expect("GC");
     assert!(report.files_collected > 0 && report.bytes_read > 0, "{report:?}");
     assert_eq!(gate.dropped.load(Ordering::Relaxed), report.bytes_read, "every byte GC read, dropped once: {report:?}");
+    assert_state(&fx.db, &fx.model, "after GC");
+}
+
+/// What was cached before GC read it stays cached: older readers may still read it there.
+#[test]
+fn gc_keeps_the_page_cache_copy_of_chunks_that_were_cached_before_it_read_them() {
+    let fs = FaultFs::in_memory(4);
+    let gate = Arc::new(Gate::default());
+    gate.all_cached.store(true, Ordering::Relaxed);
+    let fx = setup_on(fs.clone(), Arc::new(GateFs { inner: fs, gate: gate.clone() }), 0);
+    let report = fx.db.run_gc(0.0).expect("GC");
+    assert!(report.files_collected > 0 && report.bytes_read > 0, "{report:?}");
+    assert_eq!(gate.dropped.load(Ordering::Relaxed), 0, "nothing GC read was dropped: {report:?}");
     assert_state(&fx.db, &fx.model, "after GC");
 }

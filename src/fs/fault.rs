@@ -769,6 +769,10 @@ impl RandomAccessFile for FaultReadable {
         self.check("fadvise")?;
         self.inner.advise(offset, len, advice)
     }
+
+    fn uncached_ranges(&self, offset: u64, len: u64) -> Option<Vec<std::ops::Range<u64>>> {
+        self.inner.uncached_ranges(offset, len)
+    }
 }
 
 /// A lock whose inner lock is released by a crash (the dead process lets go of it).

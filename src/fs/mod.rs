@@ -115,6 +115,13 @@ pub trait RandomAccessFile: Send + Sync {
     fn advise(&self, _offset: u64, _len: u64, _advice: Advice) -> Result<()> {
         Ok(())
     }
+    /// The parts of `len` bytes from `offset` (clipped to the file) that the page cache does
+    /// not hold, in order, at page granularity. `None` (the default): this handle cannot tell.
+    /// A reader that only passes through a range (GC) drops from the cache what it brought in
+    /// and leaves what was there before it, which other readers may still want.
+    fn uncached_ranges(&self, _offset: u64, _len: u64) -> Option<Vec<std::ops::Range<u64>>> {
+        None
+    }
     /// The whole file's bytes, when this handle has the file memory-mapped (only handles from
     /// `Vfs::open_read_mapped` may). Readers can then use the bytes in place instead of
     /// copying them out with `read_at`; `None` means "use `read_at`".

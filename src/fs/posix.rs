@@ -284,9 +284,48 @@ impl RandomAccessFile for PosixReadable {
         fadvise(&self.file, &self.path, offset, len, advice)
     }
 
+    fn uncached_ranges(&self, offset: u64, len: u64) -> Option<Vec<std::ops::Range<u64>>> {
+        uncached_ranges(&self.file, offset, len)
+    }
+
     fn raw_fd(&self) -> Option<i32> {
         Some(self.file.as_raw_fd())
     }
+}
+
+/// `mincore` over `[offset, offset + len)` of `file` (clipped to its size), through a
+/// transient mapping that is never read, so asking faults nothing in. `None` when the kernel
+/// will not tell (the mapping or the call failed).
+fn uncached_ranges(file: &File, offset: u64, len: u64) -> Option<Vec<std::ops::Range<u64>>> {
+    // SAFETY: sysconf takes no pointers.
+    let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok().filter(|&p| p > 0)?;
+    let end = offset.saturating_add(len).min(file.metadata().ok()?.len());
+    let start = offset / page * page;
+    if offset >= end {
+        return Some(Vec::new());
+    }
+    let map_len = usize::try_from(end - start).ok()?;
+    // SAFETY: the mapping is read-only and nothing dereferences it (mincore only looks at its
+    // page tables), so neither a concurrent truncation (SIGBUS) nor a write can be observed.
+    let map = unsafe { memmap2::MmapOptions::new().offset(start).len(map_len).map(file) }.ok()?;
+    let pages = map_len.div_ceil(page as usize);
+    let mut resident = vec![0u8; pages];
+    // SAFETY: `map` spans `map_len` bytes from a page-aligned start (`start` is a multiple of
+    // the page size) and `resident` has one byte per page of it, as mincore requires.
+    let r = unsafe { libc::mincore(map.as_ptr() as *mut libc::c_void, map_len, resident.as_mut_ptr()) };
+    if r != 0 {
+        return None;
+    }
+    let mut out: Vec<std::ops::Range<u64>> = Vec::new();
+    for (i, _) in resident.iter().enumerate().filter(|(_, &b)| b & 1 == 0) {
+        let s = (start + i as u64 * page).max(offset);
+        let e = (start + (i as u64 + 1) * page).min(end);
+        match out.last_mut() {
+            Some(last) if last.end == s => last.end = e,
+            _ => out.push(s..e),
+        }
+    }
+    Some(out)
 }
 
 /// `posix_fadvise` on `file`'s descriptor.

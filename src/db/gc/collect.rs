@@ -4,6 +4,7 @@
 //! no older reader can follow a pointer there — record the progress in the manifest and punch
 //! the chunk out (the file is deleted at its end).
 
+use std::ops::Range;
 use std::time::Duration;
 
 use super::cold::Relocation;
@@ -11,11 +12,49 @@ use super::{above, Gc, GcReport, Phase};
 use crate::db::read::{CheckedAt, LatestView};
 use crate::db::{add, DbInner};
 use crate::error::{Error, Result};
+use crate::fs::{Advice, RandomAccessFile};
 use crate::key::ValueKind;
 use crate::log::{GroupSpan, LogPos, LogReader, ReadOutcome, HEADER_LEN};
 use crate::version::VersionEdit;
 use crate::vlog::ValuePointer;
 use crate::write_batch::{BatchIter, BatchOp, WriteBatch};
+
+/// What of a value file the page cache held when GC began to read it, so that GC can drop
+/// from the cache the pages its own reads brought in (read-ahead included) and leave the rest.
+/// Those are of no use to anyone: a chunk's live values are about to move and the rest is
+/// dead, and left cached they push out the table blocks the liveness lookups need (with data
+/// eight times the memory, GC's reads were what evicted them). Pages that were cached before
+/// stay: an iterator or snapshot older than the moves still reads the live values there, and
+/// with the data in memory, dropping them turned a scan running beside GC into major faults
+/// (the first `readseq` after a 200k × 4 KB load took 2.6–4.6 µs per entry instead of 1.5).
+struct CachedBefore {
+    /// The file's length when probed: bytes past it were not looked at.
+    end: u64,
+    /// The parts not cached then; `None`: the file could not tell, all taken as brought in.
+    uncached: Option<Vec<Range<u64>>>,
+}
+
+impl CachedBefore {
+    fn probe(file: &dyn RandomAccessFile, from: u64) -> CachedBefore {
+        let end = file.len().unwrap_or(0);
+        CachedBefore { end, uncached: file.uncached_ranges(from, end.saturating_sub(from)) }
+    }
+
+    /// After GC read `read` (a chunk): drop the pages of it that were not cached before.
+    /// (`DONTNEED` drops whole pages only, so a page a chunk boundary cuts stays cached.)
+    fn drop_brought_in(&self, file: &dyn RandomAccessFile, read: Range<u64>) {
+        let drop = |r: &Range<u64>| {
+            let (start, end) = (r.start.max(read.start), r.end.min(read.end));
+            if start < end {
+                let _ = file.advise(start, end - start, Advice::DontNeed);
+            }
+        };
+        match &self.uncached {
+            None => drop(&read),
+            Some(ranges) => ranges.iter().chain([&(self.end..u64::MAX)]).for_each(drop),
+        }
+    }
+}
 
 /// How collecting one chunk ended.
 pub(super) enum ChunkDone {
@@ -161,8 +200,9 @@ impl Gc {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Chunk>>(1);
             // The reader's chunk buffer, reused: the live values are copied out of it.
             let mut buf = Vec::new();
+            let cached_before = CachedBefore::probe(reader.file().as_ref(), start);
             let read = move || loop {
-                let chunk = self.read_chunk(db, &mut reader, &mut buf);
+                let chunk = self.read_chunk(db, &mut reader, &cached_before, &mut buf);
                 let last = !matches!(&chunk, Ok(c) if !c.end_of_file);
                 // A closed channel means the collector stopped (error or shutdown).
                 if tx.send(chunk).is_err() || last {
@@ -329,7 +369,13 @@ impl Gc {
     /// Liveness is decided for the whole chunk against one pinned view, in key order (one
     /// trip through the state lock, and neighbouring keys share table blocks); the live
     /// values are moved in that order too, so collected data comes out sorted by key.
-    fn read_chunk(&self, db: &DbInner, reader: &mut LogReader, buf: &mut Vec<u8>) -> Result<Chunk> {
+    fn read_chunk(
+        &self,
+        db: &DbInner,
+        reader: &mut LogReader,
+        cached_before: &CachedBefore,
+        buf: &mut Vec<u8>,
+    ) -> Result<Chunk> {
         let start = reader.offset();
         let (groups, stop) = reader.read_groups_into(db.opts.gc_chunk_bytes, buf)?;
         let (end_of_file, torn) = match stop {
@@ -340,11 +386,7 @@ impl Gc {
                 return Err(Error::corruption(reader.path().clone(), offset, format!("value-log GC: {reason}")));
             }
         };
-        // The chunk's bytes are in `buf` now, and the page cache's copy is of no use to anyone:
-        // its live values are about to move and the rest is dead. Dropped at once, it does not
-        // push the tables' blocks the liveness lookups need out of a small page cache (with
-        // data eight times the memory, GC's reads were what evicted them).
-        let _ = reader.file().advise(start, reader.offset() - start, crate::fs::Advice::DontNeed);
+        cached_before.drop_brought_in(reader.file().as_ref(), start..reader.offset());
         let buf = &buf[..];
         let mut puts: Vec<ChunkPut> = Vec::new();
         for g in &groups {
