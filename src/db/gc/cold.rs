@@ -102,6 +102,7 @@ impl Gc {
         for r in pieces.into_iter().filter(|r| !r.puts.is_empty()) {
             let (pointers, cold) = self.cold_append(db, &mut out, &r.puts)?;
             batches.push(AppendedPiece { pointers, cold, old: r.old, bytes: r.puts.user_bytes });
+            self.buffers.lock().give_back(r.puts);
         }
         Ok(Appended { batches, checked })
     }

@@ -56,6 +56,34 @@ impl CachedBefore {
     }
 }
 
+/// The chunk reader's buffers between uses (`Gc::buffers`).
+#[derive(Default)]
+pub(crate) struct Buffers {
+    /// The chunk buffer (`LogReader::read_groups_into`'s).
+    chunk: Vec<u8>,
+    /// Relocation batches whose values were appended to a cold file.
+    batches: Vec<WriteBatch>,
+}
+
+/// Relocation batches kept for reuse: a chunk's live values fill a few (`GC_WRITE_BYTES`
+/// each), and up to two chunks are in flight.
+const SPARE_BATCHES: usize = 4;
+
+impl Buffers {
+    /// Keep `batch` (its values appended) for the next chunk.
+    pub(super) fn give_back(&mut self, batch: WriteBatch) {
+        if self.batches.len() < SPARE_BATCHES {
+            self.batches.push(batch);
+        }
+    }
+
+    /// Give the memory back: GC found nothing to collect (it keeps the buffers only while
+    /// it goes from one file to the next).
+    pub(super) fn release(&mut self) {
+        *self = Buffers::default();
+    }
+}
+
 /// How collecting one chunk ended.
 pub(super) enum ChunkDone {
     /// Go on with the next chunk.
@@ -199,13 +227,14 @@ impl Gc {
         std::thread::scope(|s| {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Chunk>>(1);
             // The reader's chunk buffer, reused: the live values are copied out of it.
-            let mut buf = Vec::new();
+            let mut buf = std::mem::take(&mut self.buffers.lock().chunk);
             let cached_before = CachedBefore::probe(reader.file().as_ref(), start);
             let read = move || loop {
                 let chunk = self.read_chunk(db, &mut reader, &cached_before, &mut buf);
                 let last = !matches!(&chunk, Ok(c) if !c.end_of_file);
                 // A closed channel means the collector stopped (error or shutdown).
                 if tx.send(chunk).is_err() || last {
+                    self.buffers.lock().chunk = std::mem::take(&mut buf);
                     return;
                 }
             };
@@ -408,7 +437,11 @@ impl Gc {
         // doubling and faulted in fresh pages for them.
         for piece in pieces_of(&live) {
             let bytes = piece.iter().map(|p| p.here.op_len as usize).sum();
-            let mut r = Relocation { puts: WriteBatch::with_capacity(bytes), old: Vec::with_capacity(piece.len()) };
+            let puts = match self.buffers.lock().batches.pop() {
+                Some(spare) => WriteBatch::reuse(spare, bytes),
+                None => WriteBatch::with_capacity(bytes),
+            };
+            let mut r = Relocation { puts, old: Vec::with_capacity(piece.len()) };
             for p in piece {
                 match p.expires_at_ms {
                     None => r.puts.put_raw(p.ks, key_of(p), &buf[p.value.clone()]),
