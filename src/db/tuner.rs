@@ -8,7 +8,9 @@
 //! - the saving predicted against the design in force passes `AUTO_TUNE_HYSTERESIS` (the
 //!   model ranks designs only that finely, and a move costs the compactions that reshape the
 //!   tree: near-equal designs must not flap),
-//! - the last move is at least `MIN_DWELL_TICKS` ticks old (the reshaping settles first), and
+//! - the last move is at least `MIN_DWELL_TICKS` ticks old and the window holds only
+//!   operations served since (the samples start again at a move), so the figures judged are
+//!   the new design's, and
 //! - the model's predictions for the design in force hold for what the tree measures over the
 //!   window — write amplification, and tables probed per point lookup (the model's runs plus
 //!   the level-0 tables the compaction trigger lets pile up) — within `MODEL_TOLERANCE` (a
@@ -42,8 +44,10 @@ const MAX_SAMPLES: usize = 1000;
 /// Moves `stats` lists at most (the newest).
 pub const AUTO_TUNE_HISTORY: usize = 16;
 
-/// Ticks after a move before the next may happen.
-const MIN_DWELL_TICKS: u64 = 10;
+/// Ticks after a move before the next may happen (besides a window's worth of operations).
+/// Ten held a workload that shifted back within seconds under the design it had left
+/// (docs/BENCHMARKS.md §23).
+const MIN_DWELL_TICKS: u64 = 2;
 
 /// How far the window's mix (shares of found reads, missing reads, writes, scans; L1 distance,
 /// 0 to 2) may drift from the mix the tuner last settled on before it counts as a new
