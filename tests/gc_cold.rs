@@ -6,10 +6,10 @@
 mod common;
 
 use std::io::{Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use common::{assert_view_matches, make_value, Model};
+use common::{assert_view_matches, files_with, make_value, Model};
 use wisckey::fs::PosixFs;
 use wisckey::{Db, Options, ReadOptions};
 
@@ -26,16 +26,6 @@ fn options() -> Options {
 
 fn key(i: u64) -> Vec<u8> {
     format!("key{i:06}").into_bytes()
-}
-
-fn files_with(dir: &Path, ext: &str) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("read_dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == ext))
-        .collect();
-    v.sort();
-    v
 }
 
 /// `n` keys written once (cold), then the first half overwritten twice (hot), flushed and

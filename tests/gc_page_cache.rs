@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use common::{assert_view_matches, make_value, Model};
+use common::{assert_view_matches, files_with, make_value, Model};
 use wisckey::fs::{Advice, PosixFs, Vfs};
 use wisckey::{Db, Options, ReadOptions};
 
@@ -26,17 +26,6 @@ fn key(i: u64) -> Vec<u8> {
     format!("key{i:06}").into_bytes()
 }
 
-/// The value-log files, oldest first.
-fn vlog_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("read_dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "vlog"))
-        .collect();
-    v.sort();
-    v
-}
-
 /// 600 keys of 4 KB, then every other one overwritten: the older files are half garbage. Every
 /// value file is synced, so its pages in the page cache are clean and can be dropped.
 fn load(db: &Db, dir: &Path) -> Model {
@@ -50,7 +39,7 @@ fn load(db: &Db, dir: &Path) -> Model {
     }
     db.flush().expect("flush");
     db.compact_range(None, None).expect("compact");
-    for f in vlog_files(dir) {
+    for f in files_with(dir, "vlog") {
         std::fs::File::open(&f).and_then(|f| f.sync_all()).expect("sync a value file");
     }
     model
@@ -65,7 +54,7 @@ fn uncached_bytes(path: &Path, len: u64) -> u64 {
 
 /// Each value file but the newest (where GC logs its pointers) with its length before GC.
 fn files_gc_may_read(dir: &Path) -> Vec<(PathBuf, u64)> {
-    let mut files = vlog_files(dir);
+    let mut files = files_with(dir, "vlog");
     files.pop();
     files.into_iter().map(|f| (f.clone(), std::fs::metadata(&f).expect("stat").len())).collect()
 }

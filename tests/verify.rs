@@ -3,9 +3,12 @@
 //! Damage to synced log bytes is an error naming the log file, also while the database is open.
 //! (`cli/tests/cli.rs` checks the `wisckey verify` command's exit codes and `wisckey repair`.)
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use common::files_with;
 use wisckey::fs::PosixFs;
 use wisckey::{Db, Options, WriteOptions};
 
@@ -49,16 +52,6 @@ fn build_db(dir: &Path) {
     Db::open(dir, options()).expect("reopen").close().expect("close");
 }
 
-fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("read_dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == ext))
-        .collect();
-    v.sort();
-    v
-}
-
 fn flip_byte(path: &Path, at: usize) {
     let mut bytes = std::fs::read(path).expect("read");
     bytes[at] ^= 0x5a;
@@ -78,7 +71,7 @@ fn file_name(p: &Path) -> String {
 
 /// Flip a byte inside the marker's separated value in the vLog file holding it.
 fn damage_marker_value(dir: &Path) -> PathBuf {
-    for path in files_with_ext(dir, "vlog") {
+    for path in files_with(dir, "vlog") {
         let bytes = std::fs::read(&path).expect("read");
         if let Some(at) = bytes.windows(MARKER_VALUE.len()).position(|w| w == MARKER_VALUE) {
             flip_byte(&path, at + 10);
@@ -95,7 +88,7 @@ fn healthy_database_verifies_clean_with_real_counts() {
     let r = verify(tmp.path());
     assert!(r.is_healthy(), "{r}");
     assert!(r.tables_checked > 0, "{r}");
-    assert_eq!(r.tables_checked, files_with_ext(tmp.path(), "sst").len() as u64, "{r}");
+    assert_eq!(r.tables_checked, files_with(tmp.path(), "sst").len() as u64, "{r}");
     assert!(r.entries_checked >= 401, "{r}");
     assert!(r.pointers_checked >= 201, "{r}");
     assert!(r.log_groups_checked >= 10, "{r}");
@@ -106,7 +99,7 @@ fn healthy_database_verifies_clean_with_real_counts() {
 fn flipped_byte_in_sst_data_block_is_reported_naming_the_table() {
     let tmp = tempfile::tempdir().expect("tempdir");
     build_db(tmp.path());
-    let tables = files_with_ext(tmp.path(), "sst");
+    let tables = files_with(tmp.path(), "sst");
     assert!(!tables.is_empty());
     // Data blocks start at offset 0; byte 5 sits inside the first one.
     flip_byte(&tables[0], 5);
@@ -134,7 +127,7 @@ fn verify_of_an_open_database_reports_damage_to_its_synced_log() {
     for i in 0..200u32 {
         db.put_opt(&WriteOptions::synced(), key(i), [b'q'; 120]).expect("put");
     }
-    let log = files_with_ext(tmp.path(), "vlog").pop().expect("log");
+    let log = files_with(tmp.path(), "vlog").pop().expect("log");
     let len = std::fs::metadata(&log).expect("stat").len() as usize;
     assert!(db.verify().expect("verify").is_healthy());
     flip_byte(&log, len / 3);

@@ -4,10 +4,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use common::{assert_view_matches, make_value, tiny_options, Model};
+use common::{assert_view_matches, files_with, make_value, tiny_options, Model};
 use wisckey::fs::{CrashMode, FaultFs, FaultKind, FaultOp, FaultRule, PosixFs, Vfs};
 use wisckey::{Db, Error, Options, ReadOptions, RecoveryMode, WriteOptions};
 
@@ -28,16 +28,6 @@ fn write_synced(db: &Db, range: std::ops::Range<u64>, model: &mut Model) {
     }
 }
 
-fn vlog_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("read_dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "vlog"))
-        .collect();
-    v.sort();
-    v
-}
-
 fn flip_byte(path: &Path, offset: u64) {
     let mut bytes = std::fs::read(path).expect("read");
     bytes[offset as usize] ^= 0x40;
@@ -52,7 +42,7 @@ fn bit_flip_mid_log_with_synced_groups_after_it_is_refused_and_changes_nothing()
     let db = Db::open(&path, posix_options()).expect("open");
     write_synced(&db, 0..200, &mut model);
     db.close().expect("close");
-    let log = vlog_files(&path).pop().expect("a log file");
+    let log = files_with(&path, "vlog").pop().expect("a log file");
     let len = std::fs::metadata(&log).expect("stat").len();
     flip_byte(&log, len / 2);
     let damaged = std::fs::read(&log).expect("read");
@@ -113,7 +103,7 @@ fn pointer_to_a_missing_vlog_file_is_reported_as_corruption() {
     db.flush().expect("flush");
     write_synced(&db, 100..110, &mut model);
     db.close().expect("close");
-    let first = vlog_files(&path).into_iter().next().expect("log files");
+    let first = files_with(&path, "vlog").into_iter().next().expect("log files");
     std::fs::remove_file(&first).expect("remove");
     let db = Db::open(&path, opts()).expect("open: the head is past the removed file");
     match db.get(key(0)) {

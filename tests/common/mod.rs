@@ -201,3 +201,15 @@ pub fn check_at(it: &DbIterator, model: &Model, want: Option<&Vec<u8>>, ctx: &st
         }
     }
 }
+
+/// The files in `dir` whose extension is `ext` (`"vlog"`, `"cold"`, `"sst"`), sorted: oldest
+/// first, as file numbers are zero-padded.
+pub fn files_with(dir: &std::path::Path, ext: &str) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    v.sort();
+    v
+}
