@@ -52,6 +52,11 @@ fn uncached_bytes(path: &Path, len: u64) -> u64 {
     ranges.iter().map(|r| r.end - r.start).sum()
 }
 
+fn page_bytes() -> u64 {
+    // SAFETY: sysconf takes no pointers.
+    u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).expect("page size")
+}
+
 /// Each value file but the newest (where GC logs its pointers) with its length before GC.
 fn files_gc_may_read(dir: &Path) -> Vec<(PathBuf, u64)> {
     let mut files = files_with(dir, "vlog");
@@ -91,6 +96,11 @@ fn gc_drops_the_value_pages_its_own_reads_brought_in() {
     }
     let evicted: u64 = files.iter().map(|(f, len)| uncached_bytes(f, *len)).sum();
     let total: u64 = files.iter().map(|(_, len)| len).sum();
+    if evicted == 0 {
+        // tmpfs (a `TMPDIR` in memory) keeps every page whatever it is advised: nothing to see.
+        eprintln!("skipped: the filesystem under {} ignores DONTNEED", dir.path().display());
+        return;
+    }
     assert!(evicted * 10 >= total * 9, "the files left the page cache: {evicted} of {total} bytes");
     let old = ReadOptions { snapshot: Some(db.snapshot()), ..ReadOptions::default() };
     let report = db.run_gc(0.0).expect("GC");
@@ -100,6 +110,6 @@ fn gc_drops_the_value_pages_its_own_reads_brought_in() {
     // drops whole pages): one page per chunk may stay.
     let chunks = report.bytes_read / (64 << 10) + files.len() as u64;
     let kept = evicted.saturating_sub(after);
-    assert!(kept <= chunks * 4096, "GC left {kept} bytes it read in the page cache ({report:?})");
+    assert!(kept <= chunks * page_bytes(), "GC left {kept} bytes it read in the page cache ({report:?})");
     assert_view_matches(&db, &old, &model, "the snapshot older than GC's moves");
 }

@@ -44,9 +44,10 @@ const MAX_SAMPLES: usize = 1000;
 /// Moves `stats` lists at most (the newest).
 pub const AUTO_TUNE_HISTORY: usize = 16;
 
-/// Ticks after a move before the next may happen (besides a window's worth of operations).
-/// Ten held a workload that shifted back within seconds under the design it had left
-/// (docs/BENCHMARKS.md §23).
+/// Ticks after a move before the next may happen. Two is also the least a window needs (the
+/// samples start again at a move, and a window spans two of them), so the dwell is really a
+/// window's worth of operations served under the new design; ten ticks held a workload that
+/// shifted back within seconds under the design it had left (docs/BENCHMARKS.md §23).
 const MIN_DWELL_TICKS: u64 = 2;
 
 /// How far the window's mix (shares of found reads, missing reads, writes, scans; L1 distance,

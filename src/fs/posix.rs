@@ -305,14 +305,14 @@ fn uncached_ranges(file: &File, offset: u64, len: u64) -> Option<Vec<std::ops::R
         return Some(Vec::new());
     }
     let map_len = usize::try_from(end - start).ok()?;
-    // SAFETY: the mapping is read-only and nothing dereferences it (mincore only looks at its
-    // page tables), so neither a concurrent truncation (SIGBUS) nor a write can be observed.
-    let map = unsafe { memmap2::MmapOptions::new().offset(start).len(map_len).map(file) }.ok()?;
+    // A raw mapping: no `&[u8]` is ever made over it (mincore only looks at its page tables),
+    // so a concurrent truncation (SIGBUS) or write cannot be observed through it.
+    let map = memmap2::MmapOptions::new().offset(start).len(map_len).map_raw_read_only(file).ok()?;
     let pages = map_len.div_ceil(page as usize);
     let mut resident = vec![0u8; pages];
     // SAFETY: `map` spans `map_len` bytes from a page-aligned start (`start` is a multiple of
     // the page size) and `resident` has one byte per page of it, as mincore requires.
-    let r = unsafe { libc::mincore(map.as_ptr() as *mut libc::c_void, map_len, resident.as_mut_ptr()) };
+    let r = unsafe { libc::mincore(map.as_mut_ptr().cast(), map_len, resident.as_mut_ptr()) };
     if r != 0 {
         return None;
     }

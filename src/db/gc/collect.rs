@@ -70,10 +70,19 @@ pub(crate) struct Buffers {
 const SPARE_BATCHES: usize = 4;
 
 impl Buffers {
-    /// Keep `batch` (its values appended) for the next chunk.
+    /// Keep `batch` (its values appended) for the next chunk, unless it grew past a GC
+    /// write's size (one huge value, or `reorganize`'s batches): kept, it would pin that much.
     pub(super) fn give_back(&mut self, batch: WriteBatch) {
-        if self.batches.len() < SPARE_BATCHES {
+        if self.batches.len() < SPARE_BATCHES && batch.rep.capacity() <= 2 * GC_WRITE_BYTES {
             self.batches.push(batch);
+        }
+    }
+
+    /// Keep the chunk buffer for the next file, unless a record group running past the chunk
+    /// grew it well beyond `chunk_bytes`.
+    fn keep_chunk(&mut self, buf: Vec<u8>, chunk_bytes: u64) {
+        if buf.capacity() as u64 <= chunk_bytes.saturating_mul(2) {
+            self.chunk = buf;
         }
     }
 
@@ -234,7 +243,7 @@ impl Gc {
                 let last = !matches!(&chunk, Ok(c) if !c.end_of_file);
                 // A closed channel means the collector stopped (error or shutdown).
                 if tx.send(chunk).is_err() || last {
-                    self.buffers.lock().chunk = std::mem::take(&mut buf);
+                    self.buffers.lock().keep_chunk(std::mem::take(&mut buf), db.opts.gc_chunk_bytes);
                     return;
                 }
             };
@@ -437,7 +446,8 @@ impl Gc {
         // doubling and faulted in fresh pages for them.
         for piece in pieces_of(&live) {
             let bytes = piece.iter().map(|p| p.here.op_len as usize).sum();
-            let puts = match self.buffers.lock().batches.pop() {
+            let spare = self.buffers.lock().batches.pop();
+            let puts = match spare {
                 Some(spare) => WriteBatch::reuse(spare, bytes),
                 None => WriteBatch::with_capacity(bytes),
             };

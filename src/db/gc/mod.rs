@@ -73,9 +73,10 @@ pub(crate) struct Gc {
     /// Wakes the GC thread (a flush added value bytes or moved the head; shutdown).
     pub(super) cv: Condvar,
     /// Buffers the chunk reader reuses, kept from one file to the next: a fresh buffer of
-    /// `gc_chunk_bytes` per file, and fresh relocation batches per chunk, cost a zero fill and
-    /// a page fault per page of each (a profile of sustained overwrites in memory had them at
-    /// a sixth of the reader's time).
+    /// `gc_chunk_bytes` per file, and fresh relocation batches per chunk, cost a page fault
+    /// per page of each, and the batches a zero fill (a profile of sustained overwrites in
+    /// memory had them at a sixth of the reader's time). Given back when a round finds
+    /// nothing to collect and at the end of `run_gc`.
     pub(super) buffers: Mutex<collect::Buffers>,
     /// Where collecting spends its time (`DbStats::gc_phase_micros`).
     pub(super) phases: PhaseTimers,
@@ -244,6 +245,7 @@ impl Gc {
         }
         // Background GC re-arms the stall if the value log is still past its limit.
         self.release_writers();
+        self.buffers.lock().release();
         Ok(report)
     }
 
