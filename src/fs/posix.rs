@@ -694,6 +694,33 @@ mod tests {
         f.sync_data()
     }
 
+    #[test]
+    fn uncached_ranges_name_the_dropped_pages_clipped_to_the_asked_range_and_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fs, path) = (PosixFs::new(), dir.path().join("f"));
+        // SAFETY: sysconf takes no pointers.
+        let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
+        write(&fs, &path, &vec![7u8; (10 * page + 100) as usize]).unwrap();
+        let f = fs.open_read(&path).unwrap();
+        let len = f.len().unwrap();
+        f.advise(0, 0, Advice::DontNeed).unwrap();
+        if f.uncached_ranges(0, len).unwrap().is_empty() {
+            eprintln!("skipped: the filesystem under {} ignores DONTNEED", dir.path().display());
+            return;
+        }
+        assert_eq!(f.uncached_ranges(0, len).unwrap(), vec![0..len], "all dropped, up to the file's end");
+        // Pages 3 and 4 read back in (asked for with WILLNEED, then read to wait for them).
+        f.advise(3 * page, 2 * page, Advice::WillNeed).unwrap();
+        let mut buf = vec![0u8; 2 * page as usize];
+        f.read_exact_at(3 * page, &mut buf).unwrap();
+        assert_eq!(f.uncached_ranges(0, len).unwrap(), vec![0..3 * page, 5 * page..len]);
+        // Clipped to the range asked for (which need not start on a page) and to the file.
+        assert_eq!(f.uncached_ranges(page + 10, 3 * page).unwrap(), vec![page + 10..3 * page]);
+        assert_eq!(f.uncached_ranges(9 * page, u64::MAX).unwrap(), vec![9 * page..len]);
+        assert_eq!(f.uncached_ranges(len + 5, 100).unwrap(), vec![], "past the end");
+        assert_eq!(f.uncached_ranges(3 * page, 0).unwrap(), vec![], "nothing asked");
+    }
+
     fn read_all(fs: &PosixFs, path: &Path) -> Result<Vec<u8>> {
         let f = fs.open_read(path)?;
         let mut buf = vec![0u8; f.len()? as usize];
