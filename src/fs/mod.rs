@@ -15,7 +15,7 @@ pub(crate) mod sync_batch;
 #[cfg(any(test, feature = "test-util"))]
 pub use fault::{CrashMode, FaultFs, FaultKind, FaultOp, FaultRule};
 pub use mem::MemFs;
-pub(crate) use posix::pread_fresh;
+pub(crate) use posix::{page_bytes, pread_fresh};
 pub use posix::{FileMapping, PosixFs};
 pub(crate) use sync_batch::SyncBatch;
 

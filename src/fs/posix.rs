@@ -293,12 +293,21 @@ impl RandomAccessFile for PosixReadable {
     }
 }
 
+/// The page size: the unit of the page cache, `mincore` and `fadvise` (4 KiB where the system
+/// will not say).
+pub(crate) fn page_bytes() -> u64 {
+    static PAGE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    // SAFETY: sysconf takes no pointers.
+    *PAGE.get_or_init(|| {
+        u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok().filter(|&p| p > 0).unwrap_or(4096)
+    })
+}
+
 /// `mincore` over `[offset, offset + len)` of `file` (clipped to its size), through a
 /// transient mapping that is never read, so asking faults nothing in. `None` when the kernel
 /// will not tell (the mapping or the call failed).
 fn uncached_ranges(file: &File, offset: u64, len: u64) -> Option<Vec<std::ops::Range<u64>>> {
-    // SAFETY: sysconf takes no pointers.
-    let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok().filter(|&p| p > 0)?;
+    let page = page_bytes();
     let end = offset.saturating_add(len).min(file.metadata().ok()?.len());
     let start = offset / page * page;
     if offset >= end {

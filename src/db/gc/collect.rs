@@ -41,10 +41,12 @@ impl CachedBefore {
     }
 
     /// After GC read `read` (a chunk): drop the pages of it that were not cached before.
-    /// (`DONTNEED` drops whole pages only, so a page a chunk boundary cuts stays cached.)
+    /// `DONTNEED` drops whole pages only, so the page a chunk boundary cuts is dropped with
+    /// the chunk that reads the rest of it (from the page's start).
     fn drop_brought_in(&self, file: &dyn RandomAccessFile, read: Range<u64>) {
+        let from = read.start / crate::fs::page_bytes() * crate::fs::page_bytes();
         let drop = |r: &Range<u64>| {
-            let (start, end) = (r.start.max(read.start), r.end.min(read.end));
+            let (start, end) = (r.start.max(from), r.end.min(read.end));
             if start < end {
                 let _ = file.advise(start, end - start, Advice::DontNeed);
             }
