@@ -119,8 +119,8 @@ impl WriteBatch {
     }
 
     /// An empty batch with room for `bytes` of encoded ops, made from `spare` (a batch done
-    /// with): its buffer's pages are already faulted in, where a fresh buffer of megabytes
-    /// faults each page in on its first write.
+    /// with, or an empty one): its buffer's pages are already faulted in, where a fresh
+    /// buffer of megabytes faults each page in on its first write.
     pub(crate) fn reuse(spare: WriteBatch, bytes: usize) -> Self {
         let mut rep = spare.rep;
         rep.clear();

@@ -707,8 +707,7 @@ mod tests {
     fn uncached_ranges_name_the_dropped_pages_clipped_to_the_asked_range_and_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let (fs, path) = (PosixFs::new(), dir.path().join("f"));
-        // SAFETY: sysconf takes no pointers.
-        let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
+        let page = page_bytes();
         write(&fs, &path, &vec![7u8; (10 * page + 100) as usize]).unwrap();
         let f = fs.open_read(&path).unwrap();
         let len = f.len().unwrap();

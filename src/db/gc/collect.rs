@@ -448,12 +448,8 @@ impl Gc {
         // doubling and faulted in fresh pages for them.
         for piece in pieces_of(&live) {
             let bytes = piece.iter().map(|p| p.here.op_len as usize).sum();
-            let spare = self.buffers.lock().batches.pop();
-            let puts = match spare {
-                Some(spare) => WriteBatch::reuse(spare, bytes),
-                None => WriteBatch::with_capacity(bytes),
-            };
-            let mut r = Relocation { puts, old: Vec::with_capacity(piece.len()) };
+            let spare = self.buffers.lock().batches.pop().unwrap_or_default();
+            let mut r = Relocation { puts: WriteBatch::reuse(spare, bytes), old: Vec::with_capacity(piece.len()) };
             for p in piece {
                 match p.expires_at_ms {
                     None => r.puts.put_raw(p.ks, key_of(p), &buf[p.value.clone()]),

@@ -112,6 +112,10 @@ impl ValueRegions {
     /// (`LONG_SCAN_REGION_VISITS` in a long scan) and this read missed (a region the page cache
     /// already holds is never requested), once per region.
     pub fn visit(&mut self, ptr: &ValuePointer, missed: bool) -> Option<Region> {
+        if self.score.off {
+            // Value by value until the next reset: nothing left to count.
+            return None;
+        }
         if self.visits.len() >= MAX_TRACKED {
             self.visits.clear();
         }
@@ -121,9 +125,6 @@ impl ValueRegions {
         let (count, first) = self.visits.entry((ptr.file, index)).or_insert((0, seen));
         if *count == REQUESTED {
             self.score.returned(seen - *first, missed);
-            return None;
-        }
-        if self.score.off {
             return None;
         }
         if seen - *first > RECENT_VALUES {
