@@ -9,8 +9,15 @@ or by LFS cost-benefit. Segments are SEGMENT values (16 MiB of 1 KiB values by d
 wisckey's `gc_chunk_bytes`; smaller segments only help a little). Whenever the total exceeds
 BOUND x live, the best victim is collected. Prints bytes moved per byte written by the user.
 
+With --punch the collector also frees, in place and without moving anything, every 4 KiB page
+of a sealed segment whose values are all dead (fallocate's PUNCH_HOLE; values of RECORD_BYTES
+laid end to end, so a page is free once every value overlapping it is dead); space counts the
+pages still allocated, and a victim is then chosen by its allocated bytes. Exact liveness, as
+above: compaction's dropped pointers would give it, after the whole-tree refresh.
+
 usage: scripts/gc-lower-bound.py [--bound 1.3] [--segment 16384] [--policy greedy|cost-benefit]
                                  [--records 200000] [--updates 1000000] [--uniform]
+                                 [--punch] [--record-bytes 1064]
 """
 import argparse
 import random
@@ -45,53 +52,89 @@ def scrambled_zipfian(rng, records):
         yield fnv64(rank) % records
 
 
+PAGE = 4096
+
+
+class Segment:
+    """One log segment: its values in order, how many are live, and per page how many live
+    values overlap it (for punching)."""
+
+    def __init__(self, born):
+        self.keys, self.live, self.pages, self.born = [], 0, [], born
+        self.sealed, self.gone, self.allocated = False, False, 0
+
+
 def simulate(a):
     rng = random.Random(1)
     keys = (rng.randrange(a.records) for _ in iter(int, 1)) if a.uniform else scrambled_zipfian(rng, a.records)
-    where = [-1] * a.records  # segment holding each key's live copy
-    segs, live, born = [], [], []
-    total = 0
+    size = a.record_bytes
+    where = [None] * a.records  # (segment, position) of each key's live copy
+    segs = []
+    total = 0  # bytes: allocated pages of sealed segments, values of open ones
     moved = 0
     clock = 0
 
+    def pages_of(i):
+        return range(i * size // PAGE, ((i + 1) * size - 1) // PAGE + 1)
+
     def new_segment():
-        segs.append([])
-        live.append(0)
-        born.append(clock)
+        segs.append(Segment(clock))
         return len(segs) - 1
 
     heads = {"hot": new_segment(), "cold": new_segment()}
 
+    def seal(g):
+        nonlocal total
+        g.sealed = True
+        g.allocated = sum(1 for c in g.pages if c > 0) * PAGE if a.punch else len(g.keys) * size
+        total += g.allocated - len(g.keys) * size
+
+    def kill(s, i):
+        nonlocal total
+        g = segs[s]
+        g.live -= 1
+        for p in pages_of(i):
+            g.pages[p] -= 1
+            if a.punch and g.sealed and g.pages[p] == 0:
+                g.allocated -= PAGE
+                total -= PAGE
+
     def append(k, stream):
         nonlocal total
         s = heads[stream]
-        if len(segs[s]) >= a.segment:
+        if len(segs[s].keys) >= a.segment:
+            seal(segs[s])
             s = heads[stream] = new_segment()
-        if where[k] >= 0:
-            live[where[k]] -= 1
-        segs[s].append(k)
-        live[s] += 1
-        where[k] = s
-        total += 1
+        if where[k] is not None:
+            kill(*where[k])
+        g = segs[s]
+        i = len(g.keys)
+        g.keys.append(k)
+        g.live += 1
+        for p in pages_of(i):
+            g.pages.extend([0] * (p + 1 - len(g.pages)))
+            g.pages[p] += 1
+        where[k] = (s, i)
+        total += size
 
-    def score(s):
-        u = live[s] / len(segs[s])
+    def score(g):
+        u = g.live * size / max(g.allocated, 1)
         if a.policy == "greedy":
             return 1 - u
-        return (1 - u) * (clock - born[s] + 1) / (1 + u)
+        return (1 - u) * (clock - g.born + 1) / (1 + u)
 
     for k in range(a.records):
         append(k, "hot")
     for clock in range(a.updates):
         append(next(keys), "hot")
-        while total > a.bound * a.records:
-            sealed = [s for s in range(len(segs)) if segs[s] is not None and s not in heads.values()]
-            victim = max(sealed, key=score)
-            survivors = [k for k in segs[victim] if where[k] == victim]
-            total -= len(segs[victim])
-            segs[victim] = None
+        while total > a.bound * a.records * size:
+            victim = max((g for g in segs if g.sealed and not g.gone), key=score)
+            survivors = [k for i, k in enumerate(victim.keys) if where[k] is not None and segs[where[k][0]] is victim
+                         and where[k][1] == i]
+            total -= victim.allocated
+            victim.gone = True
             for k in survivors:
-                where[k] = -1
+                where[k] = None
                 append(k, "cold")
                 moved += 1
     return moved / a.updates
@@ -105,9 +148,12 @@ def main():
     p.add_argument("--records", type=int, default=200_000)
     p.add_argument("--updates", type=int, default=1_000_000)
     p.add_argument("--uniform", action="store_true")
+    p.add_argument("--punch", action="store_true")
+    p.add_argument("--record-bytes", type=int, default=1064)
     a = p.parse_args()
     dist = "uniform" if a.uniform else "scrambled zipfian"
-    print(f"{dist}, bound {a.bound}, segment {a.segment} values, {a.policy}: "
+    punch = f", punching dead pages of {a.record_bytes} B values" if a.punch else ""
+    print(f"{dist}, bound {a.bound}, segment {a.segment} values, {a.policy}{punch}: "
           f"{simulate(a):.3f} bytes moved per byte updated")
 
 
