@@ -13,7 +13,8 @@ With --punch the collector also frees, in place and without moving anything, eve
 of a sealed segment whose values are all dead (fallocate's PUNCH_HOLE; values of RECORD_BYTES
 laid end to end, so a page is free once every value overlapping it is dead); space counts the
 pages still allocated, and a victim is then chosen by its allocated bytes. Exact liveness, as
-above: compaction's dropped pointers would give it, after the whole-tree refresh.
+above: compaction's dropped pointers would give it, after the whole-tree refresh. Also printed:
+of the bytes the victims held, the share in pages whose values were all dead when collected.
 
 usage: scripts/gc-lower-bound.py [--bound 1.3] [--segment 16384] [--policy greedy|cost-benefit]
                                  [--records 200000] [--updates 1000000] [--uniform]
@@ -72,6 +73,7 @@ def simulate(a):
     segs = []
     total = 0  # bytes: allocated pages of sealed segments, values of open ones
     moved = 0
+    collected = dead_pages = 0  # bytes collected, and of them in pages whose values were all dead
     clock = 0
 
     def pages_of(i):
@@ -132,12 +134,14 @@ def simulate(a):
             survivors = [k for i, k in enumerate(victim.keys) if where[k] is not None and segs[where[k][0]] is victim
                          and where[k][1] == i]
             total -= victim.allocated
+            collected += victim.allocated
+            dead_pages += sum(1 for c in victim.pages if c == 0) * PAGE
             victim.gone = True
             for k in survivors:
                 where[k] = None
                 append(k, "cold")
                 moved += 1
-    return moved / a.updates
+    return moved / a.updates, dead_pages / max(collected, 1)
 
 
 def main():
@@ -153,8 +157,10 @@ def main():
     a = p.parse_args()
     dist = "uniform" if a.uniform else "scrambled zipfian"
     punch = f", punching dead pages of {a.record_bytes} B values" if a.punch else ""
+    moved, dead = simulate(a)
     print(f"{dist}, bound {a.bound}, segment {a.segment} values, {a.policy}{punch}: "
-          f"{simulate(a):.3f} bytes moved per byte updated")
+          f"{moved:.3f} bytes moved per byte updated; of the bytes collected, {dead:.3f} lay in "
+          f"{PAGE} B pages of {a.record_bytes} B values that were all dead")
 
 
 if __name__ == "__main__":
