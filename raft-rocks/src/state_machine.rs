@@ -5,7 +5,6 @@
 //! contents in one synced batch.
 
 use std::fmt::Debug;
-use std::io::Cursor;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -15,7 +14,7 @@ use openraft::{
     StoredMembership,
 };
 use rocksdb::{IteratorMode, ReadOptions, SnapshotWithThreadMode, WriteBatch, DB};
-use wisckey_raft::{Entry, Request, Response, TypeConfig};
+use wisckey_raft::{Entry, Request, Response, SnapshotFile, TypeConfig};
 
 use crate::{io_err, meta_key, synced, to_json, Shared, StorageResult, CF_SM_DATA, CF_SM_META};
 
@@ -118,7 +117,7 @@ impl RocksStateMachine {
         };
         let data =
             self.s.db.get_cf(self.s.cf(CF_SM_META), meta_key::SNAPSHOT_DATA).map_err(|e| io_err(read_snapshot, &e))?;
-        Ok(Some(Snapshot { meta, snapshot: Box::new(Cursor::new(data.unwrap_or_default())) }))
+        Ok(Some(Snapshot { meta, snapshot: Box::new(SnapshotFile::from_bytes(data.unwrap_or_default())) }))
     }
 
     /// Queue `meta` and `data` as the current snapshot into `batch`.
@@ -178,7 +177,7 @@ impl RaftSnapshotBuilder<TypeConfig> for RocksStateMachine {
         self.put_snapshot(&mut batch, &meta, &data)?;
         // Not synced: a crash that loses it also loses the purge that would follow it.
         self.s.db.write(batch).map_err(|e| io_err(write_snapshot, &e))?;
-        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
+        Ok(Snapshot { meta, snapshot: Box::new(SnapshotFile::from_bytes(data)) })
     }
 }
 
@@ -230,8 +229,8 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<Cursor<Vec<u8>>>> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<SnapshotFile>> {
+        Ok(Box::new(SnapshotFile::from_bytes(Vec::new())))
     }
 
     /// Replaces the state with the snapshot's pairs in one synced batch: a range delete over
@@ -240,9 +239,11 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta<u64, BasicNode>,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<SnapshotFile>,
     ) -> StorageResult<()> {
-        let data = snapshot.into_inner();
+        let data = snapshot
+            .into_bytes()
+            .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), openraft::AnyError::new(&e)))?;
         let pairs: SnapshotPairs = serde_json::from_slice(&data)
             .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), openraft::AnyError::new(&e)))?;
         let mut batch = WriteBatch::default();

@@ -38,6 +38,9 @@ enum Kind {
     /// A stream to send (or install), opened for reading; the file may be unlinked already.
     Serving(Arc<dyn RandomAccessFile>),
     Receiving(Receiving),
+    /// Bytes held in memory, read and written in place (stores that keep a snapshot as one
+    /// blob: the RocksDB comparison build). The wisckey store neither makes nor installs one.
+    Memory(Vec<u8>),
 }
 
 /// A stream being received into `raft-snapshots/incoming-*`, appended to.
@@ -102,6 +105,25 @@ impl SnapshotFile {
         SnapshotFile { kind: Kind::Pending(Box::new(pending)), pos: 0 }
     }
 
+    /// Snapshot data held in memory: `bytes` to send, or an empty buffer to receive into (for
+    /// a store that keeps a snapshot as one blob; the wisckey store streams files instead).
+    #[must_use]
+    pub fn from_bytes(bytes: Vec<u8>) -> SnapshotFile {
+        SnapshotFile { kind: Kind::Memory(bytes), pos: 0 }
+    }
+
+    /// The bytes of in-memory data (as received or as made), else the stream's bytes, whole
+    /// (see `to_bytes`).
+    pub fn into_bytes(mut self) -> wisckey::Result<Vec<u8>> {
+        match std::mem::replace(&mut self.kind, Kind::Empty) {
+            Kind::Memory(bytes) => Ok(bytes),
+            kind => {
+                self.kind = kind;
+                self.to_bytes()
+            }
+        }
+    }
+
     /// A pending stream written into its file (and its checkpoint let go); others unchanged.
     fn ready(&mut self) -> wisckey::Result<()> {
         if let Kind::Pending(pending) = &self.kind {
@@ -127,6 +149,10 @@ impl SnapshotFile {
             Kind::Empty | Kind::Pending(_) => Received::Empty,
             Kind::Serving(file) => Received::Readable(file),
             Kind::Receiving(r) => Received::File(r),
+            Kind::Memory(_) => {
+                let e = io::Error::new(io::ErrorKind::Unsupported, "in-memory snapshot data is not a wisckey stream");
+                return Err(wisckey::Error::io("install snapshot", "(memory)", e));
+            }
         })
     }
 
@@ -136,6 +162,7 @@ impl SnapshotFile {
         self.ready()?;
         match &self.kind {
             Kind::Serving(file) => Ok(file.read_new(0, file.len()? as usize)?.unwrap_or_default()),
+            Kind::Memory(bytes) => Ok(bytes.clone()),
             Kind::Empty | Kind::Pending(_) | Kind::Receiving(_) => Ok(Vec::new()),
         }
     }
@@ -159,11 +186,19 @@ impl SnapshotFile {
             Kind::Empty | Kind::Pending(_) => Ok(0),
             Kind::Serving(file) => file.len().map_err(io::Error::other),
             Kind::Receiving(r) => Ok(r.file.len()),
+            Kind::Memory(bytes) => Ok(bytes.len() as u64),
         }
     }
 
     fn read_chunk(&mut self, buf: &mut ReadBuf<'_>) -> io::Result<()> {
         self.ready().map_err(io::Error::other)?;
+        if let Kind::Memory(bytes) = &self.kind {
+            let from = usize::try_from(self.pos).unwrap_or(usize::MAX).min(bytes.len());
+            let n = buf.remaining().min(bytes.len() - from);
+            buf.put_slice(&bytes[from..from + n]);
+            self.pos += n as u64;
+            return Ok(());
+        }
         let Kind::Serving(file) = &self.kind else {
             return match self.kind {
                 Kind::Empty => Ok(()),
@@ -179,6 +214,17 @@ impl SnapshotFile {
     /// Write `data` at the current position: appended at the end, or after cutting the file
     /// there when openraft sent a chunk again (it then sends the rest of the stream from it).
     fn write_chunk(&mut self, data: &[u8]) -> io::Result<usize> {
+        if let Kind::Memory(bytes) = &mut self.kind {
+            let at = usize::try_from(self.pos).unwrap_or(usize::MAX);
+            if at > bytes.len() {
+                let gap = format!("in-memory snapshot: a write at {at} leaves a gap after its {} bytes", bytes.len());
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, gap));
+            }
+            bytes.truncate(at);
+            bytes.extend_from_slice(data);
+            self.pos += data.len() as u64;
+            return Ok(data.len());
+        }
         let Kind::Receiving(r) = &mut self.kind else {
             return Err(io::Error::new(io::ErrorKind::Unsupported, "only a snapshot being received is written"));
         };
@@ -263,6 +309,7 @@ impl std::fmt::Debug for SnapshotFile {
             Kind::Pending(p) => format!("pending, from checkpoint {}", p.name()),
             Kind::Serving(file) => format!("serving {:?}", file.path()),
             Kind::Receiving(r) => format!("receiving {:?}", r.path),
+            Kind::Memory(bytes) => format!("in memory, {} bytes", bytes.len()),
         };
         f.debug_struct("SnapshotFile").field("kind", &kind).field("pos", &self.pos).finish()
     }
@@ -280,6 +327,22 @@ mod tests {
             Poll::Ready(out) => out,
             Poll::Pending => panic!("a snapshot file's I/O never waits"),
         }
+    }
+
+    #[test]
+    fn in_memory_data_is_read_and_written_in_place_and_not_installed_as_a_stream() {
+        let mut sent = SnapshotFile::from_bytes(b"abcdef".to_vec());
+        let mut out = Vec::new();
+        assert_eq!(run(sent.read_to_end(&mut out)).ok(), Some(6));
+        assert_eq!(out, b"abcdef");
+        let mut got = SnapshotFile::from_bytes(Vec::new());
+        assert!(run(got.write_all(b"abcdef")).is_ok());
+        // A chunk sent again after a seek back replaces the tail; a gap is refused.
+        assert_eq!(run(got.seek(SeekFrom::Start(3))).ok(), Some(3));
+        assert!(run(got.write_all(b"XYZW")).is_ok());
+        assert!(run(got.seek(SeekFrom::Start(9))).is_ok() && run(got.write_all(b"gap")).is_err());
+        assert_eq!(got.into_bytes().ok().as_deref(), Some(&b"abcXYZW"[..]));
+        assert!(SnapshotFile::from_bytes(b"x".to_vec()).into_received().is_err(), "the wisckey store refuses it");
     }
 
     #[test]
