@@ -132,9 +132,9 @@ def simulate(a):
     for clock in range(a.updates):
         append(next(keys), "hot")
         while total > a.bound * a.records * size:
-            victim = max((g for g in segs if g.sealed and not g.gone), key=score)
-            survivors = [k for i, k in enumerate(victim.keys) if where[k] is not None and segs[where[k][0]] is victim
-                         and where[k][1] == i]
+            v = max((s for s, g in enumerate(segs) if g.sealed and not g.gone), key=lambda s: score(segs[s]))
+            victim = segs[v]
+            survivors = [k for i, k in enumerate(victim.keys) if where[k] == (v, i)]
             total -= victim.allocated
             collected += victim.allocated
             dead_pages += sum(1 for c in victim.pages if c == 0) * PAGE

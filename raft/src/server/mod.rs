@@ -120,7 +120,7 @@ where
 /// Run one node until `shutdown` completes (tests run nodes in-process this way).
 pub async fn serve_until<LS, SM, F>(
     config: ServeConfig,
-    log: LS,
+    mut log: LS,
     sm: SM,
     reader: Arc<dyn KvRead>,
     shutdown: F,
@@ -138,7 +138,6 @@ where
     let isolated = Arc::new(AtomicBool::new(false));
     let transport = network::Transport::new(&config, isolated)?;
     let raft_config = config.raft_config()?;
-    let mut log = log;
     stand_down_if_leader(&mut log, config.id).await?;
     let raft = openraft::Raft::new(config.id, raft_config, transport.clone(), log, sm)
         .await

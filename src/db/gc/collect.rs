@@ -44,7 +44,8 @@ impl CachedBefore {
     /// `DONTNEED` drops whole pages only, so the page a chunk boundary cuts is dropped with
     /// the chunk that reads the rest of it (from the page's start).
     fn drop_brought_in(&self, file: &dyn RandomAccessFile, read: Range<u64>) {
-        let from = read.start / crate::fs::page_bytes() * crate::fs::page_bytes();
+        let page = crate::fs::page_bytes();
+        let from = read.start / page * page;
         let drop = |r: &Range<u64>| {
             let (start, end) = (r.start.max(from), r.end.min(read.end));
             if start < end {
