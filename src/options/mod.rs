@@ -379,7 +379,7 @@ macro_rules! shape_setter {
 }
 
 impl Options {
-    /// The nice value the compaction threads get (`compaction_nice`, or its default).
+    /// What the compaction threads add to their nice value (`compaction_nice`, or its default).
     pub fn compaction_nice_in_force(&self) -> i32 {
         self.compaction_nice.unwrap_or(if self.light_weight_compaction { 10 } else { 0 })
     }
