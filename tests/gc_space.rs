@@ -168,3 +168,47 @@ fn waiting_for_background_work_returns_while_other_threads_keep_overwriting() {
     let model: Model = (0..KEYS).map(|k| (key(k), value(k, rounds - 1))).collect();
     check(&db, &model);
 }
+
+/// While users only read, background GC leaves the disk to them (below the stall bound), and
+/// it collects once the reads stop. Time enters only as GC's notion of "lately" (five GC
+/// intervals, at least a second): the test reads for longer than that before it looks, and
+/// waits a bounded while for the collection after.
+#[test]
+fn gc_waits_while_users_only_read_and_collects_once_they_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::new();
+    {
+        // No background GC while the garbage is made, so some is left.
+        let db = Db::open(dir.path(), options(0.0).gc_interval_ms(0)).unwrap();
+        overwrite(&db, 4, &mut model);
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        db.close().unwrap();
+    }
+    let db = Arc::new(Db::open(dir.path(), options(0.0)).unwrap());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                db.get(key(i % KEYS)).unwrap();
+                i = i.wrapping_add(1);
+            }
+        })
+    };
+    // Past GC's first look (which may come before the first read) and a whole window.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let before = db.stats().gc_runs;
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let during = db.stats().gc_runs;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    reader.join().unwrap();
+    assert_eq!(during, before, "GC collected while users only read");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while db.stats().gc_runs == during && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(db.stats().gc_runs > during, "GC did not collect once the reads stopped: {:?}", db.stats());
+    check(&db, &model);
+}

@@ -610,7 +610,7 @@ impl Scheduler {
         let mut rounds = db.state.lock().versions.vlog_files().len() + 1;
         while rounds > 0 {
             rounds -= 1;
-            let round = db.gc.gc_round(db);
+            let round = db.gc.gc_round(db, true);
             self.wait_for_flush_and_compaction(db)?;
             match round {
                 Ok(super::gc::GcRound::Collected | super::gc::GcRound::Rolled) => {}

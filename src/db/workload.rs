@@ -89,6 +89,12 @@ impl WorkloadCounters {
         c
     }
 
+    /// Point lookups and iterators so far: what tells value-log GC that users are reading.
+    pub fn reads(&self) -> u64 {
+        let c = self.counts();
+        c.reads_found + c.reads_missing + c.scans
+    }
+
     pub fn counts(&self) -> WorkloadCounts {
         WorkloadCounts {
             reads_found: self.reads_found.load(Ordering::Relaxed),

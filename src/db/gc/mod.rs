@@ -43,6 +43,19 @@ fn score(garbage_ratio: f64, age: u64, greedy: bool) -> f64 {
 /// Past `gc_space_amp_target`, background GC also takes files with this much garbage.
 const EAGER_MIN_GARBAGE_RATIO: f64 = 0.2;
 
+/// Users count as writing (or reading) while they did so within this many GC intervals
+/// (`Options::gc_interval_ms`), and at least a second.
+const ACTIVE_INTERVALS: u64 = 5;
+
+/// What users did lately, as GC saw it from one round to the next.
+#[derive(Default)]
+struct Activity {
+    written: u64,
+    read: u64,
+    wrote_at: Option<std::time::Instant>,
+    read_at: Option<std::time::Instant>,
+}
+
 /// Whether a space amplification is above `limit` (`0` = no limit).
 fn above(amp: f64, limit: f64) -> bool {
     limit > 0.0 && amp > limit
@@ -84,6 +97,8 @@ pub(crate) struct Gc {
     in_flight: Mutex<freer::InFlight>,
     /// Signalled when the freer is done with its file.
     in_flight_cv: Condvar,
+    /// Users' writes and reads when GC last looked (`users_active`).
+    activity: Mutex<Activity>,
 }
 
 /// Where value-log GC's collector spent its time, in microseconds of wall-clock time since
@@ -173,6 +188,7 @@ impl Gc {
             buffers: Mutex::new(collect::Buffers::default()),
             in_flight: Mutex::new(freer::InFlight::default()),
             in_flight_cv: Condvar::new(),
+            activity: Mutex::new(Activity::default()),
         }
     }
 }
@@ -463,7 +479,7 @@ impl Gc {
                     continue;
                 }
             }
-            busy = match self.gc_round(db) {
+            busy = match self.gc_round(db, false) {
                 Ok(round) => round == GcRound::Collected,
                 // Shutting down mid-round is not a failure.
                 Err(Error::Closed) => false,
@@ -477,9 +493,28 @@ impl Gc {
         self.release_writers();
     }
 
+    /// Whether users wrote, and whether they read (a lookup, an iterator opened, or one
+    /// still open), lately (`ACTIVE_INTERVALS`).
+    fn users_active(&self, db: &DbInner) -> (bool, bool) {
+        let written = db.counters.user_bytes.load(Ordering::Relaxed);
+        let read: u64 = db.state.lock().trees.values().map(|t| t.workload.reads()).sum();
+        let now = std::time::Instant::now();
+        let window = Duration::from_millis(db.opts.gc_interval_ms.saturating_mul(ACTIVE_INTERVALS).max(1000));
+        let mut a = self.activity.lock();
+        if written != a.written {
+            (a.written, a.wrote_at) = (written, Some(now));
+        }
+        if read != a.read {
+            (a.read, a.read_at) = (read, Some(now));
+        }
+        let recent = |at: Option<std::time::Instant>| at.is_some_and(|t| now.duration_since(t) < window);
+        (recent(a.wrote_at), recent(a.read_at) || db.snapshots.oldest().is_some())
+    }
+
     /// One background round: refresh the discard statistics when due, and collect a file
-    /// (`collect_one`). Returns what the round did.
-    pub(super) fn gc_round(&self, db: &DbInner) -> Result<GcRound> {
+    /// (`collect_one`). Returns what the round did. `asked`: a caller waits for the work GC
+    /// has (`wait_for_background_work`), whoever is reading.
+    pub(super) fn gc_round(&self, db: &DbInner, asked: bool) -> Result<GcRound> {
         // Near the space target, statistics must be fresh: every flush's overwrites counted.
         // The refresh (a compaction of the whole tree when it is small) runs beside this
         // round's collection, for the next round's pick: in line, it held GC up for as long as
@@ -489,11 +524,11 @@ impl Gc {
         let eager = target > 0.0 && above(amp, 1.0 + (target - 1.0) / 2.0);
         std::thread::scope(|s| {
             let refresh = s.spawn(|| self.refresh_discard_stats(db, eager));
-            let round = self.collect_one(db, amp);
+            let round = self.collect_one(db, amp, asked);
             let refreshed = refresh.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             // A round that found nothing may find something once the statistics are fresh.
             match (round, refreshed) {
-                (Ok(GcRound::Idle), Ok(true)) => self.collect_one(db, self.vlog_space_amp(db)),
+                (Ok(GcRound::Idle), Ok(true)) => self.collect_one(db, self.vlog_space_amp(db), asked),
                 (round, Ok(_)) => round,
                 (Ok(_), Err(e)) => Err(e),
                 (Err(e), Err(_)) => Err(e),
@@ -502,8 +537,18 @@ impl Gc {
     }
 
     /// Collect the best file by `score` (cost-benefit under the space target, most garbage
-    /// above it) if it passes the ratio the space amplification `amp` calls for.
-    fn collect_one(&self, db: &DbInner, amp: f64) -> Result<GcRound> {
+    /// above it) if it passes the ratio the space amplification `amp` calls for. While users
+    /// only read, a background round leaves the disk to them below the stall bound: writes
+    /// are what make the space grow, and GC's reads and moves under a read-only phase cost
+    /// its lookups a device read per lookup or more (docs/BENCHMARKS.md §16). RocksDB's
+    /// BlobDB and Titan collect only inside compactions, which reads alone do not start.
+    fn collect_one(&self, db: &DbInner, amp: f64, asked: bool) -> Result<GcRound> {
+        if !asked && !above(amp, db.opts.gc_space_amp_stall) {
+            if let (false, true) = self.users_active(db) {
+                self.release_writers();
+                return Ok(GcRound::Idle);
+            }
+        }
         let over_target = above(amp, db.opts.gc_space_amp_target);
         let min_ratio =
             if over_target { db.opts.gc_garbage_ratio.min(EAGER_MIN_GARBAGE_RATIO) } else { db.opts.gc_garbage_ratio };
