@@ -185,7 +185,9 @@ pub struct Options {
     /// Garbage ratio of a vLog file at which background GC collects it.
     pub gc_garbage_ratio: f64,
     /// How often the background GC thread looks for work; `0` turns automatic GC off
-    /// (`Db::run_gc` still works).
+    /// (`Db::run_gc` still works). While users only read (no write for five intervals, at
+    /// least a second), background GC collects nothing below `gc_space_amp_stall`: it leaves
+    /// the disk to the readers until the next write or an idle spell.
     pub gc_interval_ms: u64,
     /// Bytes of vLog one GC step reads before it moves the live values to a cold value file
     /// and frees space.
