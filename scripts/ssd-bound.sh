@@ -141,7 +141,8 @@ engine_cmd() { # engine phase num value_size (phase "load": fillrandom,overwrite
       # `stats` after each write benchmark prints the cumulative write stall.
       [ "$p" != fillrandom,overwrite ] || p=fillrandom,stats,overwrite,stats
       # A fixed seed: db_bench's default (0) seeds from the clock, so its read processes drew
-      # other keys than its load wrote (63 % found, the misses answered by filters), where
+      # keys independently of the ones its load wrote (63 % found, the share of the key range
+      # the load wrote; the misses answered by filters), where
       # wisckey's bench and LevelDB's db_bench draw the load's keys again in every process.
       # Fixed, each process's first benchmark draws the same sequence: the same key order for
       # every engine.
