@@ -541,7 +541,8 @@ impl Gc {
     /// only read, a background round leaves the disk to them below the stall bound: writes
     /// are what make the space grow, and GC's reads and moves under a read-only phase added
     /// 1.4 KB of device reads to each 4 KB lookup (docs/BENCHMARKS.md §16). RocksDB's
-    /// BlobDB and Titan collect only inside compactions, which reads alone do not start.
+    /// BlobDB collects only inside compactions, and Titan in jobs its compactions queue,
+    /// which reads alone do not start.
     fn collect_one(&self, db: &DbInner, amp: f64, asked: bool) -> Result<GcRound> {
         if !asked && !above(amp, db.opts.gc_space_amp_stall) {
             if let (false, true) = self.users_active(db) {
