@@ -50,6 +50,9 @@ const ACTIVE_INTERVALS: u64 = 5;
 /// What users did lately, as GC saw it from one round to the next.
 #[derive(Default)]
 struct Activity {
+    /// The counts below were taken once: the first look only takes them (the read counts
+    /// start at open from the lifetime counts the `WORKLOAD` file saved, not at zero).
+    seen: bool,
     written: u64,
     read: u64,
     wrote_at: Option<std::time::Instant>,
@@ -501,6 +504,9 @@ impl Gc {
         let now = std::time::Instant::now();
         let window = Duration::from_millis(db.opts.gc_interval_ms.saturating_mul(ACTIVE_INTERVALS).max(1000));
         let mut a = self.activity.lock();
+        if !a.seen {
+            (a.seen, a.written, a.read) = (true, written, read);
+        }
         if written != a.written {
             (a.written, a.wrote_at) = (written, Some(now));
         }
@@ -544,17 +550,16 @@ impl Gc {
     /// BlobDB collects only inside compactions, and Titan in jobs its compactions queue,
     /// which reads alone do not start.
     fn collect_one(&self, db: &DbInner, amp: f64, asked: bool) -> Result<GcRound> {
-        if !asked && !above(amp, db.opts.gc_space_amp_stall) {
-            if let (false, true) = self.users_active(db) {
-                self.release_writers();
-                return Ok(GcRound::Idle);
-            }
+        let _one = self.lock.lock();
+        // Deleting files already collected costs readers nothing: it is done whoever reads.
+        self.phases.time(Phase::Freeing, || self.finish_pending_gc_deletes(db));
+        if !asked && !above(amp, db.opts.gc_space_amp_stall) && self.users_active(db) == (false, true) {
+            self.release_writers();
+            return Ok(GcRound::Idle);
         }
         let over_target = above(amp, db.opts.gc_space_amp_target);
         let min_ratio =
             if over_target { db.opts.gc_garbage_ratio.min(EAGER_MIN_GARBAGE_RATIO) } else { db.opts.gc_garbage_ratio };
-        let _one = self.lock.lock();
-        self.phases.time(Phase::Freeing, || self.finish_pending_gc_deletes(db));
         // While readers keep collected files alive, collecting more frees nothing.
         let pick = match self.readers_pin_collected_files(db) {
             Some(_) => None,
