@@ -142,10 +142,9 @@ engine_cmd() { # engine phase num value_size (phase "load": fillrandom,overwrite
       [ "$p" != fillrandom,overwrite ] || p=fillrandom,stats,overwrite,stats
       # A fixed seed: db_bench's default (0) seeds from the clock, so its read processes drew
       # keys independently of the ones its load wrote (63 % found, the share of the key range
-      # the load wrote; the misses answered by filters), where
-      # wisckey's bench and LevelDB's db_bench draw the load's keys again in every process.
-      # Fixed, each process's first benchmark draws the same sequence: the same key order for
-      # every engine.
+      # the load wrote; the misses answered by filters), where wisckey's bench and LevelDB's
+      # db_bench draw the load's keys again in every process. Fixed, each process's first
+      # benchmark draws the same sequence: the same key order for every engine.
       # shellcheck disable=SC2086
       echo db_bench --num="$n" --value_size="$v" --benchmarks="$p" --db="$work/db" \
         --use_existing_db="$existing" --reads="$r" --seek_nexts=10 --cache_size="$cache" \

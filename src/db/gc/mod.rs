@@ -528,13 +528,15 @@ impl Gc {
         let target = db.opts.gc_space_amp_target;
         let amp = self.vlog_space_amp(db);
         let eager = target > 0.0 && above(amp, 1.0 + (target - 1.0) / 2.0);
+        // Looked at once per round: the second pick below sees the same users.
+        let readers_only = !asked && self.users_active(db) == (false, true);
         std::thread::scope(|s| {
             let refresh = s.spawn(|| self.refresh_discard_stats(db, eager));
-            let round = self.collect_one(db, amp, asked);
+            let round = self.collect_one(db, amp, readers_only);
             let refreshed = refresh.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             // A round that found nothing may find something once the statistics are fresh.
             match (round, refreshed) {
-                (Ok(GcRound::Idle), Ok(true)) => self.collect_one(db, self.vlog_space_amp(db), asked),
+                (Ok(GcRound::Idle), Ok(true)) => self.collect_one(db, self.vlog_space_amp(db), readers_only),
                 (round, Ok(_)) => round,
                 (Ok(_), Err(e)) => Err(e),
                 (Err(e), Err(_)) => Err(e),
@@ -548,12 +550,13 @@ impl Gc {
     /// are what make the space grow, and GC's reads and moves under a read-only phase added
     /// 1.4 KB of device reads to each 4 KB lookup (docs/BENCHMARKS.md §16). RocksDB's
     /// BlobDB collects only inside compactions, and Titan in jobs its compactions queue,
-    /// which reads alone do not start.
-    fn collect_one(&self, db: &DbInner, amp: f64, asked: bool) -> Result<GcRound> {
+    /// which reads alone do not start. `readers_only`: users read and did not write lately
+    /// (`users_active`), and no caller asked for the work.
+    fn collect_one(&self, db: &DbInner, amp: f64, readers_only: bool) -> Result<GcRound> {
         let _one = self.lock.lock();
         // Deleting files already collected costs readers nothing: it is done whoever reads.
         self.phases.time(Phase::Freeing, || self.finish_pending_gc_deletes(db));
-        if !asked && !above(amp, db.opts.gc_space_amp_stall) && self.users_active(db) == (false, true) {
+        if readers_only && !above(amp, db.opts.gc_space_amp_stall) {
             self.release_writers();
             return Ok(GcRound::Idle);
         }
