@@ -13,6 +13,7 @@ use crate::internal_iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::ReadOptions;
+use crate::snapshot::VersionPin;
 use crate::sst::filter::FilterHash;
 use crate::sst::BlockReads;
 use crate::value::Value;
@@ -83,6 +84,12 @@ const MULTI_GET_BATCH: usize = 128;
 /// The memtables a read works on, newest first: on the stack for the usual one to three (a
 /// point lookup allocates nothing here).
 pub(super) type Mems = smallvec::SmallVec<[Arc<Memtable>; 4]>;
+
+/// A registered reader's holds (`registered_view`), released when dropped.
+struct Reader {
+    _snapshot: crate::snapshot::Snapshot,
+    _version: Option<VersionPin>,
+}
 
 /// What one read of a keyspace works on: memtables (newest first) and the keyspace's Version,
 /// all pinned.
@@ -230,6 +237,12 @@ impl DbInner {
     }
 
     fn view(&self, ro: &ReadOptions, ks: u32) -> Result<View> {
+        self.view_pinned(ro, ks, false).map(|(view, _)| view)
+    }
+
+    /// `view`, with the Version registered as read when `pin` (under the lock that fixed it:
+    /// value-log GC reads the current Versions under that lock too).
+    fn view_pinned(&self, ro: &ReadOptions, ks: u32, pin: bool) -> Result<(View, Option<VersionPin>)> {
         let st = self.state.lock();
         let (version, counters, merge) = match (st.versions.current_of(ks), st.tree(ks)) {
             (Some(v), Some(t)) if !t.dropped => {
@@ -237,6 +250,7 @@ impl DbInner {
             }
             _ => return Err(st.missing_keyspace(ks)),
         };
+        let pin = pin.then(|| self.snapshots.pin_version(ks, st.versions.current_id_of(ks)));
         let mems = st.mems();
         // Read under the lock that fixed the memtables: a leader publishes `visible_seq` and
         // switches memtables only while holding it. So every write at or below `seq` is in
@@ -247,7 +261,7 @@ impl DbInner {
             None => self.writes.visible_seq(),
         };
         drop(st);
-        Ok(View { mems, version, seq, ks, counters, merge })
+        Ok((View { mems, version, seq, ks, counters, merge }, pin))
     }
 
     /// A transaction's start: a registered snapshot of the newest state and the memtable
@@ -279,15 +293,20 @@ impl DbInner {
     }
 
     /// A view for a reader that must keep its separated values readable (iterators,
-    /// `multi_get`), with its registration as a reader. It registers *before* its sequence
-    /// number is read: value-log GC then either sees it (and keeps the files it may read) or
-    /// had made its pointer puts visible before, so the view already points at the new copies.
-    fn registered_view(&self, ro: &ReadOptions, ks: u32) -> Result<(View, crate::snapshot::Snapshot)> {
-        let reader = match &ro.snapshot {
+    /// `multi_get`), with its registration as a reader: its sequence number, and its Version.
+    /// The sequence number is registered *before* it is read: value-log GC then either sees it
+    /// (and keeps the files it may read) or had made its pointer puts visible before, so the
+    /// view already points at the new copies. The Version counts too: a compaction that folds
+    /// merge operands into the separated value beneath them (or a compaction filter that
+    /// replaces one) makes that value garbage without a newer write, so a reader at the newest
+    /// sequence number on the Version from before still reads it.
+    fn registered_view(&self, ro: &ReadOptions, ks: u32) -> Result<(View, Reader)> {
+        let snapshot = match &ro.snapshot {
             Some(s) => s.clone(),
             None => self.snapshots.acquire(self.writes.visible_seq()),
         };
-        Ok((self.view(ro, ks)?, reader))
+        let (view, version) = self.view_pinned(ro, ks, true)?;
+        Ok((view, Reader { _snapshot: snapshot, _version: version }))
     }
 
     /// How `ro`'s table reads use blocks: the block cache as it asks, and every block checked

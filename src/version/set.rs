@@ -636,6 +636,11 @@ impl VersionSet {
         self.trees.get(&id).map_or(0, |t| t.current_id)
     }
 
+    /// Every keyspace's `current_id_of`.
+    pub fn current_ids(&self) -> Vec<(u32, u64)> {
+        self.trees.iter().map(|(&id, t)| (id, t.current_id)).collect()
+    }
+
     /// Every keyspace's tree, by id (dropped ones awaiting their finish included).
     pub fn trees(&self) -> &BTreeMap<u32, Tree> {
         &self.trees

@@ -389,9 +389,9 @@ impl Gc {
     /// (the file, at its end).
     fn free_chunks(&self, db: &DbInner, file: u64, batch: &[MovedChunk], report: &mut GcReport) -> Result<ChunkDone> {
         let (Some(first), Some(last)) = (batch.first(), batch.last()) else { return Ok(ChunkDone::More) };
-        let install_seq = db.writes.visible_seq();
-        let free = self.wait_for_readers(db, install_seq);
-        self.record_gc_progress(db, file, last.end, last.end_of_file, install_seq, free)?;
+        let installed = super::Installed::now(db);
+        let free = self.wait_for_readers(db, &installed);
+        self.record_gc_progress(db, file, last.end, last.end_of_file, installed, free)?;
         let pinned = || ChunkDone::Pinned(db.snapshots.oldest().unwrap_or(0));
         if last.end_of_file {
             tracing::info!(file, bytes_read = report.bytes_read, "value-log file collected");
@@ -485,7 +485,7 @@ impl Gc {
         file: u64,
         end: u64,
         end_of_file: bool,
-        install_seq: u64,
+        installed: super::Installed,
         free: bool,
     ) -> Result<()> {
         let mut edit = VersionEdit { vlog_tail: Some(LogPos { file, offset: end }), ..Default::default() };
@@ -497,7 +497,7 @@ impl Gc {
         if end_of_file {
             edit.vlog_files_deleted.push(file);
             if !free_now {
-                self.pending.lock().push((file, install_seq));
+                self.pending.lock().push((file, installed));
             }
         }
         let mut st = db.state.lock();

@@ -59,6 +59,27 @@ struct Activity {
     read_at: Option<std::time::Instant>,
 }
 
+/// When a collection's outcome was installed, as its readers see it: its pointer puts were
+/// visible from sequence number `seq` on, and its liveness checks saw no Version older than
+/// `versions` (keyspace, `VersionSet::current_id_of`). A reader from before either may still
+/// read the collected copies: one at an older sequence number, through pointers GC replaced;
+/// one on an older Version, through pointers a compaction dropped without a newer write (a
+/// fold of merge operands into the separated value beneath them, a compaction filter's
+/// replacement).
+#[derive(Clone, Debug)]
+pub(crate) struct Installed {
+    seq: u64,
+    versions: Vec<(u32, u64)>,
+}
+
+impl Installed {
+    /// The newest state, read now.
+    pub(super) fn now(db: &DbInner) -> Installed {
+        let versions = db.state.lock().versions.current_ids();
+        Installed { seq: db.writes.visible_seq(), versions }
+    }
+}
+
 /// Whether a space amplification is above `limit` (`0` = no limit).
 fn above(amp: f64, limit: f64) -> bool {
     limit > 0.0 && amp > limit
@@ -70,8 +91,8 @@ fn above(amp: f64, limit: f64) -> bool {
 pub(crate) struct Gc {
     /// One collector at a time: two would punch holes under each other's reads.
     lock: Mutex<()>,
-    /// Fully collected vLog files waiting for readers older than the given sequence number.
-    pub(super) pending: Mutex<Vec<(u64, u64)>>,
+    /// Fully collected vLog files waiting for readers from before they were collected.
+    pub(super) pending: Mutex<Vec<(u64, Installed)>>,
     /// vLog files GC found damaged; it leaves them alone (as evidence).
     damaged: Mutex<HashSet<u64>>,
     /// The cold value file output (hot/cold separation).
@@ -396,15 +417,15 @@ impl Gc {
         db.snapshots.oldest()
     }
 
-    /// Wait (at most `READER_WAIT`) until no reader older than `seq` is left; false if one is.
-    fn wait_for_readers(&self, db: &DbInner, seq: u64) -> bool {
-        if self.no_reader_older_than(db, seq) {
+    /// Wait (at most `READER_WAIT`) until no reader from before `at` is left; false if one is.
+    fn wait_for_readers(&self, db: &DbInner, at: &Installed) -> bool {
+        if self.no_reader_before(db, at) {
             return true;
         }
         // Writers must not wait for GC while GC waits for a reader: nothing frees meanwhile.
         self.release_writers();
         let start = std::time::Instant::now();
-        while !self.no_reader_older_than(db, seq) {
+        while !self.no_reader_before(db, at) {
             if start.elapsed() >= READER_WAIT || self.is_shutting_down(db) {
                 return false;
             }
@@ -418,8 +439,7 @@ impl Gc {
     pub(crate) fn finish_pending_gc_deletes(&self, db: &DbInner) {
         let ready: Vec<u64> = {
             let mut pending = self.pending.lock();
-            let (ready, wait): (Vec<_>, Vec<_>) =
-                pending.drain(..).partition(|(_, s)| self.no_reader_older_than(db, *s));
+            let (ready, wait): (Vec<_>, Vec<_>) = pending.drain(..).partition(|(_, at)| self.no_reader_before(db, at));
             *pending = wait;
             ready.into_iter().map(|(f, _)| f).collect()
         };
@@ -435,9 +455,10 @@ impl Gc {
         db.delete_obsolete_files(&mut st);
     }
 
-    /// True when no snapshot or iterator reads at a sequence number below `seq`.
-    fn no_reader_older_than(&self, db: &DbInner, seq: u64) -> bool {
-        db.snapshots.oldest().is_none_or(|s| s >= seq)
+    /// True when no snapshot or iterator reads at a sequence number below `at.seq`, and no
+    /// iterator reads a Version older than `at.versions`.
+    fn no_reader_before(&self, db: &DbInner, at: &Installed) -> bool {
+        db.snapshots.oldest().is_none_or(|s| s >= at.seq) && !db.snapshots.reads_version_before(&at.versions)
     }
 
     /// The background GC thread: collects one file per round and starts the next round at
