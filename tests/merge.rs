@@ -298,23 +298,31 @@ fn value_log_gc_neither_moves_nor_frees_a_separated_value_beneath_merge_operands
 #[test]
 fn an_iterator_from_before_a_fold_still_reads_the_value_gc_collected_beneath_the_operands() {
     let fs = Arc::new(MemFs::new());
+    // No compaction before the iterator is made: the value and the operand above it in two
+    // level-0 tables, which only the `compact_range` below merges.
     let options = tiny_options(fs.clone())
         .gc_interval_ms(0)
+        .write_buffer_bytes(1 << 20)
+        .l0_compaction_trigger(8)
         .min_separated_value_bytes(64)
         .log_file_bytes(16 << 10)
         .merge_operator(Arc::new(AppendOperator::new()));
     let db = Db::open(DB, options).unwrap();
     let base = vec![b'x'; 1000];
     db.put("k", &base).unwrap();
+    db.flush().unwrap();
     db.merge("k", "+1").unwrap();
-    // Roll the log past the base's file, overwriting every other value written there.
+    // Roll the log past the base's file, overwriting every other value written there; keys
+    // on both sides of `k`, so the two tables overlap.
     for round in 0..3 {
         for i in 0..40 {
-            db.put(format!("f{i:02}"), make_value(b"f", round, 900)).unwrap();
+            let name = if i % 2 == 0 { format!("a{i:02}") } else { format!("z{i:02}") };
+            db.put(name, make_value(b"f", round, 900)).unwrap();
         }
     }
     db.flush().unwrap();
     let want = [&base[..], b"+1"].concat();
+    assert_eq!(db.stats().num_compactions, 0, "the operand and the value beneath it are still apart");
     // No write after this: the iterator reads at the newest sequence number, on these tables.
     let mut it = db.iter(&ReadOptions::default()).unwrap();
     db.compact_range(None, None).unwrap();

@@ -397,3 +397,35 @@ fn an_iterator_from_before_an_expiry_still_reads_the_value_gc_collected_after_it
     let report = db.verify().unwrap();
     assert!(report.is_healthy(), "{report}");
 }
+
+/// The same with no compaction between: the value expires by the clock alone while an
+/// iterator made before reads on. GC judges expiry at the oldest instant an iterator judges it
+/// at, so it moves the value as live instead of freeing it under the iterator.
+#[test]
+fn an_iterator_from_before_an_expiry_by_the_clock_alone_still_reads_the_value() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let fs = Arc::new(MemFs::new());
+    let db = Db::open("/ttl", options(fs.clone(), &clock).log_file_bytes(16 << 10)).unwrap();
+    let value = vec![7u8; 1000];
+    db.put_with_ttl(b"k", &value, Duration::from_secs(10)).unwrap();
+    for round in 0..3u64 {
+        for i in 0..40 {
+            db.put(format!("f{i:02}"), common::make_value(b"f", round, 900)).unwrap();
+        }
+    }
+    db.flush().unwrap();
+    // Counts the overwritten values as garbage while `k` is still live.
+    db.compact_range(None, None).unwrap();
+    let mut it = db.iter(&ReadOptions::default()).unwrap();
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(db.get(b"k").unwrap(), None, "expired");
+    let report = db.run_gc(0.0).unwrap();
+    assert!(report.files_collected > 0, "GC collected the value's file: {report:?}");
+    it.seek(b"k").unwrap();
+    assert!(it.valid() && it.key() == b"k", "the iterator judges expiry as of when it was made");
+    assert_eq!(it.value(), &value[..]);
+    drop(it);
+    assert_eq!(db.get(b"k").unwrap(), None, "still expired for every newer reader");
+    let report = db.verify().unwrap();
+    assert!(report.is_healthy(), "{report}");
+}

@@ -13,7 +13,7 @@ use crate::internal_iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::ReadOptions;
-use crate::snapshot::VersionPin;
+use crate::snapshot::ReaderPin;
 use crate::sst::filter::FilterHash;
 use crate::sst::BlockReads;
 use crate::value::Value;
@@ -88,7 +88,7 @@ pub(super) type Mems = smallvec::SmallVec<[Arc<Memtable>; 4]>;
 /// A registered reader's holds (`registered_view`), released when dropped.
 struct Reader {
     _snapshot: crate::snapshot::Snapshot,
-    _version: Option<VersionPin>,
+    _version: Option<ReaderPin>,
 }
 
 /// What one read of a keyspace works on: memtables (newest first) and the keyspace's Version,
@@ -179,7 +179,18 @@ impl DbInner {
         user_key: &[u8],
     ) -> Result<Option<(ValueKind, Value)>> {
         let Some(version) = view.versions.get(&ks) else { return Ok(None) };
-        self.get_entry(&view.mems, version, view.seq, (ks, None), user_key, BlockReads::filling(true), false)
+        // Expiry as the oldest iterator judges it: a value expired since one was made is still
+        // one it may read.
+        let at = self.snapshots.expiry_instant(|| self.opts.clock.now_ms());
+        self.get_entry(
+            &view.mems,
+            version,
+            view.seq,
+            (ks, None),
+            user_key,
+            BlockReads::filling(true),
+            (false, Some(at)),
+        )
     }
 
     /// An error when the newest entry of `user_key` in `view` is a merge operand with the
@@ -242,7 +253,7 @@ impl DbInner {
 
     /// `view`, with the Version registered as read when `pin` (under the lock that fixed it:
     /// value-log GC reads the current Versions under that lock too).
-    fn view_pinned(&self, ro: &ReadOptions, ks: u32, pin: bool) -> Result<(View, Option<VersionPin>)> {
+    fn view_pinned(&self, ro: &ReadOptions, ks: u32, pin: bool) -> Result<(View, Option<ReaderPin>)> {
         let st = self.state.lock();
         let (version, counters, merge) = match (st.versions.current_of(ks), st.tree(ks)) {
             (Some(v), Some(t)) if !t.dropped => {
@@ -330,13 +341,14 @@ impl DbInner {
         // A get does not register as a reader (that would cost every lookup two trips through
         // the snapshot list), so value-log GC may move the value and delete its old file
         // between the lookup and the read. GC deletes only after the new copy is visible:
-        // a failed read whose key now points elsewhere is retried there.
+        // a failed read whose key now points elsewhere is retried there. At a snapshot too: a
+        // compaction may have dropped the pointer without a newer write (a fold of merge
+        // operands, an expiry), and a fresh view at the same sequence number shows that.
         for _ in 0..3 {
             let Some((ValueKind::Pointer, stored)) = &entry else { break };
             let ptr = self.vlog.decode_pointer(stored);
             match ptr.and_then(|ptr| self.vlog.read_point(&ptr, user_key, cache)) {
                 Ok(v) => return Ok(Some(v)),
-                Err(e) if ro.snapshot.is_some() => return Err(e),
                 Err(e) => {
                     let again = self.get_in(&self.view(ro, ks)?, user_key, reads, true)?;
                     if again == entry {
@@ -371,7 +383,15 @@ impl DbInner {
         reads: BlockReads,
         kept: bool,
     ) -> Result<Option<(ValueKind, Value)>> {
-        self.get_entry(&view.mems, &view.version, view.seq, (view.ks, view.counters.as_deref()), user_key, reads, kept)
+        self.get_entry(
+            &view.mems,
+            &view.version,
+            view.seq,
+            (view.ks, view.counters.as_deref()),
+            user_key,
+            reads,
+            (kept, None),
+        )
     }
 
     /// The newest entry for `user_key` visible in `view`: `None` when absent, the kind and
@@ -387,12 +407,14 @@ impl DbInner {
         (ks, tree): (u32, Option<&super::tuner::TreeCounters>),
         user_key: &[u8],
         reads: BlockReads,
-        kept: bool,
+        (kept, expiry_at): (bool, Option<u64>),
     ) -> Result<Option<(ValueKind, Value)>> {
         let found = self.newest_entry(mems, version, seq, (ks, tree), user_key, reads, kept)?;
         // An expiring entry reads as its plain kind until it expires, then as a deletion.
         let found = match found {
-            Some((kind, v, s)) if crate::ttl::is_expiring(kind) => Some(self.as_read(kind, v, s)?),
+            Some((kind, v, s)) if crate::ttl::is_expiring(kind) => {
+                Some(self.as_read_at(kind, v, s, expiry_at.unwrap_or_else(|| self.opts.clock.now_ms()))?)
+            }
             other => other,
         };
         // The newest visible entry is deleted when a range tombstone newer than it covers it.
@@ -526,7 +548,7 @@ impl DbInner {
         for attempt in 0.. {
             let versions = self.versions_to_base(&view.mems, &view.version, view.seq, view.ks, user_key, reads)?;
             match self.fold_versions(&view.merge, user_key, versions, cache) {
-                Err(e) if attempt < 2 && ro.snapshot.is_none() && !matches!(e, crate::error::Error::Merge { .. }) => {
+                Err(e) if attempt < 2 && !matches!(e, crate::error::Error::Merge { .. }) => {
                     view = self.view(ro, view.ks)?;
                 }
                 r => return r,
@@ -609,7 +631,14 @@ impl DbInner {
         if !crate::ttl::is_expiring(kind) {
             return Ok((kind, v, seq));
         }
-        let now = self.opts.clock.now_ms();
+        self.as_read_at(kind, v, seq, self.opts.clock.now_ms())
+    }
+
+    /// `as_read` with expiry judged at `now` (clock milliseconds).
+    fn as_read_at(&self, kind: ValueKind, v: Value, seq: u64, now: u64) -> Result<(ValueKind, Value, u64)> {
+        if !crate::ttl::is_expiring(kind) {
+            return Ok((kind, v, seq));
+        }
         match crate::ttl::as_read(kind, &v, now) {
             Some((ValueKind::Deletion, _)) => Ok((ValueKind::Deletion, Value::new(), seq)),
             Some((plain, _)) => Ok((plain, v.slice(crate::ttl::EXPIRY_LEN..), seq)),
@@ -731,7 +760,10 @@ impl DbInner {
         }
         // An iterator is registered like a snapshot, so value-log GC keeps every value it may
         // still read.
-        let pins = (view.mems, view.version.clone(), reader);
+        // Expiry is judged once, when the iterator is made: it reads one instant, as it reads
+        // one sequence number. Registered, so value-log GC keeps what expired after it.
+        let (now, instant) = self.snapshots.pin_instant(|| self.opts.clock.now_ms());
+        let pins = (view.mems, view.version.clone(), reader, instant);
         let samples = IterSamples { db: Arc::clone(self), version: view.version.clone(), ks };
         let merges = Arc::new(ScanMerges {
             db: Arc::clone(self),
@@ -739,9 +771,6 @@ impl DbInner {
             cache: CacheUse::filling(ro.fill_cache.unwrap_or(false)),
         });
         let order = self.table_cache.order().clone();
-        // Expiry is judged once, when the iterator is made: it reads one instant, as it reads
-        // one sequence number.
-        let now = self.opts.clock.now_ms();
         let merged = MergingIterator::new(children, order.clone());
         let it = DbIterator::new(
             Box::new(crate::ttl::ExpiryIter::new(merged, now, crate::ttl::ExpiryMode::Read)),

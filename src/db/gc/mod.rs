@@ -227,8 +227,9 @@ pub struct GcReport {
     pub bytes_read: u64,
     /// Bytes of live values moved to cold value files.
     pub bytes_rewritten: u64,
-    /// Set when collection stopped because a snapshot or iterator older than GC's moves
-    /// (reading at this sequence number) pins what was collected: collecting more would only
+    /// Set when collection stopped because a snapshot or iterator from before GC's moves (the
+    /// oldest reads at this sequence number; an iterator may instead read an older tree
+    /// Version) pins what was collected: collecting more would only
     /// copy live values again without freeing anything. GC resumes once it is released.
     pub stopped_by_reader_at: Option<u64>,
 }
@@ -281,7 +282,7 @@ impl Gc {
             }
         }
         if let Some(seq) = report.stopped_by_reader_at {
-            tracing::info!(reader_seq = seq, "value-log GC stopped: a snapshot or iterator older than its moves pins the collected data; it resumes once that reader is gone");
+            tracing::info!(reader_seq = seq, "value-log GC stopped: a snapshot or iterator from before its moves (an older sequence number or tree Version) pins the collected data; it resumes once that reader is gone");
         }
         // Background GC re-arms the stall if the value log is still past its limit.
         self.release_writers();
