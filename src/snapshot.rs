@@ -1,21 +1,25 @@
 //! Snapshots: a registry of the sequence numbers readers hold, so compaction keeps every
-//! version some snapshot can still see; and of the tree Versions iterators read and the
-//! instants they judge expiry at, so value-log GC keeps every value those readers may still
-//! follow a pointer to.
+//! version some snapshot can still see; and of the readers that follow value pointers
+//! (iterators, `multi_get`), so value-log GC keeps every value one of them may still read.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-/// Sequence numbers of live snapshots, and the Versions iterators read, with reference counts.
+/// Sequence numbers of live snapshots with reference counts, and live readers by the order
+/// they registered in.
 #[derive(Default)]
 pub struct SnapshotList {
     held: Mutex<BTreeMap<u64, usize>>,
-    /// (keyspace, `VersionSet::current_id_of` when the reader took it).
-    versions: Mutex<BTreeMap<(u32, u64), usize>>,
-    /// The clock's milliseconds at which iterators judge expiry (once, when made).
-    instants: Mutex<BTreeMap<u64, usize>>,
+    readers: Mutex<Readers>,
+}
+
+/// Live readers' registration numbers, and the next number to give out.
+#[derive(Default)]
+struct Readers {
+    live: std::collections::BTreeSet<u64>,
+    next: u64,
 }
 
 /// Take one more reference to `key` in `map`.
@@ -45,39 +49,25 @@ impl SnapshotList {
         unhold(&self.held, &seq);
     }
 
-    /// Register a reader of Version `id` of keyspace `ks`. Taken under the state lock with the
-    /// Version itself, so whoever reads the current ids under that lock sees every reader of
-    /// an older one.
-    pub(crate) fn pin_version(self: &Arc<Self>, ks: u32, id: u64) -> ReaderPin {
-        hold(&self.versions, (ks, id));
-        ReaderPin { what: Pinned::Version(ks, id), list: Arc::clone(self) }
+    /// Register a reader that will follow value pointers, before it takes its view of the
+    /// tree (and, an iterator, reads the clock it judges expiry by).
+    pub(crate) fn register_reader(self: &Arc<Self>) -> ReaderPin {
+        let mut r = self.readers.lock();
+        let number = r.next;
+        r.next += 1;
+        r.live.insert(number);
+        ReaderPin { number, list: Arc::clone(self) }
     }
 
-    /// Whether a reader holds a Version older than `current` (keyspace, Version id; a dropped
-    /// keyspace's is `u64::MAX`) names for its keyspace, or one of a keyspace `current` does
-    /// not name (forgotten since, or made since: counted, to be safe).
-    pub(crate) fn reads_version_before(&self, current: &[(u32, u64)]) -> bool {
-        let held = self.versions.lock();
-        held.keys().any(|&(ks, id)| current.iter().find(|(k, _)| *k == ks).is_none_or(|&(_, now)| id < now))
+    /// The number the next reader will register under: a reader still live below it took its
+    /// view before now.
+    pub(crate) fn next_reader(&self) -> u64 {
+        self.readers.lock().next
     }
 
-    /// Read the clock (`now_ms`) for an iterator that judges expiry at that instant, and
-    /// register the instant. Under the registry's lock, as `expiry_instant` reads it: a reader
-    /// either is seen or read the clock after GC did.
-    pub(crate) fn pin_instant(self: &Arc<Self>, now_ms: impl FnOnce() -> u64) -> (u64, ReaderPin) {
-        let mut held = self.instants.lock();
-        let now = now_ms();
-        *held.entry(now).or_insert(0) += 1;
-        (now, ReaderPin { what: Pinned::Instant(now), list: Arc::clone(self) })
-    }
-
-    /// The instant value-log GC judges expiry at: the clock now (`now_ms`), or the oldest
-    /// instant an iterator judges it at, if earlier (a value expired since that iterator was
-    /// made is still one it may read).
-    pub(crate) fn expiry_instant(&self, now_ms: impl FnOnce() -> u64) -> u64 {
-        let held = self.instants.lock();
-        let now = now_ms();
-        held.keys().next().map_or(now, |&oldest| oldest.min(now))
+    /// Whether a reader registered before `next_reader` returned `number` is still live.
+    pub(crate) fn reader_registered_before(&self, number: u64) -> bool {
+        self.readers.lock().live.first().is_some_and(|&n| n < number)
     }
 
     /// The oldest snapshot's sequence number, if any snapshot is held.
@@ -128,26 +118,14 @@ impl std::fmt::Debug for Snapshot {
     }
 }
 
-/// What a `ReaderPin` holds.
-enum Pinned {
-    /// A Version of a keyspace's tree (keyspace, Version id).
-    Version(u32, u64),
-    /// An instant expiry is judged at (clock milliseconds).
-    Instant(u64),
-}
-
-/// A reader's hold on a Version of a keyspace's tree (`SnapshotList::pin_version`) or on the
-/// instant it judges expiry at (`SnapshotList::pin_instant`), released when dropped.
+/// A registered reader (`SnapshotList::register_reader`), released when dropped.
 pub(crate) struct ReaderPin {
-    what: Pinned,
+    number: u64,
     list: Arc<SnapshotList>,
 }
 
 impl Drop for ReaderPin {
     fn drop(&mut self) {
-        match self.what {
-            Pinned::Version(ks, id) => unhold(&self.list.versions, &(ks, id)),
-            Pinned::Instant(at) => unhold(&self.list.instants, &at),
-        }
+        self.list.readers.lock().live.remove(&self.number);
     }
 }

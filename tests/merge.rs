@@ -259,15 +259,20 @@ fn a_keyspace_takes_its_operator_again_when_reopened_through_open_keyspace() {
     assert_eq!(ks.get("k").unwrap().unwrap(), b"ab");
 }
 
-#[test]
-fn value_log_gc_neither_moves_nor_frees_a_separated_value_beneath_merge_operands() {
-    let fs = Arc::new(MemFs::new());
-    let options = tiny_options(fs)
+/// For the value-log GC tests: GC only when called, small log files, separated values from
+/// 64 bytes, an appending operator.
+fn gc_options(fs: Arc<MemFs>) -> Options {
+    tiny_options(fs)
         .gc_interval_ms(0)
         .min_separated_value_bytes(64)
         .log_file_bytes(16 << 10)
-        .merge_operator(Arc::new(AppendOperator::new()));
-    let db = Db::open(DB, options).unwrap();
+        .merge_operator(Arc::new(AppendOperator::new()))
+}
+
+#[test]
+fn value_log_gc_neither_moves_nor_frees_a_separated_value_beneath_merge_operands() {
+    let fs = Arc::new(MemFs::new());
+    let db = Db::open(DB, gc_options(fs)).unwrap();
     let base = vec![b'x'; 1000];
     db.put("k", &base).unwrap();
     db.merge("k", "+1").unwrap();
@@ -300,13 +305,7 @@ fn an_iterator_from_before_a_fold_still_reads_the_value_gc_collected_beneath_the
     let fs = Arc::new(MemFs::new());
     // No compaction before the iterator is made: the value and the operand above it in two
     // level-0 tables, which only the `compact_range` below merges.
-    let options = tiny_options(fs.clone())
-        .gc_interval_ms(0)
-        .write_buffer_bytes(1 << 20)
-        .l0_compaction_trigger(8)
-        .min_separated_value_bytes(64)
-        .log_file_bytes(16 << 10)
-        .merge_operator(Arc::new(AppendOperator::new()));
+    let options = gc_options(fs.clone()).write_buffer_bytes(1 << 20).l0_compaction_trigger(8);
     let db = Db::open(DB, options).unwrap();
     let base = vec![b'x'; 1000];
     db.put("k", &base).unwrap();

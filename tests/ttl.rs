@@ -366,36 +366,48 @@ fn a_transactions_put_with_ttl_expires_after_the_commit_and_a_later_put_in_it_cl
     assert_eq!(db.get(b"bad").unwrap(), None, "a refused put is not written");
 }
 
-/// An iterator opened before an entry expired reads it as it was then (it judges expiry once,
-/// when made), even after a compaction dropped the expired entry and value-log GC collected
-/// the file of its separated value: the drop made that value garbage without a newer write,
-/// so GC waits for readers of the tables from before the compaction.
-#[test]
-fn an_iterator_from_before_an_expiry_still_reads_the_value_gc_collected_after_it() {
-    let clock = Arc::new(ManualClock::new(T0));
-    let fs = Arc::new(MemFs::new());
-    let db = Db::open("/ttl", options(fs.clone(), &clock).log_file_bytes(16 << 10)).unwrap();
+/// A database with `k` expiring in 10 s, its 1000-byte value in a log file the log has
+/// rolled past, every other value written there overwritten; flushed.
+fn expiring_value_in_a_rolled_file(clock: &Arc<ManualClock>) -> (Db, Vec<u8>) {
+    let db = Db::open("/ttl", options(Arc::new(MemFs::new()), clock).log_file_bytes(16 << 10)).unwrap();
     let value = vec![7u8; 1000];
     db.put_with_ttl(b"k", &value, Duration::from_secs(10)).unwrap();
-    // Roll the log past the value's file, overwriting every other value written there.
     for round in 0..3u64 {
         for i in 0..40 {
             db.put(format!("f{i:02}"), common::make_value(b"f", round, 900)).unwrap();
         }
     }
     db.flush().unwrap();
-    let mut it = db.iter(&ReadOptions::default()).unwrap();
-    clock.advance(Duration::from_secs(10));
-    db.compact_range(None, None).unwrap();
+    (db, value)
+}
+
+/// After `clock` passed `k`'s expiry: GC collects its value's file, and `it`, made before the
+/// expiry, still reads `k` (it judges expiry once, when made); the database stays healthy.
+fn gc_then_the_old_iterator_reads_the_value(db: &Db, mut it: wisckey::DbIterator, value: &[u8]) {
     assert_eq!(db.get(b"k").unwrap(), None, "expired");
     let report = db.run_gc(0.0).unwrap();
     assert!(report.files_collected > 0, "GC collected the value's file: {report:?}");
     it.seek(b"k").unwrap();
     assert!(it.valid() && it.key() == b"k", "the iterator judges expiry as of when it was made");
-    assert_eq!(it.value(), &value[..]);
+    assert_eq!(it.value(), value);
     drop(it);
+    assert_eq!(db.get(b"k").unwrap(), None, "still expired for every newer reader");
     let report = db.verify().unwrap();
     assert!(report.is_healthy(), "{report}");
+}
+
+/// An iterator opened before an entry expired reads it as it was then, even after a
+/// compaction dropped the expired entry and value-log GC collected the file of its separated
+/// value: the drop made that value garbage without a newer write, so GC waits for readers of
+/// the tables from before the compaction.
+#[test]
+fn an_iterator_from_before_an_expiry_still_reads_the_value_gc_collected_after_it() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let (db, value) = expiring_value_in_a_rolled_file(&clock);
+    let it = db.iter(&ReadOptions::default()).unwrap();
+    clock.advance(Duration::from_secs(10));
+    db.compact_range(None, None).unwrap();
+    gc_then_the_old_iterator_reads_the_value(&db, it, &value);
 }
 
 /// The same with no compaction between: the value expires by the clock alone while an
@@ -404,28 +416,10 @@ fn an_iterator_from_before_an_expiry_still_reads_the_value_gc_collected_after_it
 #[test]
 fn an_iterator_from_before_an_expiry_by_the_clock_alone_still_reads_the_value() {
     let clock = Arc::new(ManualClock::new(T0));
-    let fs = Arc::new(MemFs::new());
-    let db = Db::open("/ttl", options(fs.clone(), &clock).log_file_bytes(16 << 10)).unwrap();
-    let value = vec![7u8; 1000];
-    db.put_with_ttl(b"k", &value, Duration::from_secs(10)).unwrap();
-    for round in 0..3u64 {
-        for i in 0..40 {
-            db.put(format!("f{i:02}"), common::make_value(b"f", round, 900)).unwrap();
-        }
-    }
-    db.flush().unwrap();
+    let (db, value) = expiring_value_in_a_rolled_file(&clock);
     // Counts the overwritten values as garbage while `k` is still live.
     db.compact_range(None, None).unwrap();
-    let mut it = db.iter(&ReadOptions::default()).unwrap();
+    let it = db.iter(&ReadOptions::default()).unwrap();
     clock.advance(Duration::from_secs(10));
-    assert_eq!(db.get(b"k").unwrap(), None, "expired");
-    let report = db.run_gc(0.0).unwrap();
-    assert!(report.files_collected > 0, "GC collected the value's file: {report:?}");
-    it.seek(b"k").unwrap();
-    assert!(it.valid() && it.key() == b"k", "the iterator judges expiry as of when it was made");
-    assert_eq!(it.value(), &value[..]);
-    drop(it);
-    assert_eq!(db.get(b"k").unwrap(), None, "still expired for every newer reader");
-    let report = db.verify().unwrap();
-    assert!(report.is_healthy(), "{report}");
+    gc_then_the_old_iterator_reads_the_value(&db, it, &value);
 }

@@ -13,7 +13,6 @@ use crate::internal_iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind};
 use crate::memtable::{Lookup, Memtable};
 use crate::options::ReadOptions;
-use crate::snapshot::ReaderPin;
 use crate::sst::filter::FilterHash;
 use crate::sst::BlockReads;
 use crate::value::Value;
@@ -87,8 +86,8 @@ pub(super) type Mems = smallvec::SmallVec<[Arc<Memtable>; 4]>;
 
 /// A registered reader's holds (`registered_view`), released when dropped.
 struct Reader {
+    _registration: crate::snapshot::ReaderPin,
     _snapshot: crate::snapshot::Snapshot,
-    _version: Option<ReaderPin>,
 }
 
 /// What one read of a keyspace works on: memtables (newest first) and the keyspace's Version,
@@ -179,18 +178,7 @@ impl DbInner {
         user_key: &[u8],
     ) -> Result<Option<(ValueKind, Value)>> {
         let Some(version) = view.versions.get(&ks) else { return Ok(None) };
-        // Expiry as the oldest iterator judges it: a value expired since one was made is still
-        // one it may read.
-        let at = self.snapshots.expiry_instant(|| self.opts.clock.now_ms());
-        self.get_entry(
-            &view.mems,
-            version,
-            view.seq,
-            (ks, None),
-            user_key,
-            BlockReads::filling(true),
-            (false, Some(at)),
-        )
+        self.get_entry(&view.mems, version, view.seq, (ks, None), user_key, BlockReads::filling(true), false)
     }
 
     /// An error when the newest entry of `user_key` in `view` is a merge operand with the
@@ -248,12 +236,6 @@ impl DbInner {
     }
 
     fn view(&self, ro: &ReadOptions, ks: u32) -> Result<View> {
-        self.view_pinned(ro, ks, false).map(|(view, _)| view)
-    }
-
-    /// `view`, with the Version registered as read when `pin` (under the lock that fixed it:
-    /// value-log GC reads the current Versions under that lock too).
-    fn view_pinned(&self, ro: &ReadOptions, ks: u32, pin: bool) -> Result<(View, Option<ReaderPin>)> {
         let st = self.state.lock();
         let (version, counters, merge) = match (st.versions.current_of(ks), st.tree(ks)) {
             (Some(v), Some(t)) if !t.dropped => {
@@ -261,7 +243,6 @@ impl DbInner {
             }
             _ => return Err(st.missing_keyspace(ks)),
         };
-        let pin = pin.then(|| self.snapshots.pin_version(ks, st.versions.current_id_of(ks)));
         let mems = st.mems();
         // Read under the lock that fixed the memtables: a leader publishes `visible_seq` and
         // switches memtables only while holding it. So every write at or below `seq` is in
@@ -272,7 +253,7 @@ impl DbInner {
             None => self.writes.visible_seq(),
         };
         drop(st);
-        Ok((View { mems, version, seq, ks, counters, merge }, pin))
+        Ok(View { mems, version, seq, ks, counters, merge })
     }
 
     /// A transaction's start: a registered snapshot of the newest state and the memtable
@@ -304,20 +285,21 @@ impl DbInner {
     }
 
     /// A view for a reader that must keep its separated values readable (iterators,
-    /// `multi_get`), with its registration as a reader: its sequence number, and its Version.
-    /// The sequence number is registered *before* it is read: value-log GC then either sees it
-    /// (and keeps the files it may read) or had made its pointer puts visible before, so the
-    /// view already points at the new copies. The Version counts too: a compaction that folds
-    /// merge operands into the separated value beneath them (or a compaction filter that
-    /// replaces one) makes that value garbage without a newer write, so a reader at the newest
-    /// sequence number on the Version from before still reads it.
+    /// `multi_get`), with its registration as a reader, made *before* the view is taken (and
+    /// before an iterator reads the clock it judges expiry by): value-log GC frees nothing
+    /// while a reader registered before it decided to is left (`SnapshotList::register_reader`).
+    /// A sequence number alone is not enough: a compaction that folds merge operands into the
+    /// separated value beneath them, or drops an expired entry, makes a value garbage without
+    /// a newer write, and a reader at the newest sequence number on the tables from before (or
+    /// one that judged expiry earlier) still reads it. The snapshot keeps compaction from
+    /// dropping the versions the reader sees.
     fn registered_view(&self, ro: &ReadOptions, ks: u32) -> Result<(View, Reader)> {
+        let registration = self.snapshots.register_reader();
         let snapshot = match &ro.snapshot {
             Some(s) => s.clone(),
             None => self.snapshots.acquire(self.writes.visible_seq()),
         };
-        let (view, version) = self.view_pinned(ro, ks, true)?;
-        Ok((view, Reader { _snapshot: snapshot, _version: version }))
+        Ok((self.view(ro, ks)?, Reader { _registration: registration, _snapshot: snapshot }))
     }
 
     /// How `ro`'s table reads use blocks: the block cache as it asks, and every block checked
@@ -383,15 +365,7 @@ impl DbInner {
         reads: BlockReads,
         kept: bool,
     ) -> Result<Option<(ValueKind, Value)>> {
-        self.get_entry(
-            &view.mems,
-            &view.version,
-            view.seq,
-            (view.ks, view.counters.as_deref()),
-            user_key,
-            reads,
-            (kept, None),
-        )
+        self.get_entry(&view.mems, &view.version, view.seq, (view.ks, view.counters.as_deref()), user_key, reads, kept)
     }
 
     /// The newest entry for `user_key` visible in `view`: `None` when absent, the kind and
@@ -407,14 +381,12 @@ impl DbInner {
         (ks, tree): (u32, Option<&super::tuner::TreeCounters>),
         user_key: &[u8],
         reads: BlockReads,
-        (kept, expiry_at): (bool, Option<u64>),
+        kept: bool,
     ) -> Result<Option<(ValueKind, Value)>> {
         let found = self.newest_entry(mems, version, seq, (ks, tree), user_key, reads, kept)?;
         // An expiring entry reads as its plain kind until it expires, then as a deletion.
         let found = match found {
-            Some((kind, v, s)) if crate::ttl::is_expiring(kind) => {
-                Some(self.as_read_at(kind, v, s, expiry_at.unwrap_or_else(|| self.opts.clock.now_ms()))?)
-            }
+            Some((kind, v, s)) if crate::ttl::is_expiring(kind) => Some(self.as_read(kind, v, s)?),
             other => other,
         };
         // The newest visible entry is deleted when a range tombstone newer than it covers it.
@@ -631,14 +603,7 @@ impl DbInner {
         if !crate::ttl::is_expiring(kind) {
             return Ok((kind, v, seq));
         }
-        self.as_read_at(kind, v, seq, self.opts.clock.now_ms())
-    }
-
-    /// `as_read` with expiry judged at `now` (clock milliseconds).
-    fn as_read_at(&self, kind: ValueKind, v: Value, seq: u64, now: u64) -> Result<(ValueKind, Value, u64)> {
-        if !crate::ttl::is_expiring(kind) {
-            return Ok((kind, v, seq));
-        }
+        let now = self.opts.clock.now_ms();
         match crate::ttl::as_read(kind, &v, now) {
             Some((ValueKind::Deletion, _)) => Ok((ValueKind::Deletion, Value::new(), seq)),
             Some((plain, _)) => Ok((plain, v.slice(crate::ttl::EXPIRY_LEN..), seq)),
@@ -760,10 +725,7 @@ impl DbInner {
         }
         // An iterator is registered like a snapshot, so value-log GC keeps every value it may
         // still read.
-        // Expiry is judged once, when the iterator is made: it reads one instant, as it reads
-        // one sequence number. Registered, so value-log GC keeps what expired after it.
-        let (now, instant) = self.snapshots.pin_instant(|| self.opts.clock.now_ms());
-        let pins = (view.mems, view.version.clone(), reader, instant);
+        let pins = (view.mems, view.version.clone(), reader);
         let samples = IterSamples { db: Arc::clone(self), version: view.version.clone(), ks };
         let merges = Arc::new(ScanMerges {
             db: Arc::clone(self),
@@ -771,6 +733,9 @@ impl DbInner {
             cache: CacheUse::filling(ro.fill_cache.unwrap_or(false)),
         });
         let order = self.table_cache.order().clone();
+        // Expiry is judged once, when the iterator is made: it reads one instant, as it reads
+        // one sequence number.
+        let now = self.opts.clock.now_ms();
         let merged = MergingIterator::new(children, order.clone());
         let it = DbIterator::new(
             Box::new(crate::ttl::ExpiryIter::new(merged, now, crate::ttl::ExpiryMode::Read)),

@@ -636,12 +636,6 @@ impl VersionSet {
         self.trees.get(&id).map_or(0, |t| t.current_id)
     }
 
-    /// Every keyspace's `current_id_of`; `u64::MAX` for a dropped one (every Version of it
-    /// is older than its drop, which installs none).
-    pub fn current_ids(&self) -> Vec<(u32, u64)> {
-        self.trees.iter().map(|(&id, t)| (id, if t.dropped { u64::MAX } else { t.current_id })).collect()
-    }
-
     /// Every keyspace's tree, by id (dropped ones awaiting their finish included).
     pub fn trees(&self) -> &BTreeMap<u32, Tree> {
         &self.trees

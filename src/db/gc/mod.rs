@@ -60,23 +60,22 @@ struct Activity {
 }
 
 /// When a collection's outcome was installed, as its readers see it: its pointer puts were
-/// visible from sequence number `seq` on, and its liveness checks saw no Version older than
-/// `versions` (keyspace, `VersionSet::current_id_of`). A reader from before either may still
-/// read the collected copies: one at an older sequence number, through pointers GC replaced;
-/// one on an older Version, through pointers a compaction dropped without a newer write (a
-/// fold of merge operands into the separated value beneath them, a compaction filter's
-/// replacement).
+/// visible from sequence number `seq` on, and readers that follow value pointers registered
+/// from number `readers` on took their views after it. A reader from before either may still
+/// read the collected copies: a snapshot at an older sequence number, through pointers GC
+/// replaced; an iterator (or `multi_get`) made before, through pointers GC replaced or that a
+/// compaction dropped without a newer write (a fold of merge operands into the separated value
+/// beneath them, an expired entry), or whose value expired after the iterator judged expiry.
 #[derive(Clone, Debug)]
 pub(crate) struct Installed {
     seq: u64,
-    versions: Vec<(u32, u64)>,
+    readers: u64,
 }
 
 impl Installed {
     /// The newest state, read now.
     pub(super) fn now(db: &DbInner) -> Installed {
-        let versions = db.state.lock().versions.current_ids();
-        Installed { seq: db.writes.visible_seq(), versions }
+        Installed { seq: db.writes.visible_seq(), readers: db.snapshots.next_reader() }
     }
 }
 
@@ -228,8 +227,8 @@ pub struct GcReport {
     /// Bytes of live values moved to cold value files.
     pub bytes_rewritten: u64,
     /// Set when collection stopped because a snapshot or iterator from before GC's moves (the
-    /// oldest reads at this sequence number; an iterator may instead read an older tree
-    /// Version) pins what was collected: collecting more would only
+    /// oldest snapshot reads at this sequence number) pins what was collected: collecting more
+    /// would only
     /// copy live values again without freeing anything. GC resumes once it is released.
     pub stopped_by_reader_at: Option<u64>,
 }
@@ -282,7 +281,7 @@ impl Gc {
             }
         }
         if let Some(seq) = report.stopped_by_reader_at {
-            tracing::info!(reader_seq = seq, "value-log GC stopped: a snapshot or iterator from before its moves (an older sequence number or tree Version) pins the collected data; it resumes once that reader is gone");
+            tracing::info!(reader_seq = seq, "value-log GC stopped: a snapshot or iterator from before its moves (an older sequence number, or made before it freed) pins the collected data; it resumes once that reader is gone");
         }
         // Background GC re-arms the stall if the value log is still past its limit.
         self.release_writers();
@@ -457,9 +456,9 @@ impl Gc {
     }
 
     /// True when no snapshot or iterator reads at a sequence number below `at.seq`, and no
-    /// iterator reads a Version older than `at.versions`.
+    /// reader that follows value pointers registered before `at` is left.
     fn no_reader_before(&self, db: &DbInner, at: &Installed) -> bool {
-        db.snapshots.oldest().is_none_or(|s| s >= at.seq) && !db.snapshots.reads_version_before(&at.versions)
+        db.snapshots.oldest().is_none_or(|s| s >= at.seq) && !db.snapshots.reader_registered_before(at.readers)
     }
 
     /// The background GC thread: collects one file per round and starts the next round at
