@@ -45,6 +45,18 @@ impl SnapshotList {
         Snapshot { seq, list: Arc::clone(self) }
     }
 
+    /// Register a snapshot at the sequence number `newest` reads (the newest visible one),
+    /// read while the registry is locked: value-log GC reads that number before it looks at
+    /// the registry, so it either sees this snapshot or made its pointer puts visible before
+    /// the number was read. (Read first and registered after, a reader descheduled between
+    /// the two could miss GC's moves and be missed by its check.)
+    pub fn acquire_newest(self: &Arc<Self>, newest: impl FnOnce() -> u64) -> Snapshot {
+        let mut held = self.held.lock();
+        let seq = newest();
+        *held.entry(seq).or_insert(0) += 1;
+        Snapshot { seq, list: Arc::clone(self) }
+    }
+
     fn release(&self, seq: u64) {
         unhold(&self.held, &seq);
     }

@@ -309,7 +309,8 @@ impl Keyspace {
         let order = self.db.table_cache.order().clone();
         let empty = matches!((&lower, &upper), (Some(l), Some(u)) if order.compare_user(l, u).is_ge());
         // One snapshot for both ends: they must see the same state to meet correctly.
-        let snapshot = ro.snapshot.clone().unwrap_or_else(|| self.db.snapshots.acquire(self.db.writes.visible_seq()));
+        let snapshot =
+            ro.snapshot.clone().unwrap_or_else(|| self.db.snapshots.acquire_newest(|| self.db.writes.visible_seq()));
         let ro = ReadOptions { snapshot: Some(snapshot), lower_bound: lower, upper_bound: upper, ..ro.clone() };
         let cursor = |forward| -> Result<Option<Entries>> {
             if empty {

@@ -694,7 +694,7 @@ impl Db {
 
     /// A consistent view of the database as of now.
     pub fn snapshot(&self) -> Snapshot {
-        self.inner.snapshots.acquire(self.inner.writes.visible_seq())
+        self.inner.snapshots.acquire_newest(|| self.inner.writes.visible_seq())
     }
 
     /// Flush the memtable to an SSTable and wait for it.

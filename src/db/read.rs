@@ -291,13 +291,13 @@ impl DbInner {
     /// A sequence number alone is not enough: a compaction that folds merge operands into the
     /// separated value beneath them, or drops an expired entry, makes a value garbage without
     /// a newer write, and a reader at the newest sequence number on the tables from before (or
-    /// one that judged expiry earlier) still reads it. The snapshot keeps compaction from
-    /// dropping the versions the reader sees.
+    /// one that judged expiry earlier) still reads it. The snapshot is the reader's sequence
+    /// number in the registry GC's sequence-number rule (and its pacing) looks at.
     fn registered_view(&self, ro: &ReadOptions, ks: u32) -> Result<(View, Reader)> {
         let registration = self.snapshots.register_reader();
         let snapshot = match &ro.snapshot {
             Some(s) => s.clone(),
-            None => self.snapshots.acquire(self.writes.visible_seq()),
+            None => self.snapshots.acquire_newest(|| self.writes.visible_seq()),
         };
         Ok((self.view(ro, ks)?, Reader { _registration: registration, _snapshot: snapshot }))
     }
@@ -641,8 +641,8 @@ impl DbInner {
     /// the LSM-tree, then their value reads are submitted together (one kernel entry with
     /// io_uring) and collected in order, each verified as `get` verifies it.
     pub(crate) fn multi_get(&self, ro: &ReadOptions, ks: u32, keys: &[&[u8]]) -> Result<Vec<Option<Value>>> {
-        // Registered like a snapshot: value-log GC keeps what these pointers name until the
-        // reads are done.
+        // Registered as a reader: value-log GC keeps what these pointers name until the reads
+        // are done.
         let (view, _reader) = self.registered_view(ro, ks)?;
         let block_reads = self.block_reads(ro);
         let reads = block_reads;
@@ -723,7 +723,7 @@ impl DbInner {
                 children.push(Box::new(it));
             }
         }
-        // An iterator is registered like a snapshot, so value-log GC keeps every value it may
+        // An iterator is registered as a reader, so value-log GC keeps every value it may
         // still read.
         let pins = (view.mems, view.version.clone(), reader);
         let samples = IterSamples { db: Arc::clone(self), version: view.version.clone(), ks };

@@ -357,7 +357,7 @@ impl Gc {
     /// first (without holding it: `WriteQueue::sync_log_for_gc`), then frees the chunks in one
     /// go: one manifest record (written under the state lock, which every writer takes too)
     /// and one hole for all of them.
-    /// A reader older than the moves pins the old copies: GC waits a little for it, then
+    /// A reader from before the free (`Installed`) pins the old copies: GC waits a little for it, then
     /// stops (the chunks stay, the tail is recorded, the next round resumes after it), so disk
     /// use grows by at most a few chunks while old readers last.
     pub(super) fn free_moved_chunks(

@@ -7,7 +7,8 @@
 //! Safety argument (docs/design.md has the crash table): a pointer is put only if the key's
 //! newest entry still points at the old copy, checked by the write leader so a concurrent user
 //! write wins; the cold file is synced before the pointers are logged, and space is freed only
-//! once the log is durable past them and no snapshot or iterator older than the moves exists.
+//! once the log is durable past them, no snapshot older than the moves exists and no iterator
+//! made before the free is left.
 
 mod cold;
 mod collect;
@@ -220,20 +221,20 @@ impl Gc {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct GcReport {
-    /// vLog files fully collected (deleted or waiting for old snapshots to go).
+    /// vLog files fully collected (deleted or waiting for older readers to go).
     pub files_collected: u64,
     /// Bytes of vLog read.
     pub bytes_read: u64,
     /// Bytes of live values moved to cold value files.
     pub bytes_rewritten: u64,
-    /// Set when collection stopped because a snapshot or iterator from before GC's moves (the
-    /// oldest snapshot reads at this sequence number) pins what was collected: collecting more
-    /// would only
-    /// copy live values again without freeing anything. GC resumes once it is released.
+    /// Set when collection stopped because a snapshot older than GC's moves, or an iterator
+    /// made before it freed, pins what was collected (the oldest snapshot reads at this
+    /// sequence number): collecting more would only copy live values again without freeing
+    /// anything. GC resumes once it is released.
     pub stopped_by_reader_at: Option<u64>,
 }
 
-/// How long GC waits for readers older than its moves before it stops: short scans and
+/// How long GC waits for readers from before it frees (`Installed`) before it stops: short scans and
 /// snapshot reads finish within it, a held snapshot does not. (It is the longest a `run_gc`
 /// call or a round blocks on a reader.)
 const READER_WAIT: Duration = Duration::from_millis(20);
