@@ -109,13 +109,22 @@ fn seeks_into_tables_of_several_segments_collapse_them_and_every_view_still_matc
     }
     db.wait_for_background_work().expect("settle");
     assert_eq!(db.stats().num_table_collapses, 0);
-    for _ in 0..20_000 {
-        let mut it = db.iter(&ReadOptions::default()).expect("iter");
-        it.seek(format!("key{:05}", rng.gen_range(0..400)).as_bytes()).expect("seek");
+    // Rounds of seeks until one collapses a table (at most 5): which table's charges reach
+    // their allowance first depends on background timing, and a seek compaction that appends
+    // to the level below makes fresh tables that start counting anew (CI saw 20,000 seeks
+    // collapse nothing, once in about 70 runs).
+    for _ in 0..5 {
+        for _ in 0..20_000 {
+            let mut it = db.iter(&ReadOptions::default()).expect("iter");
+            it.seek(format!("key{:05}", rng.gen_range(0..400)).as_bytes()).expect("seek");
+        }
+        db.wait_for_background_work().expect("settle");
+        if db.stats().num_table_collapses > 0 {
+            break;
+        }
     }
-    db.wait_for_background_work().expect("settle");
     let st = db.stats();
-    assert!(st.num_table_collapses > 0, "no collapse: {st:?}");
+    assert!(st.num_table_collapses > 0, "no collapse after 100,000 seeks: {st:?}");
     assert!(segments_beyond_one(&db) < before, "{} segments beyond one, {before} before", segments_beyond_one(&db));
     assert_view_matches(&db, &ReadOptions::default(), &model, "after collapses");
     let ro = ReadOptions { snapshot: Some(snap), ..ReadOptions::default() };
