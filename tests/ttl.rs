@@ -427,3 +427,22 @@ fn an_iterator_from_before_an_expiry_by_the_clock_alone_still_reads_the_value() 
     clock.advance(Duration::from_secs(10));
     gc_then_the_old_iterator_reads_the_value(&db, it, &value);
 }
+
+/// `reorganize_vlog` rewrites every separated value in key order; a value written with a TTL
+/// keeps its expiry time through the rewrite and is gone once it passes.
+#[test]
+fn reorganizing_the_value_log_keeps_every_expiry_time() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = Db::open("/ttl", options(Arc::new(MemFs::new()), &clock)).unwrap();
+    db.put_with_ttl(b"brief", vec![1u8; 500], Duration::from_secs(10)).unwrap();
+    db.put(b"forever", vec![2u8; 500]).unwrap();
+    db.flush().unwrap();
+    let report = db.reorganize_vlog().unwrap();
+    assert!(report.bytes_rewritten >= 1000, "both values were moved: {report:?}");
+    assert_eq!(db.get(b"brief").unwrap().as_deref(), Some(&[1u8; 500][..]));
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(db.get(b"brief").unwrap(), None, "the moved value kept its expiry time");
+    assert_eq!(db.get(b"forever").unwrap().as_deref(), Some(&[2u8; 500][..]));
+    let keys: Vec<Vec<u8>> = db.scan(&ReadOptions::default()).unwrap().map(|e| e.unwrap().0.to_vec()).collect();
+    assert_eq!(keys, vec![b"forever".to_vec()]);
+}

@@ -357,6 +357,24 @@ impl DbInner {
         }
     }
 
+    /// The expiry time of `user_key`'s newest entry in keyspace `ks` (`None`: it has none, or
+    /// there is no entry): read raw, expired or not, for a rewrite that must keep it.
+    pub(crate) fn newest_expiry(&self, ks: u32, user_key: &[u8]) -> Result<Option<u64>> {
+        let view = self.view(&ReadOptions::default(), ks)?;
+        let found = self.newest_entry(
+            &view.mems,
+            &view.version,
+            view.seq,
+            (ks, None),
+            user_key,
+            BlockReads::filling(true),
+            false,
+        )?;
+        Ok(found
+            .filter(|(kind, _, _)| crate::ttl::is_expiring(*kind))
+            .and_then(|(_, v, _)| crate::ttl::split_expiry(&v).map(|(at, _)| at)))
+    }
+
     /// `get_entry` in a view of one keyspace.
     fn get_in(
         &self,

@@ -324,7 +324,13 @@ impl Gc {
         let mut r = Relocation { puts: WriteBatch::new(), old: Vec::new() };
         while it.valid() {
             if let Some(ptr) = it.current_pointer() {
-                r.puts.put_raw(ks, it.key(), it.value());
+                // The iterator shows a value with its expiry time stripped: a plain put would
+                // make a TTL value permanent. (Looked up again, the newest entry may be a newer
+                // write; its pointer then differs, and the conditional put is dropped.)
+                match db.newest_expiry(ks, it.key())? {
+                    Some(at) => r.puts.put_expiring_raw(ks, it.key(), it.value(), at),
+                    None => r.puts.put_raw(ks, it.key(), it.value()),
+                };
                 r.old.push(ptr);
                 report.bytes_read += u64::from(ptr.op_len);
             }
