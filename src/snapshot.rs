@@ -22,27 +22,10 @@ struct Readers {
     next: u64,
 }
 
-/// Take one more reference to `key` in `map`.
-fn hold<K: Ord>(map: &Mutex<BTreeMap<K, usize>>, key: K) {
-    *map.lock().entry(key).or_insert(0) += 1;
-}
-
-/// Drop one reference to `key` in `map`.
-fn unhold<K: Ord>(map: &Mutex<BTreeMap<K, usize>>, key: &K) {
-    let mut held = map.lock();
-    if let Some(n) = held.get_mut(key) {
-        *n -= 1;
-        if *n == 0 {
-            held.remove(key);
-        }
-    }
-}
-
 impl SnapshotList {
     /// Register a snapshot at `seq`.
     pub fn acquire(self: &Arc<Self>, seq: u64) -> Snapshot {
-        hold(&self.held, seq);
-        Snapshot { seq, list: Arc::clone(self) }
+        self.acquire_newest(|| seq)
     }
 
     /// Register a snapshot at the sequence number `newest` reads (the newest visible one),
@@ -58,7 +41,13 @@ impl SnapshotList {
     }
 
     fn release(&self, seq: u64) {
-        unhold(&self.held, &seq);
+        let mut held = self.held.lock();
+        if let Some(n) = held.get_mut(&seq) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&seq);
+            }
+        }
     }
 
     /// Register a reader that will follow value pointers, before it takes its view of the

@@ -67,7 +67,7 @@ struct Activity {
 /// replaced; an iterator (or `multi_get`) made before, through pointers GC replaced or that a
 /// compaction dropped without a newer write (a fold of merge operands into the separated value
 /// beneath them, an expired entry), or whose value expired after the iterator judged expiry.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct Installed {
     seq: u64,
     readers: u64,
