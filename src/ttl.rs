@@ -23,14 +23,27 @@ pub trait Clock: Send + Sync {
     fn now_ms(&self) -> u64;
 }
 
-/// The system's wall clock (the default `Options::clock`).
+/// The system's wall clock (the default `Options::clock`), never going backwards within the
+/// process: a wall clock stepped back (NTP, an operator) reads as standing still until it
+/// passes the latest time already given out. Value-log GC's wait for readers and an
+/// iterator's expiry judgements rely on that: an entry judged expired must stay expired.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemClock;
 
+/// The latest time any `SystemClock` gave out (one floor for the process: every database in
+/// it may hand entries to another through backups and checkpoints, and judge them alike).
+static SYSTEM_CLOCK_FLOOR_MS: AtomicU64 = AtomicU64::new(0);
+
 impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
-        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        at_least_floor(&SYSTEM_CLOCK_FLOOR_MS, wall)
     }
+}
+
+/// `wall`, or `floor` where `wall` is behind it; `floor` moves up to what is returned.
+fn at_least_floor(floor: &AtomicU64, wall: u64) -> u64 {
+    floor.fetch_max(wall, Ordering::AcqRel).max(wall)
 }
 
 /// A clock that moves only when told to: for tests of expiry that must not sleep.
@@ -263,6 +276,17 @@ mod tests {
         assert_eq!(as_read(ValueKind::ExpiringValue, &bytes, 1_000), Some((ValueKind::Deletion, &[][..])));
         assert_eq!(as_read(ValueKind::Value, b"raw", 5_000), Some((ValueKind::Value, &b"raw"[..])));
         assert_eq!(as_read(ValueKind::ExpiringValue, b"short", 0), None);
+    }
+
+    #[test]
+    fn a_wall_clock_stepped_back_reads_as_standing_still_until_it_passes_the_floor() {
+        let floor = AtomicU64::new(0);
+        assert_eq!(at_least_floor(&floor, 1_000), 1_000);
+        assert_eq!(at_least_floor(&floor, 400), 1_000, "stepped back: stands still");
+        assert_eq!(at_least_floor(&floor, 999), 1_000);
+        assert_eq!(at_least_floor(&floor, 1_500), 1_500, "moves on once past");
+        let a = SystemClock.now_ms();
+        assert!(SystemClock.now_ms() >= a);
     }
 
     #[test]
