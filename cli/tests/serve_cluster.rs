@@ -383,6 +383,101 @@ fn concurrent_puts_and_batches_grouped_into_shared_entries_are_each_applied_on_e
     }
 }
 
+/// Grow the cluster by a node the init did not name, and shrink it by one: the new node is
+/// added as a learner (answered once it has caught up), made a voter, and then one of the
+/// original followers is removed and killed; writes go on committing with the new majority.
+#[test]
+fn a_learner_catches_up_then_a_membership_change_makes_it_a_voter_that_replaces_a_node() {
+    let mut c = Cluster::start(3, &[], &[]);
+    let leader = c.wait_leader(&[0, 1, 2], ELECTION_BOUND);
+    let mut model = BTreeMap::new();
+    for i in 0..20 {
+        let (k, v) = (format!("k{i:03}"), format!("v{i}"));
+        c.put(leader, &k, &v);
+        model.insert(k, v);
+    }
+    c.addrs.push(format!("127.0.0.1:{}", free_port()));
+    c.children.push(None);
+    c.spawn(3);
+    let (code, body) = post(&c.addrs[leader], "/cluster/add-learner", &json!({"node_id": 4, "addr": c.addrs[3]}));
+    assert_eq!(code, 200, "add learner: {body}");
+    c.wait_caught_up(3, &model, ELECTION_BOUND);
+    let voters = |c: &Cluster, i: usize| status(&c.addrs[i]).map(|s| s["membership"]["voters"].clone());
+    assert_eq!(voters(&c, leader), Some(json!([1, 2, 3])), "a learner is not a voter");
+    let (code, body) = post(&c.addrs[leader], "/cluster/change-membership", &json!({"members": [1, 2, 3, 4]}));
+    assert_eq!(code, 200, "promote: {body}");
+    assert_eq!(voters(&c, leader), Some(json!([1, 2, 3, 4])));
+    let gone = others(3, leader)[0];
+    let members: Vec<usize> = (1..=4).filter(|&id| id != gone + 1).collect();
+    let (code, body) = post(&c.addrs[leader], "/cluster/change-membership", &json!({ "members": members }));
+    assert_eq!(code, 200, "remove node {}: {body}", gone + 1);
+    assert_eq!(voters(&c, leader), Some(json!(members)));
+    c.kill(gone);
+    // Three voters, one of them the new node: the leader and one other make a majority.
+    for i in 20..30 {
+        let (k, v) = (format!("k{i:03}"), format!("v{i}"));
+        c.put(leader, &k, &v);
+        model.insert(k, v);
+    }
+    c.wait_caught_up(3, &model, ELECTION_BOUND);
+    for (k, v) in &model {
+        assert_eq!(c.get(leader, k).as_ref(), Some(v), "{k}");
+    }
+}
+
+/// A snapshot stream that does not verify (here: bytes that are no stream) is refused with a
+/// clear error when its last chunk arrives; nothing is installed, no incoming file is left,
+/// and the node goes on replicating (openraft would stop on the storage error an install of it
+/// raises, so the stream is checked before it gets there).
+#[test]
+fn a_snapshot_that_does_not_verify_is_refused_and_the_node_keeps_replicating() {
+    let c = Cluster::start(3, &[], &[]);
+    let leader = c.wait_leader(&[0, 1, 2], ELECTION_BOUND);
+    let mut model = BTreeMap::new();
+    c.put(leader, "before", "b");
+    model.insert("before".to_string(), "b".to_string());
+    let follower = others(3, leader)[0];
+    c.wait_caught_up(follower, &model, ELECTION_BOUND);
+    let st = status(&c.addrs[follower]).expect("follower status");
+    let (term, applied) = (st["term"].as_u64().expect("term"), st["last_applied"].as_u64().expect("applied"));
+    let vote = json!({"leader_id": {"term": term, "node_id": leader + 1}, "committed": true});
+    let last = json!({"leader_id": {"term": term, "node_id": leader + 1}, "index": applied + 100});
+    let req = json!({
+        "vote": vote,
+        "meta": {"last_log_id": last, "last_membership": {"log_id": null, "membership": {"configs": [], "nodes": {}}},
+                 "snapshot_id": "forged-1"},
+        "offset": 0,
+        "data": b"these bytes are not a snapshot stream".to_vec(),
+        "done": true,
+    });
+    let (code, body) = http(&c.addrs[follower], "POST", "/raft/snapshot", req.to_string().as_bytes(), &[]);
+    assert_eq!(code, 422, "a stream that does not verify: {body}");
+    assert!(body.contains("does not verify"), "unclear error: {body}");
+    let st = status(&c.addrs[follower]).expect("the follower still answers");
+    assert_eq!(st["error"], Value::Null, "Raft stopped on the follower: {st}");
+    assert_eq!(st["last_applied"].as_u64(), Some(applied), "something was installed: {st}");
+    let incoming: Vec<_> = std::fs::read_dir(c.node_dir(follower).join("raft-snapshots"))
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(!incoming.iter().any(|n| n.to_string_lossy().starts_with("incoming")), "left behind: {incoming:?}");
+    for i in 0..10 {
+        let (k, v) = (format!("after{i}"), format!("a{i}"));
+        c.put(leader, &k, &v);
+        model.insert(k, v);
+    }
+    c.wait_caught_up(follower, &model, ELECTION_BOUND);
+    // The follower's engine and Raft figures are served (metrics of both kinds).
+    for name in ["wisckey_user_bytes_written", "wisckey_log_bytes_written", "raft_last_applied_index"] {
+        assert!(c.metric(follower, name).is_some_and(|v| v > 0), "{name} missing or zero on the follower");
+    }
+    let put_at = c.put(leader, "last", "l") as i64;
+    assert!(c.metric(leader, "raft_commit_index").is_some_and(|v| v >= put_at), "the leader's commit index");
+    let (_, text) = http(&c.addrs[leader], "GET", "/metrics", b"", &[]);
+    for line in ["wisckey_write_amplification ", "wisckey_gc_stall_micros ", "raft_follower_lag_entries{follower="] {
+        assert!(text.lines().any(|l| l.starts_with(line)), "no {line:?} line in the leader's metrics");
+    }
+}
+
 #[test]
 fn bad_input_gets_clear_errors_and_the_node_keeps_serving() {
     let c = Cluster::start(1, &["--token", "s3cret"], &[]);

@@ -287,8 +287,26 @@ impl AsyncWrite for SnapshotFile {
         Poll::Ready(Ok(()))
     }
 
+    /// openraft shuts the data down when the last chunk has arrived: a received stream is
+    /// checked whole here (`stream::verify`), so that one which does not check out fails the
+    /// chunk's RPC on this node (the leader is told and sends it again) instead of reaching
+    /// `install_snapshot`, whose storage error would stop openraft on this node.
     fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
+        Poll::Ready(self.get_mut().verify_received())
+    }
+}
+
+/// Begins the message of a received stream that failed its check (`poll_shutdown`): the
+/// server answers the chunk that ended it with 422 instead of openraft's fatal error.
+pub(crate) const UNVERIFIED: &str = "received snapshot stream does not verify";
+
+impl SnapshotFile {
+    /// A received stream, synced and checked whole; anything else has nothing to check.
+    fn verify_received(&mut self) -> io::Result<()> {
+        let Kind::Receiving(r) = &mut self.kind else { return Ok(()) };
+        let unverified = |e: wisckey::Error| io::Error::new(io::ErrorKind::InvalidData, format!("{UNVERIFIED}: {e}"));
+        let file = r.readable().map_err(unverified)?;
+        off_the_runtime(|| crate::stream::verify(file, &r.path)).map(drop).map_err(unverified)
     }
 }
 

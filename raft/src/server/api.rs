@@ -372,7 +372,16 @@ async fn raft_snapshot(State(app): AppState, JsonBody(req): JsonBody<InstallSnap
     if let Some(r) = refuse_if_isolated(&app) {
         return r;
     }
-    Json(app.raft.install_snapshot(req).await).into_response()
+    match app.raft.install_snapshot(req).await {
+        // The stream this chunk ended did not check out: openraft calls it a storage error,
+        // but nothing was installed and Raft runs on here. 422 tells the leader (as a refusal
+        // it backs off from) to send the snapshot again.
+        Err(RaftError::Fatal(f)) if f.to_string().contains(crate::snapshot_file::UNVERIFIED) => {
+            tracing::warn!(node = app.id, error = %f, "a received snapshot did not verify; refused, nothing installed");
+            error(StatusCode::UNPROCESSABLE_ENTITY, f)
+        }
+        r => Json(r).into_response(),
+    }
 }
 
 #[derive(Deserialize)]

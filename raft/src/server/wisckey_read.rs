@@ -18,7 +18,7 @@ impl KvRead for StateMachineStore {
     fn metrics_text(&self) -> String {
         let s = self.db().stats();
         let mut out = String::new();
-        let counters: [(&str, &str, u64); 14] = [
+        let counters: [(&str, &str, u64); 17] = [
             ("user_bytes_written", "Bytes of keys and values written by users.", s.user_bytes_written),
             ("log_bytes_written", "Bytes appended to the value log.", s.log_bytes_written),
             ("flush_bytes_written", "Bytes written by memtable flushes.", s.flush_bytes_written),
@@ -26,10 +26,13 @@ impl KvRead for StateMachineStore {
             ("compaction_bytes_read", "Bytes read by compactions.", s.compaction_bytes_read),
             ("compactions", "Compactions run.", s.num_compactions),
             ("stall_micros", "Microseconds writers stalled.", s.stall_micros),
+            ("gc_stall_micros", "Microseconds writers waited for value-log GC.", s.gc_stall_micros),
             ("gc_runs", "Value-log GC runs.", s.gc_runs),
             ("gc_bytes_rewritten", "Bytes value-log GC rewrote.", s.gc_bytes_rewritten),
             ("gc_bytes_freed", "Bytes value-log GC gave back.", s.gc_bytes_freed),
             ("point_lookups", "Point lookups.", s.point_lookups),
+            ("filter_probes", "Tables whose filter a lookup asked.", s.filter_probes),
+            ("filter_false_positives", "Filter passes for keys the table did not hold.", s.filter_false_positives),
             ("value_cache_hits", "Value cache hits.", s.value_cache_hits),
             ("value_cache_misses", "Value cache misses.", s.value_cache_misses),
             ("disk_bytes", "Bytes the database holds on disk.", s.disk_bytes),
