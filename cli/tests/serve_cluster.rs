@@ -478,6 +478,84 @@ fn a_snapshot_that_does_not_verify_is_refused_and_the_node_keeps_replicating() {
     }
 }
 
+/// A CA and a certificate for 127.0.0.1 signed by it, as `--tls-cert` (the node's certificate
+/// followed by the CA's) and `--tls-key` files in `dir`; the CA's PEM for clients to trust.
+fn test_certificates(dir: &std::path::Path) -> (PathBuf, PathBuf, String) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().expect("CA key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(DnType::CommonName, "wisckey test CA");
+    let ca = ca_params.self_signed(&ca_key).expect("CA certificate");
+    let node_key = KeyPair::generate().expect("node key");
+    let mut node_params = CertificateParams::new(vec!["127.0.0.1".to_string()]).expect("node params");
+    node_params.distinguished_name.push(DnType::CommonName, "127.0.0.1");
+    let node = node_params.signed_by(&node_key, &ca, &ca_key).expect("node certificate");
+    let (chain, key) = (dir.join("chain.pem"), dir.join("key.pem"));
+    std::fs::write(&chain, format!("{}{}", node.pem(), ca.pem())).expect("write chain");
+    std::fs::write(&key, node_key.serialize_pem()).expect("write key");
+    (chain, key, ca.pem())
+}
+
+/// Nodes serving TLS with a shared token, as they must beyond loopback: they elect a leader
+/// and replicate over HTTPS (each trusting the CA in its chain), a client that trusts the CA
+/// and sends the token writes and reads, and one without the token, or speaking plain HTTP, is
+/// refused.
+#[test]
+fn nodes_on_tls_with_a_token_elect_and_replicate_and_refuse_clients_without_either() {
+    let certs = tempfile::tempdir().expect("tempdir");
+    let (chain, key, ca) = test_certificates(certs.path());
+    let (chain, key) = (chain.to_string_lossy().into_owned(), key.to_string_lossy().into_owned());
+    let c = Cluster::start(3, &["--token", "s3cret", "--tls-cert", &chain, "--tls-key", &key], &[]);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).expect("CA"))
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("client");
+    let call = |addr: &str, path: &str, body: Option<Value>, token: bool| {
+        let url = format!("https://{addr}{path}");
+        let mut req = match body {
+            Some(b) => client.post(url).json(&b),
+            None => client.get(url),
+        };
+        if token {
+            req = req.bearer_auth("s3cret");
+        }
+        rt.block_on(async {
+            let resp = req.send().await.map_err(|e| e.to_string())?;
+            let code = resp.status().as_u16();
+            Ok::<_, String>((code, resp.json::<Value>().await.unwrap_or(Value::Null)))
+        })
+    };
+    let deadline = Instant::now() + ELECTION_BOUND;
+    let leader = loop {
+        let leads = |a: &String| call(a, "/cluster/status", None, true).is_ok_and(|(_, s)| s["state"] == "Leader");
+        if let Some(a) = c.addrs.iter().find(|a| leads(a)) {
+            break a.clone();
+        }
+        assert!(Instant::now() < deadline, "no leader over TLS; logs in {:?}", c.root);
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let (code, body) = call(&leader, "/kv/put", Some(json!({"key": "k", "value": "over tls"})), true).expect("put");
+    assert_eq!(code, 200, "put: {body}");
+    let (code, body) = call(&leader, "/kv/get", Some(json!({"key": "k"})), true).expect("get");
+    assert_eq!((code, body["value"].as_str()), (200, Some("over tls")), "{body}");
+    for addr in &c.addrs {
+        let deadline = Instant::now() + ELECTION_BOUND;
+        while call(addr, "/kv/get", Some(json!({"key": "k", "stale": true})), true)
+            .map_or(true, |(_, b)| b["value"].as_str() != Some("over tls"))
+        {
+            assert!(Instant::now() < deadline, "{addr} never received the write over TLS");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let (code, _) = call(&leader, "/kv/get", Some(json!({"key": "k"})), false).expect("a TLS answer");
+    assert_eq!(code, 401, "no token");
+    let (code, _) = http(&leader, "GET", "/cluster/status", b"", &[("Authorization", "Bearer s3cret")]);
+    assert_ne!(code, 200, "plain HTTP to a TLS node was answered");
+}
+
 #[test]
 fn bad_input_gets_clear_errors_and_the_node_keeps_serving() {
     let c = Cluster::start(1, &["--token", "s3cret"], &[]);
