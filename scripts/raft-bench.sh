@@ -61,10 +61,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# io_bytes PID: write_bytes - cancelled_write_bytes of the process (as an integer: awk's
-# `print` turns a difference past 2^31 into 4.2e+09, which bash arithmetic refuses).
+# io_bytes PID: write_bytes - cancelled_write_bytes of the process, as an integer: awk's
+# `print` turns a difference past 2^31 into 4.2e+09, which bash arithmetic refuses, and mawk's
+# `%d` caps it at 2^31 - 1; `%.0f` prints a double's integer exactly up to 2^53.
 io_bytes() {
-  awk '/^write_bytes/ {w=$2} /^cancelled_write_bytes/ {c=$2} END {printf "%d\n", w-c}' "/proc/$1/io"
+  awk '/^write_bytes/ {w=$2} /^cancelled_write_bytes/ {c=$2} END {printf "%.0f\n", w-c}' "/proc/$1/io"
 }
 
 results="$dir/results.txt"

@@ -25,7 +25,9 @@ pub trait Clock: Send + Sync {
 
 /// The system's wall clock (the default `Options::clock`), never going backwards within the
 /// process: a wall clock stepped back (NTP, an operator) reads as standing still until it
-/// passes the latest time already given out. Value-log GC's wait for readers and an
+/// passes the latest time already given out. (So after a wall clock that jumped forward and
+/// was set back, time stands still until the wall clock catches up: entries expire by the
+/// jumped time, and TTLs given meanwhile count from it.) Value-log GC's wait for readers and an
 /// iterator's expiry judgements rely on that: an entry judged expired must stay expired.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemClock;
@@ -41,8 +43,13 @@ impl Clock for SystemClock {
     }
 }
 
-/// `wall`, or `floor` where `wall` is behind it; `floor` moves up to what is returned.
+/// `wall`, or `floor` where `wall` is behind it; `floor` moves up to what is returned. Most
+/// calls find the floor at or behind the wall and only read it (no write to the shared line).
 fn at_least_floor(floor: &AtomicU64, wall: u64) -> u64 {
+    let seen = floor.load(Ordering::Acquire);
+    if wall <= seen {
+        return seen;
+    }
     floor.fetch_max(wall, Ordering::AcqRel).max(wall)
 }
 

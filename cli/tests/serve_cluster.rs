@@ -200,6 +200,24 @@ impl Cluster {
         }
     }
 
+    /// POST to whichever node leads, starting at node `at`: follows 421s and retries while
+    /// the cluster elects a leader or answers 503; (the node that answered, status, body).
+    fn post_leader(&self, at: usize, path: &str, body: &Value) -> (String, u16, Value) {
+        let deadline = Instant::now() + ELECTION_BOUND;
+        let mut addr = self.addrs[at].clone();
+        loop {
+            let (code, answer) = post(&addr, path, body);
+            if code != 421 && code != 503 && code != 0 {
+                return (addr, code, answer);
+            }
+            assert!(Instant::now() < deadline, "{path} never reached a leader: {code} {answer}");
+            match answer["leader_addr"].as_str() {
+                Some(leader) => addr = leader.to_string(),
+                None => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
     fn metric(&self, at: usize, name: &str) -> Option<i64> {
         let (_, text) = http(&self.addrs[at], "GET", "/metrics", b"", &[]);
         let line = text.lines().find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))?;
@@ -399,20 +417,22 @@ fn a_learner_catches_up_then_a_membership_change_makes_it_a_voter_that_replaces_
     c.addrs.push(format!("127.0.0.1:{}", free_port()));
     c.children.push(None);
     c.spawn(3);
-    let (code, body) = post(&c.addrs[leader], "/cluster/add-learner", &json!({"node_id": 4, "addr": c.addrs[3]}));
+    let learner = json!({"node_id": 4, "addr": c.addrs[3]});
+    let (at, code, body) = c.post_leader(leader, "/cluster/add-learner", &learner);
     assert_eq!(code, 200, "add learner: {body}");
     c.wait_caught_up(3, &model, ELECTION_BOUND);
-    let voters = |c: &Cluster, i: usize| status(&c.addrs[i]).map(|s| s["membership"]["voters"].clone());
-    assert_eq!(voters(&c, leader), Some(json!([1, 2, 3])), "a learner is not a voter");
-    let (code, body) = post(&c.addrs[leader], "/cluster/change-membership", &json!({"members": [1, 2, 3, 4]}));
+    let voters = |addr: &str| status(addr).map(|s| s["membership"]["voters"].clone());
+    assert_eq!(voters(&at), Some(json!([1, 2, 3])), "a learner is not a voter");
+    let (at, code, body) = c.post_leader(leader, "/cluster/change-membership", &json!({"members": [1, 2, 3, 4]}));
     assert_eq!(code, 200, "promote: {body}");
-    assert_eq!(voters(&c, leader), Some(json!([1, 2, 3, 4])));
+    assert_eq!(voters(&at), Some(json!([1, 2, 3, 4])));
     let gone = others(3, leader)[0];
     let members: Vec<usize> = (1..=4).filter(|&id| id != gone + 1).collect();
-    let (code, body) = post(&c.addrs[leader], "/cluster/change-membership", &json!({ "members": members }));
+    let (at, code, body) = c.post_leader(leader, "/cluster/change-membership", &json!({ "members": members }));
     assert_eq!(code, 200, "remove node {}: {body}", gone + 1);
-    assert_eq!(voters(&c, leader), Some(json!(members)));
+    assert_eq!(voters(&at), Some(json!(members)));
     c.kill(gone);
+    let leader = c.wait_leader(&[0, 1, 2, 3].into_iter().filter(|&i| i != gone).collect::<Vec<_>>(), ELECTION_BOUND);
     // Three voters, one of them the new node: the leader and one other make a majority.
     for i in 20..30 {
         let (k, v) = (format!("k{i:03}"), format!("v{i}"));
@@ -438,19 +458,29 @@ fn a_snapshot_that_does_not_verify_is_refused_and_the_node_keeps_replicating() {
     model.insert("before".to_string(), "b".to_string());
     let follower = others(3, leader)[0];
     c.wait_caught_up(follower, &model, ELECTION_BOUND);
-    let st = status(&c.addrs[follower]).expect("follower status");
-    let (term, applied) = (st["term"].as_u64().expect("term"), st["last_applied"].as_u64().expect("applied"));
-    let vote = json!({"leader_id": {"term": term, "node_id": leader + 1}, "committed": true});
-    let last = json!({"leader_id": {"term": term, "node_id": leader + 1}, "index": applied + 100});
-    let req = json!({
-        "vote": vote,
-        "meta": {"last_log_id": last, "last_membership": {"log_id": null, "membership": {"configs": [], "nodes": {}}},
-                 "snapshot_id": "forged-1"},
-        "offset": 0,
-        "data": b"these bytes are not a snapshot stream".to_vec(),
-        "done": true,
-    });
-    let (code, body) = http(&c.addrs[follower], "POST", "/raft/snapshot", req.to_string().as_bytes(), &[]);
+    // Sent as from the leader the follower knows, at its term (an election in between makes
+    // the vote stale and the follower ignores the request: then try again).
+    let deadline = Instant::now() + ELECTION_BOUND;
+    let (applied, code, body) = loop {
+        let st = status(&c.addrs[follower]).expect("follower status");
+        let (term, applied) = (st["term"].as_u64().expect("term"), st["last_applied"].as_u64().expect("applied"));
+        let from = st["leader"].as_u64().unwrap_or(leader as u64 + 1);
+        let vote = json!({"leader_id": {"term": term, "node_id": from}, "committed": true});
+        let last = json!({"leader_id": {"term": term, "node_id": from}, "index": applied + 100});
+        let membership = json!({"log_id": null, "membership": {"configs": [], "nodes": {}}});
+        let req = json!({
+            "vote": vote,
+            "meta": {"last_log_id": last, "last_membership": membership, "snapshot_id": "forged-1"},
+            "offset": 0,
+            "data": b"these bytes are not a snapshot stream".to_vec(),
+            "done": true,
+        });
+        let (code, body) = http(&c.addrs[follower], "POST", "/raft/snapshot", req.to_string().as_bytes(), &[]);
+        if code != 200 || Instant::now() > deadline {
+            break (applied, code, body);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert_eq!(code, 422, "a stream that does not verify: {body}");
     assert!(body.contains("does not verify"), "unclear error: {body}");
     let st = status(&c.addrs[follower]).expect("the follower still answers");
@@ -537,9 +567,25 @@ fn nodes_on_tls_with_a_token_elect_and_replicate_and_refuse_clients_without_eith
         assert!(Instant::now() < deadline, "no leader over TLS; logs in {:?}", c.root);
         std::thread::sleep(Duration::from_millis(100));
     };
-    let (code, body) = call(&leader, "/kv/put", Some(json!({"key": "k", "value": "over tls"})), true).expect("put");
+    // Through whichever node leads (following 421s: an election may move it meanwhile).
+    let to_leader = |path: &str, body: Value| {
+        let deadline = Instant::now() + ELECTION_BOUND;
+        let mut addr = leader.clone();
+        loop {
+            let (code, answer) = call(&addr, path, Some(body.clone()), true).unwrap_or((0, Value::Null));
+            if code != 421 && code != 503 && code != 0 {
+                return (code, answer);
+            }
+            assert!(Instant::now() < deadline, "{path} over TLS never reached a leader: {code} {answer}");
+            match answer["leader_addr"].as_str() {
+                Some(a) => addr = a.to_string(),
+                None => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    };
+    let (code, body) = to_leader("/kv/put", json!({"key": "k", "value": "over tls"}));
     assert_eq!(code, 200, "put: {body}");
-    let (code, body) = call(&leader, "/kv/get", Some(json!({"key": "k"})), true).expect("get");
+    let (code, body) = to_leader("/kv/get", json!({"key": "k"}));
     assert_eq!((code, body["value"].as_str()), (200, Some("over tls")), "{body}");
     for addr in &c.addrs {
         let deadline = Instant::now() + ELECTION_BOUND;
@@ -552,8 +598,8 @@ fn nodes_on_tls_with_a_token_elect_and_replicate_and_refuse_clients_without_eith
     }
     let (code, _) = call(&leader, "/kv/get", Some(json!({"key": "k"})), false).expect("a TLS answer");
     assert_eq!(code, 401, "no token");
-    let (code, _) = http(&leader, "GET", "/cluster/status", b"", &[("Authorization", "Bearer s3cret")]);
-    assert_ne!(code, 200, "plain HTTP to a TLS node was answered");
+    let (code, answer) = http(&leader, "GET", "/cluster/status", b"", &[("Authorization", "Bearer s3cret")]);
+    assert_eq!(code, 0, "plain HTTP to a TLS node got an HTTP answer: {answer}");
 }
 
 #[test]

@@ -51,6 +51,9 @@ pub(crate) struct Receiving {
     /// Removed when dropped unless an install took charge of it: a stream openraft abandons
     /// (the leader started another) leaves nothing behind.
     remove_on_drop: bool,
+    /// Synced and checked whole when its last chunk arrived (`SnapshotFile::poll_shutdown`),
+    /// and not written since: the install's own check would read it all again.
+    pub(crate) verified: bool,
 }
 
 impl Receiving {
@@ -59,7 +62,7 @@ impl Receiving {
         drop(vfs.create(path)?);
         // Appending (`O_APPEND`), so a write after a cut (a chunk sent again) lands at the cut.
         let file = vfs.open_append(path)?;
-        Ok(Receiving { file, path: path.to_owned(), vfs: vfs.clone(), remove_on_drop: true })
+        Ok(Receiving { file, path: path.to_owned(), vfs: vfs.clone(), remove_on_drop: true, verified: false })
     }
 
     /// The file's bytes so far, synced and opened for reading.
@@ -236,6 +239,7 @@ impl SnapshotFile {
         if self.pos < len {
             r.file.truncate(self.pos).map_err(io::Error::other)?;
         }
+        r.verified = false;
         r.file.append(data).map_err(io::Error::other)?;
         self.pos += data.len() as u64;
         Ok(data.len())
@@ -301,12 +305,26 @@ impl AsyncWrite for SnapshotFile {
 pub(crate) const UNVERIFIED: &str = "received snapshot stream does not verify";
 
 impl SnapshotFile {
-    /// A received stream, synced and checked whole; anything else has nothing to check.
+    /// A received stream, synced and checked whole; anything else has nothing to check. Damage
+    /// in the stream is `UNVERIFIED` (the leader sends it again); a failure of this node's
+    /// disk is reported as what it is.
     fn verify_received(&mut self) -> io::Result<()> {
         let Kind::Receiving(r) = &mut self.kind else { return Ok(()) };
-        let unverified = |e: wisckey::Error| io::Error::new(io::ErrorKind::InvalidData, format!("{UNVERIFIED}: {e}"));
-        let file = r.readable().map_err(unverified)?;
-        off_the_runtime(|| crate::stream::verify(file, &r.path)).map(drop).map_err(unverified)
+        let checked = r.readable().and_then(|file| off_the_runtime(|| crate::stream::verify(file, &r.path)));
+        match checked {
+            Ok(_) => {
+                r.verified = true;
+                Ok(())
+            }
+            Err(e) if e.is_corruption() => {
+                tracing::warn!(path = ?r.path, error = %e, "a received snapshot stream does not verify");
+                Err(io::Error::new(io::ErrorKind::InvalidData, format!("{UNVERIFIED}: {e}")))
+            }
+            Err(e) => {
+                tracing::error!(path = ?r.path, error = %e, "a received snapshot stream could not be checked");
+                Err(io::Error::other(e))
+            }
+        }
     }
 }
 

@@ -14,9 +14,10 @@ pub struct ServeArgs {
     /// This node's id.
     #[arg(long)]
     pub id: u64,
-    /// Address to listen on (loopback unless --token and --tls-cert/--tls-key are given).
+    /// Address to listen on (beyond loopback only with --token and --tls-cert/--tls-key).
+    /// Default: loopback, on the port --peers gives this node's id (else 21001).
     #[arg(long)]
-    pub listen: SocketAddr,
+    pub listen: Option<SocketAddr>,
     /// The node's database directory (created if missing).
     #[arg(long)]
     pub dir: PathBuf,
@@ -65,8 +66,10 @@ impl ServeArgs {
     /// The node's configuration, checked: a bad or unsafe one is refused here, before anything
     /// touches the directory.
     pub fn config(&self) -> Result<ServeConfig, ServeError> {
-        let mut config = ServeConfig::new(self.id, self.listen);
-        config.peers = parse_peers(&self.peers)?;
+        let peers = parse_peers(&self.peers)?;
+        let listen = self.listen.unwrap_or_else(|| default_listen(peers.get(&self.id)));
+        let mut config = ServeConfig::new(self.id, listen);
+        config.peers = peers;
         config.init = self.init;
         config.token = self.token.clone();
         config.tls_cert = self.tls_cert.clone();
@@ -80,5 +83,25 @@ impl ServeArgs {
         config.max_inflight_groups = self.max_inflight_groups;
         config.validate()?;
         Ok(config)
+    }
+}
+
+/// Where a node listens when not told: loopback (so an unconfigured node is never reachable
+/// from another machine), on the port of its own `--peers` entry if that has one.
+fn default_listen(own_peer: Option<&String>) -> SocketAddr {
+    let port = own_peer.and_then(|a| a.rsplit_once(':')).and_then(|(_, p)| p.parse().ok()).unwrap_or(21001);
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_not_told_where_to_listen_listens_on_loopback_at_its_peer_port() {
+        assert_eq!(default_listen(Some(&"10.0.0.2:7002".to_string())), "127.0.0.1:7002".parse().unwrap());
+        assert_eq!(default_listen(Some(&"node2.example:7003".to_string())), "127.0.0.1:7003".parse().unwrap());
+        assert_eq!(default_listen(None), "127.0.0.1:21001".parse().unwrap());
+        assert_eq!(default_listen(Some(&"no-port".to_string())), "127.0.0.1:21001".parse().unwrap());
     }
 }
