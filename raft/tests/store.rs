@@ -251,6 +251,43 @@ fn purged_entries_are_garbage_that_value_log_gc_reclaims() -> Result {
     })
 }
 
+/// Entries a new leader truncated (never committed, never applied) are garbage too: their
+/// values go with them when GC collects their log files, and what is appended after the
+/// truncation point is what reads back.
+#[test]
+fn truncated_entries_are_garbage_that_value_log_gc_reclaims() -> Result {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let options = Options::default()
+        .min_separated_value_bytes(100)
+        .write_buffer_bytes(16 << 10)
+        .log_file_bytes(64 << 10)
+        .gc_interval_ms(0);
+    let (mut log, _sm) = wisckey_raft::open(dir.path(), options).expect("open");
+    let value = "v".repeat(600);
+    run(async {
+        for chunk in (1..=400u64).collect::<Vec<_>>().chunks(20) {
+            log.blocking_append(chunk.iter().map(|&i| set(1, i, &format!("k{i}"), &value))).await?;
+        }
+        // A new leader of term 2 keeps the first 40 and overwrites the rest of the log.
+        log.truncate(log_id(1, 41)).await?;
+        log.blocking_append((41..=50u64).map(|i| set(2, i, &format!("n{i}"), &value))).await?;
+        Ok(())
+    })?;
+    let db = log.db().clone();
+    db.flush().expect("flush");
+    let report = db.run_gc(0.0).expect("gc");
+    assert!(report.files_collected > 0, "truncated entries make their log files garbage: {report:?}");
+    // 50 of 410 entries are live: GC copies what is live and no truncated entry.
+    assert!(report.bytes_rewritten * 4 < report.bytes_read, "GC kept truncated entries: {report:?}");
+    run(async {
+        let got: Vec<(u64, u64)> =
+            log.try_get_log_entries(..).await?.iter().map(|e| (e.log_id.leader_id.term, e.log_id.index)).collect();
+        let want: Vec<(u64, u64)> = (1..=40).map(|i| (1, i)).chain((41..=50).map(|i| (2, i))).collect();
+        assert_eq!(got, want);
+        Ok(())
+    })
+}
+
 /// An install writes the state, then records its checkpoint: a crash between the two leaves an
 /// older snapshot recorded while openraft purges the log up to the installed state at the next
 /// start. A snapshot behind the purged log is reported as none (openraft then builds one).
