@@ -72,6 +72,25 @@ fn status(addr: &str) -> Option<Value> {
     (code == 200).then(|| serde_json::from_str(&text).ok()).flatten()
 }
 
+/// Send (`send` to an address) to whichever node leads, starting at `addr`: follows 421s to
+/// the leader they name and retries while the cluster elects one, answers 503 or cannot be
+/// reached (status 0); (the node that answered, status, body).
+fn via_leader(addr: &str, what: &str, send: impl Fn(&str) -> (u16, Value)) -> (String, u16, Value) {
+    let deadline = Instant::now() + ELECTION_BOUND;
+    let mut addr = addr.to_string();
+    loop {
+        let (code, answer) = send(&addr);
+        if code != 421 && code != 503 && code != 0 {
+            return (addr, code, answer);
+        }
+        assert!(Instant::now() < deadline, "{what} never reached a leader: {code} {answer}");
+        match answer["leader_addr"].as_str() {
+            Some(leader) => addr = leader.to_string(),
+            None => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
 /// A cluster of `wisckey serve` processes (node index i has id i + 1); killed on drop.
 struct Cluster {
     _dir: tempfile::TempDir,
@@ -200,22 +219,10 @@ impl Cluster {
         }
     }
 
-    /// POST to whichever node leads, starting at node `at`: follows 421s and retries while
-    /// the cluster elects a leader or answers 503; (the node that answered, status, body).
+    /// POST to whichever node leads, starting at node `at` (`via_leader`); (the node that
+    /// answered, status, body).
     fn post_leader(&self, at: usize, path: &str, body: &Value) -> (String, u16, Value) {
-        let deadline = Instant::now() + ELECTION_BOUND;
-        let mut addr = self.addrs[at].clone();
-        loop {
-            let (code, answer) = post(&addr, path, body);
-            if code != 421 && code != 503 && code != 0 {
-                return (addr, code, answer);
-            }
-            assert!(Instant::now() < deadline, "{path} never reached a leader: {code} {answer}");
-            match answer["leader_addr"].as_str() {
-                Some(leader) => addr = leader.to_string(),
-                None => std::thread::sleep(Duration::from_millis(50)),
-            }
-        }
+        via_leader(&self.addrs[at], path, |addr| post(addr, path, body))
     }
 
     fn metric(&self, at: usize, name: &str) -> Option<i64> {
@@ -569,19 +576,9 @@ fn nodes_on_tls_with_a_token_elect_and_replicate_and_refuse_clients_without_eith
     };
     // Through whichever node leads (following 421s: an election may move it meanwhile).
     let to_leader = |path: &str, body: Value| {
-        let deadline = Instant::now() + ELECTION_BOUND;
-        let mut addr = leader.clone();
-        loop {
-            let (code, answer) = call(&addr, path, Some(body.clone()), true).unwrap_or((0, Value::Null));
-            if code != 421 && code != 503 && code != 0 {
-                return (code, answer);
-            }
-            assert!(Instant::now() < deadline, "{path} over TLS never reached a leader: {code} {answer}");
-            match answer["leader_addr"].as_str() {
-                Some(a) => addr = a.to_string(),
-                None => std::thread::sleep(Duration::from_millis(50)),
-            }
-        }
+        let send = |addr: &str| call(addr, path, Some(body.clone()), true).unwrap_or((0, Value::Null));
+        let (_, code, answer) = via_leader(&leader, &format!("{path} over TLS"), send);
+        (code, answer)
     };
     let (code, body) = to_leader("/kv/put", json!({"key": "k", "value": "over tls"}));
     assert_eq!(code, 200, "put: {body}");

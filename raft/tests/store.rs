@@ -219,22 +219,31 @@ fn a_snapshot_that_does_not_decode_is_refused_and_changes_nothing() -> Result {
     })
 }
 
-#[test]
-fn purged_entries_are_garbage_that_value_log_gc_reclaims() -> Result {
-    let dir = tempfile::tempdir().expect("temp dir");
-    // Small log files and separated values, GC only when asked: the purge's effect is visible
-    // in one `run_gc`.
+/// A log store in `dir` holding entries 1..=400 of term 1, each a 600-byte value (separated),
+/// appended 20 at a time: small log files, GC only when asked, so what a purge or truncation
+/// makes garbage is visible in one `run_gc`. Also the value written.
+fn log_of_400_separated_entries(dir: &std::path::Path) -> Result<(wisckey_raft::LogStore, String)> {
     let options = Options::default()
         .min_separated_value_bytes(100)
         .write_buffer_bytes(16 << 10)
         .log_file_bytes(64 << 10)
         .gc_interval_ms(0);
-    let (mut log, _sm) = wisckey_raft::open(dir.path(), options).expect("open");
+    let (mut log, _sm) = wisckey_raft::open(dir, options).expect("open");
     let value = "v".repeat(600);
     run(async {
         for chunk in (1..=400u64).collect::<Vec<_>>().chunks(20) {
             log.blocking_append(chunk.iter().map(|&i| set(1, i, &format!("k{i}"), &value))).await?;
         }
+        Ok(())
+    })?;
+    Ok((log, value))
+}
+
+#[test]
+fn purged_entries_are_garbage_that_value_log_gc_reclaims() -> Result {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut log, _) = log_of_400_separated_entries(dir.path())?;
+    run(async {
         log.purge(log_id(1, 360)).await?;
         Ok(())
     })?;
@@ -257,17 +266,8 @@ fn purged_entries_are_garbage_that_value_log_gc_reclaims() -> Result {
 #[test]
 fn truncated_entries_are_garbage_that_value_log_gc_reclaims() -> Result {
     let dir = tempfile::tempdir().expect("temp dir");
-    let options = Options::default()
-        .min_separated_value_bytes(100)
-        .write_buffer_bytes(16 << 10)
-        .log_file_bytes(64 << 10)
-        .gc_interval_ms(0);
-    let (mut log, _sm) = wisckey_raft::open(dir.path(), options).expect("open");
-    let value = "v".repeat(600);
+    let (mut log, value) = log_of_400_separated_entries(dir.path())?;
     run(async {
-        for chunk in (1..=400u64).collect::<Vec<_>>().chunks(20) {
-            log.blocking_append(chunk.iter().map(|&i| set(1, i, &format!("k{i}"), &value))).await?;
-        }
         // A new leader of term 2 keeps the first 40 and overwrites the rest of the log.
         log.truncate(log_id(1, 41)).await?;
         log.blocking_append((41..=50u64).map(|i| set(2, i, &format!("n{i}"), &value))).await?;
