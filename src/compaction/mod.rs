@@ -140,6 +140,11 @@ pub struct PickContext<'a> {
     pub collapse_candidate: Option<(usize, Arc<FileMeta>)>,
     /// Levels a running compaction reads or writes: a choice must not touch them.
     pub busy_levels: &'a [usize],
+    /// Users only read lately and nobody waits for the work: a policy leaves the compactions
+    /// that would not cut the runs a lookup probes (a leveled level over its byte budget) for
+    /// later, when writes come back or users go idle, so they do not take the device from the
+    /// reads (docs/design.md, "Reads first").
+    pub readers_only: bool,
 }
 
 impl PickContext<'_> {

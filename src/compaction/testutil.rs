@@ -31,5 +31,12 @@ pub fn version(num_levels: usize, files: &[(u32, FileMeta)]) -> Version {
 
 /// What a policy sees of `v` with `busy` levels busy and no compaction pointer or candidate.
 pub fn context<'a>(v: &'a Version, busy: &'a [usize]) -> PickContext<'a> {
-    PickContext { version: v, compact_pointers: &[], seek_candidate: None, collapse_candidate: None, busy_levels: busy }
+    PickContext {
+        version: v,
+        compact_pointers: &[],
+        seek_candidate: None,
+        collapse_candidate: None,
+        busy_levels: busy,
+        readers_only: false,
+    }
 }

@@ -361,6 +361,8 @@ pub(crate) struct DbInner {
     scheduler: scheduler::Scheduler,
     /// Value-log garbage collection.
     gc: gc::Gc,
+    /// When users last wrote and read, as GC and compaction look at it (`users_active`).
+    activity: workload::UserActivity,
     table_cache: Arc<TableCache>,
     /// Chunks the memtables copy the values they keep into, reused across memtables.
     chunk_pool: Arc<crate::memtable::ChunkPool>,
@@ -433,6 +435,7 @@ impl DbInner {
             writes,
             scheduler: scheduler::Scheduler::default(),
             gc,
+            activity: workload::UserActivity::default(),
             dir,
             opts: options,
             ttl_written: std::sync::atomic::AtomicBool::new(false),
@@ -846,6 +849,23 @@ impl Drop for Db {
         if let Err(e) = self.shutdown() {
             tracing::error!(dir = ?self.inner.dir, error = %e, "closing the database failed");
         }
+    }
+}
+
+/// Users count as writing (or reading) while they did so within this many GC intervals
+/// (`Options::gc_interval_ms`), and at least a second.
+const ACTIVE_INTERVALS: u64 = 5;
+
+impl DbInner {
+    /// Whether users wrote, and whether they read (a lookup, an iterator opened, or a snapshot
+    /// or iterator still open), lately (`ACTIVE_INTERVALS`). `st`: the state, locked.
+    pub(super) fn users_active(&self, st: &State) -> (bool, bool) {
+        let written = self.counters.user_bytes.load(std::sync::atomic::Ordering::Relaxed);
+        let read: u64 = st.trees.values().map(|t| t.workload.reads()).sum();
+        let window =
+            std::time::Duration::from_millis(self.opts.gc_interval_ms.saturating_mul(ACTIVE_INTERVALS).max(1000));
+        let (wrote, read) = self.activity.recent(written, read, window);
+        (wrote, read || self.snapshots.oldest().is_some())
     }
 }
 

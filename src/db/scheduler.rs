@@ -5,6 +5,7 @@
 //! `compact_range`, `wait_for_background_work`) wait on its condition variables.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -40,6 +41,24 @@ pub(crate) struct Scheduler {
     /// The keyspace whose tree the next pick looks at first: keyspaces take turns, so a
     /// busy one does not keep the others' compactions waiting.
     next_tree: std::sync::atomic::AtomicU32,
+    /// Callers waiting for background work (`waiting`: `wait_for_flush_and_compaction`, a
+    /// writer stopped for room): while any waits, no pick leaves work for later.
+    waiters: std::sync::atomic::AtomicUsize,
+    /// The last pick left work for later because users only read: the compaction threads
+    /// look again after `DEFERRED_RECHECK` instead of waiting for a flush.
+    deferred: std::sync::atomic::AtomicBool,
+}
+
+/// How often compaction threads that left work for later look whether users still only read.
+const DEFERRED_RECHECK: Duration = Duration::from_millis(500);
+
+/// A caller counted as waiting for background work (`Scheduler::waiters`) until dropped.
+pub(super) struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
 }
 
 /// What a compaction thread does next for a keyspace.
@@ -176,19 +195,26 @@ impl Scheduler {
     }
 
     /// What keyspace `ks`'s policy wants done now, if anything.
-    fn pick_in(&self, _db: &DbInner, st: &State, ks: u32) -> Option<Choice> {
+    fn pick_in(&self, db: &DbInner, st: &State, ks: u32) -> Option<Choice> {
         let (t, version) = (st.tree(ks)?, st.versions.current_of(ks)?);
         let pointers: Vec<Option<Vec<u8>>> =
             (0..version.num_levels()).map(|l| st.versions.compact_pointer_of(ks, l).map(|p| p.to_vec())).collect();
         let (seek_candidate, collapse_candidate) = self.seek_stats.lock().entry(ks).or_default().candidates(&version);
+        let readers_only = self.waiters.load(Relaxed) == 0 && db.users_active(st) == (false, true);
         let ctx = PickContext {
             version: &version,
             compact_pointers: &pointers,
             seek_candidate,
             collapse_candidate,
             busy_levels: &t.busy_levels,
+            readers_only,
         };
-        t.policy.pick(&ctx)
+        let choice = t.policy.pick(&ctx);
+        // Look again later only if something was left: a settled tree sleeps until a flush.
+        if readers_only && choice.is_none() && t.policy.pick(&PickContext { readers_only: false, ..ctx }).is_some() {
+            self.deferred.store(true, Relaxed);
+        }
+        choice
     }
 
     fn compaction_loop(&self, db: &DbInner) {
@@ -209,6 +235,11 @@ impl Scheduler {
                         tracing::error!(error = %e, "compaction failed; the database is read-only until resume()");
                         st.bg_error = Some(e);
                     }
+                }
+                // Work left for later while users only read: look again in a while (writes
+                // wake the threads anyway, through their flushes).
+                None if self.deferred.swap(false, Relaxed) => {
+                    self.compact_cv.wait_for(&mut st, DEFERRED_RECHECK);
                 }
                 None => self.compact_cv.wait(&mut st),
             }
@@ -626,8 +657,17 @@ impl Scheduler {
         Ok(())
     }
 
+    /// Count the caller as waiting for background work until the guard is dropped: no pick
+    /// leaves work for later meanwhile (a stalled writer, `wait_for_background_work`).
+    pub(super) fn waiting(&self) -> Waiting<'_> {
+        self.waiters.fetch_add(1, Relaxed);
+        Waiting(&self.waiters)
+    }
+
     /// Block until no flush or automatic compaction is pending.
     fn wait_for_flush_and_compaction(&self, db: &DbInner) -> Result<()> {
+        // Counted before the state is locked: every pick from here on does all there is.
+        let _waiting = self.waiting();
         let mut st = db.state.lock();
         loop {
             db.background_error(&st)?;

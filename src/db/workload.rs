@@ -7,6 +7,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::fs::Vfs;
 
@@ -14,6 +15,42 @@ use crate::fs::Vfs;
 /// `keyspace NAME` follow with each other keyspace's counts).
 const HEADER: &str = "wisckey-workload 2";
 const HEADER_V1: &str = "wisckey-workload 1";
+
+/// What users did lately, as the background jobs see it from one look to the next. Value-log
+/// GC and compaction leave the disk to users who only read (docs/design.md, "Reads first").
+#[derive(Default)]
+pub(crate) struct UserActivity(parking_lot::Mutex<Activity>);
+
+#[derive(Default)]
+struct Activity {
+    /// The counts below were taken once: the first look only takes them (the read counts
+    /// start at open from the lifetime counts the `WORKLOAD` file saved, not at zero).
+    seen: bool,
+    written: u64,
+    read: u64,
+    wrote_at: Option<Instant>,
+    read_at: Option<Instant>,
+}
+
+impl UserActivity {
+    /// Whether the counts of bytes `written` and of reads `read` changed within `window`
+    /// (each judged against the last look: the first look sees neither change).
+    pub fn recent(&self, written: u64, read: u64, window: Duration) -> (bool, bool) {
+        let now = Instant::now();
+        let mut a = self.0.lock();
+        if !a.seen {
+            (a.seen, a.written, a.read) = (true, written, read);
+        }
+        if written != a.written {
+            (a.written, a.wrote_at) = (written, Some(now));
+        }
+        if read != a.read {
+            (a.read, a.read_at) = (read, Some(now));
+        }
+        let within = |at: Option<Instant>| at.is_some_and(|t| now.duration_since(t) < window);
+        (within(a.wrote_at), within(a.read_at))
+    }
+}
 
 /// Live counters (this open's operations plus the file's at open).
 #[derive(Default)]

@@ -458,6 +458,9 @@ impl WriteQueue {
                 return Ok(());
             } else if st.imms.len() >= db.opts.max_immutable_memtables || pressure == WritePressure::Stop {
                 let t = Instant::now();
+                // A stopped writer writes nothing, so users would look as if they only read:
+                // it counts as waiting, and compaction leaves nothing for later meanwhile.
+                let _waiting = db.scheduler.waiting();
                 db.scheduler.flush_cv.notify_one();
                 db.scheduler.compact_cv.notify_one();
                 db.scheduler.progress.wait_for(st, Duration::from_millis(100));

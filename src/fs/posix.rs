@@ -376,6 +376,25 @@ impl Deref for FileMapping {
 }
 
 impl FileMapping {
+    /// Whether every page of `len` bytes from `offset` is in the page cache: `mincore` on this
+    /// mapping, which looks the pages up and faults nothing in. `None` when it will not tell.
+    pub fn resident(&self, offset: u64, len: u64) -> Option<bool> {
+        let page = page_bytes() as usize;
+        let start = usize::try_from(offset).ok()?.min(self.map.len()) / page * page;
+        let end = usize::try_from(offset.saturating_add(len)).ok()?.min(self.map.len());
+        if start >= end {
+            return Some(true);
+        }
+        let mut flags = vec![0u8; (end - start).div_ceil(page)];
+        // SAFETY: `[start, end)` lies within this live mapping and starts on a page boundary
+        // (the mapping does, and `start` is a multiple of the page size); `flags` has a byte
+        // per page of it, as mincore requires. mincore only reads the page tables and cache.
+        let r = unsafe {
+            libc::mincore(self.map.as_ptr().add(start) as *mut libc::c_void, end - start, flags.as_mut_ptr())
+        };
+        (r == 0).then(|| flags.iter().all(|f| f & 1 == 1))
+    }
+
     /// `madvise` over `len` bytes from `offset` (0: to the end), `fadvise`'s counterpart for a
     /// file read through its mapping. `DontNeed` is skipped: on a mapping it unmaps the pages,
     /// it does not drop them from the page cache as `fadvise` does.

@@ -132,7 +132,17 @@ impl<I: InternalIterator> InternalIterator for MergingIterator<I> {
         self.find_best();
         Ok(())
     }
+    fn prefetch(&mut self, target: &[u8]) {
+        for c in &mut self.children {
+            c.prefetch(target);
+        }
+    }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
+        // Each child's seek may wait for a block from the device: asked for first, the reads
+        // of all the runs are in flight together, and a seek waits about as long as for one.
+        if self.children.len() > 1 {
+            self.prefetch(target);
+        }
         for c in &mut self.children {
             c.seek(target)?;
         }

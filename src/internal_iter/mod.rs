@@ -30,6 +30,10 @@ pub trait InternalIterator: Send {
     fn kept_value(&self) -> Option<&bytes::Bytes> {
         None
     }
+    /// A `seek(target)` is coming: start the device reads it will wait for, without waiting
+    /// (a merge asks all its children first, so their reads overlap). A hint: doing nothing is
+    /// always right.
+    fn prefetch(&mut self, _target: &[u8]) {}
 }
 
 /// A boxed iterator is one (merges of children of different kinds hold them boxed).
@@ -64,6 +68,9 @@ impl<T: InternalIterator + ?Sized> InternalIterator for Box<T> {
     }
     fn kept_value(&self) -> Option<&bytes::Bytes> {
         (**self).kept_value()
+    }
+    fn prefetch(&mut self, target: &[u8]) {
+        (**self).prefetch(target)
     }
 }
 

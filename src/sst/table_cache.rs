@@ -43,6 +43,12 @@ impl TableCache {
         self.tables.iter().map(|(_, t)| t.metadata_bytes()).sum()
     }
 
+    /// Whether any open table is taken as cold (its blocks lately read from the device).
+    #[inline]
+    pub fn any_cold(&self) -> bool {
+        self.read_options.cold_tables.any()
+    }
+
     /// The order of the tables' keys.
     pub fn order(&self) -> &KeyOrder {
         &self.read_options.order

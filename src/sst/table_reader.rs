@@ -36,12 +36,19 @@ use super::verified::VerifiedBlocks;
 pub struct TableReadOptions {
     pub(crate) order: KeyOrder,
     pub(crate) filter_policy: Option<Arc<dyn FilterPolicy>>,
+    /// How many of the tables opened with these options are taken as cold now
+    /// (`touch::Residency`): while none is, a seek asks no table to read ahead.
+    pub(crate) cold_tables: touch::ColdCount,
 }
 
 impl TableReadOptions {
     /// What `o` says about reading tables.
     pub(crate) fn from_options(o: &crate::options::Options) -> Self {
-        TableReadOptions { order: o.key_order(), filter_policy: o.filter_policy.clone() }
+        TableReadOptions {
+            order: o.key_order(),
+            filter_policy: o.filter_policy.clone(),
+            cold_tables: Default::default(),
+        }
     }
 }
 
@@ -268,7 +275,7 @@ impl Table {
             file_size,
             older: Vec::new(),
             cascade: OnceLock::new(),
-            residency: touch::Residency::default(),
+            residency: touch::Residency::counted_in(&ro.cold_tables),
         })
     }
 
@@ -505,6 +512,29 @@ impl Table {
     fn fenced_block(&self, target: &[u8]) -> Option<(usize, &Arc<Block>)> {
         let i = self.fenced_entry(target)?;
         Some((i, self.made_block(i)?))
+    }
+
+    /// Before a seek to `target`: while this table's blocks are found on the device
+    /// (`touch::Residency`), ask for the pages of the block the seek will read, without
+    /// waiting. A merge asks every run first, so a seek waits for its runs' blocks together
+    /// rather than one after another; while the table is warm this costs one atomic load.
+    pub fn prefetch(&self, target: &[u8]) {
+        let Some(map) = &self.mapping else { return };
+        // A DTable's segments are each a block to find: left to the seek.
+        if !self.residency.is_cold() || !self.older.is_empty() {
+            return;
+        }
+        let mut index = self.index.iter_in(&self.order);
+        let placed = match self.fenced_entry(target) {
+            Some(i) => index.seek_to_restart_entry(i),
+            None => self.seek_index(&mut index, target),
+        };
+        if placed.is_err() || !index.valid() {
+            return;
+        }
+        if let Ok(h) = self.decode_handle(index.value()) {
+            self.residency.prefetch(&*self.file, map, h.offset, h.end_with_trailer());
+        }
     }
 
     /// The index entry a seek to `target` lands on, when the fences alone tell
@@ -782,6 +812,12 @@ impl InternalIterator for TableIterator {
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         each!(self, it => it.seek(target))
+    }
+    fn prefetch(&mut self, target: &[u8]) {
+        // A DTable's segments are each a block to find: left to the seek (`Table::prefetch`).
+        if let TableIterator::Plain(it) = self {
+            it.table.prefetch(target);
+        }
     }
     #[inline]
     fn next(&mut self) -> Result<()> {

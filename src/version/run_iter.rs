@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::internal_iter::InternalIterator;
 use crate::sst::table_cache::TableCache;
-use crate::sst::{BlockReads, TableIterator};
+use crate::sst::{BlockReads, Table, TableIterator};
 use crate::version::FileMeta;
 
 /// Told which table of several segments a seek landed in (the DB charges it, and collapses
@@ -45,11 +45,24 @@ pub struct RunIterator {
     /// Prefix-bounded seeks skip tables by their prefix filters.
     prefix: Option<Arc<PrefixScope>>,
     counts: Option<Arc<SeekCounts>>,
+    /// The table `prefetch` found for the seek that follows it, with its place in `files`:
+    /// the seek takes it instead of asking the table cache again.
+    prefetched: Option<(usize, Arc<Table>)>,
 }
 
 impl RunIterator {
     pub fn new(cache: Arc<TableCache>, files: Arc<[Arc<FileMeta>]>, reads: BlockReads) -> Self {
-        RunIterator { cache, files, reads, idx: 0, cur: None, observer: None, prefix: None, counts: None }
+        RunIterator {
+            cache,
+            files,
+            reads,
+            idx: 0,
+            cur: None,
+            observer: None,
+            prefix: None,
+            counts: None,
+            prefetched: None,
+        }
     }
 
     /// Count the tables seeks position in (and those prefix filters let them skip) in `counts`.
@@ -97,11 +110,36 @@ impl RunIterator {
 
     fn open(&mut self, idx: usize) -> Result<()> {
         self.idx = idx;
-        self.cur = match self.files.get(idx) {
-            Some(f) => Some(self.cache.get(f.number, f.size)?.iter(self.reads)),
-            None => None,
+        let prefetched = self.prefetched.take().filter(|(at, _)| *at == idx);
+        self.cur = match (self.files.get(idx), prefetched) {
+            (Some(_), Some((_, table))) => Some(table.iter(self.reads)),
+            (Some(f), None) => Some(self.cache.get(f.number, f.size)?.iter(self.reads)),
+            (None, _) => None,
         };
         Ok(())
+    }
+
+    /// `seek`, which may take the table `prefetch` found.
+    fn seek_in_run(&mut self, target: &[u8]) -> Result<()> {
+        let order = self.cache.order();
+        let idx = self.files.partition_point(|f| order.compare_internal(&f.largest, target) == Ordering::Less);
+        let Some(idx) = self.first_with_prefix(idx, target)? else {
+            (self.idx, self.cur) = (self.files.len(), None);
+            return Ok(());
+        };
+        if let (Some(c), Some(_)) = (&self.counts, self.files.get(idx)) {
+            c.probed.fetch_add(1, AtomicOrdering::Relaxed);
+        }
+        if let (Some((level, o)), Some(f)) = (&self.observer, self.files.get(idx)) {
+            if f.segments > 1 {
+                o.sought(*level, f);
+            }
+        }
+        self.open(idx)?;
+        if let Some(c) = &mut self.cur {
+            c.seek(target)?;
+        }
+        self.skip_forward()
     }
 
     /// Move to following files while the current one is exhausted.
@@ -157,26 +195,30 @@ impl InternalIterator for RunIterator {
         }
         self.skip_backward()
     }
-    fn seek(&mut self, target: &[u8]) -> Result<()> {
+    fn prefetch(&mut self, target: &[u8]) {
+        // Every table warm (data in memory): nothing to ask for, and no second search. A
+        // prefix-bounded seek may pass the table over (`first_with_prefix`): not asked either.
+        let scoped = self.prefix.as_ref().is_some_and(|s| s.active.load(AtomicOrdering::Relaxed));
+        if scoped || !self.cache.any_cold() {
+            return;
+        }
         let order = self.cache.order();
         let idx = self.files.partition_point(|f| order.compare_internal(&f.largest, target) == Ordering::Less);
-        let Some(idx) = self.first_with_prefix(idx, target)? else {
-            (self.idx, self.cur) = (self.files.len(), None);
-            return Ok(());
-        };
-        if let (Some(c), Some(_)) = (&self.counts, self.files.get(idx)) {
-            c.probed.fetch_add(1, AtomicOrdering::Relaxed);
-        }
-        if let (Some((level, o)), Some(f)) = (&self.observer, self.files.get(idx)) {
-            if f.segments > 1 {
-                o.sought(*level, f);
+        // The table the seek lands in (a prefix-bounded seek may pass it over: a wasted
+        // hint). An error here is the seek's to report.
+        self.prefetched = match self.files.get(idx).map(|f| self.cache.get(f.number, f.size)) {
+            Some(Ok(t)) => {
+                t.prefetch(target);
+                Some((idx, t))
             }
-        }
-        self.open(idx)?;
-        if let Some(c) = &mut self.cur {
-            c.seek(target)?;
-        }
-        self.skip_forward()
+            _ => None,
+        };
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let r = self.seek_in_run(target);
+        // Whatever the seek did, a table a prefetch found is not kept past it.
+        self.prefetched = None;
+        r
     }
     fn next(&mut self) -> Result<()> {
         if let Some(c) = &mut self.cur {
@@ -195,5 +237,77 @@ impl InternalIterator for RunIterator {
     }
     fn value(&self) -> &[u8] {
         self.cur().value()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{MemFs, Vfs};
+    use crate::key::{make_internal_key, user_key, ValueKind};
+    use crate::sst::table_builder::TableBuilder;
+    use crate::sst::{TableOptions, TableReadOptions};
+
+    /// Three tables of one run in a `MemFs` (keys k000..k299, a hundred per table), read with
+    /// options that count a table cold, so every seek of a merge prefetches first.
+    fn cold_run() -> RunIterator {
+        let fs: Arc<dyn Vfs> = Arc::new(MemFs::new());
+        let dir = std::path::PathBuf::from("/run");
+        fs.create_dir_all(&dir).unwrap();
+        let mut files = Vec::new();
+        for t in 0..3u64 {
+            let mut b = TableBuilder::new(
+                fs.create(&crate::filename::table_file_name(&dir, t + 1)).unwrap(),
+                TableOptions::default(),
+            );
+            for k in t * 100..t * 100 + 100 {
+                b.add(&make_internal_key(format!("k{k:03}").as_bytes(), 1, ValueKind::Value), b"v").unwrap();
+            }
+            let s = b.finish().unwrap();
+            let (lo, hi) = (format!("k{:03}", t * 100), format!("k{:03}", t * 100 + 99));
+            files.push(Arc::new(FileMeta {
+                number: t + 1,
+                size: s.file_size,
+                smallest: make_internal_key(lo.as_bytes(), 1, ValueKind::Value),
+                largest: make_internal_key(hi.as_bytes(), 1, ValueKind::Value),
+                ..Default::default()
+            }));
+        }
+        let ro = TableReadOptions::default();
+        ro.cold_tables.add_for_test(1);
+        let cache = Arc::new(TableCache::new(fs, dir, 16, None, ro));
+        RunIterator::new(cache, files.into(), BlockReads::filling(false))
+    }
+
+    fn at(it: &RunIterator) -> String {
+        String::from_utf8(user_key(it.key()).to_vec()).unwrap()
+    }
+
+    /// A `MemFs` table has no mapping, so nothing is read ahead: what is checked is that the
+    /// seek that follows a prefetch lands where it must, with the table handed over or not.
+    #[test]
+    fn a_seek_after_a_prefetch_for_another_target_lands_where_the_seek_says() {
+        let mut it = cold_run();
+        let target = |k: &str| make_internal_key(k.as_bytes(), u64::MAX >> 8, ValueKind::Value);
+        // The table a prefetch found is handed to the seek that follows: the same target, or
+        // another in the same table.
+        it.prefetch(&target("k150"));
+        it.seek(&target("k150")).unwrap();
+        assert_eq!(at(&it), "k150");
+        it.prefetch(&target("k120"));
+        it.seek(&target("k199")).unwrap();
+        assert_eq!(at(&it), "k199");
+        it.next().unwrap();
+        assert_eq!(at(&it), "k200", "into the next table");
+        // A prefetch for one table and a seek into another: the seek opens its own.
+        it.prefetch(&target("k010"));
+        it.seek(&target("k250")).unwrap();
+        assert_eq!(at(&it), "k250");
+        it.prefetch(&target("k250"));
+        it.seek_to_first().unwrap();
+        assert_eq!(at(&it), "k000", "seek_to_first is not led astray by a pending prefetch");
+        it.prefetch(&target("k999"));
+        it.seek(&target("k999")).unwrap();
+        assert!(!it.valid(), "past the run");
     }
 }

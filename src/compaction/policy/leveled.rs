@@ -247,7 +247,11 @@ impl CompactionPolicy for LeveledPolicy {
         let v = ctx.version;
         let mut by_score: Vec<(usize, f64)> = self.scores(v).into_iter().enumerate().collect();
         by_score.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(Ordering::Equal));
-        let free = by_score.into_iter().find(|&(level, score)| score >= 1.0 && ctx.free(&[level, level + 1]));
+        // A level of one run over its budget merges a table into the run below: lookups probe
+        // as many runs after as before, so while users only read it waits (`readers_only`).
+        let wanted = |level: usize| level == 0 || !ctx.readers_only || v.num_runs(level) > 1;
+        let free =
+            by_score.into_iter().find(|&(level, score)| score >= 1.0 && wanted(level) && ctx.free(&[level, level + 1]));
         let Some((level, _)) = free else {
             return self.pick_seek(ctx).or_else(|| self.pick_collapse(ctx));
         };
@@ -377,6 +381,24 @@ mod tests {
         let v = version(4, &[(1, file(10, 5, "a", "m")), (1, file(11, 7, "k", "z"))]);
         let c = pick(&p, &v, &[]).expect("level 1 is over budget");
         assert_eq!(inputs(&c), vec![10, 11]);
+    }
+
+    #[test]
+    fn while_users_only_read_a_level_over_its_budget_waits_and_level_0_does_not() {
+        let p =
+            LeveledPolicy::from_options(&Options::default().max_bytes_for_level_base(1000).l0_compaction_trigger(2));
+        let reading = |v: &Version| p.pick(&PickContext { readers_only: true, ..context(v, &[]) });
+        // Level 1 twice its budget: one run before the merge and after, so it waits.
+        let over = version(4, &[(1, file(10, 5, "a", "f")), (1, file(11, 5, "g", "m")), (2, file(20, 6, "a", "z"))]);
+        assert!(pick(&p, &over, &[]).is_some(), "over budget");
+        assert!(reading(&over).is_none(), "a level's one run merging down leaves lookups as they were");
+        // Level 0's files are runs every lookup probes: merging them goes on.
+        let l0 = version(4, &[(0, file(1, 1, "a", "z")), (0, file(2, 2, "a", "z")), (1, file(10, 5, "a", "z"))]);
+        let c = reading(&l0).expect("level 0 at its trigger");
+        assert_eq!(c.reason(), Reason::L0Files);
+        // Several runs in a level (another policy's tree): merging them cuts probes.
+        let runs = version(4, &[(1, file(10, 5, "a", "m")), (1, file(11, 7, "k", "z"))]);
+        assert!(reading(&runs).is_some());
     }
 
     fn lwc_policy() -> LeveledPolicy {

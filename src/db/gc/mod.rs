@@ -44,22 +44,6 @@ fn score(garbage_ratio: f64, age: u64, greedy: bool) -> f64 {
 /// Past `gc_space_amp_target`, background GC also takes files with this much garbage.
 const EAGER_MIN_GARBAGE_RATIO: f64 = 0.2;
 
-/// Users count as writing (or reading) while they did so within this many GC intervals
-/// (`Options::gc_interval_ms`), and at least a second.
-const ACTIVE_INTERVALS: u64 = 5;
-
-/// What users did lately, as GC saw it from one round to the next.
-#[derive(Default)]
-struct Activity {
-    /// The counts below were taken once: the first look only takes them (the read counts
-    /// start at open from the lifetime counts the `WORKLOAD` file saved, not at zero).
-    seen: bool,
-    written: u64,
-    read: u64,
-    wrote_at: Option<std::time::Instant>,
-    read_at: Option<std::time::Instant>,
-}
-
 /// When a collection's outcome was installed, as its readers see it: its pointer puts were
 /// visible from sequence number `seq` on, and readers that follow value pointers registered
 /// from number `readers` on took their views after it. A reader from before either may still
@@ -121,8 +105,6 @@ pub(crate) struct Gc {
     in_flight: Mutex<freer::InFlight>,
     /// Signalled when the freer is done with its file.
     in_flight_cv: Condvar,
-    /// Users' writes and reads when GC last looked (`users_active`).
-    activity: Mutex<Activity>,
 }
 
 /// Where value-log GC's collector spent its time, in microseconds of wall-clock time since
@@ -212,7 +194,6 @@ impl Gc {
             buffers: Mutex::new(collect::Buffers::default()),
             in_flight: Mutex::new(freer::InFlight::default()),
             in_flight_cv: Condvar::new(),
-            activity: Mutex::new(Activity::default()),
         }
     }
 }
@@ -524,27 +505,6 @@ impl Gc {
         self.release_writers();
     }
 
-    /// Whether users wrote, and whether they read (a lookup, an iterator opened, or one
-    /// still open), lately (`ACTIVE_INTERVALS`).
-    fn users_active(&self, db: &DbInner) -> (bool, bool) {
-        let written = db.counters.user_bytes.load(Ordering::Relaxed);
-        let read: u64 = db.state.lock().trees.values().map(|t| t.workload.reads()).sum();
-        let now = std::time::Instant::now();
-        let window = Duration::from_millis(db.opts.gc_interval_ms.saturating_mul(ACTIVE_INTERVALS).max(1000));
-        let mut a = self.activity.lock();
-        if !a.seen {
-            (a.seen, a.written, a.read) = (true, written, read);
-        }
-        if written != a.written {
-            (a.written, a.wrote_at) = (written, Some(now));
-        }
-        if read != a.read {
-            (a.read, a.read_at) = (read, Some(now));
-        }
-        let recent = |at: Option<std::time::Instant>| at.is_some_and(|t| now.duration_since(t) < window);
-        (recent(a.wrote_at), recent(a.read_at) || db.snapshots.oldest().is_some())
-    }
-
     /// One background round: refresh the discard statistics when due, and collect a file
     /// (`collect_one`). Returns what the round did. `asked`: a caller waits for the work GC
     /// has (`wait_for_background_work`), whoever is reading.
@@ -557,7 +517,7 @@ impl Gc {
         let amp = self.vlog_space_amp(db);
         let eager = target > 0.0 && above(amp, 1.0 + (target - 1.0) / 2.0);
         // Looked at once per round: the second pick below sees the same users.
-        let readers_only = !asked && self.users_active(db) == (false, true);
+        let readers_only = !asked && db.users_active(&db.state.lock()) == (false, true);
         std::thread::scope(|s| {
             let refresh = s.spawn(|| self.refresh_discard_stats(db, eager));
             let round = self.collect_one(db, amp, readers_only);
