@@ -166,98 +166,94 @@ fn tables_moved_down_whole_are_counted_as_moved_bytes_not_written_ones() {
     assert_view_matches(&db, &ReadOptions::default(), &model, "after an ordered load");
 }
 
+/// A database whose level 1 is far over its byte budget (settled under budgets 32 times larger,
+/// then reopened), with a thread reading it until `stop`.
+struct ReadOverBudget {
+    db: Arc<Db>,
+    model: Model,
+    budget: u64,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ReadOverBudget {
+    fn start() -> ReadOverBudget {
+        let fs = Arc::new(MemFs::new());
+        // 20 bits per key: few lookups pass a filter in vain, so few seek compactions run.
+        let opts = |base: u64| {
+            options(MergePolicy::Leveling)
+                .vfs(fs.clone())
+                .light_weight_compaction(false)
+                .bloom_bits_per_key(vec![20.0])
+                .max_bytes_for_level_base(base)
+        };
+        let mut model = Model::new();
+        {
+            let db = Db::open("/t", opts(256 << 10)).expect("open");
+            for i in 0..6000u64 {
+                let (k, v) = (key(i), format!("value {i:>90}").into_bytes());
+                db.put(&k, &v).expect("put");
+                model.insert(k, v);
+            }
+            db.wait_for_background_work().expect("settle");
+        }
+        let budget = 8u64 << 10;
+        let db = Arc::new(Db::open("/t", opts(budget)).expect("reopen"));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    db.get(key(i % 6000)).expect("get");
+                    i += 1;
+                }
+            })
+        };
+        ReadOverBudget { db, model, budget, stop, reader: Some(reader) }
+    }
+
+    fn stop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(r) = self.reader.take() {
+            r.join().expect("reader");
+        }
+    }
+}
+
 /// While users only read, compaction leaves a leveled level over its byte budget as it is:
 /// merging a table of its one run into the run below would leave lookups probing as many runs,
-/// and its reads and writes would compete with theirs for the device. Once the reads stop (or a
-/// caller waits for background work), it catches up. Time enters only as "lately" (a second):
-/// the test looks after the reads have gone on for longer, and waits a bounded while after.
+/// and its reads and writes would compete with theirs for the device. Once the reads stop, it
+/// catches up. Time enters only as "lately" (a second): the test looks after the reads have
+/// gone on for longer, and waits a bounded while after.
 #[test]
 fn compaction_leaves_a_level_over_its_budget_while_users_only_read_and_catches_up_after() {
-    let fs = Arc::new(MemFs::new());
-    // 20 bits per key: few lookups pass a filter in vain, so few seek compactions run.
-    let opts = |base: u64| {
-        options(MergePolicy::Leveling)
-            .vfs(fs.clone())
-            .light_weight_compaction(false)
-            .bloom_bits_per_key(vec![20.0])
-            .max_bytes_for_level_base(base)
-    };
-    let mut model = Model::new();
-    {
-        let db = Db::open("/t", opts(256 << 10)).expect("open");
-        for i in 0..6000u64 {
-            let (k, v) = (key(i), format!("value {i:>90}").into_bytes());
-            db.put(&k, &v).expect("put");
-            model.insert(k, v);
-        }
-        db.wait_for_background_work().expect("settle");
-    }
-    // Budgets 32 times smaller: level 1 is far over its own when the database opens again.
-    let budget = 8u64 << 10;
-    let db = Arc::new(Db::open("/t", opts(budget)).expect("reopen"));
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let reader = {
-        let (db, stop) = (db.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut i = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                db.get(key(i % 6000)).expect("get");
-                i += 1;
-            }
-        })
-    };
+    let mut r = ReadOverBudget::start();
     // Seek compactions (LevelDB's: a table lookups pass over too often) still run: they cut
     // what a lookup probes. So what is looked at is level 1, not the count of compactions.
     std::thread::sleep(std::time::Duration::from_millis(1800));
-    let stats = db.stats();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    reader.join().expect("reader");
-    assert!(stats.level_bytes[1] > budget, "level 1 must still be over its budget: {:?}", stats.level_bytes);
-    assert_view_matches(&db, &ReadOptions::default(), &model, "while level 1 is over its budget");
+    let stats = r.db.stats();
+    r.stop();
+    assert!(stats.level_bytes[1] > r.budget, "level 1 must still be over its budget: {:?}", stats.level_bytes);
+    assert_view_matches(&r.db, &ReadOptions::default(), &r.model, "while level 1 is over its budget");
     // No one reads or writes now: compaction takes the level back under its budget.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while db.stats().level_bytes[1] > budget && std::time::Instant::now() < deadline {
+    while r.db.stats().level_bytes[1] > r.budget && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    assert!(db.stats().level_bytes[1] <= budget, "not caught up once the reads stopped: {:?}", db.stats().level_bytes);
-    assert_view_matches(&db, &ReadOptions::default(), &model, "after catching up");
+    let level_bytes = r.db.stats().level_bytes;
+    assert!(level_bytes[1] <= r.budget, "not caught up once the reads stopped: {level_bytes:?}");
+    assert_view_matches(&r.db, &ReadOptions::default(), &r.model, "after catching up");
 }
 
 /// A caller waiting for background work gets all of it done, whoever is reading.
 #[test]
 fn waiting_for_background_work_compacts_a_level_over_its_budget_while_others_read() {
-    let fs = Arc::new(MemFs::new());
-    let opts = |base: u64| {
-        options(MergePolicy::Leveling).vfs(fs.clone()).light_weight_compaction(false).max_bytes_for_level_base(base)
-    };
-    let mut model = Model::new();
-    {
-        let db = Db::open("/t", opts(256 << 10)).expect("open");
-        for i in 0..6000u64 {
-            let (k, v) = (key(i), format!("value {i:>90}").into_bytes());
-            db.put(&k, &v).expect("put");
-            model.insert(k, v);
-        }
-        db.wait_for_background_work().expect("settle");
-    }
-    let budget = 8u64 << 10;
-    let db = Arc::new(Db::open("/t", opts(budget)).expect("reopen"));
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let reader = {
-        let (db, stop) = (db.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut i = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                db.get(key(i % 6000)).expect("get");
-                i += 1;
-            }
-        })
-    };
+    let mut r = ReadOverBudget::start();
     std::thread::sleep(std::time::Duration::from_millis(300));
-    db.wait_for_background_work().expect("wait");
-    let level_bytes = db.stats().level_bytes;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    reader.join().expect("reader");
-    assert!(level_bytes[1] <= budget, "the wait returned with level 1 over its budget: {level_bytes:?}");
-    assert_view_matches(&db, &ReadOptions::default(), &model, "after the wait");
+    r.db.wait_for_background_work().expect("wait");
+    let level_bytes = r.db.stats().level_bytes;
+    r.stop();
+    assert!(level_bytes[1] <= r.budget, "the wait returned with level 1 over its budget: {level_bytes:?}");
+    assert_view_matches(&r.db, &ReadOptions::default(), &r.model, "after the wait");
 }
