@@ -317,14 +317,9 @@ fn uncached_ranges(file: &File, offset: u64, len: u64) -> Option<Vec<std::ops::R
     // A raw mapping: no `&[u8]` is ever made over it (mincore only looks at its page tables),
     // so a concurrent truncation (SIGBUS) or write cannot be observed through it.
     let map = memmap2::MmapOptions::new().offset(start).len(map_len).map_raw_read_only(file).ok()?;
-    let pages = map_len.div_ceil(page as usize);
-    let mut resident = vec![0u8; pages];
-    // SAFETY: `map` spans `map_len` bytes from a page-aligned start (`start` is a multiple of
-    // the page size) and `resident` has one byte per page of it, as mincore requires.
-    let r = unsafe { libc::mincore(map.as_mut_ptr().cast(), map_len, resident.as_mut_ptr()) };
-    if r != 0 {
-        return None;
-    }
+    // SAFETY: `map` is a live mapping of `map_len` bytes from a page-aligned start (`start` is
+    // a multiple of the page size).
+    let resident = unsafe { mincore_pages(map.as_ptr(), map_len) }?;
     let mut out: Vec<std::ops::Range<u64>> = Vec::new();
     for (i, _) in resident.iter().enumerate().filter(|(_, &b)| b & 1 == 0) {
         let s = (start + i as u64 * page).max(offset);
@@ -335,6 +330,20 @@ fn uncached_ranges(file: &File, offset: u64, len: u64) -> Option<Vec<std::ops::R
         }
     }
     Some(out)
+}
+
+/// One byte per page of the `len` bytes mapped at `addr` whose low bit says the page is in the
+/// page cache (`mincore`: it looks at page tables and the cache only, faulting nothing in).
+/// `None` when the kernel will not tell.
+///
+/// # Safety
+/// `addr` must be page-aligned and `[addr, addr + len)` lie within one live mapping.
+unsafe fn mincore_pages(addr: *const u8, len: usize) -> Option<Vec<u8>> {
+    let mut flags = vec![0u8; len.div_ceil(page_bytes() as usize)];
+    // SAFETY: the caller vouches for the range; `flags` has a byte per page of it, as mincore
+    // requires.
+    let r = unsafe { libc::mincore(addr as *mut libc::c_void, len, flags.as_mut_ptr()) };
+    (r == 0).then_some(flags)
 }
 
 /// `posix_fadvise` on `file`'s descriptor.
@@ -385,14 +394,10 @@ impl FileMapping {
         if start >= end {
             return Some(true);
         }
-        let mut flags = vec![0u8; (end - start).div_ceil(page)];
         // SAFETY: `[start, end)` lies within this live mapping and starts on a page boundary
-        // (the mapping does, and `start` is a multiple of the page size); `flags` has a byte
-        // per page of it, as mincore requires. mincore only reads the page tables and cache.
-        let r = unsafe {
-            libc::mincore(self.map.as_ptr().add(start) as *mut libc::c_void, end - start, flags.as_mut_ptr())
-        };
-        (r == 0).then(|| flags.iter().all(|f| f & 1 == 1))
+        // (the mapping does, and `start` is a multiple of the page size).
+        let flags = unsafe { mincore_pages(self.map.as_ptr().add(start), end - start) }?;
+        Some(flags.iter().all(|f| f & 1 == 1))
     }
 
     /// `madvise` over `len` bytes from `offset` (0: to the end), `fadvise`'s counterpart for a

@@ -119,11 +119,16 @@ impl RunIterator {
         Ok(())
     }
 
+    /// The file a seek to `target` lands in: the first whose largest key is not below it
+    /// (`files.len()` past the run).
+    fn landing(&self, target: &[u8]) -> usize {
+        let order = self.cache.order();
+        self.files.partition_point(|f| order.compare_internal(&f.largest, target) == Ordering::Less)
+    }
+
     /// `seek`, which may take the table `prefetch` found.
     fn seek_in_run(&mut self, target: &[u8]) -> Result<()> {
-        let order = self.cache.order();
-        let idx = self.files.partition_point(|f| order.compare_internal(&f.largest, target) == Ordering::Less);
-        let Some(idx) = self.first_with_prefix(idx, target)? else {
+        let Some(idx) = self.first_with_prefix(self.landing(target), target)? else {
             (self.idx, self.cur) = (self.files.len(), None);
             return Ok(());
         };
@@ -202,10 +207,8 @@ impl InternalIterator for RunIterator {
         if scoped || !self.cache.any_cold() {
             return;
         }
-        let order = self.cache.order();
-        let idx = self.files.partition_point(|f| order.compare_internal(&f.largest, target) == Ordering::Less);
-        // The table the seek lands in (a prefix-bounded seek may pass it over: a wasted
-        // hint). An error here is the seek's to report.
+        let idx = self.landing(target);
+        // The table the seek lands in. An error here is the seek's to report.
         self.prefetched = match self.files.get(idx).map(|f| self.cache.get(f.number, f.size)) {
             Some(Ok(t)) => {
                 t.prefetch(target);
