@@ -196,7 +196,9 @@ pub struct DbStats {
 pub struct MemoryUsage {
     /// Memtables, active and immutable: nodes, keys, inline values and kept separated values.
     pub memtables: u64,
-    /// Data blocks in the block cache, and its capacity (`Options::block_cache_bytes`).
+    /// Data blocks in the block cache, and its capacity (`Options::block_cache_bytes`): the
+    /// decoded blocks of compressed tables, and the blocks uncompressed tables keep made from
+    /// their mapping (about 100 B each), each within the capacity.
     pub block_cache: u64,
     pub block_cache_capacity: u64,
     /// Separated values in the value cache, and its capacity (`Options::value_cache_bytes`).

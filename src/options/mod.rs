@@ -76,8 +76,12 @@ pub struct Options {
     pub memtable_kept_value_max_bytes: usize,
     /// Immutable memtables allowed to wait for flush before writers stall.
     pub max_immutable_memtables: usize,
-    /// Capacity of the block cache (blocks of compressed tables; uncompressed tables are read
-    /// in place from their memory mapping and need none).
+    /// Capacity of the block cache (default 8 MiB): decoded blocks of compressed tables.
+    /// Uncompressed tables are read in place from their memory mapping; for them the same
+    /// capacity bounds the blocks they keep made (about 100 B each, so 8 MiB covers 330 MB of
+    /// tables), which spare a lookup validating its block again. Past it, blocks are made at
+    /// each use: a scan of a tree larger than memory no longer leaves 2.6 % of its table
+    /// bytes behind on the heap (docs/BENCHMARKS.md §16).
     pub block_cache_bytes: usize,
     /// Capacity of the value cache: separated values already read and verified, handed out
     /// without a system call, copy or checksum (`0` turns it off). Default 32 MiB, the cache
@@ -98,6 +102,14 @@ pub struct Options {
     pub max_open_files: usize,
     /// Uncompressed size of an SSTable data block.
     pub block_size_bytes: usize,
+    /// Start each data block of an uncompressed table at a page boundary, closing it before
+    /// it would cross into one more page than `block_size_bytes` (a multiple of 4096 B) holds
+    /// (default: on, as RocksDB's `block_align`). A block read from the device is then one
+    /// page, where an unaligned 4 KiB block spans two: at eight times the memory a 100 B
+    /// lookup or seek reads half the bytes, and the page cache holds twice the blocks
+    /// (docs/BENCHMARKS.md §16). The padding costs about half an entry per block. Compressed
+    /// tables, and block sizes that are not a multiple of the page, are written unaligned.
+    pub block_align: bool,
     /// Entries between restart points in a data block.
     pub block_restart_interval: usize,
     /// Target size of one SSTable written by compaction.
@@ -310,6 +322,7 @@ impl Default for Options {
             prepopulate_value_cache: PrepopulateValueCache::OnFlush,
             max_open_files: 8192,
             block_size_bytes: 4096,
+            block_align: true,
             block_restart_interval: 16,
             target_file_size_bytes: 2 << 20,
             compression: Compression::None,
@@ -403,6 +416,7 @@ impl Options {
     setter!(prepopulate_value_cache: PrepopulateValueCache);
     setter!(max_open_files: usize);
     shape_setter!(block_size_bytes: usize);
+    shape_setter!(block_align: bool);
     shape_setter!(block_restart_interval: usize);
     shape_setter!(target_file_size_bytes: u64);
     shape_setter!(compression: Compression);
@@ -477,6 +491,7 @@ impl Options {
     pub(crate) fn table_options(&self, level: usize) -> crate::sst::TableOptions {
         crate::sst::TableOptions {
             block_size_bytes: self.block_size_bytes,
+            block_align: self.block_align,
             restart_interval: self.block_restart_interval,
             compression: self.compression,
             bloom_bits_per_key: self.bloom_bits_for_level(level),

@@ -14,6 +14,7 @@ use super::{Compression, FilterAllocation, MergePolicy, Options};
 /// The shaping settings, by the name of their `Options` field.
 pub(crate) const SHAPE_SETTINGS: &[&str] = &[
     "auto_tune",
+    "block_align",
     "block_restart_interval",
     "block_size_bytes",
     "bloom_bits_per_key",
@@ -69,6 +70,7 @@ impl Options {
             "auto_tune" => self.auto_tune.to_string(),
             "block_restart_interval" => self.block_restart_interval.to_string(),
             "block_size_bytes" => self.block_size_bytes.to_string(),
+            "block_align" => self.block_align.to_string(),
             "bloom_bits_per_key" => self.bloom_bits_per_key.iter().map(f64::to_string).collect::<Vec<_>>().join(","),
             "compression" => compression_text(self.compression),
             "filter_allocation" => match self.filter_allocation {
@@ -97,6 +99,7 @@ impl Options {
             "auto_tune" => self.auto_tune = num(v)?,
             "block_restart_interval" => self.block_restart_interval = num(v)?,
             "block_size_bytes" => self.block_size_bytes = num(v)?,
+            "block_align" => self.block_align = num(v)?,
             "bloom_bits_per_key" => {
                 self.bloom_bits_per_key = v.split(',').map(num).collect::<Result<Vec<f64>, _>>()?;
             }

@@ -6,6 +6,12 @@
 
 use crate::util::coding::{put_fixed32, put_varint32};
 
+/// Bytes `put_varint32` takes for `n`.
+fn varint_len(n: usize) -> usize {
+    let bits = usize::BITS - (n | 1).leading_zeros();
+    bits.div_ceil(7) as usize
+}
+
 /// Accumulates entries for one block; `finish` returns the encoded block.
 #[derive(Debug)]
 pub struct BlockBuilder {
@@ -51,6 +57,16 @@ impl BlockBuilder {
         self.buf.len() + 4 * self.restarts.len() + 4
     }
 
+    /// Size of the block if `key` and `value` were added and it were finished then (what
+    /// the table builder checks before an entry that might not fit in a page).
+    pub fn size_with(&self, key: &[u8], value: &[u8]) -> usize {
+        let restart = self.counter >= self.restart_interval;
+        let shared = if restart { 0 } else { self.last_key.iter().zip(key).take_while(|(a, b)| a == b).count() };
+        let unshared = key.len() - shared;
+        let lens = varint_len(shared) + varint_len(unshared) + varint_len(value.len());
+        self.current_size_estimate() + lens + unshared + value.len() + if restart { 4 } else { 0 }
+    }
+
     /// Append an entry. Keys must be added in strictly increasing order (checked by the
     /// table builder, which knows the comparator).
     pub fn add(&mut self, key: &[u8], value: &[u8]) {
@@ -85,5 +101,34 @@ impl BlockBuilder {
             self.finished = true;
         }
         &self.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_with_is_the_size_the_block_has_after_the_entry() {
+        let mut b = BlockBuilder::new(3);
+        let long = vec![7u8; 300];
+        for i in 0..40u32 {
+            let key = format!("key{:05}", i * 37);
+            let value: &[u8] = if i % 5 == 0 { &long } else { b"v" };
+            let predicted = b.size_with(key.as_bytes(), value);
+            b.add(key.as_bytes(), value);
+            assert_eq!(predicted, b.current_size_estimate(), "entry {i}");
+        }
+        let estimate = b.current_size_estimate();
+        assert_eq!(b.finish().len(), estimate);
+    }
+
+    #[test]
+    fn varint_len_counts_seven_bits_a_byte() {
+        for n in [0usize, 1, 127, 128, 16_383, 16_384, u32::MAX as usize] {
+            let mut buf = Vec::new();
+            put_varint32(&mut buf, n as u32);
+            assert_eq!(varint_len(n), buf.len(), "{n}");
+        }
     }
 }

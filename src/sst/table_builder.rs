@@ -14,13 +14,26 @@ use crate::prefix::PrefixExtractor;
 use super::block_builder::BlockBuilder;
 use super::compression::{self, Compression, TYPE_NONE};
 use super::filter::FilterBuilder;
-use super::format::{block_trailer, BlockHandle, Footer, TableProperties, FOOTER_LEN, FORMAT_VERSION, MAX_HANDLE_LEN};
+use super::format::{
+    block_trailer, BlockHandle, Footer, TableProperties, BLOCK_TRAILER_LEN, FOOTER_LEN, FORMAT_VERSION, MAX_HANDLE_LEN,
+};
+
+/// The page an aligned data block starts on a boundary of (`TableOptions::block_align`).
+pub const ALIGN_BYTES: u64 = 4096;
+/// The padding before an aligned block is taken from here.
+static ZEROS: [u8; ALIGN_BYTES as usize] = [0; ALIGN_BYTES as usize];
 
 /// How tables are laid out.
 #[derive(Debug, Clone)]
 pub struct TableOptions {
     /// Uncompressed size at which a data block is closed.
     pub block_size_bytes: usize,
+    /// Start every data block at a page boundary and close it before it would cross into
+    /// the page after `block_size_bytes` (with its trailer): a cold block then costs one
+    /// device read of `block_size_bytes`, not one that spans a page more. Only for
+    /// uncompressed tables whose block size is a multiple of the page (`ALIGN_BYTES`);
+    /// others are written as if it were off.
+    pub block_align: bool,
     /// Entries between restart points in data blocks.
     pub restart_interval: usize,
     /// Compression of data blocks.
@@ -41,6 +54,7 @@ impl Default for TableOptions {
     fn default() -> Self {
         TableOptions {
             block_size_bytes: 4096,
+            block_align: true,
             restart_interval: 16,
             compression: Compression::None,
             bloom_bits_per_key: 10.0,
@@ -127,6 +141,8 @@ pub struct TableBuilder {
     opts: TableOptions,
     /// Bytes written so far = offset of the next block.
     offset: u64,
+    /// Data blocks start at page boundaries (`TableOptions::block_align` where it applies).
+    aligned: bool,
     data_block: BlockBuilder,
     index_block: BlockBuilder,
     filter: Option<FilterSink>,
@@ -146,7 +162,11 @@ impl TableBuilder {
     pub fn new(file: Box<dyn WritableFile>, opts: TableOptions) -> Self {
         let filter = FilterSink::new(&opts);
         let prefixes = PrefixSink::new(&opts);
+        let aligned = opts.block_align
+            && opts.compression == Compression::None
+            && (opts.block_size_bytes as u64).is_multiple_of(ALIGN_BYTES);
         TableBuilder {
+            aligned,
             prefixes,
             offset: file.len(),
             file,
@@ -170,6 +190,14 @@ impl TableBuilder {
             first || self.opts.order.compare_internal(&self.last_key, ikey) == Ordering::Less,
             "table keys out of order"
         );
+        // Aligned: close the block before an entry that would carry it past its pages (its
+        // index entry then separates its last key from this one, as below).
+        if self.aligned
+            && !self.data_block.is_empty()
+            && self.data_block.size_with(ikey, value) + BLOCK_TRAILER_LEN > self.opts.block_size_bytes
+        {
+            self.flush_data_block()?;
+        }
         if let Some(h) = self.pending_handle.take() {
             let sep = self.opts.order.shortest_separator(&self.last_key, ikey);
             self.add_index_entry(&sep, h);
@@ -187,7 +215,7 @@ impl TableBuilder {
         self.last_key.clear();
         self.last_key.extend_from_slice(ikey);
         self.data_block.add(ikey, value);
-        if self.data_block.current_size_estimate() >= self.opts.block_size_bytes {
+        if !self.aligned && self.data_block.current_size_estimate() >= self.opts.block_size_bytes {
             self.flush_data_block()?;
         }
         Ok(())
@@ -228,12 +256,26 @@ impl TableBuilder {
         if self.data_block.is_empty() {
             return Ok(());
         }
+        if self.aligned {
+            self.pad_to_page()?;
+        }
         let codec = self.opts.compression;
         let handle =
             write_block(&mut *self.file, &mut self.offset, self.data_block.finish(), codec, &mut self.scratch)?;
         self.data_block.reset();
         self.props.num_data_blocks += 1;
         self.pending_handle = Some(handle);
+        Ok(())
+    }
+
+    /// Zeros up to the next page boundary, where the next data block starts. Readers go by
+    /// the index's handles only, so the gap is never read as a block.
+    fn pad_to_page(&mut self) -> Result<()> {
+        let gap = self.offset.next_multiple_of(ALIGN_BYTES) - self.offset;
+        if gap > 0 {
+            self.file.append(&ZEROS[..gap as usize])?;
+            self.offset += gap;
+        }
         Ok(())
     }
 

@@ -33,9 +33,10 @@ impl TableCache {
         TableCache { vfs, dir, tables, block_cache, read_options }
     }
 
-    /// Bytes the block cache holds.
+    /// Bytes the block cache holds: decoded blocks of compressed tables, and the blocks
+    /// mapped tables keep made (`table_reader/made.rs`; each bounded by its capacity).
     pub fn block_cache_bytes(&self) -> u64 {
-        self.block_cache.as_ref().map_or(0, |c| c.weight())
+        self.block_cache.as_ref().map_or(0, |c| c.weight()) + self.read_options.made_blocks.held_bytes()
     }
 
     /// Bytes the open tables keep in memory (filters and index blocks).

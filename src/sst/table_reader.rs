@@ -28,6 +28,7 @@ use super::format::{
     decode_block, read_block, stored_len, verify_block, BlockHandle, Footer, TableProperties, BLOCK_TRAILER_LEN,
     FOOTER_LEN,
 };
+use super::table_builder::ALIGN_BYTES;
 use super::verified::VerifiedBlocks;
 
 /// How tables are read: the order of their keys, and the custom filter policy whose filters
@@ -39,6 +40,8 @@ pub struct TableReadOptions {
     /// How many of the tables opened with these options are taken as cold now
     /// (`touch::Residency`): while none is, a seek asks no table to read ahead.
     pub(crate) cold_tables: touch::ColdCount,
+    /// The bytes the tables may keep made blocks in (`made.rs`).
+    pub(crate) made_blocks: made::MadeBudget,
 }
 
 impl TableReadOptions {
@@ -48,6 +51,7 @@ impl TableReadOptions {
             order: o.key_order(),
             filter_policy: o.filter_policy.clone(),
             cold_tables: Default::default(),
+            made_blocks: made::MadeBudget::with_capacity(o.block_cache_bytes as u64),
         }
     }
 }
@@ -108,8 +112,8 @@ pub struct Table {
     verified: VerifiedBlocks,
     /// Mapped uncompressed data blocks made once, by index entry (when the index has one entry
     /// per restart point, as the writer makes it): a lookup takes its block by bumping a count
-    /// instead of validating and allocating it again.
-    mapped_blocks: Box<[OnceLock<Arc<Block>>]>,
+    /// instead of validating and allocating it again, within the database's budget.
+    mapped_blocks: made::MadeBlocks,
     /// Where this segment ends (its footer's end); the whole file's length for a plain table.
     segment_end: u64,
     /// Length of the whole file as opened (what the manifest records).
@@ -254,7 +258,7 @@ impl Table {
         // Fences and the segment cascade compare key bytes: only for the bytewise order.
         let fences = if ro.order.is_bytewise() { IndexFences::build(&index) } else { None };
         let slots = if mapping.is_some() && fences.is_some() { index.num_restarts() } else { 0 };
-        let mapped_blocks = (0..slots).map(|_| OnceLock::new()).collect();
+        let mapped_blocks = made::MadeBlocks::new(slots, &ro.made_blocks);
         Ok(Table {
             file,
             path,
@@ -329,7 +333,8 @@ impl Table {
     /// Bytes the open table keeps in memory whatever is cached: its filters and index blocks,
     /// over all its segments.
     pub fn metadata_bytes(&self) -> u64 {
-        self.filter_bytes() + self.segments().map(|s| s.index.charge() as u64).sum::<u64>()
+        let own = |s: &Table| s.index.charge() as u64 + s.mapped_blocks.slot_bytes();
+        self.filter_bytes() + self.segments().map(own).sum::<u64>()
     }
 
     /// False only when no key of the table has prefix `prefix` under the extractor named
@@ -547,7 +552,7 @@ impl Table {
     /// The mapped data block of index entry `i`, if it was made since the table opened.
     #[inline]
     fn made_block(&self, i: usize) -> Option<&Arc<Block>> {
-        self.mapped_blocks.get(i)?.get()
+        self.mapped_blocks.get(i)
     }
 
     /// Position an iterator over this table's index block at the first entry >= `target`.
@@ -582,14 +587,13 @@ impl Table {
                 // the device.
                 None => self.residency.touch(&*self.file, map, handle.offset, handle.end_with_trailer()),
             }
-            let slot = ordinal.and_then(|i| self.mapped_blocks.get(i));
-            let made = slot.and_then(OnceLock::get).filter(|b| b.file_offset() == handle.offset);
+            let made = ordinal.and_then(|i| self.mapped_blocks.get(i)).filter(|b| b.file_offset() == handle.offset);
             if let Some(b) = made.filter(|_| !reads.verify_checksums) {
                 return Ok(Arc::clone(b));
             }
             let block = self.load_mapped_block(map, handle, reads)?;
-            if let Some(slot) = slot.filter(|_| block.is_mapped()) {
-                let _ = slot.set(Arc::clone(&block));
+            if let Some(i) = ordinal.filter(|_| block.is_mapped()) {
+                self.mapped_blocks.keep(i, &block);
             }
             return Ok(block);
         }
@@ -692,7 +696,12 @@ impl BlockReadahead {
     /// Record that the iterator moves to the block at `h`.
     fn observe(&mut self, h: BlockHandle) {
         let (forward, backward) = match self.last {
-            Some((start, end)) => (end == h.offset, h.end_with_trailer() == start),
+            // Aligned blocks (`TableOptions::block_align`) have up to a page of padding
+            // between them: the next block in file order starts within a page of the last.
+            Some((start, end)) => (
+                h.offset.checked_sub(end).is_some_and(|gap| gap < ALIGN_BYTES),
+                start.checked_sub(h.end_with_trailer()).is_some_and(|gap| gap < ALIGN_BYTES),
+            ),
             None => (false, false),
         };
         if (forward && !self.backward) || (backward && (self.backward || self.sequential == 0)) {
@@ -1113,6 +1122,7 @@ impl InternalIterator for SegmentIterator {
     }
 }
 
+mod made;
 #[cfg(test)]
 pub(crate) mod tests;
 mod touch;

@@ -199,6 +199,10 @@ pub struct BenchArgs {
     #[arg(long = "compression", default_value = "none", value_parser = parse_compression)]
     pub compression: Compression,
 
+    /// Start data blocks of uncompressed tables at page boundaries (default: the engine's, on).
+    #[arg(long = "block_align", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub block_align: Option<bool>,
+
     /// Bloom filter bits per key; 0 or negative disables filters.
     #[arg(long = "bloom_bits", default_value_t = 10.0, allow_negative_numbers = true)]
     pub bloom_bits: f64,
@@ -367,6 +371,9 @@ impl BenchArgs {
         }
         if let Some(v) = self.compaction_nice {
             o = o.compaction_nice(Some(v));
+        }
+        if let Some(v) = self.block_align {
+            o = o.block_align(v);
         }
         if let Some(v) = self.lwc {
             o = o.light_weight_compaction(v);

@@ -557,8 +557,13 @@ fn table_round_trips_through_real_files_and_mem_fs() {
 }
 
 fn arb_model() -> impl Strategy<Value = Model> {
-    let entry =
-        (proptest::collection::vec(0u8..4, 0..6), 0u64..50, 0u8..3, proptest::collection::vec(any::<u8>(), 0..40));
+    arb_model_with_values(40)
+}
+
+/// Sorted entries of short keys and values of up to `max_value` bytes.
+fn arb_model_with_values(max_value: usize) -> impl Strategy<Value = Model> {
+    let value = proptest::collection::vec(any::<u8>(), 0..max_value);
+    let entry = (proptest::collection::vec(0u8..4, 0..6), 0u64..50, 0u8..3, value);
     proptest::collection::vec(entry, 0..300).prop_map(|es| {
         let mut m: Model = es
             .into_iter()
@@ -595,6 +600,39 @@ proptest! {
             it.seek(&target).unwrap();
             let want = model_seek(&model, &target).map(|i| model[i].0.clone());
             prop_assert_eq!(it.valid().then(|| it.key().to_vec()), want);
+        }
+    }
+
+    /// Page-aligned tables: entries of up to 6 KB against blocks of one or two pages, so
+    /// blocks close early, hold one entry, or hold one larger than a block.
+    #[test]
+    fn aligned_tables_agree_with_a_sorted_model(
+        model in arb_model_with_values(6000),
+        pages in 1usize..3,
+        restart in 1usize..20,
+        targets in proptest::collection::vec((proptest::collection::vec(0u8..4, 0..6), 0u64..60), 50),
+    ) {
+        let (file, _) = build(&model, opts(pages * 4096, restart, Compression::None, 10.0));
+        let t = open(&file, None).unwrap();
+        for h in data_handles(&t) {
+            prop_assert_eq!(h.offset % 4096, 0);
+        }
+        prop_assert_eq!(scan_forward(&t).unwrap(), model.clone());
+        prop_assert_eq!(scan_backward(&t).unwrap(), model.clone());
+        let mut it = t.iter(BlockReads::filling(true));
+        for (uk, seq) in targets {
+            let target = seek_key(&uk, seq);
+            prop_assert_eq!(get_vec(&t, &target, true).unwrap(), model_get(&model, &target));
+            it.seek(&target).unwrap();
+            let at = model_seek(&model, &target);
+            prop_assert_eq!(it.valid().then(|| it.key().to_vec()), at.map(|i| model[i].0.clone()));
+            if let Some(i) = at.filter(|&i| i > 0) {
+                // A step back and forth from a sought position (across blocks too).
+                it.prev().unwrap();
+                prop_assert_eq!(it.key(), &model[i - 1].0[..]);
+                it.next().unwrap();
+                prop_assert_eq!(it.key(), &model[i].0[..]);
+            }
         }
     }
 }
@@ -652,4 +690,92 @@ fn a_mapped_table_is_advised_random_before_its_open_reads_anything() {
     let first_read = events.iter().position(|e| *e == "read").unwrap_or(usize::MAX);
     assert!(advised < first_read, "read before the advice: {:?}", &events[..first_read.min(events.len())]);
     assert!(events[..advised].iter().all(|e| *e == "mapping"), "the open used the file before advising it: {events:?}");
+}
+
+/// The data blocks' handles of `t`, in file order.
+fn data_handles(t: &Table) -> Vec<BlockHandle> {
+    let mut index = t.index.iter_in(&t.order);
+    index.seek_to_first().unwrap();
+    let mut out = Vec::new();
+    while index.valid() {
+        out.push(BlockHandle::decode_exact(index.value()).expect("index values are handles"));
+        index.next().unwrap();
+    }
+    out
+}
+
+#[test]
+fn aligned_blocks_start_on_a_page_and_fit_in_it_with_their_trailer() {
+    use crate::sst::table_builder::ALIGN_BYTES;
+    let model = random_model(21, 3000);
+    let (file, _) = build(&model, opts(4096, 16, Compression::None, 10.0));
+    let t = open(&file, None).unwrap();
+    let handles = data_handles(&t);
+    assert!(handles.len() > 20, "{} blocks", handles.len());
+    let bytes = file.bytes();
+    for (i, h) in handles.iter().enumerate() {
+        assert_eq!(h.offset % ALIGN_BYTES, 0, "block {i} at {}", h.offset);
+        assert!(h.end_with_trailer() - h.offset <= 4096, "block {i} of {} B spans two pages", h.size);
+        // The gap up to the next block is zeros, and small: the block was closed only
+        // because the next entry did not fit.
+        let next = handles.get(i + 1).map_or(t.data_end, |n| n.offset);
+        let gap = &bytes[h.end_with_trailer() as usize..next as usize];
+        assert!(gap.iter().all(|&b| b == 0), "padding after block {i} is not zeros");
+        assert!(gap.len() < 200, "block {i} left {} B of its page empty", gap.len());
+    }
+    check_table(&model, &t, 21);
+}
+
+#[test]
+fn compressed_tables_and_block_sizes_off_the_page_are_written_unaligned() {
+    let model = random_model(22, 1500);
+    for (block, c) in [(4096, Compression::Lz4), (1000, Compression::None), (4096, Compression::None)] {
+        let aligned = build(&model, opts(block, 16, c, 10.0)).0.bytes();
+        let plain = build(&model, TableOptions { block_align: false, ..opts(block, 16, c, 10.0) }).0.bytes();
+        // Only the 4 KiB uncompressed table is aligned (and so differs).
+        assert_eq!(aligned == plain, !(block == 4096 && c == Compression::None), "block {block}, {c:?}");
+    }
+}
+
+/// The padding between aligned blocks is outside every checksum: no read looks at it, so a
+/// flipped byte there changes no answer (every other byte is covered, as
+/// `every_flipped_byte_is_reported_as_corruption` checks for unaligned tables).
+#[test]
+fn a_flipped_byte_in_the_padding_between_aligned_blocks_changes_no_read() {
+    let model = random_model(23, 300);
+    let (file, _) = build(&model, opts(4096, 16, Compression::None, 10.0));
+    let t = open(&file, None).unwrap();
+    let handles = data_handles(&t);
+    let good = file.bytes();
+    let padding: Vec<usize> =
+        handles.windows(2).flat_map(|w| w[0].end_with_trailer() as usize..w[1].offset as usize).collect();
+    assert!(!padding.is_empty(), "no padding in {} blocks", handles.len());
+    for i in padding {
+        let mut bad = good.clone();
+        bad[i] ^= 0x20;
+        assert_eq!(corruption_or_exact(bad, &model), Ok(()), "flip at {i} in the padding");
+    }
+}
+
+/// A scan takes a block that starts within a page of the last one's end as the next in
+/// file order, so aligned tables are read ahead like unaligned ones: a few large reads of an
+/// unmapped file, and pages asked for ahead of a mapped one.
+#[test]
+fn a_scan_of_an_aligned_table_reads_ahead() {
+    let model = random_model(24, 3000);
+    let (file, summary) = build(&model, opts(4096, 16, Compression::None, 10.0));
+    let logged = Arc::new(AdviceLog::new(Arc::new(file.clone())));
+    let t = Arc::new(Table::open(logged.clone(), 7, summary.file_size, None).unwrap());
+    let blocks = data_handles(&t).len();
+    logged.events.lock().clear();
+    assert_eq!(scan_forward(&t).unwrap(), model);
+    let reads = logged.events.lock().iter().filter(|e| **e == "read").count();
+    assert!(blocks > 40 && reads * 5 < blocks, "{reads} reads for {blocks} blocks");
+
+    let dir = tempfile::tempdir().unwrap();
+    let mapped = Arc::new(AdviceLog::new(mapped_file(dir.path(), &file.bytes())));
+    let t = Arc::new(Table::open(mapped.clone(), 7, summary.file_size, None).unwrap());
+    assert_eq!(scan_forward(&t).unwrap(), model);
+    let ahead = mapped.will_need.lock().iter().filter(|(_, len)| *len >= 16 << 10).count();
+    assert!(ahead > 0, "no page asked for ahead: {:?}", mapped.will_need.lock());
 }
