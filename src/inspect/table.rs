@@ -303,7 +303,8 @@ impl TableSegment {
 
     /// Offset of the segment's first byte: its first data block, or its first meta block when
     /// it has no data. A DTable's segment may start after its predecessor's end, past the
-    /// tail of an earlier append (dead bytes until the table is rewritten).
+    /// tail of an earlier append (dead bytes until the table is rewritten), and past the zeros
+    /// that put an aligned segment's first block on a page boundary.
     pub fn start(&self) -> u64 {
         self.index.iter().map(|e| e.block.offset).min().unwrap_or(self.data_end)
     }

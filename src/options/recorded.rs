@@ -234,13 +234,15 @@ mod tests {
             .filter_allocation(FilterAllocation::Uniform)
             .num_levels(9)
             .min_separated_value_bytes(64)
-            .block_size_bytes(16384);
+            .block_size_bytes(16384)
+            .block_align(false);
         let mut fresh = Options::default();
         assert!(fresh.adopt_shape_record(&o.shape_record()).is_empty(), "nothing named, nothing differs");
         assert_eq!(fresh.shape_record(), o.shape_record());
         assert_eq!(fresh.merge_policy, o.merge_policy);
         assert_eq!(fresh.compression, Compression::Zstd(7));
         assert_eq!(fresh.bloom_bits_per_key, vec![12.0, 8.5]);
+        assert!(!fresh.block_align, "block_align=false is recorded and adopted");
     }
 
     #[test]

@@ -26,7 +26,8 @@ static ZEROS: [u8; ALIGN_BYTES as usize] = [0; ALIGN_BYTES as usize];
 /// How tables are laid out.
 #[derive(Debug, Clone)]
 pub struct TableOptions {
-    /// Uncompressed size at which a data block is closed.
+    /// Uncompressed size at which a data block is closed (aligned: the size a block with its
+    /// trailer stays within, unless one entry alone is larger).
     pub block_size_bytes: usize,
     /// Start every data block at a page boundary and close it before it would cross into
     /// the page after `block_size_bytes` (with its trailer): a cold block then costs one
@@ -139,7 +140,7 @@ pub struct TableSummary {
 pub struct TableBuilder {
     file: Box<dyn WritableFile>,
     opts: TableOptions,
-    /// Bytes written so far = offset of the next block.
+    /// Bytes written so far = offset of the next block (or of the padding before it).
     offset: u64,
     /// Data blocks start at page boundaries (`TableOptions::block_align` where it applies).
     aligned: bool,

@@ -39,7 +39,7 @@ impl TableCache {
         self.block_cache.as_ref().map_or(0, |c| c.weight()) + self.read_options.made_blocks.held_bytes()
     }
 
-    /// Bytes the open tables keep in memory (filters and index blocks).
+    /// Bytes the open tables keep in memory (filters, index blocks, slots for made blocks).
     pub fn open_tables_metadata_bytes(&self) -> u64 {
         self.tables.iter().map(|(_, t)| t.metadata_bytes()).sum()
     }

@@ -330,8 +330,8 @@ impl Table {
         self.segments().map(|s| s.filter.as_ref().map_or(0, TableFilter::len_bytes) + prefix(s)).sum()
     }
 
-    /// Bytes the open table keeps in memory whatever is cached: its filters and index blocks,
-    /// over all its segments.
+    /// Bytes the open table keeps in memory whatever is cached: its filters, index blocks and
+    /// slots for made blocks, over all its segments.
     pub fn metadata_bytes(&self) -> u64 {
         let own = |s: &Table| s.index.charge() as u64 + s.mapped_blocks.slot_bytes();
         self.filter_bytes() + self.segments().map(own).sum::<u64>()
@@ -592,7 +592,10 @@ impl Table {
                 return Ok(Arc::clone(b));
             }
             let block = self.load_mapped_block(map, handle, reads)?;
-            if let Some(i) = ordinal.filter(|_| block.is_mapped()) {
+            // Kept for the reads that would cache it: not for compaction's inputs or a scan
+            // that leaves the caches alone, whose blocks would take the budget from lookups'.
+            let keep = block.is_mapped() && reads.fill_cache && !reads.verify_checksums;
+            if let Some(i) = ordinal.filter(|_| keep) {
                 self.mapped_blocks.keep(i, &block);
             }
             return Ok(block);
@@ -696,12 +699,9 @@ impl BlockReadahead {
     /// Record that the iterator moves to the block at `h`.
     fn observe(&mut self, h: BlockHandle) {
         let (forward, backward) = match self.last {
-            // Aligned blocks (`TableOptions::block_align`) have up to a page of padding
-            // between them: the next block in file order starts within a page of the last.
-            Some((start, end)) => (
-                h.offset.checked_sub(end).is_some_and(|gap| gap < ALIGN_BYTES),
-                start.checked_sub(h.end_with_trailer()).is_some_and(|gap| gap < ALIGN_BYTES),
-            ),
+            // Aligned blocks (`TableOptions::block_align`) have padding between them: the
+            // next block in file order starts right after the last or on the next page.
+            Some((start, end)) => (next_in_file(end, h.offset), next_in_file(h.end_with_trailer(), start)),
             None => (false, false),
         };
         if (forward && !self.backward) || (backward && (self.backward || self.sequential == 0)) {
@@ -757,6 +757,12 @@ impl BlockReadahead {
         let start = (h.offset - self.buf_offset) as usize;
         decode_block(self.buf[start..start + len].to_vec(), h, file.path())
     }
+}
+
+/// Whether a block starting at `start` is the one after a block ending at `end` in file
+/// order: right after it, or at the next page boundary (aligned blocks, `block_align`).
+fn next_in_file(end: u64, start: u64) -> bool {
+    start == end || (start.is_multiple_of(ALIGN_BYTES) && start == end.next_multiple_of(ALIGN_BYTES))
 }
 
 /// How a read uses a table's data blocks: whether a block it reads enters the block cache,

@@ -778,4 +778,21 @@ fn a_scan_of_an_aligned_table_reads_ahead() {
     assert_eq!(scan_forward(&t).unwrap(), model);
     let ahead = mapped.will_need.lock().iter().filter(|(_, len)| *len >= 16 << 10).count();
     assert!(ahead > 0, "no page asked for ahead: {:?}", mapped.will_need.lock());
+
+    // Backward too: a reverse scan asks for the pages before it.
+    mapped.will_need.lock().clear();
+    let t = Arc::new(Table::open(mapped.clone(), 7, summary.file_size, None).unwrap());
+    assert_eq!(scan_backward(&t).unwrap(), model);
+    let behind = mapped.will_need.lock().iter().filter(|(_, len)| *len >= 16 << 10).count();
+    assert!(behind > 0, "no page asked for behind a reverse scan: {:?}", mapped.will_need.lock());
+}
+
+#[test]
+fn the_next_block_in_file_order_starts_right_after_the_last_or_on_the_next_page() {
+    assert!(next_in_file(100, 100), "contiguous");
+    assert!(next_in_file(100, 4096) && next_in_file(5000, 8192), "on the next page");
+    assert!(next_in_file(4096, 4096), "the last ended on a page boundary");
+    assert!(!next_in_file(100, 200), "a skipped block of an unaligned table");
+    assert!(!next_in_file(100, 8192), "a skipped page");
+    assert!(!next_in_file(200, 100), "behind");
 }
