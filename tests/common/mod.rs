@@ -43,7 +43,8 @@ pub fn owned_map(entries: wisckey::Entries) -> Result<Model> {
 /// trigger compactions, so tests exercise tables and levels, not just the memtable; value-log
 /// GC wakes up often so it runs during the tests too.
 /// `WISCKEY_MERGE_POLICY=<policy>` (e.g. `tiering`, `bush`) runs a suite under that policy,
-/// `WISCKEY_LWC=1` with light-weight compaction.
+/// `WISCKEY_LWC=1` with light-weight compaction, `WISCKEY_BLOCK_BYTES=4096` on page-aligned
+/// blocks (512 B blocks otherwise, which are never aligned).
 pub fn tiny_options(vfs: Arc<dyn Vfs>) -> Options {
     Options::default()
         .merge_policy(merge_policy_from_env())
@@ -52,7 +53,7 @@ pub fn tiny_options(vfs: Arc<dyn Vfs>) -> Options {
         .vfs(vfs)
         .write_buffer_bytes(4 << 10)
         .target_file_size_bytes(8 << 10)
-        .block_size_bytes(512)
+        .block_size_bytes(env_u64("WISCKEY_BLOCK_BYTES", 512) as usize)
         .block_restart_interval(4)
         .max_bytes_for_level_base(32 << 10)
         .l0_compaction_trigger(2)
