@@ -591,16 +591,7 @@ proptest! {
         let c = [Compression::None, Compression::Lz4, Compression::Zstd(1)][codec as usize];
         let (file, _) = build(&model, opts(block, restart, c, bits));
         let t = open(&file, Some(new_block_cache(4096))).unwrap();
-        prop_assert_eq!(scan_forward(&t).unwrap(), model.clone());
-        prop_assert_eq!(scan_backward(&t).unwrap(), model.clone());
-        let mut it = t.iter(BlockReads::filling(true));
-        for (uk, seq) in targets {
-            let target = seek_key(&uk, seq);
-            prop_assert_eq!(get_vec(&t, &target, true).unwrap(), model_get(&model, &target));
-            it.seek(&target).unwrap();
-            let want = model_seek(&model, &target).map(|i| model[i].0.clone());
-            prop_assert_eq!(it.valid().then(|| it.key().to_vec()), want);
-        }
+        agrees_with_model(&t, &model, targets)?;
     }
 
     /// Page-aligned tables: entries of up to 6 KB against blocks of one or two pages, so
@@ -617,24 +608,34 @@ proptest! {
         for h in data_handles(&t) {
             prop_assert_eq!(h.offset % 4096, 0);
         }
-        prop_assert_eq!(scan_forward(&t).unwrap(), model.clone());
-        prop_assert_eq!(scan_backward(&t).unwrap(), model.clone());
-        let mut it = t.iter(BlockReads::filling(true));
-        for (uk, seq) in targets {
-            let target = seek_key(&uk, seq);
-            prop_assert_eq!(get_vec(&t, &target, true).unwrap(), model_get(&model, &target));
-            it.seek(&target).unwrap();
-            let at = model_seek(&model, &target);
-            prop_assert_eq!(it.valid().then(|| it.key().to_vec()), at.map(|i| model[i].0.clone()));
-            if let Some(i) = at.filter(|&i| i > 0) {
-                // A step back and forth from a sought position (across blocks too).
-                it.prev().unwrap();
-                prop_assert_eq!(it.key(), &model[i - 1].0[..]);
-                it.next().unwrap();
-                prop_assert_eq!(it.key(), &model[i].0[..]);
-            }
+        agrees_with_model(&t, &model, targets)?;
+    }
+}
+
+/// `t` scans to `model` both ways, and each target's lookup and seek land where the model
+/// says, with a step back and forth from the sought position (across blocks too).
+fn agrees_with_model(
+    t: &Arc<Table>,
+    model: &Model,
+    targets: Vec<(Vec<u8>, u64)>,
+) -> std::result::Result<(), TestCaseError> {
+    prop_assert_eq!(scan_forward(t).unwrap(), model.clone());
+    prop_assert_eq!(scan_backward(t).unwrap(), model.clone());
+    let mut it = t.iter(BlockReads::filling(true));
+    for (uk, seq) in targets {
+        let target = seek_key(&uk, seq);
+        prop_assert_eq!(get_vec(t, &target, true).unwrap(), model_get(model, &target));
+        it.seek(&target).unwrap();
+        let at = model_seek(model, &target);
+        prop_assert_eq!(it.valid().then(|| it.key().to_vec()), at.map(|i| model[i].0.clone()));
+        if let Some(i) = at.filter(|&i| i > 0) {
+            it.prev().unwrap();
+            prop_assert_eq!(it.key(), &model[i - 1].0[..]);
+            it.next().unwrap();
+            prop_assert_eq!(it.key(), &model[i].0[..]);
         }
     }
+    Ok(())
 }
 
 /// A mapped table file that records, in order, its advice and every way it is read, and the
