@@ -57,11 +57,19 @@ impl BlockBuilder {
         self.buf.len() + 4 * self.restarts.len() + 4
     }
 
+    /// Bytes of `key` the next entry shares with the last one (0 at a restart point).
+    fn shared_with(&self, key: &[u8]) -> usize {
+        if self.counter >= self.restart_interval {
+            return 0;
+        }
+        self.last_key.iter().zip(key).take_while(|(a, b)| a == b).count()
+    }
+
     /// Size of the block if `key` and `value` were added and it were finished then (what
     /// the table builder checks before an entry that might not fit in a page).
     pub fn size_with(&self, key: &[u8], value: &[u8]) -> usize {
         let restart = self.counter >= self.restart_interval;
-        let shared = if restart { 0 } else { self.last_key.iter().zip(key).take_while(|(a, b)| a == b).count() };
+        let shared = self.shared_with(key);
         let unshared = key.len() - shared;
         let lens = varint_len(shared) + varint_len(unshared) + varint_len(value.len());
         self.current_size_estimate() + lens + unshared + value.len() + if restart { 4 } else { 0 }
@@ -71,10 +79,8 @@ impl BlockBuilder {
     /// table builder, which knows the comparator).
     pub fn add(&mut self, key: &[u8], value: &[u8]) {
         debug_assert!(!self.finished, "add after finish without reset");
-        let mut shared = 0;
-        if self.counter < self.restart_interval {
-            shared = self.last_key.iter().zip(key).take_while(|(a, b)| a == b).count();
-        } else {
+        let shared = self.shared_with(key);
+        if self.counter >= self.restart_interval {
             debug_assert!(self.buf.len() <= u32::MAX as usize, "block larger than 4 GiB");
             self.restarts.push(self.buf.len() as u32);
             self.counter = 0;

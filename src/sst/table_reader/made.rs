@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use crate::sst::block::Block;
 
 /// What one kept block costs: the block and its reference counts.
-pub(crate) const KEPT_BLOCK_BYTES: u64 = (std::mem::size_of::<Block>() + 2 * std::mem::size_of::<usize>()) as u64;
+const KEPT_BLOCK_BYTES: u64 = (std::mem::size_of::<Block>() + 2 * std::mem::size_of::<usize>()) as u64;
 
 /// The bytes the tables of one database may keep made blocks in (`TableReadOptions`).
 #[derive(Debug, Clone)]
